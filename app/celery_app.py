@@ -1,0 +1,27 @@
+"""The Celery app, bound to the Flask app (Flask's patterns/celery)."""
+from __future__ import annotations
+
+from celery import Celery, Task
+from celery.signals import worker_process_init
+from flask import Flask
+
+
+def celery_init_app(app: Flask) -> Celery:
+    class FlaskTask(Task):
+        def __call__(self, *args, **kwargs):
+            with app.app_context():
+                return self.run(*args, **kwargs)
+
+    celery = Celery(app.name, task_cls=FlaskTask)
+    celery.config_from_object("celeryconfig")
+    celery.set_default()
+    app.extensions["celery"] = celery
+    return celery
+
+
+@worker_process_init.connect
+def _fresh_engine_after_fork(**_):
+    # A forked pool process must not share the parent's pooled database connections.
+    from app.db import reset_engine
+
+    reset_engine()

@@ -1,0 +1,117 @@
+"""Engine, sessions, the declarative Base, and a group's partitions made on demand."""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import Iterator
+
+from sqlalchemy import MetaData, create_engine, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+from app.config import Settings, get_settings
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+# Tables partitioned by LIST (group_id); each group gets one partition of each.
+PARTITIONED_TABLES = ("files", "fragments", "release_chunks")
+
+
+def partition_name(table: str, group_id: int) -> str:
+    return f"{table}_g{int(group_id)}"
+
+
+def is_partition_name(name: str) -> bool:
+    table, sep, suffix = name.rpartition("_g")
+    return bool(sep) and table in PARTITIONED_TABLES and suffix.isdigit()
+
+
+def make_engine(settings: Settings | None = None, **kwargs) -> Engine:
+    settings = settings or get_settings()
+    connect_args = {}
+    if settings.db_search_path:
+        connect_args["options"] = f"-csearch_path={settings.db_search_path}"
+    return create_engine(
+        settings.database_url,
+        connect_args=connect_args,
+        pool_pre_ping=True,
+        future=True,
+        **kwargs,
+    )
+
+
+_engine: Engine | None = None
+_engine_pid: int | None = None
+_sessionmaker: sessionmaker[Session] | None = None
+
+
+def get_engine() -> Engine:
+    """The process's engine; a forked child makes its own (pooled connections never cross a fork)."""
+    global _engine, _engine_pid, _sessionmaker
+    if _engine is None or _engine_pid != os.getpid():
+        if _engine is not None:
+            _engine.dispose(close=False)
+        _engine = make_engine()
+        _engine_pid = os.getpid()
+        _sessionmaker = sessionmaker(bind=_engine, expire_on_commit=False)
+    return _engine
+
+
+def reset_engine() -> None:
+    """Forget the engine (after fork, or when settings change)."""
+    global _engine, _engine_pid, _sessionmaker
+    if _engine is not None:
+        _engine.dispose(close=_engine_pid == os.getpid())
+    _engine = _engine_pid = _sessionmaker = None
+
+
+@contextmanager
+def session_scope() -> Iterator[Session]:
+    """One unit of work: commits on success, rolls back on error."""
+    get_engine()
+    assert _sessionmaker is not None
+    session = _sessionmaker()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def ensure_group_partitions(conn: Connection | Session, group_id: int) -> bool:
+    """Make sure the group's partitions exist; True when some had to be created.
+
+    Cheap when they exist (one catalog look-up), so ingest checks it for every batch instead
+    of remembering it in a process. Creation runs under a transaction-scoped advisory lock so
+    concurrent workers never race on the same CREATE.
+    """
+    names = [partition_name(t, group_id) for t in PARTITIONED_TABLES]
+    present = conn.execute(
+        text(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relname = ANY(:names) AND n.nspname = current_schema()"
+        ),
+        {"names": names},
+    ).scalar_one()
+    if present == len(names):
+        return False
+    conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('partitions'), :gid)"), {"gid": int(group_id)})
+    for table, name in zip(PARTITIONED_TABLES, names):
+        conn.execute(
+            text(f'CREATE TABLE IF NOT EXISTS "{name}" PARTITION OF "{table}" FOR VALUES IN ({int(group_id)})')
+        )
+    return True

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger, CheckConstraint, DateTime, ForeignKey, Identity, Index, Integer, LargeBinary, Text,
+    UniqueConstraint, func, text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+BATCH_STATES = ("accepted", "stored", "failed")
+
+
+class SeedBatch(Base):
+    """A batch as accepted: its raw body is durable here before the node hears 2xx.
+
+    One per range and start article, so a batch sent again is recognised, never stored twice.
+    """
+
+    __tablename__ = "seed_batches"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    range_id: Mapped[int] = mapped_column(ForeignKey("seed_ranges.id", ondelete="CASCADE"))
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("seed_nodes.id", ondelete="SET NULL"))
+    batch_from: Mapped[int] = mapped_column(BigInteger)
+    batch_to: Mapped[int] = mapped_column(BigInteger)
+    body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    content_type: Mapped[str] = mapped_column(Text)
+    content_encoding: Mapped[str] = mapped_column(Text, server_default="")
+    body_bytes: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(Text, server_default="accepted")
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    error: Mapped[str | None] = mapped_column(Text)
+    accepted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    stored_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        UniqueConstraint("range_id", "batch_from"),
+        CheckConstraint("batch_from <= batch_to", name="span"),
+        CheckConstraint("state IN ('accepted', 'stored', 'failed')", name="state"),
+        # The requeue sweep looks only at batches not stored yet.
+        Index("ix_seed_batches_pending", "accepted_at", postgresql_where=text("state = 'accepted'")),
+    )

@@ -1,0 +1,101 @@
+"""What the seed produces: files (details once), fragments, releases, release chunks, rule counts.
+
+Files, fragments and release chunks are partitioned by group (LIST on group_id); the partitions
+are made on demand by app.db.ensure_group_partitions. No foreign keys on these hot tables: a
+row can only land in an existing group's partition, and keys come from the digest library.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, Integer, REAL, Text, func
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+PARTITION_BY_GROUP = {"postgresql_partition_by": "LIST (group_id)"}
+
+
+class File(Base):
+    """One posted file; its details are stored once, keyed by the digest's stable file key."""
+
+    __tablename__ = "files"
+    __table_args__ = PARTITION_BY_GROUP
+
+    group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    release_key: Mapped[int] = mapped_column(BigInteger)
+    name: Mapped[str] = mapped_column(Text)
+    subject: Mapped[str] = mapped_column(Text)
+    poster: Mapped[str] = mapped_column(Text)
+    posted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    file_index: Mapped[int | None] = mapped_column(Integer)
+    file_count: Mapped[int | None] = mapped_column(Integer)
+    parts: Mapped[int | None] = mapped_column(Integer)
+
+
+class Fragment(Base):
+    """One article of a file; an article number appears once per group."""
+
+    __tablename__ = "fragments"
+    __table_args__ = PARTITION_BY_GROUP
+
+    group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    article: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    file_key: Mapped[int] = mapped_column(BigInteger)
+    part: Mapped[int] = mapped_column(Integer)
+    bytes: Mapped[int] = mapped_column(Integer)
+    message_id: Mapped[str] = mapped_column(Text)
+
+
+class Release(Base):
+    """Files posted together; the aggregates are recomputed by gathering after each batch."""
+
+    __tablename__ = "releases"
+
+    group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    poster: Mapped[str] = mapped_column(Text)
+    file_count: Mapped[int | None] = mapped_column(Integer)
+    files_seen: Mapped[int] = mapped_column(Integer, server_default="0")
+    parts_expected: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    parts_seen: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    bytes: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    completion: Mapped[float] = mapped_column(REAL, server_default="0")
+    first_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    gathered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ReleaseChunk(Base):
+    """What one batch saw of one release; batch_from is the batch's first article (bigint)."""
+
+    __tablename__ = "release_chunks"
+    __table_args__ = PARTITION_BY_GROUP
+
+    group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    release_key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    batch_from: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    range_id: Mapped[int] = mapped_column(BigInteger)
+    files: Mapped[int] = mapped_column(Integer)
+    fragments: Mapped[int] = mapped_column(Integer)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    first_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class RuleCount(Base):
+    """Per batch and rule: what the rule dropped; the rule '' counts what no rule dropped."""
+
+    __tablename__ = "rule_counts"
+
+    range_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    batch_from: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    rule: Mapped[str] = mapped_column(Text, primary_key=True)
+    group_id: Mapped[int] = mapped_column(Integer, index=True)
+    releases: Mapped[int] = mapped_column(Integer)
+    files: Mapped[int] = mapped_column(Integer)
+    fragments: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)

@@ -1,0 +1,1 @@
+"""Thin Celery tasks with explicit names; the work is in app.services."""

@@ -1,0 +1,54 @@
+"""Celery configuration: Redis broker, three queues, late acks, explicit task names, beat.
+
+Long ingest work runs on its own queue so short control work (lease expiry, requeue) never
+waits behind it; gathering has its own queue so it can be scaled apart from ingest.
+"""
+from celery.schedules import crontab
+from kombu import Queue
+
+from app.config import get_settings
+
+_settings = get_settings()
+
+broker_url = _settings.redis_url
+result_backend = _settings.redis_url
+broker_connection_retry_on_startup = True
+# Ack after the task ran: a worker that dies mid-task leaves the message to be redelivered.
+# Every task is idempotent, so a redelivery stores nothing twice.
+task_acks_late = True
+task_reject_on_worker_lost = True
+worker_prefetch_multiplier = 1
+# Redis redelivers an unacked message after this; it must exceed the longest task
+# (an ingest of the largest batch takes well under a minute; replanning a few minutes).
+broker_transport_options = {"visibility_timeout": 3600}
+result_backend_transport_options = {"visibility_timeout": 3600}
+result_expires = 3600
+task_ignore_result = True
+task_serializer = "json"
+result_serializer = "json"
+accept_content = ["json"]
+timezone = "UTC"
+enable_utc = True
+
+# Flower sees task events.
+worker_send_task_events = True
+task_send_sent_event = True
+
+# Task modules: each registers its tasks under explicit, stable names.
+imports = ("app.tasks.control", "app.tasks.leases")
+
+task_default_queue = "control"
+task_queues = (Queue("ingest"), Queue("gather"), Queue("control"))
+task_routes = {
+    "ingest.*": {"queue": "ingest"},
+    "releases.*": {"queue": "gather"},
+    "leases.*": {"queue": "control"},
+    "plan.*": {"queue": "control"},
+    "batches.*": {"queue": "control"},
+    "control.*": {"queue": "control"},
+}
+
+beat_schedule = {
+    "leases.expire": {"task": "leases.expire", "schedule": 60.0},
+    "control.queue_depth": {"task": "control.queue_depth", "schedule": 60.0},
+}
