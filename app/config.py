@@ -60,6 +60,10 @@ class Settings:
     batch_max_attempts: int = 5
     replan_minute: str = "17"
     replan_hour: str = "*/6"
+    api_bind: str = "127.0.0.1:8080"
+    api_workers: int = 2
+    api_certfile: str | None = None
+    api_keyfile: str | None = None
     nntp_host: str = "127.0.0.1"
     nntp_port: int = 119
     nntp_ssl: bool = False
@@ -87,6 +91,10 @@ class Settings:
             batch_max_attempts=_int(env, "BATCH_MAX_ATTEMPTS", d.batch_max_attempts, 1),
             replan_minute=env.get("REPLAN_MINUTE") or d.replan_minute,
             replan_hour=env.get("REPLAN_HOUR") or d.replan_hour,
+            api_bind=env.get("API_BIND") or d.api_bind,
+            api_workers=_int(env, "API_WORKERS", d.api_workers, 1),
+            api_certfile=env.get("API_CERTFILE") or None,
+            api_keyfile=env.get("API_KEYFILE") or None,
             nntp_host=env.get("NNTP_HOST") or d.nntp_host,
             nntp_port=_int(env, "NNTP_PORT", d.nntp_port, 1),
             nntp_ssl=_bool(env, "NNTP_SSL", d.nntp_ssl),

@@ -4,9 +4,10 @@ from app.models.catalog import File, Fragment, Release, ReleaseChunk, RuleCount
 from app.models.groups import Group
 from app.models.nodes import SeedNode
 from app.models.ranges import SeedPlan, SeedRange
+from app.models.rules import SeedRule
 from app.models.spool import SpoolChunk
 
 __all__ = [
     "File", "Fragment", "Group", "Release", "ReleaseChunk", "RuleCount", "SeedBatch",
-    "SeedNode", "SeedPlan", "SeedRange", "SpoolChunk",
+    "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk",
 ]

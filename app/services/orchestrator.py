@@ -1,18 +1,207 @@
-"""The seed orchestrator: leases and their expiry."""
+"""The seed orchestrator: lease, accept, heartbeat, finish, release, expire.
+
+Every decision about a range is taken here under a row lock on that range, so the API, the
+tasks and the CLI cannot disagree, and any number of API processes can run side by side.
+"""
 from __future__ import annotations
 
-from sqlalchemy import text
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
+
+from app.models import Group, SeedBatch, SeedNode, SeedRange
+from app.services.errors import Conflict, NotFound, ServiceError
+
+
+class NotYourLease(Conflict):
+    code = "not_your_lease"
+
+
+class OutOfOrder(Conflict):
+    code = "out_of_order"
+
+
+class OutsideRange(ServiceError):
+    status = 422
+    code = "outside_range"
+
+
+class BatchesMissing(Conflict):
+    code = "batches_missing"
+
+
+class LeaseCap(Conflict):
+    code = "lease_cap"
+
+
+@dataclass(frozen=True)
+class Lease:
+    range_id: int
+    group: str
+    group_id: int
+    first_id: int
+    last_id: int
+    next_id: int
+    spooled: bool
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    batch_id: int
+    next_id: int
+    created: bool  # False: the same batch was accepted before, nothing stored this time
+
+
+def lease(session: Session, node: SeedNode, *, max_leases: int) -> Lease | None:
+    """The oldest plan's next planned range for this node, or None when nothing is left.
+
+    SKIP LOCKED lets concurrent nodes each take a different range without waiting on each other.
+    """
+    # Serialise one node's own lease calls so its cap holds under concurrency.
+    session.execute(select(SeedNode.id).where(SeedNode.id == node.id).with_for_update())
+    held = session.scalar(
+        select(func.count()).select_from(SeedRange).where(
+            SeedRange.node_id == node.id, SeedRange.status == "leased"
+        )
+    )
+    if held >= max_leases:
+        raise LeaseCap(f"node already holds {held} ranges (the cap is {max_leases})")
+    candidate = session.scalar(
+        select(SeedRange)
+        .where(SeedRange.status == "planned")
+        .order_by(SeedRange.plan_id, SeedRange.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .execution_options(populate_existing=True)
+    )
+    if candidate is None:
+        return None
+    candidate.status = "leased"
+    candidate.node_id = node.id
+    candidate.leased_at = candidate.touched_at = func.now()
+    session.flush()
+    group = session.get(Group, candidate.group_id)
+    return Lease(
+        range_id=candidate.id, group=group.name, group_id=group.id, first_id=candidate.first_id,
+        last_id=candidate.last_id, next_id=candidate.next_id, spooled=candidate.spooled,
+    )
+
+
+def locked_range(session: Session, range_id: int) -> SeedRange:
+    seed_range = session.scalar(
+        select(SeedRange).where(SeedRange.id == range_id).with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if seed_range is None:
+        raise NotFound(f"no such range: {range_id}", code="unknown_range")
+    return seed_range
+
+
+def held_range(session: Session, node: SeedNode | None, range_id: int) -> SeedRange:
+    """The range, locked, if this node holds its lease (node None: the data center's own runner)."""
+    seed_range = locked_range(session, range_id)
+    if node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
+        raise NotYourLease(f"range {range_id} is not leased to this node")
+    return seed_range
+
+
+def accept_batch(
+    session: Session,
+    node: SeedNode | None,
+    range_id: int,
+    *,
+    batch_from: int,
+    batch_to: int,
+    body: bytes,
+    content_type: str,
+    content_encoding: str,
+) -> Acceptance:
+    """Store a batch's raw body durably and move the range's resume point past it.
+
+    The caller commits, and only then enqueues ingest, so a task never sees an uncommitted batch
+    and a batch answered 2xx is always in the database.
+    """
+    seed_range = locked_range(session, range_id)
+    previous = session.scalar(
+        select(SeedBatch).where(SeedBatch.range_id == range_id, SeedBatch.batch_from == batch_from)
+    )
+    if previous is not None:
+        if previous.batch_to != batch_to:
+            raise OutOfOrder(
+                f"a batch from {batch_from} was accepted with end {previous.batch_to}, not {batch_to}"
+            )
+        # Re-sent (e.g. the answer was lost): already durable, nothing to do.
+        return Acceptance(batch_id=previous.id, next_id=seed_range.next_id, created=False)
+    if node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
+        raise NotYourLease(f"range {range_id} is not leased to this node")
+    if not (seed_range.first_id <= batch_from <= batch_to <= seed_range.last_id):
+        raise OutsideRange(
+            f"batch {batch_from}-{batch_to} is outside range {seed_range.first_id}-{seed_range.last_id}"
+        )
+    if batch_from != seed_range.next_id:
+        raise OutOfOrder(f"batch starts at {batch_from}; the range resumes at {seed_range.next_id}")
+    batch_id = session.execute(
+        insert(SeedBatch)
+        .values(
+            range_id=range_id, node_id=node.id if node else None, batch_from=batch_from,
+            batch_to=batch_to, body=body, content_type=content_type,
+            content_encoding=content_encoding, body_bytes=len(body),
+        )
+        .returning(SeedBatch.id)
+    ).scalar_one()
+    seed_range.next_id = batch_to + 1
+    seed_range.touched_at = func.now()
+    seed_range.batches += 1
+    session.flush()
+    return Acceptance(batch_id=batch_id, next_id=batch_to + 1, created=True)
+
+
+def heartbeat(session: Session, node: SeedNode, range_id: int) -> SeedRange:
+    seed_range = held_range(session, node, range_id)
+    seed_range.touched_at = func.now()
+    return seed_range
+
+
+def finish(session: Session, node: SeedNode | None, range_id: int) -> SeedRange:
+    """The range is done once every article up to last_id is in an accepted batch."""
+    seed_range = locked_range(session, range_id)
+    if seed_range.status == "done":
+        return seed_range
+    if node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
+        raise NotYourLease(f"range {range_id} is not leased to this node")
+    if seed_range.next_id <= seed_range.last_id:
+        raise BatchesMissing(
+            f"range {range_id} resumes at {seed_range.next_id}; batches up to {seed_range.last_id} are missing"
+        )
+    seed_range.status = "done"
+    seed_range.node_id = None
+    seed_range.done_at = func.now()
+    return seed_range
+
+
+def release(session: Session, node: SeedNode, range_id: int) -> SeedRange:
+    """Give the range back; the next node resumes at next_id."""
+    seed_range = held_range(session, node, range_id)
+    seed_range.status = "planned"
+    seed_range.node_id = None
+    seed_range.leased_at = None
+    return seed_range
 
 
 def expire_leases(session: Session, timeout_seconds: int) -> list[int]:
-    """Leases with no batch or heartbeat for `timeout_seconds` go back to planned.
+    """Leases with no batch or heartbeat for `timeout_seconds` pass on.
 
-    The next node to lease such a range resumes at its next_id. Returns the expired range ids.
+    A range whose every batch is in goes to done (its node vanished before saying so); the rest
+    go back to planned, and the next node to lease one resumes at its next_id. Returns the ids.
     """
     rows = session.execute(
         text(
-            "UPDATE seed_ranges SET status = 'planned', node_id = NULL, leased_at = NULL"
+            "UPDATE seed_ranges SET"
+            "   status = CASE WHEN next_id > last_id THEN 'done' ELSE 'planned' END,"
+            "   done_at = CASE WHEN next_id > last_id THEN now() END,"
+            "   node_id = NULL, leased_at = NULL"
             " WHERE status = 'leased'"
             " AND coalesce(touched_at, leased_at) < now() - make_interval(secs => :timeout)"
             " RETURNING id"
@@ -20,3 +209,7 @@ def expire_leases(session: Session, timeout_seconds: int) -> list[int]:
         {"timeout": timeout_seconds},
     ).scalars().all()
     return sorted(rows)
+
+
+def touch_node(session: Session, node: SeedNode) -> None:
+    session.execute(update(SeedNode).where(SeedNode.id == node.id).values(last_seen_at=func.now()))

@@ -1,0 +1,136 @@
+"""The orchestrator's rules for leases and batches, on the real database."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import select, text
+
+from app.db import session_scope
+from app.models import SeedBatch, SeedRange
+from app.services import orchestrator
+from tests.app.factories import BIG, make_group, make_node, make_plan
+
+
+def accept(session, node, seed_range, start, end, body=b"x"):
+    return orchestrator.accept_batch(
+        session, node, seed_range.id, batch_from=start, batch_to=end, body=body,
+        content_type="application/msgpack", content_encoding="gzip",
+    )
+
+
+def test_lease_takes_the_oldest_plan_first_and_respects_the_cap(db_session):
+    group = make_group(db_session)
+    node, _ = make_node(db_session)
+    old = make_plan(db_session, group, [(BIG + 200, BIG + 299), (BIG + 100, BIG + 199)])
+    new = make_plan(db_session, group, [(BIG, BIG + 99)])
+    got = [orchestrator.lease(db_session, node, max_leases=2) for _ in range(2)]
+    assert [g.range_id for g in got] == [old[0].id, old[1].id]
+    assert got[0].next_id == BIG + 200 and got[0].group == "alt.binaries.test"
+    with pytest.raises(orchestrator.LeaseCap):
+        orchestrator.lease(db_session, node, max_leases=2)
+    other, _ = make_node(db_session, "edge-2")
+    assert orchestrator.lease(db_session, other, max_leases=2).range_id == new[0].id
+    assert orchestrator.lease(db_session, other, max_leases=2) is None
+
+
+def test_batches_move_next_id_and_a_resent_batch_is_stored_once(db_session):
+    group = make_group(db_session)
+    node, _ = make_node(db_session)
+    (r,) = make_plan(db_session, group, [(BIG, BIG + 59_999)])
+    orchestrator.lease(db_session, node, max_leases=1)
+    first = accept(db_session, node, r, BIG, BIG + 19_999)
+    assert first.created and first.next_id == BIG + 20_000
+    again = accept(db_session, node, r, BIG, BIG + 19_999)
+    assert not again.created and again.batch_id == first.batch_id
+    assert db_session.scalar(select(text("count(*)")).select_from(SeedBatch)) == 1
+    with pytest.raises(orchestrator.OutOfOrder):
+        accept(db_session, node, r, BIG + 40_000, BIG + 59_999)  # a gap
+    with pytest.raises(orchestrator.OutOfOrder):
+        accept(db_session, node, r, BIG, BIG + 9_999)  # same start, other end
+    with pytest.raises(orchestrator.OutsideRange):
+        accept(db_session, node, r, BIG + 20_000, BIG + 70_000)
+    db_session.refresh(r)
+    assert (r.next_id, r.batches) == (BIG + 20_000, 1)
+
+
+def test_another_nodes_batch_is_refused_and_changes_nothing(db_session):
+    group = make_group(db_session)
+    holder, _ = make_node(db_session)
+    intruder, _ = make_node(db_session, "edge-2")
+    (r,) = make_plan(db_session, group, [(BIG, BIG + 999)])
+    orchestrator.lease(db_session, holder, max_leases=1)
+    with pytest.raises(orchestrator.NotYourLease):
+        accept(db_session, intruder, r, BIG, BIG + 499)
+    for call in (orchestrator.heartbeat, orchestrator.release, orchestrator.finish):
+        with pytest.raises(orchestrator.NotYourLease):
+            call(db_session, intruder, r.id)
+    db_session.refresh(r)
+    assert (r.status, r.node_id, r.next_id) == ("leased", holder.id, BIG)
+
+
+def test_finish_needs_every_batch_and_release_resumes_at_next_id(db_session):
+    group = make_group(db_session)
+    node, _ = make_node(db_session)
+    other, _ = make_node(db_session, "edge-2")
+    (r,) = make_plan(db_session, group, [(BIG, BIG + 999)])
+    orchestrator.lease(db_session, node, max_leases=1)
+    accept(db_session, node, r, BIG, BIG + 499)
+    with pytest.raises(orchestrator.BatchesMissing):
+        orchestrator.finish(db_session, node, r.id)
+    orchestrator.release(db_session, node, r.id)
+    again = orchestrator.lease(db_session, other, max_leases=1)
+    assert (again.range_id, again.next_id) == (r.id, BIG + 500)
+    accept(db_session, other, r, BIG + 500, BIG + 999)
+    done = orchestrator.finish(db_session, other, r.id)
+    assert (done.status, done.node_id) == ("done", None)
+    assert orchestrator.finish(db_session, other, r.id).status == "done"  # idempotent
+
+
+def test_expired_lease_passes_on_and_resumes_at_next_id(db_session):
+    group = make_group(db_session)
+    node, _ = make_node(db_session)
+    other, _ = make_node(db_session, "edge-2")
+    (r, finished) = make_plan(db_session, group, [(BIG, BIG + 999), (BIG + 1000, BIG + 1999)])
+    orchestrator.lease(db_session, node, max_leases=2)
+    orchestrator.lease(db_session, node, max_leases=2)
+    accept(db_session, node, r, BIG, BIG + 299)
+    accept(db_session, node, finished, BIG + 1000, BIG + 1999)
+    db_session.execute(text("UPDATE seed_ranges SET touched_at = now() - interval '20 minutes'"))
+    assert orchestrator.expire_leases(db_session, 900) == sorted([r.id, finished.id])
+    db_session.refresh(finished)
+    assert finished.status == "done"  # every batch was in: nothing to pass on
+    again = orchestrator.lease(db_session, other, max_leases=1)
+    assert (again.range_id, again.next_id) == (r.id, BIG + 300)
+    with pytest.raises(orchestrator.NotYourLease):
+        accept(db_session, node, r, BIG + 300, BIG + 599)
+
+
+def test_concurrent_nodes_never_share_a_range(clean_db):
+    with session_scope() as s:
+        group = make_group(s)
+        nodes = [make_node(s, f"edge-{i}")[0] for i in range(8)]
+        make_plan(s, group, [(BIG + i * 100, BIG + i * 100 + 99) for i in range(40)])
+    got: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(nodes))
+
+    def take(node):
+        barrier.wait()
+        while True:
+            with session_scope() as s:
+                granted = orchestrator.lease(s, node, max_leases=100)
+            if granted is None:
+                return
+            with lock:
+                got.append(granted.range_id)
+
+    threads = [threading.Thread(target=take, args=(n,)) for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(got) == 40 and len(set(got)) == 40
+    with session_scope() as s:
+        holders = s.execute(select(SeedRange.node_id)).scalars().all()
+    assert None not in holders
