@@ -35,7 +35,10 @@ worker_send_task_events = True
 task_send_sent_event = True
 
 # Task modules: each registers its tasks under explicit, stable names.
-imports = ("app.tasks.control", "app.tasks.leases")
+imports = (
+    "app.tasks.batches", "app.tasks.control", "app.tasks.ingest", "app.tasks.leases", "app.tasks.plan",
+    "app.tasks.releases",
+)
 
 task_default_queue = "control"
 task_queues = (Queue("ingest"), Queue("gather"), Queue("control"))
@@ -50,5 +53,10 @@ task_routes = {
 
 beat_schedule = {
     "leases.expire": {"task": "leases.expire", "schedule": 60.0},
+    "batches.requeue": {"task": "batches.requeue", "schedule": 60.0},
     "control.queue_depth": {"task": "control.queue_depth", "schedule": 60.0},
+    "plan.replan": {
+        "task": "plan.replan",
+        "schedule": crontab(minute=_settings.replan_minute, hour=_settings.replan_hour),
+    },
 }

@@ -3,8 +3,10 @@ from flask import Flask
 
 from app.api.errors import register_error_handlers
 from app.api.health import health
+from app.api.seed import seed_api
 
 
 def register_api(app: Flask) -> None:
     register_error_handlers(app)
     app.register_blueprint(health)
+    app.register_blueprint(seed_api)

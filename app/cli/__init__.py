@@ -1,9 +1,15 @@
 """`flask seed ...`: the operator's commands."""
 from flask.cli import AppGroup
 
+from app.cli.batches import batches
 from app.cli.groups import groups
-from app.cli.nodes import nodes
+from app.cli.nodes import nodes, token
+from app.cli.planning import plan, status
+from app.cli.ranges import range_, spool
+from app.cli.rules import rules
 
 seed = AppGroup("seed", help="Plan, run and watch the seed (the distributed backfill).")
-seed.add_command(groups)
-seed.add_command(nodes)
+for command in (groups, nodes, rules, batches, plan, status, range_, spool):
+    seed.add_command(command)
+# `flask seed token NODE` as the seed system had it; the same as `flask seed nodes token NODE`.
+seed.add_command(token, "token")

@@ -60,3 +60,17 @@ def enable(name: str) -> None:
     with service_call() as session:
         node_service.set_enabled(session, name, True)
     click.echo(f"enabled node {name}")
+
+
+@nodes.command("token")
+@click.argument("name")
+@json_option
+def token(name: str, as_json: bool) -> None:
+    """Rotate the node's token: the old one stops working, the new one is shown once."""
+    with service_call() as session:
+        _, new = node_service.rotate_token(session, name)
+    if as_json:
+        print_json({"name": name, "token": new})
+    else:
+        click.echo(f"new token for node {name}, shown only this once (the old one no longer works):")
+        click.echo(new)

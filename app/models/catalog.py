@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, Integer, REAL, Text, func
+from sqlalchemy import REAL, BigInteger, DateTime, Index, Integer, Text, func, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -20,7 +20,11 @@ class File(Base):
     """One posted file; its details are stored once, keyed by the digest's stable file key."""
 
     __tablename__ = "files"
-    __table_args__ = PARTITION_BY_GROUP
+    __table_args__ = (
+        # Gathering counts a release's files.
+        Index("ix_files_release", "group_id", "release_key"),
+        PARTITION_BY_GROUP,
+    )
 
     group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -66,7 +70,12 @@ class Release(Base):
     first_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # NULL while a stored batch's changes are not gathered yet (the requeue sweep looks here).
     gathered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_releases_ungathered", "created_at", postgresql_where=text("gathered_at IS NULL")),
+    )
 
 
 class ReleaseChunk(Base):

@@ -78,14 +78,18 @@ def lease(session: Session, node: SeedNode, *, max_leases: int) -> Lease | None:
     )
     if candidate is None:
         return None
-    candidate.status = "leased"
-    candidate.node_id = node.id
-    candidate.leased_at = candidate.touched_at = func.now()
+    return _grant(session, candidate, node)
+
+
+def _grant(session: Session, seed_range: SeedRange, node: SeedNode) -> Lease:
+    seed_range.status = "leased"
+    seed_range.node_id = node.id
+    seed_range.leased_at = seed_range.touched_at = func.now()
     session.flush()
-    group = session.get(Group, candidate.group_id)
+    group = session.get(Group, seed_range.group_id)
     return Lease(
-        range_id=candidate.id, group=group.name, group_id=group.id, first_id=candidate.first_id,
-        last_id=candidate.last_id, next_id=candidate.next_id, spooled=candidate.spooled,
+        range_id=seed_range.id, group=group.name, group_id=group.id, first_id=seed_range.first_id,
+        last_id=seed_range.last_id, next_id=seed_range.next_id, spooled=seed_range.spooled,
     )
 
 
@@ -213,3 +217,28 @@ def expire_leases(session: Session, timeout_seconds: int) -> list[int]:
 
 def touch_node(session: Session, node: SeedNode) -> None:
     session.execute(update(SeedNode).where(SeedNode.id == node.id).values(last_seen_at=func.now()))
+
+
+DATACENTER_NODE = "datacenter"
+
+
+def datacenter_node(session: Session) -> SeedNode:
+    """The node the data center's own runner leases as; disabled, so no token can act as it."""
+    from app.services.tokens import hash_token, new_token
+
+    session.execute(
+        insert(SeedNode)
+        .values(name=DATACENTER_NODE, token_hash=hash_token(new_token()), enabled=False)
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
+    return session.scalar(select(SeedNode).where(SeedNode.name == DATACENTER_NODE))
+
+
+def lease_range(session: Session, node: SeedNode, range_id: int) -> Lease:
+    """Lease one given range (the data center's runner); refused if someone else holds it or it is done."""
+    seed_range = locked_range(session, range_id)
+    if seed_range.status == "done":
+        raise Conflict(f"range {range_id} is done", code="range_done")
+    if seed_range.status == "leased" and seed_range.node_id != node.id:
+        raise NotYourLease(f"range {range_id} is leased to another node")
+    return _grant(session, seed_range, node)

@@ -1,0 +1,80 @@
+"""`flask seed plan` and `flask seed status`."""
+from __future__ import annotations
+
+import click
+from flask import current_app
+
+from app.cli.output import json_option, print_json, print_table, service_call
+from app.services import groups as group_service
+from app.services.nntp import connect_from_settings
+from app.services.planner import plan_group
+from app.services.status import seed_status
+from edge.nntp import NNTPError
+
+
+@click.command("plan")
+@click.argument("groups", nargs=-1)
+@click.option("--days", type=click.IntRange(min=1), help="How far back to plan (default: PLAN_DAYS).")
+@json_option
+def plan(groups: tuple[str, ...], days: int | None, as_json: bool) -> None:
+    """Plan ranges for GROUPS (default: every active group) down to N days back."""
+    settings = current_app.config["SETTINGS"]
+    days = days or settings.plan_days
+    with service_call() as session:
+        names = list(groups) or [g.name for g in group_service.list_groups(session) if g.active]
+        for name in names:
+            group_service.get_group(session, name)  # unknown names fail before any NNTP work
+    if not names:
+        raise click.ClickException("no groups to plan: add one with `flask seed groups add NAME`")
+    results = []
+    try:
+        with connect_from_settings(settings) as client:
+            for name in names:
+                with service_call() as session:
+                    group = group_service.get_group(session, name)
+                    result = plan_group(session, client, group, days=days, range_size=settings.range_size)
+                results.append(result.as_dict())
+                if not as_json:
+                    if result.plan_id is None:
+                        click.echo(f"{name}: nothing to plan ({result.reason})")
+                    else:
+                        click.echo(f"{name}: planned {result.first_id}-{result.last_id} in {result.ranges} ranges"
+                                   f" (plan {result.plan_id})")
+    except (NNTPError, OSError) as exc:
+        raise click.ClickException(f"NNTP server {settings.nntp_host}:{settings.nntp_port}: {exc}") from None
+    if as_json:
+        print_json(results)
+
+
+@click.command("status")
+@json_option
+def status(as_json: bool) -> None:
+    """Plans, ranges, nodes, batches and rates."""
+    with service_call() as session:
+        data = seed_status(session)
+    if as_json:
+        print_json(data)
+        return
+    columns = ("group", "ranges", "planned", "leased", "done", "articles", "missing", "files", "releases", "dropped")
+    print_table(columns, [[g[c] for c in columns] for g in data["groups"]])
+    for g in data["groups"]:
+        for rule, counts in sorted(g["rules"].items()):
+            label = "kept" if rule == "" else f"dropped by {rule}"
+            click.echo(f"  {g['group']}: {label}: {counts['releases']} releases, {counts['files']} files,"
+                       f" {counts['fragments']} articles")
+    if data["leased_ranges"]:
+        click.echo()
+        columns = ("id", "group", "node", "first_id", "next_id", "last_id", "batches", "articles", "touched_at")
+        print_table(columns, [[r[c] for c in columns] for r in data["leased_ranges"]])
+    if data["nodes"]:
+        click.echo()
+        print_table(("node", "enabled", "leases", "last_seen_at"),
+                    [[n["name"], n["enabled"], n["leases"], n["last_seen_at"]] for n in data["nodes"]])
+    b = data["batches"]
+    click.echo()
+    click.echo(f"batches: {b['stored']} stored, {b['pending']} waiting, {b['failed']} failed;"
+               f" {data['rates']['articles_per_second']} articles/s over the last"
+               f" {data['rates']['window_seconds'] // 60} min")
+    for failed in b["failed_examples"]:
+        click.echo(f"  failed batch {failed['id']} (range {failed['range_id']}, from {failed['batch_from']},"
+                   f" {failed['attempts']} attempts): {failed['error']}")

@@ -1,0 +1,84 @@
+"""The data center's own fetching: run a range straight into the tables (`flask seed range`),
+or fetch its raw chunks into the spool for nodes to stream (`flask seed spool`).
+
+Both use the digest library's range loop and NNTP client, exactly as the edge node does.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.config import Settings
+from app.db import session_scope
+from app.models import Group
+from app.services import batches, orchestrator, spool
+from app.services.nntp import connect_from_settings
+from app.services.rules import active_rules
+from edge.batch import encode_batch
+from edge.rules import RuleSet
+from edge.runner import RangeProgress, SingleConnectionSource, chunk_spans, run_range
+
+
+@dataclass
+class StoreSink:
+    """Each batch accepted under the data center's lease and stored at once, no HTTP, no queue."""
+
+    range_id: int
+
+    def submit(self, batch: dict) -> None:
+        body, content_type, content_encoding = encode_batch(batch)
+        with session_scope() as session:
+            node = orchestrator.datacenter_node(session)
+            accepted = orchestrator.accept_batch(
+                session, node, self.range_id, batch_from=batch["first"], batch_to=batch["last"],
+                body=body, content_type=content_type, content_encoding=content_encoding,
+            )
+        with session_scope() as session:
+            result = batches.store_batch(session, accepted.batch_id)
+        with session_scope() as session:
+            batches.gather_releases(session, result.group_id, result.release_keys)
+
+
+def run_range_here(
+    settings: Settings, range_id: int, progress: Callable[[RangeProgress], None] | None = None
+) -> RangeProgress:
+    with session_scope() as session:
+        lease = orchestrator.lease_range(session, orchestrator.datacenter_node(session), range_id)
+        rules = RuleSet.from_data(active_rules(session, lease.group))
+    try:
+        with connect_from_settings(settings) as client:
+            client.group(lease.group)
+            state = run_range(
+                group=lease.group, next_id=lease.next_id, last_id=lease.last_id,
+                chunk_size=settings.chunk_size, batch_chunks=settings.batch_chunks,
+                source=SingleConnectionSource(client), sink=StoreSink(range_id), rules=rules,
+                layout=client.overview_layout(), progress=progress,
+            )
+    except BaseException:
+        # Give the range back at its resume point so a node (or a later run) goes on from there.
+        with session_scope() as session:
+            orchestrator.release(session, orchestrator.datacenter_node(session), range_id)
+        raise
+    with session_scope() as session:
+        orchestrator.finish(session, orchestrator.datacenter_node(session), range_id)
+    return state
+
+
+def spool_range(settings: Settings, range_id: int, progress: Callable[[int, int], None] | None = None) -> int:
+    """Fetch the range's raw chunks (from its resume point) into the spool; returns lines kept."""
+    with session_scope() as session:
+        seed_range = orchestrator.locked_range(session, range_id)
+        group = session.get(Group, seed_range.group_id).name
+        first, last = seed_range.next_id, seed_range.last_id
+    total = 0
+    with connect_from_settings(settings) as client:
+        client.group(group)
+        for chunk_from, chunk_to in chunk_spans(first, last, settings.chunk_size):
+            raw = b"".join(client.over(chunk_from, chunk_to))
+            with session_scope() as session:
+                total += spool.store_chunk(session, range_id, chunk_from, chunk_to, raw)
+            if progress is not None:
+                progress(chunk_to, total)
+    with session_scope() as session:
+        spool.mark_spooled(session, range_id)
+    return total

@@ -1,0 +1,42 @@
+"""ingest.store_batch: an accepted batch into the catalog tables."""
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from sqlalchemy.exc import OperationalError
+
+from app.config import get_settings
+from app.db import session_scope
+from app.services import batches
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(
+    name="ingest.store_batch", bind=True, acks_late=True, ignore_result=False,
+    # The database being away (restart, failover) is retried with backoff, without counting
+    # against the batch: the batch is fine, the database is not.
+    autoretry_for=(OperationalError,), retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
+    max_retries=None,
+)
+def store_batch(self, batch_id: int) -> dict:
+    try:
+        with session_scope() as session:
+            result = batches.store_batch(session, batch_id)
+    except OperationalError:
+        raise
+    except Exception as exc:
+        settings = get_settings()
+        with session_scope() as session:
+            state = batches.record_failure(session, batch_id, f"{type(exc).__name__}: {exc}",
+                                           settings.batch_max_attempts)
+        if state == "failed":
+            log.error("batch %s failed for good after repeated errors: %s", batch_id, exc)
+            return {"batch_id": batch_id, "state": "failed"}
+        raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries), max_retries=None)
+    if result.stored and result.release_keys:
+        from app.tasks.releases import gather
+
+        gather.delay(result.group_id, result.release_keys)
+    return {"batch_id": batch_id, "state": "stored" if result.stored else "already_stored"}

@@ -1,0 +1,487 @@
+"""Our own NNTP client (RFC 3977), made for fetching overview data fast and safely.
+
+Plain TCP or TLS (NNTPS, or STARTTLS), AUTHINFO USER/PASS, CAPABILITIES, MODE READER, GROUP,
+LIST OVERVIEW.FMT, OVER/XOVER, DATE and QUIT, with compression where the server offers it:
+
+- RFC 8054 ``COMPRESS DEFLATE`` (INN 2 has it): from the 206 reply on, both directions of the
+  connection are raw deflate streams (wbits -15). Order: TLS, then AUTHINFO, then COMPRESS.
+- ``XFEATURE COMPRESS GZIP`` (common at binary providers, INN lacks it): after 290, the data
+  block of an overview reply is one zlib (or gzip) stream. Providers frame it two ways, and both
+  are read: the terminating ``.`` line either follows the compressed stream in plain text, or is
+  the last line inside it (``XFEATURE COMPRESS GZIP TERMINATOR``). A reply is taken as compressed
+  when its status line says ``COMPRESS=GZIP`` or its data starts with a zlib (``x``) or gzip
+  (0x1f) byte, which a plain overview line (digits) never does. The end is found from the
+  compressed stream's own end, never by polling for a terminator.
+
+Overview replies are streamed: :meth:`NNTPClient.over` yields blocks of lines as they arrive, so
+memory stays bounded whatever the range. Every socket operation has a timeout; error replies,
+dropped connections, timeouts and broken streams raise an :class:`NNTPError` subclass. After a
+connection-level error (anything but :class:`NNTPReplyError`) the client is closed.
+"""
+from __future__ import annotations
+
+import socket
+import ssl
+import zlib
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import NamedTuple
+
+from edge.overview import OverviewLayout, parse_date
+
+DEFAULT_TIMEOUT = 30.0
+RECV_SIZE = 256 * 1024
+# Output per inflate step: bounds memory whatever the compression ratio of what arrives.
+INFLATE_STEP = 1024 * 1024
+# No reply or overview line is this long; a longer one means the stream is broken.
+MAX_LINE = 1024 * 1024
+
+CRLF = b"\r\n"
+TERMINATOR = b"\r\n.\r\n"
+
+
+class NNTPError(Exception):
+    """Any NNTP failure."""
+
+
+class NNTPReplyError(NNTPError):
+    """The server answered with an unexpected status code; the connection stays usable."""
+
+    def __init__(self, code: int, message: str, command: str):
+        super().__init__(f"{command!r} -> {code} {message}")
+        self.code = code
+        self.message = message
+        self.command = command
+
+
+class NNTPConnectionError(NNTPError):
+    """The connection failed or was dropped; the client is closed."""
+
+
+class NNTPTimeout(NNTPConnectionError):
+    """The server did not answer within the timeout; the client is closed."""
+
+
+class NNTPProtocolError(NNTPConnectionError):
+    """The server sent something that cannot be read (bad status line, corrupt compression)."""
+
+
+class GroupInfo(NamedTuple):
+    count: int
+    first: int
+    last: int
+    name: str
+
+
+class _Wire:
+    """The connection's bytes: a socket (maybe TLS), maybe through RFC 8054 deflate."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self._deflater = None
+        self._inflater = None
+
+    def start_tls(self, context: ssl.SSLContext, host: str) -> None:
+        self.sock = context.wrap_socket(self.sock, server_hostname=host)
+
+    def start_deflate(self) -> None:
+        self._deflater = zlib.compressobj(6, zlib.DEFLATED, -15)
+        self._inflater = zlib.decompressobj(-15)
+
+    @property
+    def deflating(self) -> bool:
+        return self._inflater is not None
+
+    def send(self, data: bytes) -> None:
+        if self._deflater is not None:
+            data = self._deflater.compress(data) + self._deflater.flush(zlib.Z_SYNC_FLUSH)
+        self.sock.sendall(data)
+
+    def recv(self) -> bytes:
+        """The next bytes from the server (never empty); raises at end of stream."""
+        if self._inflater is None:
+            return self._recv_raw()
+        while True:
+            raw = self._inflater.unconsumed_tail or self._recv_raw()
+            try:
+                data = self._inflater.decompress(raw, INFLATE_STEP)
+            except zlib.error as exc:
+                raise NNTPProtocolError(f"corrupt COMPRESS DEFLATE stream: {exc}") from exc
+            if data:
+                return data
+            if self._inflater.eof:
+                raise NNTPProtocolError("the server ended its COMPRESS DEFLATE stream")
+
+    def _recv_raw(self) -> bytes:
+        data = self.sock.recv(RECV_SIZE)
+        if not data:
+            raise NNTPConnectionError("connection closed by the server")
+        return data
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class _DotTerminatedBody:
+    """Cuts a multi-line data block (RFC 3977 3.1.1) into runs of complete lines, fed in pieces
+    of any size: finds the terminating ``.`` line across piece boundaries and undoes
+    dot-stuffing. Only the last partial line is kept between pieces."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self.done = False
+        self.rest = b""  # what followed the terminator
+
+    def feed(self, data: bytes) -> bytes:
+        """The complete lines now available (CRLF-terminated), maybe b""."""
+        if self._pending:
+            data = self._pending + data
+        if data.startswith(b".\r\n"):  # data always starts at a line start
+            end = 0
+        else:
+            end = data.find(TERMINATOR)
+            if end >= 0:
+                end += 2
+        if end >= 0:
+            block, self.rest, self._pending, self.done = data[:end], data[end + 3:], b"", True
+        else:
+            cut = data.rfind(CRLF) + 2
+            block, self._pending = data[:cut], data[cut:]
+            if len(self._pending) > MAX_LINE:
+                raise NNTPProtocolError("a line of the reply is too long")
+        return _unstuffed(block)
+
+    def finish(self) -> bytes:
+        """The partial line left when a compressed block ended without a final CRLF."""
+        pending, self._pending = self._pending, b""
+        return _unstuffed(pending + CRLF) if pending else b""
+
+
+def _unstuffed(block: bytes) -> bytes:
+    """Removes the dot RFC 3977 adds in front of every line that starts with one."""
+    if block.startswith(b"."):
+        block = block[1:]
+    return block.replace(b"\r\n.", CRLF) if b"\r\n." in block else block
+
+
+def _is_compressed_start(first_byte: int) -> bool:
+    return first_byte in (0x78, 0x1F)  # zlib header with a 32 KiB window; gzip magic
+
+
+class NNTPClient:
+    """One NNTP connection. Use :func:`connect` for the usual connect-login-compress sequence."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int | None = None,
+        *,
+        tls: bool = False,
+        cafile: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ):
+        self.host = host
+        self.port = port if port is not None else (563 if tls else 119)
+        self.timeout = timeout
+        self._cafile = cafile
+        self._buffer = b""
+        self._busy = False  # a multi-line reply is being streamed
+        self._closed = False
+        self._capabilities: dict[str, list[str]] | None = None
+        self._layout: OverviewLayout | None = None
+        self.compression: str | None = None  # "deflate" or "gzip" once active
+        try:
+            sock = socket.create_connection((host, self.port), timeout=timeout)
+        except TimeoutError as exc:
+            raise NNTPTimeout(f"connecting to {host}:{self.port} timed out") from exc
+        except OSError as exc:
+            raise NNTPConnectionError(f"cannot connect to {host}:{self.port}: {exc}") from exc
+        self._wire = _Wire(sock)
+        self._guarded(lambda: self._wire.start_tls(self._tls_context(), host) if tls else None)
+        code, message = self._read_status()
+        if code not in (200, 201):
+            self.close()
+            raise NNTPReplyError(code, message, "<greeting>")
+
+    # -- session ---------------------------------------------------------------------------
+
+    def capabilities(self) -> dict[str, list[str]]:
+        """CAPABILITIES as {LABEL: [arguments]}; empty when the server lacks the command."""
+        if self._capabilities is None:
+            code, _ = self._command("CAPABILITIES", (101, 500, 501))
+            lines = self._read_text_block() if code == 101 else []
+            self._capabilities = {}
+            for line in lines:
+                words = line.split()
+                if words:
+                    self._capabilities[words[0].upper()] = words[1:]
+        return self._capabilities
+
+    def mode_reader(self) -> None:
+        """MODE READER, for servers that announce MODE-READER (transit first)."""
+        self._command("MODE READER", (200, 201))
+        self._capabilities = None
+
+    def starttls(self) -> None:
+        """STARTTLS (RFC 4642): TLS on this connection, verified like NNTPS."""
+        self._command("STARTTLS", (382,))
+        self._guarded(lambda: self._wire.start_tls(self._tls_context(), self.host))
+        self._capabilities = None
+
+    def login(self, user: str, password: str) -> None:
+        """AUTHINFO USER/PASS (RFC 4643)."""
+        code, _ = self._command(f"AUTHINFO USER {user}", (281, 381))
+        if code == 381:
+            self._command(f"AUTHINFO PASS {password}", (281,), shown="AUTHINFO PASS ****")
+        self._capabilities = None
+
+    def compress(self) -> str | None:
+        """Turn on compression if the server offers it: COMPRESS DEFLATE, else XFEATURE
+        COMPRESS GZIP. Returns "deflate", "gzip", or None when neither is available."""
+        if self.compression:
+            return self.compression
+        if "DEFLATE" in self.capabilities().get("COMPRESS", []) and self._optional("COMPRESS DEFLATE", 206):
+            self._wire.start_deflate()
+            self.compression = "deflate"
+        elif self._optional("XFEATURE COMPRESS GZIP", 290):
+            self.compression = "gzip"
+        return self.compression
+
+    def _optional(self, command: str, wanted: int) -> bool:
+        """A command the server may refuse (unknown, not now, not before AUTHINFO)."""
+        try:
+            self._command(command, (wanted,))
+        except NNTPReplyError:
+            return False
+        return True
+
+    def quit(self) -> None:
+        """QUIT and close; a connection that already failed is just closed."""
+        if self._closed:
+            return
+        try:
+            if not self._busy:
+                self._command("QUIT", (205,))
+        except NNTPError:
+            pass
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._wire.close()
+
+    def __enter__(self) -> NNTPClient:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.quit()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def group(self, name: str) -> GroupInfo:
+        """GROUP: the group's estimated count and low/high water marks."""
+        _, message = self._command(f"GROUP {name}", (211,))
+        words = message.split()
+        try:
+            return GroupInfo(int(words[0]), int(words[1]), int(words[2]), words[3] if len(words) > 3 else name)
+        except (IndexError, ValueError) as exc:
+            raise self._broken(NNTPProtocolError(f"bad GROUP reply: {message!r}")) from exc
+
+    def overview_format(self) -> list[str]:
+        """LIST OVERVIEW.FMT, or RFC 3977's default order when the server lacks it."""
+        code, _ = self._command("LIST OVERVIEW.FMT", (215, 500, 501, 503))
+        if code != 215:
+            return list(OverviewLayout.RFC_DEFAULT_FORMAT)
+        return self._read_text_block()
+
+    def overview_layout(self) -> OverviewLayout:
+        """Where each overview field is on this server (asked once per connection)."""
+        if self._layout is None:
+            self._layout = OverviewLayout.from_format(self.overview_format())
+        return self._layout
+
+    def over(self, first: int, last: int) -> Iterator[bytes]:
+        """OVER (or XOVER) ``first-last``: yields the raw overview lines as they arrive, in blocks
+        of complete CRLF-terminated lines, dot-unstuffed. A range without articles yields nothing.
+        Abandoning the iterator part way closes the connection (the rest of the reply is unread).
+        """
+        verb = "OVER" if "OVER" in self.capabilities() else "XOVER"
+        code, message = self._command(f"{verb} {first}-{last}", (224, 420, 423))
+        if code != 224:
+            return
+        gzip = self.compression == "gzip" and (
+            "COMPRESS=GZIP" in message.upper() or _is_compressed_start(self._peek_byte())
+        )
+        yield from self._stream_block(self._gzip_blocks() if gzip else self._plain_blocks())
+
+    def article_date(self, number: int) -> int | None:
+        """The Date of one article as unix seconds (from its overview line), or None when the
+        article does not exist or its date cannot be read. Planning bisects with this."""
+        layout = self.overview_layout()
+        wanted = str(number).encode()
+        date = None
+        for block in self.over(number, number):
+            for line in block.split(CRLF)[:-1]:
+                fields = line.split(b"\t")
+                if fields[0] == wanted and len(fields) > layout.date:
+                    date = parse_date(fields[layout.date])
+        return date
+
+    def date(self) -> datetime:
+        """DATE: the server's clock (UTC)."""
+        _, message = self._command("DATE", (111,))
+        try:
+            return datetime.strptime(message.split()[0], "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+        except (IndexError, ValueError) as exc:
+            raise self._broken(NNTPProtocolError(f"bad DATE reply: {message!r}")) from exc
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _tls_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=self._cafile)
+
+    def _command(self, line: str, expected: tuple[int, ...], shown: str | None = None) -> tuple[int, str]:
+        if self._closed:
+            raise NNTPConnectionError("the connection is closed")
+        if self._busy:
+            raise NNTPError("a multi-line reply is still being read on this connection")
+        self._guarded(lambda: self._wire.send(line.encode("utf-8") + CRLF))
+        code, message = self._read_status()
+        if code not in expected:
+            raise NNTPReplyError(code, message, shown or line)
+        return code, message
+
+    def _read_status(self) -> tuple[int, str]:
+        line = self._readline()
+        head = line[:3]
+        if len(line) < 3 or not head.isdigit() or line[3:4] not in (b"", b" "):
+            raise self._broken(NNTPProtocolError(f"bad status line: {line[:80]!r}"))
+        return int(head), line[4:].decode("utf-8", "replace").strip()
+
+    def _readline(self) -> bytes:
+        while True:
+            end = self._buffer.find(CRLF)
+            if end >= 0:
+                line, self._buffer = self._buffer[:end], self._buffer[end + 2:]
+                return line
+            if len(self._buffer) > MAX_LINE:
+                raise self._broken(NNTPProtocolError("reply line too long"))
+            self._buffer += self._recv()
+
+    def _peek_byte(self) -> int:
+        if not self._buffer:
+            self._buffer = self._recv()
+        return self._buffer[0]
+
+    def _recv(self) -> bytes:
+        return self._guarded(self._wire.recv)
+
+    def _read_text_block(self) -> list[str]:
+        data = b"".join(self._stream_block(self._plain_blocks()))
+        return data.decode("utf-8", "replace").split("\r\n")[:-1]
+
+    def _stream_block(self, blocks: Iterator[bytes]) -> Iterator[bytes]:
+        """Marks the connection busy while a data block is read; closes it if abandoned."""
+        self._busy = True
+        finished = False
+        try:
+            yield from blocks
+            finished = True
+        finally:
+            self._busy = False
+            if not finished:
+                self.close()
+
+    def _plain_blocks(self) -> Iterator[bytes]:
+        body = _DotTerminatedBody()
+        data, self._buffer = self._buffer, b""
+        while True:
+            if data:
+                block = body.feed(data)
+                if block:
+                    yield block
+                if body.done:
+                    self._buffer = body.rest
+                    return
+            data = self._recv()
+
+    def _gzip_blocks(self) -> Iterator[bytes]:
+        inflater = zlib.decompressobj(32 + 15)  # zlib or gzip header, detected
+        body = _DotTerminatedBody()
+        data, self._buffer = self._buffer, b""
+        while not inflater.eof:
+            if not data:
+                data = self._recv()
+            try:
+                out = inflater.decompress(data, INFLATE_STEP)
+            except zlib.error as exc:
+                raise self._broken(NNTPProtocolError(f"corrupt XFEATURE COMPRESS GZIP data: {exc}")) from exc
+            data = inflater.unconsumed_tail
+            if out:
+                if body.done:
+                    raise self._broken(NNTPProtocolError("compressed data after the terminator"))
+                lines = body.feed(out)
+                if lines:
+                    yield lines
+        self._buffer = inflater.unused_data
+        if not body.done:
+            # The terminator follows the compressed stream in plain text (maybe after a CRLF).
+            lines = body.finish()
+            if lines:
+                yield lines
+            line = self._readline()
+            if line == b"":
+                line = self._readline()
+            if line != b".":
+                raise self._broken(NNTPProtocolError(f"no terminator after compressed data: {line[:80]!r}"))
+
+    def _guarded(self, operation):
+        """Runs a socket operation, turning OS/TLS failures into NNTP errors (and closing)."""
+        try:
+            return operation()
+        except NNTPConnectionError as exc:
+            raise self._broken(exc) from exc.__cause__
+        except TimeoutError as exc:
+            raise self._broken(NNTPTimeout(f"{self.host}:{self.port}: no answer within {self.timeout} s")) from exc
+        except ssl.SSLCertVerificationError as exc:
+            raise self._broken(NNTPConnectionError(f"TLS certificate of {self.host} not trusted: {exc.verify_message}")) from exc
+        except OSError as exc:
+            raise self._broken(NNTPConnectionError(f"{self.host}:{self.port}: {exc}")) from exc
+
+    def _broken(self, error: NNTPError) -> NNTPError:
+        self.close()
+        return error
+
+
+def connect(
+    host: str,
+    port: int | None = None,
+    *,
+    tls: bool = False,
+    starttls: bool = False,
+    cafile: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    compress: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> NNTPClient:
+    """A ready connection, set up in the order RFC 8054 requires: TLS, AUTHINFO, COMPRESS."""
+    client = NNTPClient(host, port, tls=tls, cafile=cafile, timeout=timeout)
+    try:
+        if starttls:
+            client.starttls()
+        if "MODE-READER" in client.capabilities():
+            client.mode_reader()
+        if user is not None:
+            client.login(user, password or "")
+        if compress:
+            client.compress()
+    except BaseException:
+        client.close()
+        raise
+    return client

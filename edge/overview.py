@@ -1,0 +1,190 @@
+"""Overview lines (OVER/XOVER) to records.
+
+Fields are found by the server's overview format (LIST OVERVIEW.FMT; INN: Subject From Date
+Message-ID References Bytes Lines Xref:full). Numbers are Python ints bounded to 64-bit signed
+(PostgreSQL bigint). Malformed lines are counted by reason and skipped, never raised. Text stays
+bytes here: decoding runs once per file, not per line (see edge/gather.py).
+"""
+from __future__ import annotations
+
+import calendar
+import email.utils
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import repeat
+from typing import ClassVar, NamedTuple
+
+MAX_INT64 = 2**63 - 1
+
+# Reasons a line is rejected, in the order they are checked.
+REJECT_REASONS = ("nul_byte", "too_few_fields", "bad_number", "empty_message_id", "out_of_range")
+
+
+
+class OverviewColumns(NamedTuple):
+    """Accepted lines of one block, column by column (the same index is the same line)."""
+
+    numbers: list[int]
+    subjects: list[bytes]
+    posters: list[bytes]
+    dates: list[bytes]
+    message_ids: list[bytes]
+    sizes: list[int]
+
+
+def _field_name(entry: str) -> str:
+    """'Subject:' -> 'subject', ':bytes' -> 'bytes', 'Xref:full' -> 'xref'."""
+    return entry.strip().strip(":").split(":")[0].strip().lower()
+
+
+@dataclass(frozen=True)
+class OverviewLayout:
+    """Positions of the fields the digest uses in a tab-split overview line (0 is the number)."""
+
+    subject: int
+    poster: int
+    date: int
+    message_id: int
+    bytes: int
+
+    RFC_DEFAULT_FORMAT: ClassVar[tuple[str, ...]] = (
+        "Subject:", "From:", "Date:", "Message-ID:", "References:", ":bytes", ":lines",
+    )
+
+    @property
+    def min_fields(self) -> int:
+        return max(self.subject, self.poster, self.date, self.message_id, self.bytes) + 1
+
+    @classmethod
+    def from_format(cls, names: list[str] | tuple[str, ...]) -> OverviewLayout:
+        positions = {}
+        for index, entry in enumerate(names, start=1):
+            positions.setdefault(_field_name(entry), index)
+        wanted = {"subject": "subject", "poster": "from", "date": "date", "message_id": "message-id", "bytes": "bytes"}
+        missing = [name for name in wanted.values() if name not in positions]
+        if missing:
+            raise ValueError(f"overview format lacks {', '.join(missing)}: {list(names)}")
+        return cls(**{field: positions[name] for field, name in wanted.items()})
+
+
+DEFAULT_LAYOUT = OverviewLayout.from_format(OverviewLayout.RFC_DEFAULT_FORMAT)
+
+
+def new_reject_counts() -> dict[str, int]:
+    return dict.fromkeys(REJECT_REASONS, 0)
+
+
+def parse_block(data: bytes, layout: OverviewLayout, rejected: dict[str, int],
+                lowest: int = 1, highest: int = MAX_INT64) -> OverviewColumns:
+    """The accepted lines of a block of CRLF-terminated overview lines, as columns. Each
+    rejected line adds one to ``rejected[reason]``; a line numbered outside lowest..highest (the
+    range asked for) is rejected as ``out_of_range``.
+
+    A clean block (no NUL byte, every line with the same number of fields, every number valid),
+    which is nearly every block, is cut into columns at C speed: each CRLF becomes NUL + tab, one
+    split makes the fields, and slices make the columns. A NUL ending the last field of every
+    line, and no other, proves every line has the same width. Any other block is read line by
+    line to count its rejects exactly.
+    """
+    lowest, highest = max(lowest, 1), min(highest, MAX_INT64)
+    if not data:
+        return OverviewColumns([], [], [], [], [], [])
+    width = data[:data.find(b"\r\n")].count(b"\t") + 1
+    used = (layout.subject, layout.poster, layout.date, layout.message_id, layout.bytes)
+    if width >= layout.min_fields and width - 1 not in used and b"\0" not in data:
+        fields = data.replace(b"\r\n", b"\0\t").split(b"\t")
+        lines, trailer = divmod(len(fields), width)
+        if trailer == 1 and not fields[-1] and all(map(bytes.endswith, fields[width - 1::width], repeat(b"\0"))):
+            end = lines * width
+            numbers = fields[0:end:width]
+            sizes = fields[layout.bytes:end:width]
+            message_ids = fields[layout.message_id:end:width]
+            if all(map(bytes.isdigit, numbers)) and all(map(bytes.isdigit, sizes)) and all(message_ids):
+                numbers, sizes = list(map(int, numbers)), list(map(int, sizes))
+                if lowest <= min(numbers) and max(numbers) <= highest and max(sizes) <= MAX_INT64:
+                    return OverviewColumns(numbers, fields[layout.subject:end:width], fields[layout.poster:end:width],
+                                           fields[layout.date:end:width], message_ids, sizes)
+    lines = data.split(b"\r\n")
+    if not lines[-1]:
+        lines.pop()
+    return _parse_lines(lines, layout, rejected, lowest, highest)
+
+
+def _parse_lines(lines: list[bytes], layout: OverviewLayout, rejected: dict[str, int],
+                 lowest: int, highest: int) -> OverviewColumns:
+    columns = OverviewColumns([], [], [], [], [], [])
+    numbers, subjects, posters, dates, message_ids, sizes = columns
+    for line in lines:
+        fields = line.split(b"\t")
+        if len(fields) >= layout.min_fields:
+            number, size, message_id = fields[0], fields[layout.bytes], fields[layout.message_id]
+            if number.isdigit() and size.isdigit() and message_id and b"\0" not in line:
+                number, size = int(number), int(size)
+                if 0 < number <= MAX_INT64 and size <= MAX_INT64:
+                    if not lowest <= number <= highest:
+                        rejected["out_of_range"] += 1
+                        continue
+                    numbers.append(number)
+                    subjects.append(fields[layout.subject])
+                    posters.append(fields[layout.poster])
+                    dates.append(fields[layout.date])
+                    message_ids.append(message_id)
+                    sizes.append(size)
+                    continue
+        rejected[_reject_reason(line, fields, layout)] += 1
+    return columns
+
+
+def _reject_reason(line: bytes, fields: list[bytes], layout: OverviewLayout) -> str:
+    if b"\0" in line:
+        return "nul_byte"
+    if len(fields) < layout.min_fields:
+        return "too_few_fields"
+    if not fields[layout.message_id]:
+        return "empty_message_id"
+    return "bad_number"
+
+
+def decode_text(raw: bytes) -> str:
+    """Header bytes as text the way newsreaders show them: UTF-8, else Latin-1 (lossless)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def parse_date(raw: bytes) -> int | None:
+    """An RFC 5322 date (obsolete forms too) as unix seconds, or None when unreadable.
+    A date without a zone is taken as UTC.
+
+    Dates ending in `` HH:MM:SS +ZZZZ`` (nearly all) are read by hand, the day before the time
+    parsed once per distinct day; anything else goes through the standard library's parser.
+    """
+    clock = raw[-15:]
+    if len(raw) > 15 and clock[0] == clock[9] == 32 and clock[3] == clock[6] == 58 and clock[10] in (43, 45):
+        digits = clock[1:3] + clock[4:6] + clock[7:9] + clock[11:]
+        if digits.isdigit():
+            day = _day_start(raw[:-15])
+            if day is not None:
+                offset = int(digits[6:8]) * 3600 + int(digits[8:]) * 60
+                seconds = (day + int(digits[:2]) * 3600 + int(digits[2:4]) * 60 + int(digits[4:6])
+                           - (offset if clock[10] == 43 else -offset))
+                return seconds if 0 <= seconds <= MAX_INT64 else None
+    return _parse_any_date(raw)
+
+
+@lru_cache(maxsize=4096)
+def _day_start(day: bytes) -> int | None:
+    return _parse_any_date(day + b" 00:00:00 +0000")
+
+
+@lru_cache(maxsize=4096)
+def _parse_any_date(raw: bytes) -> int | None:
+    try:
+        parsed = email.utils.parsedate_tz(decode_text(raw))
+        if parsed is None:
+            return None
+        seconds = calendar.timegm(parsed[:9]) - (parsed[9] or 0)
+    except (IndexError, OverflowError, TypeError, ValueError):  # the stdlib parser is not total
+        return None
+    return seconds if 0 <= seconds <= MAX_INT64 else None

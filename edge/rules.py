@@ -1,0 +1,153 @@
+"""Rules that drop files and releases from a batch, evaluated once per file after gathering.
+
+Operator rules are data (the coordinator hands them out with a lease)::
+
+    {"name": "no-spammer", "field": "poster", "pattern": "spam@example\\.com",
+     "action": "drop", "groups": "alt.binaries.*"}
+
+``field`` is ``subject`` (the file's subject without its segment counter), ``poster`` or
+``message_id`` (the first fragment's); ``pattern`` is a Python regex searched case-insensitively;
+``action`` is ``drop`` or ``keep``; ``groups`` (optional) is a glob the group must match.
+
+Evaluation, per batch:
+
+1. each file is matched against the operator rules in order; the first rule that matches decides:
+   ``drop`` drops the file, ``keep`` protects it from every later rule;
+2. the executable rule (named ``executable``, on unless turned off) drops the release files left
+   when they are bare executables (.exe, .scr, .com, .bat, .msi, ...): the release's remaining
+   files are all executables or metadata (par2, nfo, sfv, ...), with no archive or media file
+   beside them. Protected files stay;
+3. the rest is kept.
+
+Counts per rule are ``[releases, files, fragments, bytes]``: a release counts for a rule when the
+rule dropped at least one of its files, and for ``''`` (kept) when at least one file stayed.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Protocol
+
+EXECUTABLE_RULE = "executable"
+KEPT = ""
+
+EXECUTABLE_EXTENSIONS = frozenset(
+    "exe scr com bat cmd msi pif vbs vbe js jse wsf wsh hta cpl lnk jar ps1 apk".split()
+)
+# Files that travel with any posting and say nothing about what it is.
+METADATA_EXTENSIONS = frozenset("par2 par nfo sfv md5 sha1 sha256 nzb srr txt diz url jpg jpeg png gif".split())
+_PAR_VOLUME = re.compile(r"p\d{2}")
+
+FIELDS = ("subject", "poster", "message_id")
+ACTIONS = ("drop", "keep")
+
+
+class RuleError(ValueError):
+    """A rule given as data is not valid."""
+
+
+class RuleFile(Protocol):
+    """What the rules look at in a gathered file."""
+
+    filename: str | None
+    subject: str
+    poster: str
+    message_id: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    field: str
+    pattern: re.Pattern
+    action: str
+    groups: str | None = None
+
+    @classmethod
+    def from_data(cls, data: dict) -> Rule:
+        if not isinstance(data, dict):
+            raise RuleError(f"a rule is an object, not {data!r}")
+        name = data.get("name")
+        if not isinstance(name, str) or not name or name == EXECUTABLE_RULE:
+            raise RuleError(f"a rule needs a non-empty name other than {EXECUTABLE_RULE!r}: {data!r}")
+        if data.get("field") not in FIELDS:
+            raise RuleError(f"rule {name!r}: field must be one of {', '.join(FIELDS)}")
+        if data.get("action", "drop") not in ACTIONS:
+            raise RuleError(f"rule {name!r}: action must be drop or keep")
+        groups = data.get("groups")
+        if groups is not None and not isinstance(groups, str):
+            raise RuleError(f"rule {name!r}: groups must be a glob string")
+        try:
+            pattern = re.compile(data.get("pattern", ""), re.IGNORECASE)
+        except (re.error, TypeError) as exc:
+            raise RuleError(f"rule {name!r}: bad pattern: {exc}") from exc
+        return cls(name, data["field"], pattern, data.get("action", "drop"), groups or None)
+
+    def applies_to(self, group: str) -> bool:
+        return self.groups is None or fnmatchcase(group, self.groups)
+
+    def matches(self, file: RuleFile) -> bool:
+        return self.pattern.search(getattr(file, self.field)) is not None
+
+
+def is_bare_executable_set(filenames: list[str | None]) -> bool:
+    """True when the names hold an executable and nothing but executables and metadata."""
+    has_executable = False
+    for name in filenames:
+        _, dot, ext = (name or "").rpartition(".")
+        ext = ext.lower()
+        if dot and ext in EXECUTABLE_EXTENSIONS:
+            has_executable = True
+        elif not dot or ext not in METADATA_EXTENSIONS and not _PAR_VOLUME.fullmatch(ext):
+            return False
+    return has_executable
+
+
+@dataclass
+class RuleSet:
+    rules: list[Rule] = field(default_factory=list)
+    executable: bool = True
+
+    @classmethod
+    def from_data(cls, rules: list[dict] | None, executable: bool = True) -> RuleSet:
+        parsed = [Rule.from_data(rule) for rule in rules or []]
+        names = [rule.name for rule in parsed]
+        if len(set(names)) != len(names):
+            raise RuleError("rule names must be unique")
+        return cls(parsed, executable)
+
+    def inspects(self, group: str) -> bool:
+        """Whether an operator rule applies to the group (and so looks at subjects, posters...)."""
+        return any(rule.applies_to(group) for rule in self.rules)
+
+    def names(self) -> list[str]:
+        """Every name a batch counts under, '' (kept) first."""
+        return [KEPT] + [rule.name for rule in self.rules] + ([EXECUTABLE_RULE] if self.executable else [])
+
+    def decide(self, group: str, releases: list[list[RuleFile]]) -> list[list[str]]:
+        """For each release (its files), the rule name that settles each file ('' = kept)."""
+        active = [rule for rule in self.rules if rule.applies_to(group)]
+        decisions = []
+        for files in releases:
+            if not active and len(files) == 1:  # most releases: one file, no operator rule
+                bare = self.executable and is_bare_executable_set([files[0].filename])
+                decisions.append([EXECUTABLE_RULE] if bare else [KEPT])
+                continue
+            verdicts = [KEPT] * len(files)
+            protected = [False] * len(files)
+            for position, file in enumerate(files):
+                for rule in active:
+                    if rule.matches(file):
+                        if rule.action == "keep":
+                            protected[position] = True
+                        else:
+                            verdicts[position] = rule.name
+                        break
+            if self.executable and is_bare_executable_set(
+                [file.filename for file, verdict in zip(files, verdicts) if verdict == KEPT]
+            ):
+                verdicts = [EXECUTABLE_RULE if verdict == KEPT and not keep else verdict
+                            for verdict, keep in zip(verdicts, protected)]
+            decisions.append(verdicts)
+        return decisions

@@ -1,0 +1,120 @@
+"""The range loop, shared by the edge node (`edge run`) and the data center (`flask seed range`).
+
+A range is walked from its resume point in chunks of `chunk_size` articles; every
+`batch_chunks` chunks (and at the range's end) the chunks are digested into one batch and
+handed to a sink: the node's sink posts it to the coordinator, the data center's stores it.
+Where the chunks come from is the source's business: one NNTP connection, the prefetcher's N
+connections, or the coordinator's spool stream.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from edge.gather import Gatherer
+from edge.overview import DEFAULT_LAYOUT, OverviewLayout
+from edge.rules import RuleSet
+
+Blocks = Iterable[bytes]  # CRLF-terminated overview lines, as NNTPClient.over yields them
+
+
+class ChunkSource(Protocol):
+    def chunks(self, spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, Blocks]]:
+        """The overview lines of each span, yielded in the order given."""
+
+
+class BatchSink(Protocol):
+    def submit(self, batch: dict) -> None:
+        """Take one batch; raise to stop the range (the batch was not taken)."""
+
+
+def chunk_spans(first: int, last: int, chunk_size: int) -> list[tuple[int, int]]:
+    """[first, last] in chunks of chunk_size articles."""
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be at least 1")
+    return [(a, min(a + chunk_size - 1, last)) for a in range(first, last + 1, chunk_size)]
+
+
+def batch_spans(first: int, last: int, chunk_size: int, batch_chunks: int) -> list[list[tuple[int, int]]]:
+    """The chunks of [first, last] grouped batch_chunks at a time."""
+    chunks = chunk_spans(first, last, chunk_size)
+    return [chunks[i:i + batch_chunks] for i in range(0, len(chunks), batch_chunks)]
+
+
+@dataclass
+class RangeProgress:
+    """What an operator sees of a range: counts so far and the rate."""
+
+    first_id: int
+    last_id: int
+    next_id: int
+    lines: int = 0
+    rejected: int = 0
+    batches: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def lines_per_second(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.lines / elapsed if elapsed > 0 else 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.next_id > self.last_id
+
+
+@dataclass
+class SingleConnectionSource:
+    """Chunks read one after another over one NNTP connection (the data center's runner)."""
+
+    client: object  # edge.nntp.NNTPClient, already in the range's group
+
+    def chunks(self, spans):
+        for first, last in spans:
+            yield first, last, self.client.over(first, last)
+
+
+def run_range(
+    *,
+    group: str,
+    next_id: int,
+    last_id: int,
+    chunk_size: int,
+    batch_chunks: int,
+    source: ChunkSource,
+    sink: BatchSink,
+    rules: RuleSet | None = None,
+    layout: OverviewLayout = DEFAULT_LAYOUT,
+    progress: Callable[[RangeProgress], None] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> RangeProgress:
+    """Digest [next_id, last_id] batch by batch into the sink; returns where it got to.
+
+    Stops between batches when should_stop() says so; the returned next_id is the resume point.
+    """
+    state = RangeProgress(first_id=next_id, last_id=last_id, next_id=next_id)
+    batches = batch_spans(next_id, last_id, chunk_size, batch_chunks)
+    chunks = source.chunks([span for batch in batches for span in batch])
+    for spans in batches:
+        if should_stop():
+            break
+        gatherer = Gatherer(group, layout, rules)
+        for expected in spans:
+            first, last, blocks = next(chunks)
+            if (first, last) != expected:
+                raise RuntimeError(f"source gave chunk {first}-{last}, expected {expected[0]}-{expected[1]}")
+            gatherer.add_chunk(first, last, blocks)
+        batch = gatherer.build()
+        sink.submit(batch)
+        state.next_id = spans[-1][1] + 1
+        state.batches += 1
+        state.lines += batch["stats"]["lines"]
+        state.rejected += sum(batch["stats"]["rejected"].values())
+        if progress is not None:
+            progress(state)
+    close = getattr(chunks, "close", None)
+    if close is not None:
+        close()
+    return state

@@ -1,0 +1,221 @@
+"""Reading a Usenet binary subject: file name, segment counter, file counter and release name.
+
+Posting styles seen in binary groups, all handled by the same steps:
+
+    [01/12] - "Some.Release.part01.rar" yEnc (1/137)                      bracket counter, quoted name
+    Some.Release [01/12] - "Some.Release.part01.rar" yEnc (1/137)         NZB style: name shown in front
+    Name - File 3 of 12: "name.epub" yEnc (1/5)                           "i of N"
+    (3/12) "name.r01" - 12,34 MB - yEnc (1/50)                            round counter, size
+    [PRiVATE]-[WtFnZb]-[Name.S01E01.mkv]-[4/12] - "" yEnc 9786 (1/1366)   name in brackets, empty quotes
+    [03/12] - 4f9a0c1d2e3b.part03.rar yEnc (1/50)                         unquoted (hash) name
+    "Name.vol07+08.par2" yEnc (1/3)                                       no file counter
+    Some text without counters
+
+Steps: the segment counter is the *last* ``(p/P)``; the file name is the first non-empty quoted
+string, else a bracketed or bare name with a known extension; the file counter is the first
+``[i/N]``, else ``i of N``, else ``(i/N)`` left in the subject; the release is the text left
+around the counters when it names the files (it contains their base name, as in NZB style) or when
+the file names are obfuscated, else the file name without part/vol/extension suffixes.
+"""
+from __future__ import annotations
+
+import re
+from typing import AnyStr, NamedTuple
+
+
+class ParsedSubject(NamedTuple):
+    filename: str | None
+    part: int | None
+    parts: int | None
+    file_index: int | None
+    file_count: int | None
+    release: str
+
+
+_SEGMENT_COUNTER = re.compile(r"\(\s*(\d{1,9})\s*/\s*(\d{1,9})\s*\)")
+_SEGMENT_COUNTER_BYTES = re.compile(_SEGMENT_COUNTER.pattern.encode())
+
+
+def find_segment_counter(subject: AnyStr) -> tuple[int, int, int, int] | None:
+    """(start, end, part, parts) of the segment counter, the last ``(p/P)`` of the subject."""
+    if isinstance(subject, bytes):
+        pattern, opening = _SEGMENT_COUNTER_BYTES, b"("
+    else:
+        pattern, opening = _SEGMENT_COUNTER, "("
+    end = len(subject)
+    while (start := subject.rfind(opening, 0, end)) >= 0:
+        match = pattern.match(subject, start)
+        if match:
+            return start, match.end(), int(match[1]), int(match[2])
+        end = start
+    return None
+
+
+# Extensions a posted file name ends with; used to find unquoted names and to cut suffixes.
+_PLAIN_EXTENSIONS = frozenset("""
+    rar 7z zip tar gz tgz bz2 xz lzh arj par2 par nfo sfv nzb srr srs md5 sha1 sha256 txt diz url log m3u cue
+    iso img bin nrg mdf mds dmg vhd mkv avi mp4 m4v wmv mpg mpeg ts m2ts vob divx mov flv webm 3gp
+    mp3 flac m4a m4b aac ogg opus wav ape wma ac3 dts mka epub pdf mobi azw3 azw lit djvu cbr cbz doc docx rtf
+    chm fb2 jpg jpeg png gif bmp srt sub idx ass ssa exe scr com bat cmd msi pif vbs js jar apk lnk
+""".split())
+# Numbered volumes (.r00, .001, .z01, .p01) and, inside a name, .part01 and .vol03+04.
+_NUMBERED_EXTENSION = re.compile(r"r\d{2,3}|s\d{2}|\d{3}|z\d{2}|p\d{2}", re.IGNORECASE)
+_NUMBERED_FIRST = frozenset("0123456789rRsSzZpPvV")  # what those can start with
+_NUMBERED_INNER_SUFFIX = re.compile(r"r\d{2,3}|s\d{2}|\d{3}|z\d{2}|p\d{2}|vol\d+[+-]\d+|part\d*", re.IGNORECASE)
+
+# [i/N] - "name" yEnc, with maybe text in front: most subjects of binary groups.
+_USUAL_SHAPE = re.compile(r'(?:([^"\[\]]*?) )?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc')
+_DOUBLED_QUOTES = re.compile(r'""([^"]+)""')
+_QUOTED = re.compile(r'"([^"]*)"')
+_BRACKETED = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])+)\]")  # one level of brackets inside
+_BRACKET_COUNTER = re.compile(r"\[\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\]")
+_OF_COUNTER = re.compile(r"\b(?:files?\s+)?(\d{1,6})\s+of\s+(\d{1,6})\b:?", re.IGNORECASE)
+_ROUND_COUNTER = re.compile(r"\(\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\)")
+_REPLY_PREFIX = re.compile(r"(?:re|fwd?):\s*", re.IGNORECASE)
+# What is left around the counters but names nothing: yEnc (and a byte count after it), sizes,
+# uploader tags, N3wZ-style "\id\::" prefixes.
+_YENC = re.compile(r"\byEnc\b(?:\s+\d+\b)?", re.IGNORECASE)
+_SIZE = re.compile(r"\b\d+(?:[.,]\d+)?\s*(?:[KMGT]i?B|bytes|B)\b", re.IGNORECASE)
+_TAG = re.compile(r"\[\s*(?:PRiVATE|WtFnZb|FULL|REPOST|N3wZ|\d+|#[^\]]*)\s*\]", re.IGNORECASE)
+_ID_PREFIX = re.compile(r"\S*\\::")
+_SIZE_ONLY = re.compile(r"[\s\-]*(?:\d+(?:[.,]\d+)?\s*(?:[KMGT]i?B|bytes|B)?)?[\s\-]*", re.IGNORECASE)
+_EMPTY_PAIRS = re.compile(r'\[\s*\]|\(\s*\)|\{\s*\}|""')
+_SEPARATOR_RUN = re.compile(r"(?: ?[-:|~]){2,} ?")
+_EDGE_PUNCTUATION = " \t-:|~_.,;/\\<>"
+_WORD = re.compile(r"\w")
+_NOT_ALNUM = re.compile(r"[\W_]+")
+_OBFUSCATED = re.compile(
+    r"[0-9a-f]{16,}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|(?=\w*\d)[A-Za-z0-9]{12,}",
+    re.IGNORECASE,
+)
+
+
+def parse_subject(subject: str) -> ParsedSubject:
+    counter = find_segment_counter(subject)
+    if counter is None:
+        return parse_pieces(subject, "", None, None)
+    start, end, part, parts = counter
+    return parse_pieces(subject[:start], subject[end:], part, parts)
+
+
+def parse_pieces(before: str, after: str, part: int | None, parts: int | None) -> ParsedSubject:
+    """A subject already cut around its segment counter: the text before and after it."""
+    text = before.strip()
+    if ":" in text[:5]:
+        text = _REPLY_PREFIX.sub("", text, count=1)
+    if after and not _SIZE_ONLY.fullmatch(after):
+        text = text + " " + after
+    usual = _USUAL_SHAPE.fullmatch(text)
+    if usual:  # a shortcut giving what the steps below give, for the most common shapes
+        around, file_index, file_count, filename = usual.groups()
+        stem = base_name(filename)
+        if (file_index or not around) and (not around or "yEnc" not in around and around.strip(_EDGE_PUNCTUATION) in ("", stem)):
+            return ParsedSubject(filename, part, parts, file_index and int(file_index), file_count and int(file_count), stem)
+    filename, text = _take_filename(text)
+    file_index = file_count = None
+    match = _find_file_counter(text)
+    if match:
+        file_index, file_count = int(match[1]), int(match[2])
+        text = text[:match.start()] + " " + text[match.end():]
+    return ParsedSubject(filename, part, parts, file_index, file_count, _release_name(filename, text))
+
+
+def file_subject(before: str, after: str) -> str:
+    """The subject as its file shows it: the text around the segment counter."""
+    before, after = before.strip(), after.strip()
+    return f"{before} {after}" if before and after else before or after
+
+
+def base_name(filename: str) -> str:
+    """A file name without its part/vol/extension suffixes: ``X.part01.rar``, ``X.vol03+04.par2``,
+    ``X.7z.001``, ``X.r00`` all give ``X``."""
+    for _ in range(3):
+        head, _, suffix = filename.rpartition(".")
+        if not head:
+            break
+        if suffix.lower() not in _PLAIN_EXTENSIONS and (
+            suffix[:1] not in _NUMBERED_FIRST or not _NUMBERED_INNER_SUFFIX.fullmatch(suffix)
+        ):
+            break
+        filename = head
+    return filename
+
+
+def extension(filename: str) -> str:
+    """The lower-cased extension when it is a known one (``rar``, ``r00``, ``exe``...), else ''."""
+    _, dot, suffix = filename.rpartition(".")
+    suffix = suffix.lower()
+    if dot and (suffix in _PLAIN_EXTENSIONS or _NUMBERED_EXTENSION.fullmatch(suffix)):
+        return suffix
+    return ""
+
+
+def _take_filename(text: str) -> tuple[str | None, str]:
+    """The file name and the text without it."""
+    if '"' in text:
+        if '""' in text:
+            text = _DOUBLED_QUOTES.sub(r'"\1"', text)
+        for match in _QUOTED.finditer(text):
+            name = match[1].strip()
+            if name:
+                return name, text[:match.start()] + " " + text[match.end():]
+    if "[" in text:
+        for match in _BRACKETED.finditer(text):
+            if extension(match[1]):
+                return match[1].rsplit("/", 1)[-1].strip(), text[:match.start()] + " " + text[match.end():]
+    # A bare name: the last " - " separated piece that ends with a known extension.
+    for piece in reversed(_without_noise(text).split(" - ")):
+        name = piece.strip(_EDGE_PUNCTUATION)
+        if name and extension(name):
+            at = text.rfind(name)
+            return name, (text[:at] + " " + text[at + len(name):]) if at >= 0 else text
+    return None, text
+
+
+def _find_file_counter(text: str) -> re.Match | None:
+    """The first [i/N], else "i of N", else (i/N)."""
+    if "[" in text:
+        match = _BRACKET_COUNTER.search(text)
+        if match:
+            return match
+    if " of " in text or " OF " in text or " Of " in text:
+        match = _OF_COUNTER.search(text)
+        if match:
+            return match
+    return _ROUND_COUNTER.search(text) if "(" in text else None
+
+
+def _without_noise(text: str) -> str:
+    text = _SIZE.sub(" ", _YENC.sub(" ", text))
+    if "[" in text:
+        text = _TAG.sub(" ", text)
+    if "\\::" in text:
+        text = _ID_PREFIX.sub(" ", text)
+    return text
+
+
+def _clean_around(text: str) -> str:
+    text = " ".join(_without_noise(text).split())
+    text = _SEPARATOR_RUN.sub(" - ", _EMPTY_PAIRS.sub(" ", text)).strip(_EDGE_PUNCTUATION)
+    for opening, closing in ("[]", "()"):
+        if text.startswith(opening) and text.endswith(closing) and text.count(opening) == 1:
+            text = text[1:-1].strip()
+    return text if _WORD.search(text) else ""
+
+
+def _release_name(filename: str | None, text: str) -> str:
+    """The text around the counters when it names the files or the names are obfuscated, else
+    the file name's base. Around text that is just the base name needs no cleaning."""
+    stem = base_name(filename) if filename else ""
+    quick = text.replace("yEnc", " ").strip(_EDGE_PUNCTUATION)
+    if not quick or quick == stem:
+        return stem
+    around = _clean_around(text)
+    obfuscated = stem == filename and _OBFUSCATED.fullmatch(stem)  # a random name without extension
+    if around and (not stem or obfuscated or stem.casefold() in around.casefold() or _folded(stem) in _folded(around)):
+        return around
+    return stem or around
+
+
+def _folded(text: str) -> str:
+    return _NOT_ALNUM.sub("", text).casefold()

@@ -1,0 +1,189 @@
+"""The node API with the real database: tokens, the node guard, bodies, and what refusals leave."""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+
+import msgpack
+import pytest
+from sqlalchemy import text
+
+from app.db import session_scope
+from app.services.nodes import set_enabled
+from app.services.spool import store_chunk
+from tests.app.factories import BIG, make_group, make_node, make_plan
+from tests.app.overview import encoded, make_batch, overview_lines, raw
+
+API = "/api/v1/seed"
+
+
+@pytest.fixture
+def seeded(client):
+    """Two nodes, one group, a plan of two ranges past 2^32."""
+    with session_scope() as s:
+        group = make_group(s)
+        _, token_a = make_node(s, "edge-a")
+        _, token_b = make_node(s, "edge-b")
+        ranges = make_plan(s, group, [(BIG + 1000, BIG + 1999), (BIG, BIG + 999)])
+        ids = [r.id for r in ranges]
+    return {"a": {"Authorization": f"Bearer {token_a}"}, "b": {"Authorization": f"Bearer {token_b}"},
+            "ranges": ids}
+
+
+def snapshot(engine) -> tuple:
+    with engine.connect() as conn:
+        return (
+            conn.execute(text("SELECT count(*) FROM seed_batches")).scalar_one(),
+            tuple(conn.execute(text("SELECT id, next_id, status, node_id FROM seed_ranges ORDER BY id")).all()),
+            conn.execute(text("SELECT count(*) FROM fragments")).scalar_one(),
+        )
+
+
+def post_batch(client, auth, range_id, batch, fmt="msgpack", gzip_body=True):
+    body, headers = encoded(batch, fmt=fmt, gzip=gzip_body)
+    return client.post(f"{API}/ranges/{range_id}/batches", data=body, headers={**auth, **headers})
+
+
+def test_tokens_are_checked(client, seeded):
+    assert client.post(f"{API}/lease").status_code == 401
+    bad = client.post(f"{API}/lease", headers={"Authorization": "Bearer seed_not-a-token"})
+    assert bad.status_code == 401 and bad.get_json()["error"] == "unauthorized"
+    assert client.post(f"{API}/lease", headers={"Authorization": "Basic abc"}).status_code == 401
+    with session_scope() as s:
+        set_enabled(s, "edge-b", False)
+    assert client.post(f"{API}/lease", headers=seeded["b"]).status_code == 401
+    assert client.post(f"{API}/lease", headers=seeded["a"]).status_code == 200
+
+
+def test_lease_gives_each_node_its_own_range_then_204(client, seeded):
+    first = client.post(f"{API}/lease", headers=seeded["a"]).get_json()
+    second = client.post(f"{API}/lease", headers=seeded["b"]).get_json()
+    assert first["range"]["id"] == seeded["ranges"][0] and second["range"]["id"] == seeded["ranges"][1]
+    assert first["range"]["next_id"] == BIG + 1000 and first["chunk_size"] == 20_000
+    assert first["batch_chunks"] == 10 and first["rules"] == []
+    assert client.post(f"{API}/lease", headers=seeded["a"]).status_code == 204
+
+
+def test_batches_accepted_once_and_the_guard_holds(client, seeded, clean_db):
+    range_id = seeded["ranges"][0]
+    client.post(f"{API}/lease", headers=seeded["a"])
+    batch = make_batch(BIG + 1000, BIG + 1499)
+    accepted = post_batch(client, seeded["a"], range_id, batch)
+    assert accepted.status_code == 202, accepted.get_json()
+    assert accepted.get_json()["next_id"] == BIG + 1500
+    again = post_batch(client, seeded["a"], range_id, batch, fmt="json")
+    assert again.status_code == 200 and again.get_json()["status"] == "already_accepted"
+    before = snapshot(clean_db)
+    foreign = post_batch(client, seeded["b"], range_id, make_batch(BIG + 1500, BIG + 1999))
+    assert foreign.status_code == 409 and foreign.get_json()["error"] == "not_your_lease"
+    gap = post_batch(client, seeded["a"], range_id, make_batch(BIG + 1600, BIG + 1999))
+    assert gap.status_code == 409 and gap.get_json()["error"] == "out_of_order"
+    outside = post_batch(client, seeded["a"], range_id, make_batch(BIG + 1500, BIG + 2100))
+    assert outside.status_code == 422
+    early = client.post(f"{API}/ranges/{range_id}/done", headers=seeded["a"])
+    assert early.status_code == 409 and early.get_json()["error"] == "batches_missing"
+    assert snapshot(clean_db) == before
+    assert post_batch(client, seeded["a"], range_id, make_batch(BIG + 1500, BIG + 1999), fmt="json",
+                      gzip_body=False).status_code == 202
+    assert client.post(f"{API}/ranges/{range_id}/done", headers=seeded["a"]).status_code == 200
+
+
+@pytest.mark.parametrize("body, headers", [
+    (b"\x00garbage", {"Content-Type": "application/msgpack"}),
+    (b"not gzip", {"Content-Type": "application/msgpack", "Content-Encoding": "gzip"}),
+    (b"{\"first\": 1", {"Content-Type": "application/json"}),
+    (msgpack.packb({"first": 1, "last": 2}), {"Content-Type": "application/msgpack"}),
+    (b"[]", {"Content-Type": "application/json"}),
+    (b"{}", {"Content-Type": "text/plain"}),
+])
+def test_malformed_bodies_get_400_and_change_nothing(client, seeded, clean_db, body, headers):
+    range_id = seeded["ranges"][0]
+    client.post(f"{API}/lease", headers=seeded["a"])
+    before = snapshot(clean_db)
+    response = client.post(f"{API}/ranges/{range_id}/batches", data=body, headers={**seeded["a"], **headers})
+    assert response.status_code in (400, 415), response.get_json()
+    assert response.get_json()["error"]
+    assert snapshot(clean_db) == before
+
+
+def test_a_wrong_value_deep_in_a_batch_is_refused(client, seeded, clean_db):
+    range_id = seeded["ranges"][0]
+    client.post(f"{API}/lease", headers=seeded["a"])
+    batch = make_batch(BIG + 1000, BIG + 1499)
+    batch["fragments"]["article"][7] = "seven"
+    before = snapshot(clean_db)
+    response = post_batch(client, seeded["a"], range_id, batch, fmt="json")
+    assert response.status_code == 400 and "fragments.article" in response.get_json()["message"]
+    batch = make_batch(BIG + 1000, BIG + 1499)
+    batch["fragments"]["article"][3] = 2**64
+    assert post_batch(client, seeded["a"], range_id, batch, fmt="json").status_code == 400
+    assert snapshot(clean_db) == before
+
+
+def test_gzip_bomb_and_oversized_body_get_413_without_reaching_a_worker(client, flask_app, seeded, clean_db):
+    range_id = seeded["ranges"][0]
+    client.post(f"{API}/lease", headers=seeded["a"])
+    before = snapshot(clean_db)
+    settings = flask_app.config["SETTINGS"]
+    flask_app.config["SETTINGS"] = dataclasses.replace(settings, max_decoded_bytes=1024 * 1024)
+    try:
+        bomb = gzip.compress(b"[" + b" " * (64 * 1024 * 1024) + b"]")
+        assert len(bomb) < 100_000
+        response = client.post(f"{API}/ranges/{range_id}/batches", data=bomb,
+                               headers={**seeded["a"], "Content-Type": "application/json", "Content-Encoding": "gzip"})
+        assert response.status_code == 413 and response.get_json()["error"] == "batch_too_large"
+    finally:
+        flask_app.config["SETTINGS"] = settings
+    limit = flask_app.config["MAX_CONTENT_LENGTH"]
+    flask_app.config["MAX_CONTENT_LENGTH"] = 10_000
+    try:
+        big = client.post(f"{API}/ranges/{range_id}/batches", data=b"x" * 20_000,
+                          headers={**seeded["a"], "Content-Type": "application/msgpack"})
+        assert big.status_code == 413 and big.get_json()["error"]
+    finally:
+        flask_app.config["MAX_CONTENT_LENGTH"] = limit
+    assert snapshot(clean_db) == before
+
+
+def test_heartbeat_release_and_resume(client, seeded):
+    range_id = seeded["ranges"][0]
+    client.post(f"{API}/lease", headers=seeded["a"])
+    assert client.post(f"{API}/ranges/{range_id}/heartbeat", headers=seeded["b"]).status_code == 409
+    assert client.post(f"{API}/ranges/{range_id}/heartbeat", headers=seeded["a"]).status_code == 200
+    assert post_batch(client, seeded["a"], range_id, make_batch(BIG + 1000, BIG + 1199)).status_code == 202
+    released = client.post(f"{API}/ranges/{range_id}/release", headers=seeded["a"])
+    assert released.status_code == 200 and released.get_json()["next_id"] == BIG + 1200
+    lease = client.post(f"{API}/lease", headers=seeded["b"]).get_json()
+    assert (lease["range"]["id"], lease["range"]["next_id"]) == (range_id, BIG + 1200)
+    assert client.post(f"{API}/ranges/99999/heartbeat", headers=seeded["a"]).status_code == 404
+
+
+def test_spooled_chunks_stream_as_frames(client, seeded):
+    from io import BytesIO
+
+    from edge.frames import iter_frames
+
+    range_id = seeded["ranges"][0]
+    client.post(f"{API}/lease", headers=seeded["a"])
+    assert client.get(f"{API}/ranges/{range_id}/chunks", headers=seeded["a"]).status_code == 404
+    with session_scope() as s:
+        store_chunk(s, range_id, BIG + 1000, BIG + 1499, raw(overview_lines(BIG + 1000, BIG + 1499)))
+        store_chunk(s, range_id, BIG + 1500, BIG + 1999, raw(overview_lines(BIG + 1500, BIG + 1999, skip={BIG + 1600})))
+    assert client.get(f"{API}/ranges/{range_id}/chunks", headers=seeded["b"]).status_code == 409
+    response = client.get(f"{API}/ranges/{range_id}/chunks", headers=seeded["a"])
+    assert response.status_code == 200
+    frames = list(iter_frames(BytesIO(response.data)))
+    assert [(f.chunk_from, f.chunk_to, f.lines) for f in frames] == [
+        (BIG + 1000, BIG + 1499, 500), (BIG + 1500, BIG + 1999, 499)]
+    assert frames[1].raw() == raw(overview_lines(BIG + 1500, BIG + 1999, skip={BIG + 1600}))
+
+
+def test_status_answers_json(client, seeded):
+    client.post(f"{API}/lease", headers=seeded["a"])
+    status = client.get(f"{API}/status", headers=seeded["a"])
+    assert status.status_code == 200
+    data = status.get_json()
+    assert data["groups"][0]["group"] == "alt.binaries.test" and data["groups"][0]["leased"] == 1
+    assert [n["name"] for n in data["nodes"]] == ["edge-a", "edge-b"]
+    json.dumps(data)

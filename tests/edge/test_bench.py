@@ -1,0 +1,18 @@
+"""bench/digest.py runs end to end and ends with its figures as JSON (speed is not asserted)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "digest.py"
+
+
+def test_bench_prints_its_figures_last():
+    result = subprocess.run([sys.executable, str(BENCH), "--lines", "4000", "--chunk", "500", "--batch-chunks", "2",
+                             "--repeat", "1"], capture_output=True, text=True, check=True, timeout=300)
+    figures = json.loads(result.stdout.splitlines()[-1])
+    assert figures["lines"] == 4000 and figures["lines_per_second"] > 0 and figures["naive_lines_per_second"] > 0
+    assert 0 < figures["wire_ratio"] < 1
+    ratios = figures["release_chunk_rows_per_release"]
+    assert set(ratios) == {"alt.binaries.test", "alt.binaries.e-book.french", "alt.binaries.cd.image.playstation2.dvdiso"}
+    assert all(group["all_releases"] >= 1 for group in ratios.values())

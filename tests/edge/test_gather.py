@@ -1,0 +1,194 @@
+"""Gathering a batch: files with their fragments, releases, stable keys, rules, release chunks."""
+import json
+from collections import defaultdict
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from edge.gather import Gatherer, file_key, release_key
+from edge.rules import RuleSet
+from simnews.generator import Config, generate
+from simnews.scripted import overview_lines
+from tests.edge.helpers import as_received, block, overview_line
+
+GROUP = "alt.binaries.test"
+FIRST = 7_000_000_000
+
+
+@cache
+def generated(seed: int = 5, count: int = 40_000):
+    articles = list(generate(count, Config(seed=seed, groups=(GROUP,))))
+    return {article.message_id: article.truth for article in articles}, list(overview_lines(articles, GROUP, FIRST))
+
+
+def gather(lines, chunk=2000, per_batch=10, rules=None, first=FIRST, group=GROUP):
+    """Batches of `per_batch` chunks of `chunk` article numbers, from `first` on."""
+    batches = []
+    span = chunk * per_batch
+    for batch_start in range(0, len(lines), span):
+        gatherer = Gatherer(group, rules=rules if rules is not None else RuleSet(executable=False))
+        for start in range(batch_start, min(len(lines), batch_start + span), chunk):
+            gatherer.add_chunk(first + start, first + start + chunk - 1, [block(lines[start:start + chunk])])
+        batches.append(as_received(gatherer.build()))
+    return batches
+
+
+def fragments(batch):
+    columns = batch["fragments"]
+    return zip(columns["file"], columns["part"], columns["article"], columns["bytes"], columns["message_id"])
+
+
+def test_files_and_releases_are_what_was_posted():
+    truths, lines = generated()
+    batches = gather(lines)
+    file_truths, release_truths = defaultdict(set), defaultdict(set)
+    seen = 0
+    for batch in batches:
+        release_of = dict(zip(batch["files"]["key"], batch["files"]["release"]))
+        assert len(release_of) == len(batch["files"]["key"])  # details once per batch
+        assert sorted(batch["releases"]["key"]) == sorted(batch["release_chunks"]["release"]) \
+            == sorted(set(batch["releases"]["key"]))  # one release chunk per release and batch
+        for key, part, article, size, message_id in fragments(batch):
+            truth = truths[message_id]
+            assert (part, size) == (truth.part, truth.bytes)
+            file_truths[key].add((truth.release_key, truth.file_index))
+            release_truths[release_of[key]].add(truth.release_key)
+            seen += 1
+    assert seen == len(lines)
+    assert all(len(posted) == 1 for posted in file_truths.values())
+    assert all(len(posted) == 1 for posted in release_truths.values())
+    assert len(file_truths) == len({(t.release_key, t.file_index) for t in truths.values()})
+    assert len(release_truths) == len({t.release_key for t in truths.values()})
+
+
+def test_keys_are_the_same_whatever_the_batching():
+    truths, lines = generated()
+
+    def keys(batches):
+        result = {}
+        for batch in batches:
+            release_of = dict(zip(batch["files"]["key"], batch["files"]["release"]))
+            for key, _, _, _, message_id in fragments(batch):
+                result[message_id] = (key, release_of[key])
+        return result
+
+    by_ten = keys(gather(lines))
+    assert keys(gather(lines, chunk=1000, per_batch=1)) == by_ten
+    assert keys(gather(lines, chunk=3000, per_batch=3)) == by_ten
+    assert all(-(2**63) <= key < 2**63 for pair in by_ten.values() for key in pair)
+
+
+def test_the_executable_rule_drops_the_floods_and_counts_them():
+    truths, lines = generated()
+    batch = gather(lines, chunk=len(lines), per_batch=1, rules=RuleSet())[0]
+    kept = {message_id for message_id in batch["fragments"]["message_id"]}
+    floods = [t for t in truths.values() if t.is_flood]
+    assert kept == {t.message_id for t in truths.values() if not t.is_flood}
+    dropped = batch["rules"]["executable"]
+    assert dropped == [len({t.release_key for t in floods}), len({(t.release_key, t.file_index) for t in floods}),
+                       len(floods), sum(t.bytes for t in floods)]
+    kept_counts = batch["rules"][""]
+    assert kept_counts == [len(batch["releases"]["key"]), len(batch["files"]["key"]), len(kept),
+                           sum(batch["fragments"]["bytes"])]
+    assert batch["stats"] == {"lines": len(lines), "rejected": dict.fromkeys(batch["stats"]["rejected"], 0),
+                              "bad_dates": 0}
+
+
+def test_release_chunks_sum_what_the_batch_saw():
+    lines = [overview_line(FIRST + i, f'Show.S01E01 [{i % 2 + 1}/2] - "Show.S01E01.part{i % 2 + 1}.rar" yEnc ({i // 2 + 1}/3)',
+                           date=b"Sat, 01 Nov 2025 07:27:%02d +0000" % i, size=1000 + i) for i in range(6)]
+    first, second = gather(lines, chunk=2, per_batch=2)
+    assert first["release_chunks"] == {"release": [first["releases"]["key"][0]], "files": [2], "fragments": [4],
+                                       "bytes": [4006], "first_date": [1761982020], "last_date": [1761982023]}
+    assert second["release_chunks"]["fragments"] == [2] and second["releases"]["key"] == first["releases"]["key"]
+    assert first["files"]["parts"] == [3, 3] and first["files"]["count"] == [2, 2]
+    assert first["files"]["subject"][0] == 'Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc'
+    assert first["releases"]["name"] == ["Show.S01E01"] and first["releases"]["file_count"] == [2]
+
+
+def test_missing_numbers_and_bad_lines():
+    good = [overview_line(FIRST + n) for n in (0, 1, 5, 6, 9)]
+    bad = [b"garbage", overview_line(FIRST + 7, message_id=b""), overview_line(FIRST + 50)]
+    gatherer = Gatherer(GROUP)
+    gatherer.add_chunk(FIRST, FIRST + 9, [block(good[:2] + bad[:1]), block(good[2:] + bad[1:])])
+    gatherer.add_chunk(FIRST + 10, FIRST + 19, [])
+    batch = as_received(gatherer.build())
+    assert batch["chunks"] == [[FIRST, FIRST + 9, 8, 3], [FIRST + 10, FIRST + 19, 0, 0]]
+    assert batch["missing"] == [[FIRST + 2, FIRST + 4], [FIRST + 7, FIRST + 8], [FIRST + 10, FIRST + 19]]
+    assert batch["stats"]["rejected"] == {"nul_byte": 0, "too_few_fields": 1, "bad_number": 0,
+                                          "empty_message_id": 1, "out_of_range": 1}
+    assert batch["stats"]["lines"] == 8 and (batch["first"], batch["last"]) == (FIRST, FIRST + 19)
+
+
+def test_poster_separates_files_and_a_repost_is_one_file():
+    subject = '[1/1] - "same.name.rar" yEnc (1/1)'
+    lines = [
+        overview_line(FIRST, subject, poster=b"A <a@x>"),
+        overview_line(FIRST + 1, subject, poster=b"B <b@x>"),
+        overview_line(FIRST + 2, 'repost [1/1] - "same.name.rar" yEnc (1/1)', poster=b"A <a@x>"),
+    ]
+    batch = gather(lines, chunk=3, per_batch=1)[0]
+    assert len(batch["files"]["key"]) == 2 and len(batch["releases"]["key"]) == 2
+    assert batch["fragments"]["file"][0] == batch["fragments"]["file"][2] != batch["fragments"]["file"][1]
+    assert batch["files"]["key"][0] == file_key(release_key(b"A <a@x>", "same.name", 1), "same.name.rar")
+
+
+def test_eight_bit_subjects_and_unreadable_dates():
+    latin = 'Émile Zola - Germinal [1/1] - "Émile Zola - Germinal.epub" yEnc (1/1)'.encode("latin-1")
+    lines = [overview_line(FIRST, latin, poster="Bibliothécaire <b@x>".encode(), date=b"not a date")]
+    batch = gather(lines, chunk=1, per_batch=1, group="alt.binaries.e-book.french")[0]
+    assert batch["files"]["name"] == ["Émile Zola - Germinal.epub"]
+    assert batch["files"]["poster"] == ["Bibliothécaire <b@x>"]
+    assert batch["releases"]["name"] == ["Émile Zola - Germinal"]
+    assert batch["files"]["date"] == [None] and batch["stats"]["bad_dates"] == 1
+
+
+def test_subjects_without_counters_and_odd_parentheses():
+    lines = [
+        overview_line(FIRST, "A text post (no counter)"),
+        overview_line(FIRST + 1, '"x.rar" yEnc (2/3) (by someone)'),
+        overview_line(FIRST + 2, '"x.rar" yEnc (3/3) (by someone)'),
+        overview_line(FIRST + 3, "(1/2)"),
+    ]
+    batch = gather(lines, chunk=4, per_batch=1)[0]
+    assert batch["fragments"]["part"] == [1, 2, 3, 1]
+    assert batch["files"]["parts"] == [1, 3, 2]
+    assert batch["files"]["subject"] == ["A text post (no counter)", '"x.rar" yEnc (by someone)', ""]
+
+
+def test_chunks_follow_each_other():
+    gatherer = Gatherer(GROUP)
+    with pytest.raises(ValueError, match="at least one chunk"):
+        gatherer.build()
+    gatherer.add_chunk(1, 10, [])
+    with pytest.raises(ValueError, match="does not follow"):
+        gatherer.add_chunk(20, 30, [])
+    with pytest.raises(ValueError, match="empty chunk"):
+        gatherer.add_chunk(11, 10, [])
+
+
+def test_the_documented_example_is_what_the_code_builds():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "batch-format.md").read_text()
+    example = json.loads(doc.split("```json\n")[1].split("```")[0])
+    first = 6_000_000_001
+    lines = [
+        overview_line(first, 'Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc (1/3)', poster=b"P <p@x>",
+                      message_id=b"<a1@x>"),
+        overview_line(first + 1, '"Film.2024.exe" yEnc (1/1)', poster=b"Q <q@x>", message_id=b"<b1@x>", size=300000),
+        overview_line(first + 2, 'Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc (2/3)', poster=b"P <p@x>",
+                      message_id=b"<a2@x>", date=b"Sat, 01 Nov 2025 07:28:27 +0000"),
+        b"garbage",
+    ]
+    gatherer = Gatherer(GROUP)
+    gatherer.add_chunk(first, first + 4, [block(lines)])
+    assert as_received(gatherer.build()) == example
+
+
+def test_message_ids_stay_bytes_until_encoded():
+    lines = [overview_line(FIRST, message_id=b"<a@x>"), overview_line(FIRST + 1, message_id="<é@x>".encode("latin-1"))]
+    gatherer = Gatherer(GROUP)
+    gatherer.add_chunk(FIRST, FIRST + 1, [block(lines)])
+    batch = gatherer.build()
+    assert batch["fragments"]["message_id"] == [b"<a@x>", "<é@x>".encode()]
+    assert as_received(batch)["fragments"]["message_id"] == ["<a@x>", "<é@x>"]

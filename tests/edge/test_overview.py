@@ -1,0 +1,141 @@
+"""The overview parser: fields by format, 64-bit numbers, malformed lines counted, dates."""
+import calendar
+import email.utils
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edge.overview import (
+    DEFAULT_LAYOUT, MAX_INT64, OverviewLayout, decode_text, new_reject_counts, parse_block, parse_date,
+)
+from tests.edge.helpers import block, overview_line
+
+INN_FORMAT = ["Subject:", "From:", "Date:", "Message-ID:", "References:", "Bytes:", "Lines:", "Xref:full"]
+INN = OverviewLayout.from_format(INN_FORMAT)
+
+
+def test_layout_follows_the_servers_format():
+    assert (INN.subject, INN.poster, INN.date, INN.message_id, INN.bytes, INN.min_fields) == (1, 2, 3, 4, 6, 7)
+    assert DEFAULT_LAYOUT == OverviewLayout.from_format(["Subject:", "From:", "Date:", "Message-ID:", "References:",
+                                                         ":bytes", ":lines"])
+    reordered = OverviewLayout.from_format(["From:", "Subject:", "Message-ID:", "Date:", ":bytes"])
+    line = b"7\tposter\tsubject\t<m@x>\tSat, 01 Nov 2025 07:27:27 +0000\t99"
+    columns = parse_block(line + b"\r\n", reordered, new_reject_counts())
+    assert columns == ([7], [b"subject"], [b"poster"], [b"Sat, 01 Nov 2025 07:27:27 +0000"], [b"<m@x>"], [99])
+    with pytest.raises(ValueError, match="message-id"):
+        OverviewLayout.from_format(["Subject:", "From:", "Date:", "Bytes:"])
+
+
+def test_clean_block_in_columns_with_64_bit_numbers():
+    numbers = [2**32 + 5, 6_000_000_000, MAX_INT64]
+    columns = parse_block(block(overview_line(n, size=2**40) for n in numbers), INN, rejects := new_reject_counts())
+    assert columns.numbers == numbers and columns.sizes == [2**40] * 3
+    assert columns.message_ids == [b"<%d@example.net>" % n for n in numbers]
+    assert sum(rejects.values()) == 0
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    (overview_line(1).replace(b"\t4\t", b"\t\0\t"), "nul_byte"),
+    (b"1\tsubject\tposter\tdate\t<m@x>", "too_few_fields"),
+    (b"", "too_few_fields"),
+    (overview_line(1).replace(b"1\t", b"x1\t", 1), "bad_number"),
+    (overview_line(0), "bad_number"),
+    (overview_line(2**63), "bad_number"),
+    (overview_line(1, size=2**63), "bad_number"),
+    (overview_line(1).replace(b"\t716800\t", b"\t\t"), "bad_number"),
+    (overview_line(1).replace(b"1\t", b" 1\t", 1), "bad_number"),
+    (overview_line(1, message_id=b""), "empty_message_id"),
+    (overview_line(10**6), "out_of_range"),
+])
+def test_malformed_lines_are_counted_and_skipped(line, reason):
+    good = [overview_line(n) for n in (1, 2, 3)]
+    rejects = new_reject_counts()
+    columns = parse_block(block([good[0], line, *good[1:]]), INN, rejects, 1, 1000)
+    assert columns.numbers == [1, 2, 3]
+    assert rejects == {**new_reject_counts(), reason: 1}
+
+
+def test_a_line_without_its_crlf_is_still_read():
+    rejects = new_reject_counts()
+    columns = parse_block(block([overview_line(1)]) + overview_line(2), INN, rejects)
+    assert columns.numbers == [1, 2]
+
+
+# A line built to be good or bad, and which.
+def _field(alphabet=st.characters(blacklist_characters="\t\r\n\0", codec="utf-8")):
+    return st.text(alphabet, max_size=30).map(str.encode)
+
+
+@st.composite
+def overview_lines(draw):
+    number = draw(st.integers(min_value=-5, max_value=2**64))
+    size = draw(st.integers(min_value=0, max_value=2**64))
+    fields = [str(number).encode() if draw(st.booleans()) else draw(_field()), draw(_field()), draw(_field()),
+              draw(_field()), draw(_field()), b"", str(size).encode(), b"4", b"Xref: h g:1"]
+    fields = fields[:draw(st.integers(min_value=0, max_value=len(fields)))] + draw(st.lists(_field(), max_size=2))
+    line = b"\t".join(fields)
+    if draw(st.booleans()) and draw(st.booleans()):
+        at = draw(st.integers(min_value=0, max_value=len(line)))
+        line = line[:at] + b"\0" + line[at:]
+    good = (len(fields) >= INN.min_fields and b"\0" not in line and fields[0].isdigit()
+            and 0 < int(fields[0]) <= MAX_INT64 and fields[6].isdigit() and int(fields[6]) <= MAX_INT64
+            and fields[4] != b"")
+    return line, good
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(overview_lines(), max_size=40))
+def test_fuzzed_lines_never_raise_and_rejects_equal_the_bad_lines(lines):
+    rejects = new_reject_counts()
+    columns = parse_block(block(line for line, _ in lines), INN, rejects)
+    good = [line for line, is_good in lines if is_good]
+    assert len(columns.numbers) == len(good)
+    assert sum(rejects.values()) == len(lines) - len(good)
+    assert columns.numbers == [int(line.split(b"\t")[0]) for line in good]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=80).filter(lambda line: b"\r\n" not in line and not line.endswith(b"\r")),
+                max_size=30))
+def test_random_bytes_never_raise(lines):
+    rejects = new_reject_counts()
+    columns = parse_block(block(lines), INN, rejects)
+    assert len(columns.numbers) + sum(rejects.values()) == len(lines)
+
+
+def test_eight_bit_text_decodes_losslessly():
+    assert decode_text("Émile Zola".encode()) == "Émile Zola"
+    latin = "Émile Zola".encode("latin-1")
+    assert decode_text(latin) == "Émile Zola" and decode_text(latin).encode("latin-1") == latin
+
+
+def _stdlib_date(raw: bytes) -> int | None:
+    parsed = email.utils.parsedate_tz(raw.decode())
+    seconds = calendar.timegm(parsed[:9]) - (parsed[9] or 0)
+    return seconds if seconds >= 0 else None  # dates before 1970 are unreadable in a batch
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=4_000_000_000), st.integers(min_value=-1439, max_value=1439),
+       st.booleans())
+def test_dates_read_by_hand_equal_the_standard_parser(seconds, offset_minutes, weekday):
+    raw = email.utils.formatdate(seconds, localtime=False).encode()  # "Sat, 01 Nov 2025 07:27:27 -0000"
+    sign = b"+" if offset_minutes >= 0 else b"-"
+    raw = raw[:-5] + sign + b"%02d%02d" % divmod(abs(offset_minutes), 60)
+    if not weekday:
+        raw = raw[5:]
+    assert parse_date(raw) == _stdlib_date(raw)
+
+
+@pytest.mark.parametrize(("raw", "seconds"), [
+    (b"Sat, 01 Nov 2025 07:27:27 +0000", 1761982047),
+    (b"Sat, 01 Nov 2025 08:27:27 +0100", 1761982047),
+    (b"1 Nov 2025 07:27 GMT", 1761982020),
+    (b"Sat, 01 Nov 2025 07:27:27", 1761982047),  # no zone: UTC
+    (b"garbage", None),
+    (b"", None),
+    (b"Mon, 99 Foo 2025 07:27:27 +0000", None),
+])
+def test_dates(raw, seconds):
+    assert parse_date(raw) == seconds

@@ -1,0 +1,73 @@
+"""The subject parser on real subjects (tests/edge/data) and on the generator's ground truth."""
+import json
+from pathlib import Path
+
+import pytest
+
+from edge.overview import decode_text
+from edge.subjects import base_name, extension, file_subject, find_segment_counter, parse_pieces, parse_subject
+from simnews.generator import Config, generate
+
+REAL = [json.loads(line) for line in (Path(__file__).parent / "data" / "real_subjects.jsonl").read_text("utf-8").splitlines()]
+FIELDS = ("filename", "part", "parts", "file_index", "file_count", "release")
+
+
+@pytest.mark.parametrize("record", REAL, ids=[record["subject"][:60] for record in REAL])
+def test_real_subjects(record):
+    assert parse_subject(record["subject"])._asdict() == {field: record[field] for field in FIELDS}
+
+
+def test_real_subjects_cite_their_source():
+    assert len(REAL) >= 50
+    assert all(record["source"].startswith("https://github.com/") for record in REAL)
+
+
+@pytest.mark.parametrize("kind", ["general", "ebook", "iso"])
+def test_generator_ground_truth(kind):
+    """Every posting style of the generator, 8-bit e-book subjects included, floods included."""
+    checked = 0
+    for article in generate(6000, Config(seed=11, kind=kind)):
+        truth = article.truth
+        intended = truth.intended
+        parsed = parse_subject(decode_text(truth.subject))
+        assert tuple(parsed) == (intended.filename, intended.part, intended.parts, intended.file_index,
+                                 intended.file_count, intended.release), truth.subject
+        checked += 1
+    assert checked == 6000
+
+
+def test_segment_counter_is_the_last_one():
+    assert find_segment_counter('[1/5] "a.rar" yEnc (3/9) (12/40)') == (25, 32, 12, 40)
+    assert find_segment_counter(b'x (1/2) (not one)') == (2, 7, 1, 2)
+    assert find_segment_counter("no counter (here)") is None
+    assert find_segment_counter("") is None
+
+
+def test_round_file_counter_before_the_segment_counter():
+    parsed = parse_subject('(03/12) "name.r01" - 12,34 MB - yEnc (7/50)')
+    assert (parsed.file_index, parsed.file_count, parsed.part, parsed.parts) == (3, 12, 7, 50)
+
+
+def test_subject_without_counters_names_its_release_by_the_text():
+    assert parse_subject("Some plain text post") == (None, None, None, None, None, "Some plain text post")
+
+
+def test_obfuscated_names_are_grouped_by_the_text_around_the_counters():
+    first = parse_subject('Team Upload [1/3] - "8d7f0a1c9b2e4f6a8d7f0a1c" yEnc (1/10)')
+    second = parse_subject('Team Upload [2/3] - "0f1e2d3c4b5a69788796a5b4" yEnc (1/10)')
+    assert first.release == second.release == "Team Upload"
+
+
+def test_par2_volumes_and_numbered_archives_share_the_base_name():
+    names = ["X.Y-Z.par2", "X.Y-Z.vol00+01.par2", "X.Y-Z.vol31-63.PAR2", "X.Y-Z.part001.rar", "X.Y-Z.r00",
+             "X.Y-Z.7z.001", "X.Y-Z.nfo", "X.Y-Z.sfv"]
+    assert {base_name(name) for name in names} == {"X.Y-Z"}
+    assert base_name("Release.Name.2023") == "Release.Name.2023"
+    assert extension("Setup.EXE") == "exe" and extension("x.r07") == "r07" and extension("noext") == ""
+
+
+def test_pieces_give_what_the_whole_subject_gives():
+    subject = 'Name [02/10] - "Name.part02.rar" yEnc (5/99) 52428800'
+    start, end, part, parts = find_segment_counter(subject)
+    assert parse_pieces(subject[:start], subject[end:], part, parts) == parse_subject(subject)
+    assert file_subject(subject[:start], subject[end:]) == 'Name [02/10] - "Name.part02.rar" yEnc 52428800'
