@@ -7,7 +7,8 @@ through ``map``) and everything else once per distinct file:
   is looked up in a cache of tails already read, so no regex runs per line;
 - the poster and the subject's text around the counter are the file's dict key; a
   ``defaultdict`` numbering new keys gives every line its file number inside ``map``;
-- the full subject parse (regexes, decoding), keys, dates and rules run once per file.
+- the full subject parse (regexes, decoding) and the rules run once per file, and keys and
+  dates only for the files kept; message-ids stay bytes until encoding.
 
 Keys are stable: the same file or release gets the same signed 64-bit key on every node and in
 every batch, so the coordinator merges what several batches, ranges or nodes saw of it.
@@ -24,12 +25,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from hashlib import blake2b
-from itertools import compress, count, islice, repeat
+from itertools import compress, count, islice
 from operator import itemgetter, lt
 from typing import NamedTuple
 
 from edge.overview import (
-    DEFAULT_LAYOUT, REJECT_REASONS, OverviewColumns, OverviewLayout, decode_text, parse_block, parse_date,
+    DEFAULT_LAYOUT, OverviewColumns, OverviewLayout, decode_text, new_reject_counts, parse_block, parse_date,
 )
 from edge.rules import KEPT, RuleSet
 from edge.subjects import ParsedSubject, file_subject, find_segment_counter, parse_pieces
@@ -145,7 +146,7 @@ class Gatherer:
         self.group = group
         self.layout = layout
         self.rules = rules if rules is not None else RuleSet()
-        self.rejected = dict.fromkeys(REJECT_REASONS, 0)
+        self.rejected = new_reject_counts()
         self.lines = 0
         self.chunks: list[list[int]] = []  # [from, to, lines, rejected]
         self.missing: list[list[int]] = []  # [from, to]
@@ -238,12 +239,12 @@ class Gatherer:
                 counts[rule][1] = files_settled
             fragment_rules = list(map(rule_of_file.__getitem__, self._files))
             counts[KEPT][2:] = len(fragment_rules), sum(self._sizes)
-            for rule, count in counts.items():
-                if rule != KEPT and count[1]:  # what the rules dropped; the rest is kept
-                    count[2] = fragment_rules.count(rule)
-                    count[3] = sum(compress(self._sizes, map(rule.__eq__, fragment_rules)))
-                    counts[KEPT][2] -= count[2]
-                    counts[KEPT][3] -= count[3]
+            for rule, dropped in counts.items():
+                if rule != KEPT and dropped[1]:  # what the rules dropped; the rest is kept
+                    dropped[2] = fragment_rules.count(rule)
+                    dropped[3] = sum(compress(self._sizes, map(rule.__eq__, fragment_rules)))
+                    counts[KEPT][2] -= dropped[2]
+                    counts[KEPT][3] -= dropped[3]
             tables, bad_dates = self._tables(files, kept, list(map(KEPT.__eq__, fragment_rules)))
             return {
                 "version": BATCH_FORMAT_VERSION,

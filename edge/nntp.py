@@ -425,15 +425,15 @@ class NNTPClient:
             if out:
                 if body.done:
                     raise self._broken(NNTPProtocolError("compressed data after the terminator"))
-                lines = body.feed(out)
-                if lines:
-                    yield lines
+                block = body.feed(out)
+                if block:
+                    yield block
         self._buffer = inflater.unused_data
         if not body.done:
             # The terminator follows the compressed stream in plain text (maybe after a CRLF).
-            lines = body.finish()
-            if lines:
-                yield lines
+            block = body.finish()
+            if block:
+                yield block
             line = self._readline()
             if line == b"":
                 line = self._readline()

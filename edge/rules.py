@@ -48,7 +48,7 @@ class RuleError(ValueError):
 
 
 class RuleFile(Protocol):
-    """What the rules look at in a gathered file."""
+    """What the rules look at in a gathered file (the executable rule reads only the filename)."""
 
     filename: str | None
     subject: str

@@ -106,11 +106,18 @@ def parse_pieces(before: str, after: str, part: int | None, parts: int | None) -
     if after and not _SIZE_ONLY.fullmatch(after):
         text = text + " " + after
     usual = _USUAL_SHAPE.fullmatch(text)
-    if usual:  # a shortcut giving what the steps below give, for the most common shapes
+    if usual:  # a shortcut giving what the steps give, for the most common shapes
         around, file_index, file_count, filename = usual.groups()
         stem = base_name(filename)
-        if (file_index or not around) and (not around or "yEnc" not in around and around.strip(_EDGE_PUNCTUATION) in ("", stem)):
-            return ParsedSubject(filename, part, parts, file_index and int(file_index), file_count and int(file_count), stem)
+        if (file_index or not around) and (
+            not around or "yEnc" not in around and around.strip(_EDGE_PUNCTUATION) in ("", stem)
+        ):
+            return ParsedSubject(filename, part, parts, file_index and int(file_index),
+                                 file_count and int(file_count), stem)
+    return _parse_by_steps(text, part, parts)
+
+
+def _parse_by_steps(text: str, part: int | None, parts: int | None) -> ParsedSubject:
     filename, text = _take_filename(text)
     file_index = file_count = None
     match = _find_file_counter(text)

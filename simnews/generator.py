@@ -460,9 +460,13 @@ class _Generator:
         groups_digest = zlib.crc32(",".join(config.groups).encode())
         self.host = f"{config.seed}{config.namespace}.{groups_digest:08x}.simnews.invalid"
 
-    def _new_stream(self) -> _Stream:
-        # floods are drawn whenever they lag behind their share of the articles posted so far
-        flood = self.flood_posted < self.config.flood_share * self.posted
+    def _new_stream(self, slot: int | None = None) -> _Stream:
+        # floods are drawn whenever they lag behind their share of the articles posted so far;
+        # of the first streams, that share of them are floods, so even a short run has some
+        if slot is not None:
+            flood = slot < round(self.config.streams * self.config.flood_share)
+        else:
+            flood = self.flood_posted < self.config.flood_share * self.posted
         stream = _Stream(self.catalog.release(flood))
         while self._open_file(stream):
             pass
@@ -486,7 +490,7 @@ class _Generator:
     def articles(self, count: int) -> Iterator[Article]:
         config = self.config
         random_ = self.rng.random
-        streams = [self._new_stream() for _ in range(config.streams)]
+        streams = [self._new_stream(slot) for slot in range(config.streams)]
         start = int(config.start.timestamp())
         interval = config.days * 86400 / max(count, 1)
         for position in range(count):

@@ -7,6 +7,7 @@ It sits in front of INN's reader port and adds what providers do and INN does no
 - a latency before every command;
 - a connection limit (extra connections are greeted with a refusal and closed);
 - connections dropped in the middle of a data response after N lines;
+- holes: overview lines of articles the provider lost are left out of OVER/XOVER answers;
 - "boneless" article numbers: every article number is shifted up by a constant (INN cannot hold
   numbers of 2**31 or more), in replies (GROUP, LISTGROUP, OVER/XOVER and their Xref fields,
   HDR/XHDR, ARTICLE/HEAD/BODY/STAT, NEXT/LAST, LIST ACTIVE/COUNTS, NEWGROUPS) and back in
@@ -25,6 +26,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 INN_MAX_ARTICLE = 2**31 - 1  # INN answers 501 to anything larger
 RECV_SIZE = 65536
@@ -39,9 +41,11 @@ class ProviderProxy:
     def __init__(self, upstream_host: str, upstream_port: int, *, lines_per_sec: float | None = None,
                  latency: float = 0.0, max_conns: int | None = None, drop_after_lines: int | None = None,
                  drops: int | None = None, shift: int = 0, refusal: str = "502 Too many connections",
-                 host: str = "127.0.0.1", port: int = 0):
+                 host: str = "127.0.0.1", port: int = 0, hidden: Callable[[int], bool] | None = None):
         """drop_after_lines: close the connection after sending that many lines of a data response;
-        drops: how many responses to cut that way over the proxy's life (None: every one)."""
+        drops: how many responses to cut that way over the proxy's life (None: every one);
+        hidden: INN article numbers the provider has lost (expired, cancelled, never propagated):
+        their overview lines are left out of OVER/XOVER answers, as a real provider's holes."""
         self.upstream = (upstream_host, upstream_port)
         self.lines_per_sec = lines_per_sec
         self.latency = latency
@@ -49,6 +53,7 @@ class ProviderProxy:
         self.drop_after_lines = drop_after_lines
         self.drops_left = drops
         self.shift = shift
+        self.hidden = hidden
         self.refusal = refusal.encode() + b"\r\n"
         self.address = (host, port)
         self.port = 0
@@ -258,7 +263,13 @@ class _Session:
         # the throttle's schedule starts now: idle time between commands gives no credit
         self.next_send = max(self.next_send, time.monotonic())
         sent = 0
+        hidden = proxy.hidden if code == b"224" else None
         for chunk in self.upstream.data_chunks():
+            if hidden is not None:
+                chunk = b"".join(line for line in chunk.splitlines(True)
+                                 if not hidden(int(line.split(b"\t", 1)[0] or b"0")))
+                if not chunk:
+                    continue
             if code == b"101":
                 chunk = b"".join(l for l in chunk.splitlines(True) if not l.upper().startswith(NOT_OFFERED))
             elif rewrite:

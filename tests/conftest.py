@@ -7,5 +7,6 @@ pytest_plugins = [
     "tests.fixtures.postgres",
     "tests.fixtures.redis",
     "tests.fixtures.app",
+    "tests.fixtures.api_server",
     "tests.fixtures.inn",
 ]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 from flask import current_app
+from flask.cli import with_appcontext
 
 from app.cli.output import json_option, print_json, print_table, service_call
 from app.services import groups as group_service
@@ -13,6 +14,7 @@ from edge.nntp import NNTPError
 
 
 @click.command("plan")
+@with_appcontext
 @click.argument("groups", nargs=-1)
 @click.option("--days", type=click.IntRange(min=1), help="How far back to plan (default: PLAN_DAYS).")
 @json_option
@@ -47,6 +49,7 @@ def plan(groups: tuple[str, ...], days: int | None, as_json: bool) -> None:
 
 
 @click.command("status")
+@with_appcontext
 @json_option
 def status(as_json: bool) -> None:
     """Plans, ranges, nodes, batches and rates."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 from flask import current_app
+from flask.cli import with_appcontext
 
 from app.cli.output import json_option, print_json
 from app.services.dcrun import run_range_here, spool_range
@@ -11,6 +12,7 @@ from edge.nntp import NNTPError
 
 
 @click.command("range")
+@with_appcontext
 @click.argument("range_id", type=click.IntRange(min=1))
 @json_option
 def range_(range_id: int, as_json: bool) -> None:
@@ -37,6 +39,7 @@ def range_(range_id: int, as_json: bool) -> None:
 
 
 @click.command("spool")
+@with_appcontext
 @click.argument("range_id", type=click.IntRange(min=1))
 def spool(range_id: int) -> None:
     """Fetch a range's raw chunks into the spool, for nodes to stream instead of asking NNTP."""

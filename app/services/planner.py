@@ -119,18 +119,18 @@ def plan_group(
     session.execute(text("SELECT pg_advisory_xact_lock(hashtext('plan'), :gid)"), {"gid": group.id})
     session.refresh(group)
     info = source.group(group.name)
-    group.low_mark, group.high_mark, group.marks_at = info.low, info.high, func.now()
-    if info.high < info.low or info.high <= 0:
+    group.low_mark, group.high_mark, group.marks_at = info.first, info.last, func.now()
+    if info.last < info.first or info.last <= 0:
         return PlanResult(group.name, None, None, None, 0, "the group is empty on the server")
     covered = lowest_covered(session, group)
-    top = info.high if covered is None else min(info.high, covered - 1)
-    if top < info.low:
+    top = info.last if covered is None else min(info.last, covered - 1)
+    if top < info.first:
         return PlanResult(group.name, None, None, None, 0, "everything down to the low mark is covered")
     cutoff = int((time.time() if now is None else now) - days * 86400)
-    start = find_first_after(source, info.low, top, cutoff)
+    start = find_first_after(source, info.first, top, cutoff)
     if start is None:
         return PlanResult(group.name, None, None, None, 0, f"no article below {top + 1} is newer than {days} days")
-    start = max(start, info.low)
+    start = max(start, info.first)
     plan = SeedPlan(group_id=group.id, first_id=start, last_id=top, days=days)
     session.add(plan)
     session.flush()

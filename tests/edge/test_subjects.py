@@ -1,11 +1,17 @@
 """The subject parser on real subjects (tests/edge/data) and on the generator's ground truth."""
 import json
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edge.overview import decode_text
-from edge.subjects import base_name, extension, file_subject, find_segment_counter, parse_pieces, parse_subject
+from edge import subjects
+from edge.subjects import (
+    ParsedSubject, base_name, extension, file_subject, find_segment_counter, parse_pieces, parse_subject,
+)
 from simnews.generator import Config, generate
 
 REAL = [json.loads(line) for line in (Path(__file__).parent / "data" / "real_subjects.jsonl").read_text("utf-8").splitlines()]
@@ -71,3 +77,28 @@ def test_pieces_give_what_the_whole_subject_gives():
     start, end, part, parts = find_segment_counter(subject)
     assert parse_pieces(subject[:start], subject[end:], part, parts) == parse_subject(subject)
     assert file_subject(subject[:start], subject[end:]) == 'Name [02/10] - "Name.part02.rar" yEnc 52428800'
+
+
+def by_steps(subject: str) -> ParsedSubject:
+    """parse_subject without its shortcut for the usual shapes."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subjects, "_USUAL_SHAPE", re.compile(r"(?!)"))
+        return parse_subject(subject)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["", "Name", "Name.2024", "Re: x", "a (1/2)", "x 3 of 4", "[FR]", "Some yEnc", "Name -"]),
+       st.one_of(st.none(), st.tuples(st.integers(0, 999), st.integers(0, 999))),
+       st.sampled_from(["a.rar", "Name.part01.rar", "Name.2024.exe", "x.vol00+01.par2", "8d7f0a1c9b2e4f6a8d7f", "b c"]),
+       st.sampled_from(["", " 12345", " - 1,2 MB"]))
+def test_the_shortcut_gives_what_the_steps_give(front, counter, filename, after):
+    text = " ".join(piece for piece in (front, f"[{counter[0]}/{counter[1]}] -" if counter else "",
+                                        f'"{filename}" yEnc (1/2){after}') if piece)
+    assert parse_subject(text) == by_steps(text)
+
+
+def test_the_shortcut_on_every_known_subject():
+    subjects_seen = [record["subject"] for record in REAL]
+    subjects_seen += [decode_text(article.truth.subject) for article in generate(3000, Config(seed=4))]
+    for subject in subjects_seen:
+        assert parse_subject(subject) == by_steps(subject), subject

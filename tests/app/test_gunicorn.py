@@ -1,0 +1,26 @@
+"""The API under gunicorn over HTTPS: the certificate verifies with its CA file, a wrong one does not."""
+import ssl
+import tempfile
+import urllib.request
+
+import pytest
+
+from tests.fixtures.api_server import make_certificate
+
+
+def test_api_serves_https_that_verifies(api_server, clean_db):
+    context = ssl.create_default_context(cafile=api_server.cafile)
+    with urllib.request.urlopen(f"{api_server.url}/healthz", context=context, timeout=10) as response:
+        assert response.status == 200
+    request = urllib.request.Request(f"{api_server.url}/api/v1/seed/lease", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, context=context, timeout=10)
+    assert refused.value.code == 401
+
+
+def test_a_certificate_from_another_ca_is_refused(api_server):
+    other_cert, _ = make_certificate(tempfile.mkdtemp(prefix="other-ca."), "other")
+    context = ssl.create_default_context(cafile=other_cert)
+    with pytest.raises(urllib.error.URLError) as failed:
+        urllib.request.urlopen(f"{api_server.url}/healthz", context=context, timeout=10)
+    assert isinstance(failed.value.reason, ssl.SSLCertVerificationError)

@@ -1,0 +1,121 @@
+"""The operator's `flask seed ...` commands on real services: range, spool, status, token,
+rules, batches retry; and a poison batch that shows in status."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from sqlalchemy import select, text
+
+from app.db import session_scope
+from app.models import SeedBatch
+from app.services import batches, orchestrator
+from app.services.groups import get_group
+from app.services.tokens import hash_token
+from simnews.generator import Config, generate
+from tests.app.factories import make_node, make_plan
+
+
+@pytest.fixture
+def posted_range(inn, fresh_group, cli_runner, flask_app):
+    """A fresh INN group of 3,000 generated articles, added and planned as one range."""
+    articles = list(generate(3_000, Config(groups=(fresh_group,), namespace=fresh_group)))
+    assert inn.post(articles) == 3_000
+    settings = flask_app.config["SETTINGS"]
+    flask_app.config["SETTINGS"] = dataclasses.replace(
+        settings, nntp_port=inn.reader_port, chunk_size=400, batch_chunks=3)
+    assert cli_runner.invoke(args=["seed", "groups", "add", fresh_group]).exit_code == 0
+    with session_scope() as s:
+        (seed_range,) = make_plan(s, get_group(s, fresh_group), [(1, 3_000)])
+        range_id = seed_range.id
+    try:
+        yield range_id, {a.message_id: a.truth for a in articles}
+    finally:
+        flask_app.config["SETTINGS"] = settings
+
+
+def test_range_runs_in_the_data_center_into_the_tables(cli_runner, posted_range, clean_db):
+    range_id, truth = posted_range
+    result = cli_runner.invoke(args=["seed", "range", str(range_id), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    assert summary["next_id"] == 3_001 and summary["batches"] == 3  # 8 chunks of 400, 3 per batch
+    with clean_db.connect() as conn:
+        stored = conn.execute(text("SELECT message_id FROM fragments")).scalars().all()
+        dropped = conn.execute(text(
+            "SELECT coalesce(sum(fragments), 0) FROM rule_counts WHERE rule = 'executable'")).scalar_one()
+        status = conn.execute(text("SELECT status, next_id FROM seed_ranges")).one()
+    kept = {m for m, t in truth.items() if not t.is_flood}
+    assert len(stored) == len(set(stored)) and set(stored) == kept
+    assert dropped == sum(t.is_flood for t in truth.values()) > 0
+    assert tuple(status) == ("done", 3_001)
+    again = cli_runner.invoke(args=["seed", "range", str(range_id)])
+    assert again.exit_code == 1 and "is done" in again.output
+
+
+def test_spool_then_stream(cli_runner, posted_range, clean_db):
+    range_id, truth = posted_range
+    result = cli_runner.invoke(args=["seed", "spool", str(range_id)])
+    assert result.exit_code == 0, result.output
+    assert "3000 lines" in result.output
+    with clean_db.connect() as conn:
+        chunks = conn.execute(text("SELECT chunk_from, chunk_to, lines FROM spool_chunks ORDER BY chunk_from")).all()
+        spooled = conn.execute(text("SELECT spooled FROM seed_ranges")).scalar_one()
+    assert [c.chunk_from for c in chunks] == list(range(1, 3_001, 400)) and sum(c.lines for c in chunks) == 3_000
+    assert spooled is True
+
+
+def test_status_token_and_rules(cli_runner, clean_db):
+    assert cli_runner.invoke(args=["seed", "groups", "add", "alt.binaries.test"]).exit_code == 0
+    created = json.loads(cli_runner.invoke(args=["seed", "nodes", "create", "edge-1", "--json"]).output)
+    rotated = json.loads(cli_runner.invoke(args=["seed", "token", "edge-1", "--json"]).output)
+    assert rotated["token"] != created["token"]
+    with clean_db.connect() as conn:
+        stored = conn.execute(text("SELECT token_hash FROM seed_nodes")).scalar_one()
+    assert bytes(stored) == hash_token(rotated["token"])
+    assert cli_runner.invoke(args=["seed", "token", "ghost"]).exit_code == 1
+
+    added = cli_runner.invoke(args=["seed", "rules", "add", "no-spam", "--field", "poster", "--pattern", "spam@",
+                                    "--groups", "alt.binaries.*"])
+    assert added.exit_code == 0, added.output
+    bad = cli_runner.invoke(args=["seed", "rules", "add", "broken", "--field", "subject", "--pattern", "(unclosed"])
+    assert bad.exit_code == 1 and "bad pattern" in bad.output
+    assert cli_runner.invoke(args=["seed", "rules", "add", "no-spam", "--field", "poster", "--pattern", "x"]).exit_code == 1
+    listed = json.loads(cli_runner.invoke(args=["seed", "rules", "list", "--json"]).output)
+    assert listed == [{"name": "no-spam", "field": "poster", "pattern": "spam@", "action": "drop",
+                       "groups": "alt.binaries.*", "enabled": True}]
+
+    status = cli_runner.invoke(args=["seed", "status"])
+    assert status.exit_code == 0 and "alt.binaries.test" in status.output and "edge-1" in status.output
+    data = json.loads(cli_runner.invoke(args=["seed", "status", "--json"]).output)
+    assert data["groups"][0]["group"] == "alt.binaries.test" and data["batches"]["failed"] == 0
+    assert cli_runner.invoke(args=["seed", "rules", "remove", "no-spam"]).exit_code == 0
+    assert cli_runner.invoke(args=["seed", "rules", "remove", "no-spam"]).exit_code == 1
+
+
+def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retried(cli_runner, clean_db):
+    assert cli_runner.invoke(args=["seed", "groups", "add", "alt.binaries.test"]).exit_code == 0
+    with session_scope() as s:
+        node, _ = make_node(s)
+        (seed_range,) = make_plan(s, get_group(s, "alt.binaries.test"), [(1, 100)])
+        orchestrator.lease(s, node, max_leases=1)
+        accepted = orchestrator.accept_batch(
+            s, node, seed_range.id, batch_from=1, batch_to=100, body=b"\x93not a batch",
+            content_type="application/msgpack", content_encoding="")
+    for attempt in range(3):
+        with session_scope() as s:
+            with pytest.raises(Exception):
+                batches.store_batch(s, accepted.batch_id)
+        with session_scope() as s:
+            state = batches.record_failure(s, accepted.batch_id, "BatchMalformed: undecodable", 3)
+    assert state == "failed"
+    data = json.loads(cli_runner.invoke(args=["seed", "status", "--json"]).output)
+    assert data["batches"]["failed"] == 1
+    assert data["batches"]["failed_examples"][0]["error"] == "BatchMalformed: undecodable"
+    assert "failed batch" in cli_runner.invoke(args=["seed", "status"]).output
+    retried = cli_runner.invoke(args=["seed", "batches", "retry"])
+    assert retried.exit_code == 0 and "1 failed batches back to accepted" in retried.output
+    with session_scope() as s:
+        row = s.scalar(select(SeedBatch))
+        assert (row.state, row.attempts) == ("accepted", 0)
