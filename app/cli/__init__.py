@@ -2,6 +2,7 @@
 from flask.cli import AppGroup
 
 from app.cli.batches import batches
+from app.cli.bench import bench
 from app.cli.groups import groups
 from app.cli.nodes import nodes, token
 from app.cli.planning import plan, status
@@ -9,7 +10,7 @@ from app.cli.ranges import range_, spool
 from app.cli.rules import rules
 
 seed = AppGroup("seed", help="Plan, run and watch the seed (the distributed backfill).")
-for command in (groups, nodes, rules, batches, plan, status, range_, spool):
+for command in (groups, nodes, rules, batches, plan, status, range_, spool, bench):
     seed.add_command(command)
 # `flask seed token NODE` as the seed system had it; the same as `flask seed nodes token NODE`.
 seed.add_command(token, "token")

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.db import ensure_group_partitions, partition_name
 from app.models import SeedBatch, SeedRange
+from app.services.copytext import copy_columns
 from app.services.errors import ServiceError
 from edge.batch import BatchError, BatchTooLarge, decode_batch
 
@@ -99,10 +100,6 @@ def enqueue_store(batch_id: int) -> bool:
         return False
 
 
-def _timestamp(seconds: int | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, tz=timezone.utc)
-
-
 @dataclass(frozen=True)
 class StoreResult:
     group_id: int | None
@@ -153,43 +150,60 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
     return StoreResult(group_id, list(batch["releases"]["key"]), stored=True)
 
 
+# Staging tables for what recurs across batches (files and releases spanning batches) or
+# needs converting in SQL (unix dates to timestamptz, at C speed instead of per row in Python).
+_STAGING = {
+    "stage_files": "key bigint, release_key bigint, name text, subject text, poster text, posted bigint,"
+                   " file_index int, file_count int, parts int",
+    "stage_releases": "key bigint, name text, poster text, file_count int",
+    "stage_release_chunks": "release_key bigint, files int, fragments int, bytes bigint, first_post bigint,"
+                            " last_post bigint",
+}
+
+
+def _fragment_columns(fragments: dict, group_id: int) -> list[tuple[str, list]]:
+    articles = fragments["article"]
+    return [("int", articles), ("int", fragments["file"]), ("int", fragments["part"]),
+            ("int", fragments["bytes"]), ("text", fragments["message_id"]), ("int", [group_id] * len(articles))]
+
+
 def load_catalog(session: Session, group_id: int, range_id: int, batch: dict) -> None:
     """Files, fragments, releases, release chunks and rule counts of one batch, in bulk."""
     conn = session.connection().connection.driver_connection  # psycopg, for COPY
     batch_from = batch["first"]
-    files, fragments = batch["files"], batch["fragments"]
-    releases, chunks = batch["releases"], batch["release_chunks"]
+    files, releases, chunks = batch["files"], batch["releases"], batch["release_chunks"]
     with conn.cursor() as cur:
-        _copy_fragments(cur, group_id, fragments)
-        cur.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS stage_files (key bigint, release_key bigint, name text,"
-            " subject text, poster text, posted bigint, file_index int, file_count int, parts int)"
-            " ON COMMIT DELETE ROWS"
-        )
-        with cur.copy("COPY stage_files FROM STDIN") as copy:
-            for row in zip(files["key"], files["release"], files["name"], files["subject"], files["poster"],
-                           files["date"], files["index"], files["count"], files["parts"]):
-                copy.write_row(row)
+        for table, columns in _STAGING.items():
+            cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({columns}) ON COMMIT DELETE ROWS")
+        _copy_fragments(cur, group_id, batch["fragments"])
+        copy_columns(cur, "COPY stage_files FROM STDIN", [
+            ("int", files["key"]), ("int", files["release"]), ("text", files["name"]), ("text", files["subject"]),
+            ("text", files["poster"]), ("int", files["date"]), ("int", files["index"]), ("int", files["count"]),
+            ("int", files["parts"])])
+        copy_columns(cur, "COPY stage_releases FROM STDIN", [
+            ("int", releases["key"]), ("text", releases["name"]), ("text", releases["poster"]),
+            ("int", releases["file_count"])])
+        copy_columns(cur, "COPY stage_release_chunks FROM STDIN", [
+            ("int", chunks["release"]), ("int", chunks["files"]), ("int", chunks["fragments"]),
+            ("int", chunks["bytes"]), ("int", chunks["first_date"]), ("int", chunks["last_date"])])
+        params = {"g": group_id, "b": batch_from, "r": range_id}
         cur.execute(
             "INSERT INTO files (group_id, key, release_key, name, subject, poster, posted_at, file_index,"
-            " file_count, parts) SELECT %s, key, release_key, coalesce(name, ''), subject, poster,"
-            " to_timestamp(posted), file_index, file_count, parts FROM stage_files"
-            " ON CONFLICT DO NOTHING",
-            (group_id,),
+            " file_count, parts) SELECT %(g)s, key, release_key, coalesce(name, ''), subject, poster,"
+            " to_timestamp(posted), file_index, file_count, parts FROM stage_files ON CONFLICT DO NOTHING",
+            params,
         )
-        cur.executemany(
-            "INSERT INTO releases (group_id, key, name, poster, file_count) VALUES (%s, %s, %s, %s, %s)"
-            " ON CONFLICT DO NOTHING",
-            [(group_id, *row) for row in zip(releases["key"], releases["name"], releases["poster"],
-                                             releases["file_count"])],
+        cur.execute(
+            "INSERT INTO releases (group_id, key, name, poster, file_count)"
+            " SELECT %(g)s, key, name, poster, file_count FROM stage_releases ON CONFLICT DO NOTHING",
+            params,
         )
-        cur.executemany(
+        cur.execute(
             "INSERT INTO release_chunks (group_id, release_key, batch_from, range_id, files, fragments, bytes,"
-            " first_post, last_post) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            [(group_id, key, batch_from, range_id, nfiles, nfrag, nbytes, _timestamp(first), _timestamp(last))
-             for key, nfiles, nfrag, nbytes, first, last in zip(
-                 chunks["release"], chunks["files"], chunks["fragments"], chunks["bytes"],
-                 chunks["first_date"], chunks["last_date"])],
+            " first_post, last_post) SELECT %(g)s, release_key, %(b)s, %(r)s, files, fragments, bytes,"
+            " to_timestamp(first_post), to_timestamp(last_post) FROM stage_release_chunks"
+            " ON CONFLICT DO NOTHING",
+            params,
         )
         cur.executemany(
             "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"
@@ -202,14 +216,12 @@ def _copy_fragments(cur, group_id: int, fragments: dict) -> None:
     """Fragments straight into the group's partition: a batch's articles are its own (ranges and
     batches never overlap, and the batch lock keeps a redelivery out), so the plain COPY is safe;
     should an article already be there, the savepoint falls back to staging + ON CONFLICT."""
-    rows = zip(fragments["article"], fragments["file"], fragments["part"], fragments["bytes"],
-               fragments["message_id"])
+    columns = _fragment_columns(fragments, group_id)
     table = partition_name("fragments", group_id)
     cur.execute("SAVEPOINT fragments_copy")
     try:
-        with cur.copy(f'COPY "{table}" (article, file_key, part, bytes, message_id, group_id) FROM STDIN') as copy:
-            for row in rows:
-                copy.write_row((*row, group_id))
+        copy_columns(cur, f'COPY "{table}" (article, file_key, part, bytes, message_id, group_id) FROM STDIN',
+                     columns)
         cur.execute("RELEASE SAVEPOINT fragments_copy")
         return
     except Exception as exc:
@@ -218,16 +230,12 @@ def _copy_fragments(cur, group_id: int, fragments: dict) -> None:
         cur.execute("ROLLBACK TO SAVEPOINT fragments_copy")
     cur.execute(
         "CREATE TEMP TABLE IF NOT EXISTS stage_fragments (article bigint, file_key bigint, part int,"
-        " bytes int, message_id text) ON COMMIT DELETE ROWS"
+        " bytes int, message_id text, group_id int) ON COMMIT DELETE ROWS"
     )
-    with cur.copy("COPY stage_fragments FROM STDIN") as copy:
-        for row in zip(fragments["article"], fragments["file"], fragments["part"], fragments["bytes"],
-                       fragments["message_id"]):
-            copy.write_row(row)
+    copy_columns(cur, "COPY stage_fragments FROM STDIN", columns)
     cur.execute(
         "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
-        " SELECT %s, article, file_key, part, bytes, message_id FROM stage_fragments ON CONFLICT DO NOTHING",
-        (group_id,),
+        " SELECT group_id, article, file_key, part, bytes, message_id FROM stage_fragments ON CONFLICT DO NOTHING"
     )
 
 

@@ -119,3 +119,17 @@ def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retr
     with session_scope() as s:
         row = s.scalar(select(SeedBatch))
         assert (row.state, row.attempts) == ("accepted", 0)
+
+
+def test_store_bench_reports_and_leaves_nothing_behind(cli_runner, clean_db):
+    result = cli_runner.invoke(args=["seed", "bench", "--store", "--articles", "30000"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output.strip().splitlines()[-1])
+    assert figures["batches"] == 1 and figures["fragments"] > 20_000 and figures["release_chunks"] > 100
+    assert figures["ms_per_release_chunk"] == pytest.approx(
+        1000 * figures["store_seconds"] / figures["release_chunks"], rel=0.01)
+    with clean_db.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM groups")).scalar_one() == 0
+        assert conn.execute(text("SELECT count(*) FROM releases")).scalar_one() == 0
+        assert conn.execute(text(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE 'bench_raw_fragments%'")).scalar_one() == 0

@@ -1,0 +1,30 @@
+"""`flask seed bench --store`."""
+from __future__ import annotations
+
+import click
+from flask import current_app
+from flask.cli import with_appcontext
+
+from app.cli.output import print_json
+
+
+@click.command("bench")
+@click.option("--store", "store", is_flag=True, required=True, help="Time the batch store (the only bench).")
+@click.option("--articles", type=click.IntRange(min=1000), default=400_000, show_default=True)
+@click.option("--group", default="alt.binaries.e-book.french", show_default=True,
+              help="Which kind of generated data (the seed system's test groups).")
+@with_appcontext
+def bench(store: bool, articles: int, group: str) -> None:
+    """Time the batch store on a generated boneless range, beside a raw COPY of the same
+    fragments; the last line is JSON."""
+    from app.services.storebench import run_store_bench
+
+    settings = current_app.config["SETTINGS"]
+    click.echo(f"digesting {articles} generated articles of {group} numbered from 2^32 + 1,000,000 ...", err=True)
+    result = run_store_bench(articles=articles, source_group=group, chunk_size=settings.chunk_size,
+                             batch_chunks=settings.batch_chunks)
+    click.echo(f"stored {result.batches} batches: {result.fragments} fragments, {result.release_chunks} release"
+               f" chunks in {result.store_seconds} s = {result.ms_per_release_chunk} ms per release chunk")
+    click.echo(f"store: {result.store_fragments_per_second:,} fragments/s; raw COPY of the same fragments:"
+               f" {result.raw_copy_fragments_per_second:,}/s ({result.store_vs_raw_copy:.0%} of raw)")
+    print_json(result.as_dict())

@@ -1,0 +1,142 @@
+"""`flask seed bench --store`: how fast the batch store is, beside a raw COPY of the same rows.
+
+A generated boneless range (article numbers past 2^32) is digested into batches with the
+edge's own library (not timed), then each batch is accepted and stored exactly as a worker
+stores it (timed: store + gather). In the same run the same fragments are COPYed raw into a
+scratch table shaped like the fragments partition. Everything made is removed afterwards.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import asdict, dataclass
+
+from sqlalchemy import text
+
+from app.db import partition_name, PARTITIONED_TABLES, session_scope
+from app.models import SeedPlan, SeedRange
+from app.services import batches, orchestrator
+from app.services.batches import _fragment_columns
+from app.services.copytext import copy_columns
+from app.services.groups import add_groups
+from edge.batch import decode_batch, encode_batch
+from edge.gather import Gatherer
+from edge.runner import batch_spans
+from simnews.generator import Config, generate
+from simnews.scripted import overview_lines
+
+BONELESS_BASE = 2**32 + 1_000_000
+
+
+@dataclass
+class StoreBench:
+    group: str
+    articles: int
+    batches: int
+    fragments: int
+    release_chunks: int
+    store_seconds: float
+    ms_per_release_chunk: float
+    store_fragments_per_second: float
+    raw_copy_seconds: float
+    raw_copy_fragments_per_second: float
+    store_vs_raw_copy: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _digest(group: str, articles: int, chunk_size: int, batch_chunks: int) -> list[dict]:
+    lines = list(overview_lines(generate(articles, Config(groups=(group,), namespace="bench")), group,
+                                BONELESS_BASE))
+    last = BONELESS_BASE + len(lines) - 1
+    by_number = {int(line.split(b"\t", 1)[0]): line for line in lines}
+    built = []
+    for spans in batch_spans(BONELESS_BASE, last, chunk_size, batch_chunks):
+        gatherer = Gatherer(group)
+        for first, end in spans:
+            gatherer.add_chunk(first, end, [b"".join(by_number[n] + b"\r\n" for n in range(first, end + 1))])
+        built.append(gatherer.build())
+    return built
+
+
+def run_store_bench(*, articles: int, source_group: str, chunk_size: int, batch_chunks: int) -> StoreBench:
+    built = _digest(source_group, articles, chunk_size, batch_chunks)
+    encoded = [encode_batch(b) for b in built]
+    decoded = [decode_batch(*e) for e in encoded]
+    name = f"{source_group}.bench-{secrets.token_hex(4)}"
+    with session_scope() as session:
+        group = add_groups(session, [name])[0]
+        group_id = group.id
+        plan = SeedPlan(group_id=group_id, first_id=built[0]["first"], last_id=built[-1]["last"])
+        session.add(plan)
+        session.flush()
+        seed_range = SeedRange(plan_id=plan.id, group_id=group_id, first_id=plan.first_id,
+                               last_id=plan.last_id, next_id=plan.first_id)
+        session.add(seed_range)
+        session.flush()
+        range_id = seed_range.id
+        node = orchestrator.datacenter_node(session)
+        orchestrator.lease_range(session, node, range_id)
+    try:
+        batch_ids = []
+        for batch, (body, content_type, content_encoding) in zip(built, encoded):
+            with session_scope() as session:
+                accepted = orchestrator.accept_batch(
+                    session, orchestrator.datacenter_node(session), range_id, batch_from=batch["first"],
+                    batch_to=batch["last"], body=body, content_type=content_type,
+                    content_encoding=content_encoding or "")
+                batch_ids.append(accepted.batch_id)
+        started = time.perf_counter()
+        for batch_id in batch_ids:  # as ingest.store_batch and releases.gather do it
+            with session_scope() as session:
+                result = batches.store_batch(session, batch_id)
+            with session_scope() as session:
+                batches.gather_releases(session, result.group_id, result.release_keys)
+        store_seconds = time.perf_counter() - started
+        with session_scope() as session:
+            release_chunks = session.execute(
+                text("SELECT count(*) FROM release_chunks WHERE group_id = :g"), {"g": group_id}).scalar_one()
+            fragments = session.execute(
+                text("SELECT count(*) FROM fragments WHERE group_id = :g"), {"g": group_id}).scalar_one()
+        raw_seconds = _raw_copy(decoded, group_id)
+    finally:
+        _remove(group_id)
+    return StoreBench(
+        group=source_group, articles=articles, batches=len(built), fragments=fragments,
+        release_chunks=release_chunks, store_seconds=round(store_seconds, 3),
+        ms_per_release_chunk=round(1000 * store_seconds / max(release_chunks, 1), 4),
+        store_fragments_per_second=round(fragments / store_seconds),
+        raw_copy_seconds=round(raw_seconds, 3),
+        raw_copy_fragments_per_second=round(fragments / raw_seconds),
+        store_vs_raw_copy=round(raw_seconds / store_seconds, 3),
+    )
+
+
+def _raw_copy(decoded: list[dict], group_id: int) -> float:
+    """The same fragments COPYed into a table shaped like a fragments partition (with its key),
+    one transaction per batch as the store has."""
+    table = f"bench_raw_fragments_{secrets.token_hex(4)}"
+    with session_scope() as session:
+        session.execute(text(f"CREATE TABLE {table} (LIKE fragments INCLUDING ALL)"))
+    try:
+        started = time.perf_counter()
+        for batch in decoded:
+            with session_scope() as session:
+                conn = session.connection().connection.driver_connection
+                with conn.cursor() as cur:
+                    copy_columns(cur, f"COPY {table} (article, file_key, part, bytes, message_id, group_id)"
+                                      " FROM STDIN", _fragment_columns(batch["fragments"], group_id))
+        return time.perf_counter() - started
+    finally:
+        with session_scope() as session:
+            session.execute(text(f"DROP TABLE IF EXISTS {table}"))
+
+
+def _remove(group_id: int) -> None:
+    with session_scope() as session:
+        for table in PARTITIONED_TABLES:
+            session.execute(text(f'DROP TABLE IF EXISTS "{partition_name(table, group_id)}"'))
+        session.execute(text("DELETE FROM rule_counts WHERE group_id = :g"), {"g": group_id})
+        session.execute(text("DELETE FROM releases WHERE group_id = :g"), {"g": group_id})
+        session.execute(text("DELETE FROM groups WHERE id = :g"), {"g": group_id})
