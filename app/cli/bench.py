@@ -24,7 +24,8 @@ def bench(store: bool, articles: int, group: str) -> None:
     result = run_store_bench(articles=articles, source_group=group, chunk_size=settings.chunk_size,
                              batch_chunks=settings.batch_chunks)
     click.echo(f"stored {result.batches} batches: {result.fragments} fragments, {result.release_chunks} release"
-               f" chunks in {result.store_seconds} s = {result.ms_per_release_chunk} ms per release chunk")
+               f" chunks in {result.store_seconds} s = {result.ms_per_release_chunk} ms per release chunk"
+               f" (gathering them after: {result.gather_seconds} s)")
     click.echo(f"store: {result.store_fragments_per_second:,} fragments/s; raw COPY of the same fragments:"
                f" {result.raw_copy_fragments_per_second:,}/s ({result.store_vs_raw_copy:.0%} of raw)")
     print_json(result.as_dict())

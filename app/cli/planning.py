@@ -75,7 +75,8 @@ def status(as_json: bool) -> None:
                     [[n["name"], n["enabled"], n["leases"], n["last_seen_at"]] for n in data["nodes"]])
     b = data["batches"]
     click.echo()
-    click.echo(f"batches: {b['stored']} stored, {b['pending']} waiting, {b['failed']} failed;"
+    click.echo(f"batches: {b['gathered']} done, {b['pending']} to store, {b['stored']} to gather,"
+               f" {b['failed']} failed;"
                f" {data['rates']['articles_per_second']} articles/s over the last"
                f" {data['rates']['window_seconds'] // 60} min")
     for failed in b["failed_examples"]:

@@ -3,14 +3,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import (
-    BigInteger, CheckConstraint, DateTime, ForeignKey, Identity, Index, Integer, LargeBinary, Text,
+    ARRAY, BigInteger, CheckConstraint, DateTime, ForeignKey, Identity, Index, Integer, LargeBinary, Text,
     UniqueConstraint, func, text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
 
-BATCH_STATES = ("accepted", "stored", "failed")
+# accepted: durable, not stored yet; stored: in the catalog, its releases not gathered yet;
+# gathered: done; failed: gave up after its attempts (a poison batch, shown in status).
+BATCH_STATES = ("accepted", "stored", "gathered", "failed")
 
 
 class SeedBatch(Base):
@@ -33,13 +35,16 @@ class SeedBatch(Base):
     state: Mapped[str] = mapped_column(Text, server_default="accepted")
     attempts: Mapped[int] = mapped_column(Integer, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
+    # Releases the stored batch touched, kept until they are gathered (so a lost gather task
+    # is found and sent again by the requeue sweep).
+    release_keys: Mapped[list[int] | None] = mapped_column(ARRAY(BigInteger))
     accepted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     stored_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         UniqueConstraint("range_id", "batch_from"),
         CheckConstraint("batch_from <= batch_to", name="span"),
-        CheckConstraint("state IN ('accepted', 'stored', 'failed')", name="state"),
-        # The requeue sweep looks only at batches not stored yet.
-        Index("ix_seed_batches_pending", "accepted_at", postgresql_where=text("state = 'accepted'")),
+        CheckConstraint("state IN ('accepted', 'stored', 'gathered', 'failed')", name="state"),
+        # The requeue sweep looks only at batches not done yet.
+        Index("ix_seed_batches_pending", "accepted_at", postgresql_where=text("state IN ('accepted', 'stored')")),
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import REAL, BigInteger, DateTime, Index, Integer, Text, func, text
+from sqlalchemy import REAL, BigInteger, DateTime, Index, Integer, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -70,12 +70,7 @@ class Release(Base):
     first_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-    # NULL while a stored batch's changes are not gathered yet (the requeue sweep looks here).
     gathered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-
-    __table_args__ = (
-        Index("ix_releases_ungathered", "created_at", postgresql_where=text("gathered_at IS NULL")),
-    )
 
 
 class ReleaseChunk(Base):

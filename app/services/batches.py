@@ -1,9 +1,10 @@
 """Batches: checked at the door, stored by ingest into the catalog tables, retried by beat.
 
-The store is idempotent by construction: it runs under a row lock on the batch and only while
-the batch is still 'accepted', and marks it 'stored' in the same transaction, so a redelivered
-task finds it stored and does nothing. Rows that legitimately recur across batches (files and
-releases spanning batches) go through staging and INSERT ... ON CONFLICT DO NOTHING.
+A batch goes accepted -> stored -> gathered. Each step is idempotent by construction: it runs
+under a row lock on the batch and only from the state before it, and moves the state in the same
+transaction, so a redelivered task finds the work done and does nothing. Rows that
+legitimately recur across batches (files and releases spanning batches) go through staging and
+INSERT ... ON CONFLICT DO NOTHING.
 """
 from __future__ import annotations
 
@@ -102,8 +103,7 @@ def enqueue_store(batch_id: int) -> bool:
 
 @dataclass(frozen=True)
 class StoreResult:
-    group_id: int | None
-    release_keys: list[int]
+    batch_id: int
     stored: bool  # False: found stored already (a redelivery) or gone, nothing done
 
 
@@ -115,7 +115,7 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
     )
     if batch_row is None or batch_row.state != "accepted":
         # Gone (its range was deleted) or already stored/failed: nothing to do.
-        return StoreResult(None, [], stored=False)
+        return StoreResult(batch_id, stored=False)
     seed_range = session.get(SeedRange, batch_row.range_id)
     batch = decode_batch(batch_row.body, batch_row.content_type, batch_row.content_encoding)
     check_batch(batch)
@@ -138,16 +138,12 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
         {"articles": lines - rejected, "missing": missing, "rejected": rejected, "files": kept[1],
          "releases": kept[0], "dropped": dropped, "id": seed_range.id},
     )
-    # Gathering clears the mark; the requeue sweep finds releases whose gathering was lost.
-    session.execute(
-        text("UPDATE releases SET gathered_at = NULL WHERE group_id = :g AND key = ANY(:keys)"),
-        {"g": group_id, "keys": list(batch["releases"]["key"])},
-    )
     batch_row.state = "stored"
     batch_row.stored_at = datetime.now(timezone.utc)
     batch_row.error = None
     batch_row.body = None  # the catalog holds it now; the raw body would only take space
-    return StoreResult(group_id, list(batch["releases"]["key"]), stored=True)
+    batch_row.release_keys = list(batch["releases"]["key"])
+    return StoreResult(batch_id, stored=True)
 
 
 # Staging tables for what recurs across batches (files and releases spanning batches) or
@@ -239,6 +235,22 @@ def _copy_fragments(cur, group_id: int, fragments: dict) -> None:
     )
 
 
+def gather_batch(session: Session, batch_id: int) -> int | None:
+    """Gather the releases a stored batch touched and mark it gathered; None when there was
+    nothing to do (not stored yet, or gathered already). Returns how many releases were updated."""
+    row = session.scalar(
+        select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if row is None or row.state != "stored":
+        return None
+    group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == row.range_id))
+    updated = gather_releases(session, group_id, row.release_keys or [])
+    row.state = "gathered"
+    row.release_keys = None
+    return updated
+
+
 def gather_releases(session: Session, group_id: int, release_keys: list[int]) -> int:
     """Recompute the aggregates of these releases from every batch that saw them, so releases
     split over batches, ranges and nodes come out whole. Returns how many were updated."""
@@ -275,7 +287,7 @@ def record_failure(session: Session, batch_id: int, error: str, max_attempts: in
     """Count a failed attempt; after max_attempts the batch is 'failed' (a poison batch, shown
     in status with its error) and no longer retried. Returns the batch's state."""
     row = session.get(SeedBatch, batch_id, with_for_update=True)
-    if row is None or row.state == "stored":
+    if row is None or row.state != "accepted":
         return row.state if row else "unknown"
     row.attempts += 1
     row.error = error[:2000]
@@ -284,12 +296,17 @@ def record_failure(session: Session, batch_id: int, error: str, max_attempts: in
     return row.state
 
 
-def pending_batches(session: Session, older_than_seconds: int, limit: int = 1000) -> list[int]:
-    """Accepted batches not stored after a while: their task was lost (Redis down, a worker died)."""
-    return list(session.scalars(text(
-        "SELECT id FROM seed_batches WHERE state = 'accepted'"
-        " AND accepted_at < now() - make_interval(secs => :age) ORDER BY id LIMIT :limit"
-    ), {"age": older_than_seconds, "limit": limit}))
+def pending_batches(session: Session, older_than_seconds: int, limit: int = 1000) -> dict[str, list[int]]:
+    """Batches not stored or not gathered after a while, by state: their task was lost (Redis
+    down, a worker died)."""
+    rows = session.execute(text(
+        "SELECT id, state FROM seed_batches WHERE state IN ('accepted', 'stored')"
+        " AND coalesce(stored_at, accepted_at) < now() - make_interval(secs => :age) ORDER BY id LIMIT :limit"
+    ), {"age": older_than_seconds, "limit": limit})
+    found: dict[str, list[int]] = {"accepted": [], "stored": []}
+    for batch_id, state in rows:
+        found[state].append(batch_id)
+    return found
 
 
 def retry_failed(session: Session) -> list[int]:
@@ -297,15 +314,3 @@ def retry_failed(session: Session) -> list[int]:
     return list(session.scalars(text(
         "UPDATE seed_batches SET state = 'accepted', attempts = 0 WHERE state = 'failed' RETURNING id"
     )))
-
-
-def ungathered_releases(session: Session, older_than_seconds: int, limit: int = 10000) -> dict[int, list[int]]:
-    """Releases stored but not gathered since (a lost gather task), by group."""
-    rows = session.execute(text(
-        "SELECT group_id, key FROM releases WHERE gathered_at IS NULL"
-        " AND created_at < now() - make_interval(secs => :age) LIMIT :limit"
-    ), {"age": older_than_seconds, "limit": limit})
-    found: dict[int, list[int]] = {}
-    for group_id, key in rows:
-        found.setdefault(group_id, []).append(key)
-    return found

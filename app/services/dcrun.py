@@ -34,9 +34,9 @@ class StoreSink:
                 body=body, content_type=content_type, content_encoding=content_encoding,
             )
         with session_scope() as session:
-            result = batches.store_batch(session, accepted.batch_id)
+            batches.store_batch(session, accepted.batch_id)
         with session_scope() as session:
-            batches.gather_releases(session, result.group_id, result.release_keys)
+            batches.gather_batch(session, accepted.batch_id)
 
 
 def run_range_here(

@@ -61,6 +61,7 @@ def seed_status(session: Session) -> dict:
         """
         SELECT count(*) FILTER (WHERE state = 'accepted') AS pending,
                count(*) FILTER (WHERE state = 'stored') AS stored,
+               count(*) FILTER (WHERE state = 'gathered') AS gathered,
                count(*) FILTER (WHERE state = 'failed') AS failed,
                coalesce(sum(batch_to - batch_from + 1) FILTER (
                    WHERE accepted_at > now() - make_interval(secs => :window)), 0)::bigint AS recent_span

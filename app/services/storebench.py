@@ -1,9 +1,10 @@
 """`flask seed bench --store`: how fast the batch store is, beside a raw COPY of the same rows.
 
 A generated boneless range (article numbers past 2^32) is digested into batches with the
-edge's own library (not timed), then each batch is accepted and stored exactly as a worker
-stores it (timed: store + gather). In the same run the same fragments are COPYed raw into a
-scratch table shaped like the fragments partition. Everything made is removed afterwards.
+edge's own library (not timed), then each batch is accepted, then stored exactly as the
+ingest task stores it (timed), then gathered as the gather task does it (timed apart). In the
+same run the same fragments are COPYed raw into a scratch table shaped like the fragments
+partition. Everything made is removed afterwards.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class StoreBench:
     fragments: int
     release_chunks: int
     store_seconds: float
+    gather_seconds: float
     ms_per_release_chunk: float
     store_fragments_per_second: float
     raw_copy_seconds: float
@@ -88,12 +90,15 @@ def run_store_bench(*, articles: int, source_group: str, chunk_size: int, batch_
                     content_encoding=content_encoding or "")
                 batch_ids.append(accepted.batch_id)
         started = time.perf_counter()
-        for batch_id in batch_ids:  # as ingest.store_batch and releases.gather do it
+        for batch_id in batch_ids:  # as ingest.store_batch does it
             with session_scope() as session:
-                result = batches.store_batch(session, batch_id)
-            with session_scope() as session:
-                batches.gather_releases(session, result.group_id, result.release_keys)
+                batches.store_batch(session, batch_id)
         store_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        for batch_id in batch_ids:  # as releases.gather does it
+            with session_scope() as session:
+                batches.gather_batch(session, batch_id)
+        gather_seconds = time.perf_counter() - started
         with session_scope() as session:
             release_chunks = session.execute(
                 text("SELECT count(*) FROM release_chunks WHERE group_id = :g"), {"g": group_id}).scalar_one()
@@ -105,6 +110,7 @@ def run_store_bench(*, articles: int, source_group: str, chunk_size: int, batch_
     return StoreBench(
         group=source_group, articles=articles, batches=len(built), fragments=fragments,
         release_chunks=release_chunks, store_seconds=round(store_seconds, 3),
+        gather_seconds=round(gather_seconds, 3),
         ms_per_release_chunk=round(1000 * store_seconds / max(release_chunks, 1), 4),
         store_fragments_per_second=round(fragments / store_seconds),
         raw_copy_seconds=round(raw_seconds, 3),

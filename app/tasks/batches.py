@@ -1,4 +1,5 @@
-"""batches.requeue (beat): what was accepted or stored but never finished is sent again."""
+"""batches.requeue (beat): batches accepted but not stored, or stored but not gathered, after a
+while are sent again (their task was lost: Redis down, a worker killed)."""
 from __future__ import annotations
 
 import logging
@@ -20,11 +21,10 @@ def requeue() -> dict:
     age = get_settings().batch_requeue_after
     with session_scope() as session:
         pending = batches.pending_batches(session, age)
-        ungathered = batches.ungathered_releases(session, age)
-    for batch_id in pending:
+    for batch_id in pending["accepted"]:
         store_batch.delay(batch_id)
-    for group_id, keys in ungathered.items():
-        gather.delay(group_id, keys)
-    if pending or ungathered:
-        log.info("requeued %d batches and %d groups' releases", len(pending), len(ungathered))
-    return {"batches": pending, "release_groups": sorted(ungathered)}
+    for batch_id in pending["stored"]:
+        gather.delay(batch_id)
+    if pending["accepted"] or pending["stored"]:
+        log.info("requeued %d batches to store and %d to gather", len(pending["accepted"]), len(pending["stored"]))
+    return pending

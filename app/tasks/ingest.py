@@ -35,8 +35,8 @@ def store_batch(self, batch_id: int) -> dict:
             log.error("batch %s failed for good after repeated errors: %s", batch_id, exc)
             return {"batch_id": batch_id, "state": "failed"}
         raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries), max_retries=None)
-    if result.stored and result.release_keys:
+    if result.stored:
         from app.tasks.releases import gather
 
-        gather.delay(result.group_id, result.release_keys)
+        gather.delay(batch_id)
     return {"batch_id": batch_id, "state": "stored" if result.stored else "already_stored"}
