@@ -13,16 +13,19 @@ from app.cli.output import print_json
 @click.option("--articles", type=click.IntRange(min=1000), default=400_000, show_default=True)
 @click.option("--group", default="alt.binaries.e-book.french", show_default=True,
               help="Which kind of generated data (the seed system's test groups).")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Each timing is the best of this many rounds.")
 @with_appcontext
-def bench(store: bool, articles: int, group: str) -> None:
+def bench(store: bool, articles: int, group: str, rounds: int) -> None:
     """Time the batch store on a generated boneless range, beside a raw COPY of the same
     fragments; the last line is JSON."""
     from app.services.storebench import run_store_bench
 
     settings = current_app.config["SETTINGS"]
-    click.echo(f"digesting {articles} generated articles of {group} numbered from 2^32 + 1,000,000 ...", err=True)
+    click.echo(f"digesting {articles} generated articles of {group} numbered from 2^32 + 1,000,000;"
+               f" best of {rounds} rounds ...", err=True)
     result = run_store_bench(articles=articles, source_group=group, chunk_size=settings.chunk_size,
-                             batch_chunks=settings.batch_chunks)
+                             batch_chunks=settings.batch_chunks, rounds=rounds)
     click.echo(f"stored {result.batches} batches: {result.fragments} fragments, {result.release_chunks} release"
                f" chunks in {result.store_seconds} s = {result.ms_per_release_chunk} ms per release chunk"
                f" (gathering them after: {result.gather_seconds} s)")

@@ -2,15 +2,17 @@
 
 A batch goes accepted -> stored -> gathered. Each step is idempotent by construction: it runs
 under a row lock on the batch and only from the state before it, and moves the state in the same
-transaction, so a redelivered task finds the work done and does nothing. Rows that
-legitimately recur across batches (files and releases spanning batches) go through staging and
-INSERT ... ON CONFLICT DO NOTHING.
+transaction, so a redelivered task finds the work done and does nothing. Rows go in by COPY
+straight into the group's partitions, less the files and releases already there (they span
+batches); should another worker store one of them meanwhile, that table falls back to staging
+and INSERT ... ON CONFLICT DO NOTHING. Nothing is stored twice either way.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import compress
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
@@ -146,21 +148,53 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
     return StoreResult(batch_id, stored=True)
 
 
-# Staging tables for what recurs across batches (files and releases spanning batches) or
-# needs converting in SQL (unix dates to timestamptz, at C speed instead of per row in Python).
-_STAGING = {
-    "stage_files": "key bigint, release_key bigint, name text, subject text, poster text, posted bigint,"
-                   " file_index int, file_count int, parts int",
-    "stage_releases": "key bigint, name text, poster text, file_count int",
-    "stage_release_chunks": "release_key bigint, files int, fragments int, bytes bigint, first_post bigint,"
-                            " last_post bigint",
-}
-
-
-def _fragment_columns(fragments: dict, group_id: int) -> list[tuple[str, list]]:
+def fragment_columns(fragments: dict, group_id: int) -> list[tuple[str, list]]:
     articles = fragments["article"]
     return [("int", articles), ("int", fragments["file"]), ("int", fragments["part"]),
             ("int", fragments["bytes"]), ("text", fragments["message_id"]), ("int", [group_id] * len(articles))]
+
+
+FRAGMENT_COLUMNS = "article, file_key, part, bytes, message_id, group_id"
+
+
+def _copy_new_rows(cur, table: str, target: str, column_names: str, columns: list[tuple[str, list]]) -> None:
+    """COPY rows straight into `target` (the group's partition, or the table itself).
+
+    The caller leaves out rows it knows are there, so the plain COPY nearly always goes through;
+    should another worker have stored one of them meanwhile (a unique violation), the savepoint
+    is rolled back and the rows go through a staging table and INSERT ... ON CONFLICT DO NOTHING.
+    """
+    if not columns[0][1]:
+        return
+    cur.execute("SAVEPOINT copy_new_rows")
+    try:
+        copy_columns(cur, f'COPY "{target}" ({column_names}) FROM STDIN', columns)
+        cur.execute("RELEASE SAVEPOINT copy_new_rows")
+        return
+    except Exception as exc:
+        if getattr(exc, "sqlstate", None) != "23505":  # unique_violation
+            raise
+        cur.execute("ROLLBACK TO SAVEPOINT copy_new_rows")
+    stage = f"stage_{table}"
+    cur.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{stage}" (LIKE "{table}") ON COMMIT DELETE ROWS')
+    copy_columns(cur, f'COPY "{stage}" ({column_names}) FROM STDIN', columns)
+    cur.execute(f'INSERT INTO "{table}" ({column_names}) SELECT {column_names} FROM "{stage}" ON CONFLICT DO NOTHING')
+
+
+def _known_keys(cur, table: str, group_id: int, keys: list[int]) -> set[int]:
+    """Which of these keys the table has for the group already (files and releases that span
+    batches, ranges and nodes are stored by the first batch that saw them)."""
+    if not keys:
+        return set()
+    cur.execute(f"SELECT key FROM {table} WHERE group_id = %s AND key = ANY(%s)", (group_id, keys))
+    return {key for (key,) in cur.fetchall()}
+
+
+def _without(known: set[int], keys: list[int], columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
+    if not known:
+        return columns
+    keep = [key not in known for key in keys]
+    return [(kind, list(compress(values, keep))) for kind, values in columns]
 
 
 def load_catalog(session: Session, group_id: int, range_id: int, batch: dict) -> None:
@@ -169,70 +203,39 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict) ->
     batch_from = batch["first"]
     files, releases, chunks = batch["files"], batch["releases"], batch["release_chunks"]
     with conn.cursor() as cur:
-        for table, columns in _STAGING.items():
-            cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({columns}) ON COMMIT DELETE ROWS")
-        _copy_fragments(cur, group_id, batch["fragments"])
-        copy_columns(cur, "COPY stage_files FROM STDIN", [
-            ("int", files["key"]), ("int", files["release"]), ("text", files["name"]), ("text", files["subject"]),
-            ("text", files["poster"]), ("int", files["date"]), ("int", files["index"]), ("int", files["count"]),
-            ("int", files["parts"])])
-        copy_columns(cur, "COPY stage_releases FROM STDIN", [
-            ("int", releases["key"]), ("text", releases["name"]), ("text", releases["poster"]),
-            ("int", releases["file_count"])])
-        copy_columns(cur, "COPY stage_release_chunks FROM STDIN", [
-            ("int", chunks["release"]), ("int", chunks["files"]), ("int", chunks["fragments"]),
-            ("int", chunks["bytes"]), ("int", chunks["first_date"]), ("int", chunks["last_date"])])
-        params = {"g": group_id, "b": batch_from, "r": range_id}
-        cur.execute(
-            "INSERT INTO files (group_id, key, release_key, name, subject, poster, posted_at, file_index,"
-            " file_count, parts) SELECT %(g)s, key, release_key, coalesce(name, ''), subject, poster,"
-            " to_timestamp(posted), file_index, file_count, parts FROM stage_files ON CONFLICT DO NOTHING",
-            params,
-        )
-        cur.execute(
-            "INSERT INTO releases (group_id, key, name, poster, file_count)"
-            " SELECT %(g)s, key, name, poster, file_count FROM stage_releases ON CONFLICT DO NOTHING",
-            params,
-        )
-        cur.execute(
-            "INSERT INTO release_chunks (group_id, release_key, batch_from, range_id, files, fragments, bytes,"
-            " first_post, last_post) SELECT %(g)s, release_key, %(b)s, %(r)s, files, fragments, bytes,"
-            " to_timestamp(first_post), to_timestamp(last_post) FROM stage_release_chunks"
-            " ON CONFLICT DO NOTHING",
-            params,
-        )
+        _copy_new_rows(cur, "fragments", partition_name("fragments", group_id), FRAGMENT_COLUMNS,
+                       fragment_columns(batch["fragments"], group_id))
+
+        group = [group_id] * len(files["key"])
+        _copy_new_rows(
+            cur, "files", partition_name("files", group_id),
+            "key, release_key, name, subject, poster, posted_at, file_index, file_count, parts, group_id",
+            _without(_known_keys(cur, "files", group_id, files["key"]), files["key"], [
+                ("int", files["key"]), ("int", files["release"]),
+                ("text", [name or "" for name in files["name"]]), ("text", files["subject"]),
+                ("text", files["poster"]), ("epoch", files["date"]), ("int", files["index"]),
+                ("int", files["count"]), ("int", files["parts"]), ("int", group)]))
+
+        group = [group_id] * len(releases["key"])
+        _copy_new_rows(
+            cur, "releases", "releases", "key, name, poster, file_count, group_id",
+            _without(_known_keys(cur, "releases", group_id, releases["key"]), releases["key"], [
+                ("int", releases["key"]), ("text", releases["name"]), ("text", releases["poster"]),
+                ("int", releases["file_count"]), ("int", group)]))
+
+        count = len(chunks["release"])
+        _copy_new_rows(
+            cur, "release_chunks", partition_name("release_chunks", group_id),
+            "release_key, files, fragments, bytes, first_post, last_post, group_id, batch_from, range_id",
+            [("int", chunks["release"]), ("int", chunks["files"]), ("int", chunks["fragments"]),
+             ("int", chunks["bytes"]), ("epoch", chunks["first_date"]), ("epoch", chunks["last_date"]),
+             ("int", [group_id] * count), ("int", [batch_from] * count), ("int", [range_id] * count)])
+
         cur.executemany(
             "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
             [(range_id, batch_from, rule, group_id, *counts) for rule, counts in batch["rules"].items()],
         )
-
-
-def _copy_fragments(cur, group_id: int, fragments: dict) -> None:
-    """Fragments straight into the group's partition: a batch's articles are its own (ranges and
-    batches never overlap, and the batch lock keeps a redelivery out), so the plain COPY is safe;
-    should an article already be there, the savepoint falls back to staging + ON CONFLICT."""
-    columns = _fragment_columns(fragments, group_id)
-    table = partition_name("fragments", group_id)
-    cur.execute("SAVEPOINT fragments_copy")
-    try:
-        copy_columns(cur, f'COPY "{table}" (article, file_key, part, bytes, message_id, group_id) FROM STDIN',
-                     columns)
-        cur.execute("RELEASE SAVEPOINT fragments_copy")
-        return
-    except Exception as exc:
-        if getattr(exc, "sqlstate", None) != "23505":  # unique_violation
-            raise
-        cur.execute("ROLLBACK TO SAVEPOINT fragments_copy")
-    cur.execute(
-        "CREATE TEMP TABLE IF NOT EXISTS stage_fragments (article bigint, file_key bigint, part int,"
-        " bytes int, message_id text, group_id int) ON COMMIT DELETE ROWS"
-    )
-    copy_columns(cur, "COPY stage_fragments FROM STDIN", columns)
-    cur.execute(
-        "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
-        " SELECT group_id, article, file_key, part, bytes, message_id FROM stage_fragments ON CONFLICT DO NOTHING"
-    )
 
 
 def gather_batch(session: Session, batch_id: int) -> int | None:

@@ -5,7 +5,9 @@ backslash, tab, newline and carriage return escaped inside values.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from functools import lru_cache
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
@@ -26,11 +28,29 @@ def _texts(column: Sequence[str | None]) -> Sequence[str]:
     return column
 
 
+@lru_cache(maxsize=4096)
+def _day(days: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(days * 86400))
+
+
+def _epoch(seconds: int | None) -> str:
+    """Unix seconds as a timestamptz literal in UTC (the day part cached: dates cluster)."""
+    if seconds is None:
+        return "\\N"
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    return f"{_day(days)} {hours:02d}:{rest // 60:02d}:{rest % 60:02d}+00"
+
+
+_RENDER = {"int": _ints, "text": _texts, "epoch": lambda values: map(_epoch, values)}
+
+
 def copy_payload(columns: Sequence[tuple[str, Sequence]]) -> bytes:
-    """The rows of equal-length columns, each given as (kind, values) with kind 'int' or 'text'."""
+    """The rows of equal-length columns, each given as (kind, values): kind 'int', 'text', or
+    'epoch' (unix seconds for a timestamptz column)."""
     if not columns or not len(columns[0][1]):
         return b""
-    rendered = [_ints(values) if kind == "int" else _texts(values) for kind, values in columns]
+    rendered = [_RENDER[kind](values) for kind, values in columns]
     return ("\n".join(map("\t".join, zip(*rendered))) + "\n").encode("utf-8")
 
 
