@@ -92,11 +92,17 @@ def check_body(body: bytes, content_type: str, content_encoding: str, max_decode
 
 
 def enqueue_store(batch_id: int) -> bool:
-    """Ask a worker to store the batch; False when the broker is unreachable (beat requeues it)."""
+    """Ask a worker to store the batch; False when the broker is unreachable (beat requeues it).
+
+    One connection attempt, no retries: the batch is durable already, and a node waiting on
+    an answer while Redis is away must not wait for kombu's reconnection back-off.
+    """
     from app.tasks.ingest import store_batch
 
     try:
-        store_batch.apply_async((batch_id,), retry=False)
+        with store_batch.app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
+            store_batch.apply_async((batch_id,), connection=connection, retry=False)
         return True
     except Exception as exc:  # the batch is durable; the requeue sweep will send it again
         log.warning("could not enqueue batch %s (%s); the requeue sweep will", batch_id, exc)

@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 
 @shared_task(
-    name="ingest.store_batch", bind=True, acks_late=True, ignore_result=False,
+    name="ingest.store_batch", bind=True, acks_late=True,
     # The database being away (restart, failover) is retried with backoff, without counting
     # against the batch: the batch is fine, the database is not.
     autoretry_for=(OperationalError,), retry_backoff=2, retry_backoff_max=60, retry_jitter=True,

@@ -9,7 +9,7 @@ from app.services.batches import gather_batch
 
 
 @shared_task(
-    name="releases.gather", acks_late=True, ignore_result=False, autoretry_for=(OperationalError,),
+    name="releases.gather", acks_late=True, autoretry_for=(OperationalError,),
     retry_backoff=2, retry_backoff_max=60, retry_jitter=True, max_retries=None,
 )
 def gather(batch_id: int) -> int | None:

@@ -58,7 +58,7 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
     with clean_db.connect() as conn:
         batch_ids = conn.execute(text("SELECT id FROM seed_batches")).scalars().all()
     for batch_id in batch_ids:
-        assert celery_app.send_task("ingest.store_batch", (batch_id,)).get(timeout=30)["state"] == "already_stored"
+        assert celery_app.send_task("ingest.store_batch", (batch_id,), ignore_result=False).get(timeout=30)["state"] == "already_stored"
 
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == 3000 - len(skip)
     assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 3000 - len(skip)
@@ -78,7 +78,7 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
     assert scalar(clean_db, "SELECT sum(articles) FROM seed_ranges") == 3000 - len(skip)
     assert scalar(clean_db, "SELECT count(*) FROM rule_counts WHERE rule = ''") == 3
     assert scalar(clean_db, "SELECT count(*) FROM seed_batches WHERE body IS NOT NULL OR release_keys IS NOT NULL") == 0
-    assert celery_app.send_task("releases.gather", (batch_ids[1],)).get(timeout=30) is None  # redelivered: no-op
+    assert celery_app.send_task("releases.gather", (batch_ids[1],), ignore_result=False).get(timeout=30) is None  # redelivered: no-op
 
     # A gather task lost on the way: the sweep finds the stored-but-not-gathered batch again.
     with session_scope() as s:

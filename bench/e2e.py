@@ -1,0 +1,304 @@
+"""End to end: articles per second from INN 2 through the edge node, the API and the workers into
+PostgreSQL, beside the raw OVER read rate from the same server with the same connections.
+
+    .venv/bin/python bench/e2e.py [--articles 300000] [--connections 4] [--workdir /tmp/e2e-bench]
+
+Everything runs on this machine, as ops/run starts it: a private PostgreSQL (fsync off), Redis and
+INN 2 (ops/pg, ops/redis, ops/inn), gunicorn over HTTPS (2 workers), one Celery worker on the
+ingest queue and one on gather+control, and one `edge run` with --connections NNTP connections.
+The two seed test groups (alt.binaries.e-book.french, alt.binaries.cd.image.playstation2.dvdiso)
+get half the generated articles each. Measured:
+
+- raw OVER: the same chunks read by --connections of our NNTP client at once, lines only counted;
+- end to end: from `edge run` starting to the last batch gathered (plan made before);
+- CPU seconds per article of each process tree (edge, API, workers, PostgreSQL, INN), from
+  /proc, over the end-to-end run;
+- DB bytes (the catalog tables and their indexes) per overview byte read.
+
+The last line printed is JSON with every figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from edge.nntp import connect  # noqa: E402
+from edge.runner import chunk_spans  # noqa: E402
+from simnews.generator import Config, generate  # noqa: E402
+from simnews.inject import inject  # noqa: E402
+from simnews.ports import free_ports  # noqa: E402
+
+GROUPS = ("alt.binaries.e-book.french", "alt.binaries.cd.image.playstation2.dvdiso")
+CATALOG = ("files", "fragments", "releases", "release_chunks", "rule_counts")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+ACCEPTANCE = {"share_of_raw": 0.30, "dc_us_per_article": 6.0, "db_bytes_per_overview_byte": 0.50}
+
+
+def say(message: str) -> None:
+    print(f"e2e: {message}", file=sys.stderr, flush=True)
+
+
+def run(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in args], check=True, env=env, cwd=REPO, **kwargs)
+
+
+# -- CPU of process trees ------------------------------------------------------------------------
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def tree_cpu(root: int) -> float:
+    """User + system CPU seconds of a process and its live descendants (and what their
+    finished children used: cutime/cstime)."""
+    tree = _children()
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
+        stack.extend(tree.get(pid, []))
+    return total
+
+
+# -- the services --------------------------------------------------------------------------------
+
+class Services:
+    def __init__(self, workdir: Path, connections: int):
+        self.workdir = workdir
+        self.connections = connections
+        pg_port, redis_port, reader, feed, tls, api = free_ports(6)
+        self.ports = {"pg": pg_port, "redis": redis_port, "reader": reader, "feed": feed, "tls": tls, "api": api}
+        self.pg_dir, self.redis_dir, self.inn_dir = workdir / "pg", workdir / "redis", Path(f"/tmp/e2eb-inn.{os.getpid()}")
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": f"postgresql+psycopg://seed@127.0.0.1:{pg_port}/seed",
+            "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+            "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(reader),
+            "API_BIND": f"127.0.0.1:{api}", "API_WORKERS": "2",
+            "API_CERTFILE": str(workdir / "cert.pem"), "API_KEYFILE": str(workdir / "key.pem"),
+        }
+
+    def start(self, articles: int) -> None:
+        env = {**os.environ, "PG_PORT": str(self.ports["pg"]), "PG_FAST": "1", "REDIS_PORT": str(self.ports["redis"])}
+        run(REPO / "ops/pg", "init", self.pg_dir, env=env, stdout=subprocess.DEVNULL)
+        run(REPO / "ops/pg", "start", self.pg_dir, env=env)
+        run("psql", "-q", "-h", "127.0.0.1", "-p", self.ports["pg"], "-U", "seed", "-d", "postgres",
+            "-c", "CREATE DATABASE seed")
+        run(REPO / "ops/redis", "start", self.redis_dir, env=env)
+        inn_env = {**os.environ, "INN_READER_PORT": str(self.ports["reader"]), "INN_FEED_PORT": str(self.ports["feed"]),
+                   "INN_TLS_PORT": str(self.ports["tls"]), "INN_STORAGE": "trash", "INN_GROUPS": " ".join(GROUPS)}
+        run(REPO / "ops/inn", "init", self.inn_dir, env=inn_env, stdout=subprocess.DEVNULL)
+        run(REPO / "ops/inn", "start", self.inn_dir, env=inn_env, stdout=subprocess.DEVNULL)
+        for group in GROUPS:
+            posted = inject("127.0.0.1", self.ports["feed"], generate(articles // 2, Config(groups=(group,), namespace=group)))
+            say(f"posted {posted.accepted} articles to {group} in {posted.seconds:.1f} s")
+        run("openssl", "req", "-new", "-x509", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", self.workdir / "key.pem",
+            "-out", self.workdir / "cert.pem", stderr=subprocess.DEVNULL)
+        run(REPO / ".venv/bin/alembic", "upgrade", "head", env=self.env, stderr=subprocess.DEVNULL)
+        venv = REPO / ".venv/bin"
+        self._spawn("api", [venv / "gunicorn", "-c", "ops/gunicorn.conf.py", "wsgi:app"])
+        self._spawn("ingest", [venv / "celery", "-A", "app.worker", "worker", "-Q", "ingest", "-c", "1",
+                               "-n", "ingest@%h", "--without-gossip", "--without-mingle"])
+        self._spawn("gather", [venv / "celery", "-A", "app.worker", "worker", "-Q", "gather,control", "-c", "1",
+                               "-n", "gather@%h", "--without-gossip", "--without-mingle"])
+        self._wait_api()
+
+    def _spawn(self, name: str, argv: list) -> None:
+        log = open(self.workdir / f"{name}.log", "wb")
+        self.procs[name] = subprocess.Popen([str(a) for a in argv], cwd=REPO, env=self.env, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def _wait_api(self) -> None:
+        import ssl
+        import urllib.request
+
+        context = ssl.create_default_context(cafile=str(self.workdir / "cert.pem"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"https://127.0.0.1:{self.ports['api']}/healthz", context=context, timeout=2)
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("the API did not come up")
+
+    def flask(self, *args: str) -> str:
+        return run(REPO / ".venv/bin/flask", "seed", *args, env=self.env, capture_output=True, text=True).stdout
+
+    def pids(self) -> dict[str, int]:
+        postmaster = int((self.pg_dir / "postmaster.pid").read_text().split()[0])
+        innd = int((self.inn_dir / "run/innd.pid").read_text().split()[0])
+        nnrpd = int((self.inn_dir / f"run/nnrpd-{self.ports['reader']}.pid").read_text().split()[0])
+        return {"api": self.procs["api"].pid, "workers": [self.procs["ingest"].pid, self.procs["gather"].pid],
+                "postgresql": postmaster, "inn": [innd, nnrpd]}
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        env = {**os.environ, "PG_PORT": str(self.ports["pg"]), "REDIS_PORT": str(self.ports["redis"])}
+        subprocess.run([REPO / "ops/inn", "stop", self.inn_dir], stdout=subprocess.DEVNULL)
+        subprocess.run([REPO / "ops/redis", "stop", self.redis_dir], env=env)
+        subprocess.run([REPO / "ops/pg", "stop", self.pg_dir], env=env)
+        shutil.rmtree(self.inn_dir, ignore_errors=True)
+
+
+def cpu_of(pids) -> float:
+    return sum(tree_cpu(pid) for pid in (pids if isinstance(pids, list) else [pids]))
+
+
+# -- the two measurements ------------------------------------------------------------------------
+
+def raw_over(port: int, spans: list[tuple[str, int, int]], connections: int) -> tuple[int, int, float]:
+    """(lines, bytes, seconds): the spans read by `connections` clients at once, nothing parsed."""
+    pending = list(spans)
+    lock = threading.Lock()
+    totals = [0, 0]
+
+    def reader():
+        with connect("127.0.0.1", port, compress=False) as client:
+            current = None
+            while True:
+                with lock:
+                    if not pending:
+                        return
+                    group, first, last = pending.pop(0)
+                if group != current:
+                    client.group(group)
+                    current = group
+                lines = size = 0
+                for block in client.over(first, last):
+                    lines += block.count(b"\r\n")
+                    size += len(block)
+                with lock:
+                    totals[0] += lines
+                    totals[1] += size
+
+    threads = [threading.Thread(target=reader) for _ in range(connections)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return totals[0], totals[1], time.perf_counter() - started
+
+
+def wait_gathered(services: Services, deadline_seconds: float = 900) -> None:
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        status = json.loads(services.flask("status", "--json"))
+        if status["batches"]["pending"] == 0 and status["batches"]["stored"] == 0:
+            if status["batches"]["failed"]:
+                raise RuntimeError(f"failed batches: {status['batches']['failed_examples']}")
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the workers did not finish in time")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--articles", type=int, default=300_000)
+    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--workdir", default="/tmp/e2e-bench")
+    args = parser.parse_args(argv)
+    print(f"command: .venv/bin/python bench/e2e.py --articles {args.articles} --connections {args.connections}")
+    workdir = Path(args.workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    services = Services(workdir, args.connections)
+    try:
+        services.start(args.articles)
+        services.flask("groups", "add", *GROUPS)
+        token = json.loads(services.flask("nodes", "create", "bench-edge", "--json"))["token"]
+        services.flask("plan", *GROUPS, "--days", "36500")
+        spans = []
+        with connect("127.0.0.1", services.ports["reader"], compress=False) as client:
+            for group in GROUPS:
+                info = client.group(group)
+                spans += [(group, a, b) for a, b in chunk_spans(info.first, info.last, 20_000)]
+        lines, overview_bytes, raw_seconds = raw_over(services.ports["reader"], spans, args.connections)
+        raw_rate = lines / raw_seconds
+        say(f"raw OVER: {lines} lines, {overview_bytes} bytes in {raw_seconds:.2f} s = {raw_rate:,.0f} lines/s")
+
+        pids = services.pids()
+        before = {name: cpu_of(pid) for name, pid in pids.items()}
+        edge_env = {**os.environ, "COORDINATOR_URL": f"https://127.0.0.1:{services.ports['api']}",
+                    "COORDINATOR_CAFILE": str(workdir / "cert.pem"), "NODE_TOKEN": token,
+                    "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(services.ports["reader"]), "NNTP_SSL": "0",
+                    "NNTP_CONNECTIONS": str(args.connections)}
+        started = time.perf_counter()
+        edge = subprocess.Popen([str(REPO / ".venv/bin/edge"), "run", "--exit-when-idle"], env=edge_env, cwd=workdir,
+                                stdout=subprocess.DEVNULL, stderr=open(workdir / "edge.log", "wb"))
+        edge_cpu = 0.0
+        while edge.poll() is None:
+            edge_cpu = max(edge_cpu, tree_cpu(edge.pid))
+            time.sleep(0.2)
+        if edge.returncode != 0:
+            raise RuntimeError(f"edge run exited {edge.returncode}: see {workdir / 'edge.log'}")
+        wait_gathered(services)
+        e2e_seconds = time.perf_counter() - started
+        after = {name: cpu_of(pid) for name, pid in pids.items()}
+        status = json.loads(services.flask("status", "--json"))
+        articles = sum(g["articles"] for g in status["groups"])
+        db_bytes = int(run("psql", "-qtA", "-h", "127.0.0.1", "-p", services.ports["pg"], "-U", "seed", "-d", "seed",
+                           "-c", "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relkind = 'r'"
+                                 " AND (c.relname = ANY('{" + ",".join(CATALOG) + "}')"
+                                 " OR c.relname ~ '^(files|fragments|release_chunks)_g[0-9]+$')",
+                           capture_output=True, text=True).stdout.strip())
+    finally:
+        services.stop()
+
+    cpu = {name: after[name] - before[name] for name in before}
+    cpu["edge"] = edge_cpu
+    us = {name: round(1e6 * seconds / articles, 2) for name, seconds in cpu.items()}
+    dc_us = round(us["api"] + us["workers"] + us["postgresql"], 2)
+    e2e_rate = articles / e2e_seconds
+    figures = {
+        "articles": articles, "connections": args.connections, "overview_bytes": overview_bytes,
+        "raw_over_lines_per_second": round(raw_rate), "e2e_articles_per_second": round(e2e_rate),
+        "e2e_seconds": round(e2e_seconds, 2), "share_of_raw": round(e2e_rate / raw_rate, 3),
+        "cpu_us_per_article": us, "dc_us_per_article": dc_us,
+        "db_bytes": db_bytes, "db_bytes_per_overview_byte": round(db_bytes / overview_bytes, 3),
+        "acceptance": ACCEPTANCE,
+    }
+    print(f"end to end: {articles} articles in {e2e_seconds:.1f} s = {e2e_rate:,.0f} articles/s"
+          f" ({figures['share_of_raw']:.0%} of the raw OVER rate {raw_rate:,.0f} lines/s, same {args.connections} connections)")
+    print("CPU per article (µs): " + ", ".join(f"{name} {value}" for name, value in us.items())
+          + f"; data center (API + workers + PostgreSQL) {dc_us}")
+    print(f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes")
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
