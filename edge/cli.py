@@ -1,6 +1,7 @@
 """The `edge` program: ``edge COMMAND ...``.
 
 Commands:
+    run              the edge node (edge/node.py): lease ranges, fetch, digest, post batches
     parse-subjects   read subjects on stdin, print one JSON object per line with what the
                      digest reads from each (filename, part, parts, file_index, file_count, release)
 """
@@ -11,6 +12,7 @@ import json
 import sys
 from typing import BinaryIO, TextIO
 
+from edge.node import add_run_command
 from edge.overview import decode_text
 from edge.subjects import parse_subject
 
@@ -27,6 +29,7 @@ def parse_subjects(source: BinaryIO, out: TextIO) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edge", description="Edge node of the Usenet header indexer.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_run_command(commands)
     commands.add_parser(
         "parse-subjects",
         help="parse subjects read on stdin, one JSON object per line on stdout",

@@ -1,14 +1,21 @@
 """One batch's digest: overview lines into files, files into releases, rules, the batch dict.
 
 Speed comes from doing per-line work column by column in C (maps, zips, slices, dict look-ups
-through ``map``) and everything else once per distinct file:
+through ``map``) and everything else once per distinct file, itself column by column where it
+can:
 
 - the segment counter ``(p/P)`` is cut from each subject at its last ``(``; the tail from there
   is looked up in a cache of tails already read, so no regex runs per line;
 - the poster and the subject's text around the counter are the file's dict key; a
   ``defaultdict`` numbering new keys gives every line its file number inside ``map``;
-- the full subject parse (regexes, decoding) and the rules run once per file, and keys and
-  dates only for the files kept; message-ids stay bytes until encoding.
+- a file's subject (the text around its counter) is read once per process: decoded, parsed
+  (regexes), its release identity and its kind for the executable rule kept in a bounded cache,
+  since floods repost the same names; a ``defaultdict`` numbering (poster, release identity)
+  gives every file its release number inside ``map``;
+- without operator rules, the executable rule is set arithmetic on those columns; per-rule and
+  per-release counts are C-level counts, compresses and sums over the lines;
+- keys, dates and table rows are made only for the files kept; message-ids stay bytes until
+  encoding.
 
 Keys are stable: the same file or release gets the same signed 64-bit key on every node and in
 every batch, so the coordinator merges what several batches, ranges or nodes saw of it.
@@ -21,27 +28,52 @@ every batch, so the coordinator merges what several batches, ranges or nodes saw
 from __future__ import annotations
 
 import gc
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from hashlib import blake2b
-from itertools import compress, count, islice
-from operator import itemgetter, lt
+from itertools import compress, count, islice, repeat
+from operator import itemgetter, not_
 from typing import NamedTuple
 
 from edge.overview import (
-    DEFAULT_LAYOUT, OverviewColumns, OverviewLayout, decode_text, new_reject_counts, parse_block, parse_date,
+    DEFAULT_LAYOUT, OverviewColumns, OverviewLayout, clear_date_caches, decode_text, new_reject_counts, parse_block,
+    parse_date,
 )
-from edge.rules import KEPT, RuleSet
+from edge.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, file_kind
 from edge.subjects import ParsedSubject, file_subject, find_segment_counter, parse_pieces
 
 BATCH_FORMAT_VERSION = 1
 
 # The text after a subject's last "(" -> (part, parts, text after the counter), or False when it
-# does not start with a counter "p/P)". Tails repeat across batches: one cache per process,
-# cleared when it grows past the bound.
+# does not start with a counter "p/P)" (those tails are also in _NOT_COUNTERS). Tails repeat
+# across batches: one cache per process, cleared when it grows past the bound.
 _COUNTER_TAILS: dict[bytes, tuple[int, int, bytes] | bool] = {}
+_NOT_COUNTERS: set[bytes] = set()
 _COUNTER_TAILS_MAX = 500_000
+
+# A file's subject around its segment counter -> _Subject: the raw bytes before the counter when
+# nothing follows the counter (nearly always), else (before, after). Floods repost the same
+# names batch after batch: one cache per process, cleared past the bound.
+_SUBJECTS: dict[bytes | tuple[bytes, bytes], _Subject] = {}
+_SUBJECTS_MAX = 200_000
+
+# What a file's subject says, read once (the same for every file with that subject), as a plain
+# tuple (cheaper to make than a named one):
+# (ParsedSubject (its part and parts are None: they are the file's, not the subject's),
+#  the subject before its segment counter and after it, decoded,
+#  the release identity beside the poster (release name case-folded, file count),
+#  edge.rules.file_kind of the file name)
+_Subject = tuple
+_RELEASE_IDENTITY, _KIND = 3, 4
+
+
+def clear_caches() -> None:
+    """Forget the per-process caches (counter tails, subjects, dates): a cold start."""
+    _COUNTER_TAILS.clear()
+    _NOT_COUNTERS.clear()
+    _SUBJECTS.clear()
+    clear_date_caches()
 
 
 def stable_key(*parts: bytes) -> int:
@@ -63,23 +95,42 @@ def file_key(release: int, identity: str) -> int:
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """The digest makes millions of small objects and no reference cycles; the cyclic garbage
-    collector's passes over them would cost a third of the time."""
+    """The digest makes millions of small objects and no reference cycles. The cyclic garbage
+    collector is paused while it runs, and what it made is then moved to the oldest generation
+    (freeze, unfreeze: no pass over the objects) instead of being scanned by the next young
+    collections, which would cost a tenth of the time. When the program froze objects itself
+    (gc.freeze before forking), they are left frozen and the young collections do the scan."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
 def _counter_after_paren(tail: bytes) -> tuple[int, int, bytes] | bool:
+    part, _, rest = tail.partition(b"/")
+    parts, closing, after = rest.partition(b")")
+    if closing and 0 < len(part) <= 9 and 0 < len(parts) <= 9 and part.isdigit() and parts.isdigit():
+        return int(part), int(parts), after  # "p/P)...", what the counter's regex reads, without it
     tail = b"(" + tail
     found = find_segment_counter(tail)
     if found and found[0] == 0:
         return found[2], found[3], tail[found[1]:]
     return False
+
+
+def _read_subject(before_raw: bytes, after_raw: bytes = b"") -> _Subject:
+    if before_raw.isascii() and after_raw.isascii():  # nearly always: no decoding to try
+        before, after = before_raw.decode("ascii"), after_raw.decode("ascii")
+    else:
+        before, after = _decode_pieces(before_raw, after_raw)
+    parsed = parse_pieces(before, after, None, None)
+    return parsed, before, after, (parsed.release.casefold(), parsed.file_count), file_kind(parsed.filename)
 
 
 def _counter_anywhere(subject: bytes) -> tuple[bytes, tuple[int, int, bytes]]:
@@ -131,12 +182,17 @@ class FileView:
 
 
 class _Files(NamedTuple):
-    """Every file of the batch by file number, and the releases as lists of file numbers."""
+    """Every file of the batch by file number, column by column, and their releases."""
 
-    first_lines: list[int]
-    parsed: list[ParsedSubject]
-    pieces: list[tuple[str, str]]  # the subject before and after its segment counter, decoded
-    releases: list[list[int]]
+    posters: list[bytes]  # the raw From header
+    subjects: list[_Subject]
+    release_of_file: list[int]  # release number: releases are numbered in order of their first file
+    releases: int  # how many
+    fragments: list[int]  # its lines (articles)
+    bytes: list[int]  # their bytes
+    first_lines: list[int]  # the line it first came in
+    first_dates: list[bytes]  # the Date of its first and last line, raw
+    last_dates: list[bytes]
 
 
 class Gatherer:
@@ -152,15 +208,17 @@ class Gatherer:
         self.missing: list[list[int]] = []  # [from, to]
         # (poster, subject before the counter, subject after it) -> file number, in order seen
         self._file_numbers: defaultdict[tuple[bytes, bytes, bytes], int] = defaultdict(count().__next__)
+        # (poster, release identity of the subject) -> release number, in order seen
+        self._release_numbers: defaultdict[tuple[bytes, tuple], int] = defaultdict(count().__next__)
         # every accepted line, column by column, in the order the lines came
         self._files: list[int] = []
         self._counters: list[tuple[int, int, bytes]] = []  # (part, parts, subject after the counter)
-        self._befores: list[bytes] = []  # subject before the counter
-        self._posters: list[bytes] = []
-        self._dates: list[bytes] = []
         self._articles: list[int] = []
         self._sizes: list[int] = []
         self._message_ids: list[bytes] = []
+        # every file by file number, column by column, made as the lines come (their objects are
+        # still in the processor's cache then)
+        self._by_file = _Files([], [], [], 0, [], [], [], [], [])
 
     def add_chunk(self, first: int, last: int, blocks: Iterable[bytes]) -> None:
         """One OVER chunk ``first-last``: its CRLF-terminated lines, in blocks of any size (as
@@ -171,6 +229,9 @@ class Gatherer:
             raise ValueError(f"chunk {first}-{last} does not follow {self.chunks[-1][0]}-{self.chunks[-1][1]}")
         if len(_COUNTER_TAILS) > _COUNTER_TAILS_MAX:
             _COUNTER_TAILS.clear()
+            _NOT_COUNTERS.clear()
+        if len(_SUBJECTS) > _SUBJECTS_MAX:
+            _SUBJECTS.clear()
         rejected_before = sum(self.rejected.values())
         accepted_before = len(self._articles)
         with _collector_paused():
@@ -186,124 +247,164 @@ class Gatherer:
         subjects = columns.subjects
         if not subjects:
             return
-        pieces = [subject.rpartition(b"(") for subject in subjects]
+        pieces = list(map(bytes.rpartition, subjects, repeat(b"(")))
         befores = list(map(itemgetter(0), pieces))
         tails = list(map(itemgetter(2), pieces))
-        for tail in [tail for tail in set(tails) if tail not in _COUNTER_TAILS]:
-            _COUNTER_TAILS[tail] = _counter_after_paren(tail)
+        distinct = set(tails)
+        for tail in distinct.difference(_COUNTER_TAILS):
+            counter = _COUNTER_TAILS[tail] = _counter_after_paren(tail)
+            if counter is False:
+                _NOT_COUNTERS.add(tail)
         counters = list(map(_COUNTER_TAILS.__getitem__, tails))
-        if False in counters or b"" in befores:  # no counter after the last "(", or no "(" at all
+        # no counter after the last "(", or no "(" at all (an empty before: maybe)
+        if not _NOT_COUNTERS.isdisjoint(distinct) or not all(befores):
             for line, (before, paren, _) in enumerate(pieces):
                 if counters[line] is False or not paren:
                     befores[line], counters[line] = _counter_anywhere(subjects[line])
-        self._files.extend(map(self._file_numbers.__getitem__, zip(columns.posters, befores,
-                                                                     map(itemgetter(2), counters))))
+        numbers = list(map(self._file_numbers.__getitem__, zip(columns.posters, befores, map(itemgetter(2), counters))))
+        files = self._by_file
+        new = len(self._file_numbers) - len(files.subjects)
+        if new:
+            self._add_files(new)
+        offset = len(self._files)
+        self._files.extend(numbers)
         self._counters.extend(counters)
-        self._befores.extend(befores)
-        self._posters.extend(columns.posters)
-        self._dates.extend(columns.dates)
         self._articles.extend(columns.numbers)
         self._sizes.extend(columns.sizes)
         self._message_ids.extend(columns.message_ids)
+        fragments, sizes, first_lines, first_dates, last_dates = files[4:]
+        seen = len(first_lines)  # file numbers are given in order of first appearance
+        for line, file, size, date in zip(count(offset), numbers, columns.sizes, columns.dates):
+            fragments[file] += 1
+            sizes[file] += size
+            last_dates[file] = date
+            if file == seen:
+                first_lines.append(line)
+                first_dates.append(date)
+                seen += 1
+
+    def _add_files(self, new: int) -> None:
+        """The files first seen in the block just read: their subjects read (once per process)
+        and each put in its release (same poster, release name case-folded and file count)."""
+        keys = list(islice(reversed(self._file_numbers), new))
+        keys.reverse()
+        posters = list(map(itemgetter(0), keys))
+        if any(map(itemgetter(2), keys)):
+            pieces = [before if not after else (before, after) for _, before, after in keys]
+        else:
+            pieces = list(map(itemgetter(1), keys))
+        for piece in set(pieces).difference(_SUBJECTS):
+            _SUBJECTS[piece] = _read_subject(*piece) if type(piece) is tuple else _read_subject(piece)
+        subjects = list(map(_SUBJECTS.__getitem__, pieces))
+        files = self._by_file
+        files.posters.extend(posters)
+        files.subjects.extend(subjects)
+        files.release_of_file.extend(map(self._release_numbers.__getitem__, zip(posters, map(itemgetter(_RELEASE_IDENTITY), subjects))))
+        files.fragments.extend(repeat(0, new))
+        files.bytes.extend(repeat(0, new))
+        files.last_dates.extend(repeat(b"", new))
 
     def build(self) -> dict:
         """The batch (docs/batch-format.md): kept files, fragments and releases, rule counts."""
         if not self.chunks:
             raise ValueError("a batch needs at least one chunk")
         with _collector_paused():
-            files = self._gather()
-            if self.rules.inspects(self.group):
-                views = [FileView(parsed, before, after, self._posters[line], self._message_ids[line])
-                         for parsed, (before, after), line in zip(files.parsed, files.pieces, files.first_lines)]
-            else:  # only the executable rule: it needs nothing but the file names
-                views = files.parsed
-            decisions = self.rules.decide(self.group, [list(map(views.__getitem__, numbers))
-                                                       for numbers in files.releases])
-            counts = {name: [0, 0, 0, 0] for name in self.rules.names()}
-            rule_of_file = [KEPT] * len(files.parsed)
-            kept = []
-            for numbers, verdicts in zip(files.releases, decisions):
-                if len(verdicts) == 1:  # most releases: one file
-                    counts[verdicts[0]][0] += 1
-                    rule_of_file[numbers[0]] = verdicts[0]
-                    if verdicts[0] == KEPT:
-                        kept.append(numbers)
-                    continue
-                for rule in set(verdicts):
-                    counts[rule][0] += 1
-                for number, rule in zip(numbers, verdicts):
-                    rule_of_file[number] = rule
-                if KEPT in verdicts:
-                    kept.append([number for number, rule in zip(numbers, verdicts) if rule == KEPT])
-            for rule, files_settled in Counter(rule_of_file).items():
-                counts[rule][1] = files_settled
-            fragment_rules = list(map(rule_of_file.__getitem__, self._files))
-            counts[KEPT][2:] = len(fragment_rules), sum(self._sizes)
-            for rule, dropped in counts.items():
-                if rule != KEPT and dropped[1]:  # what the rules dropped; the rest is kept
-                    dropped[2] = fragment_rules.count(rule)
-                    dropped[3] = sum(compress(self._sizes, map(rule.__eq__, fragment_rules)))
-                    counts[KEPT][2] -= dropped[2]
-                    counts[KEPT][3] -= dropped[3]
-            tables, bad_dates = self._tables(files, kept, list(map(KEPT.__eq__, fragment_rules)))
-            return {
-                "version": BATCH_FORMAT_VERSION,
-                "group": self.group,
-                "first": self.chunks[0][0],
-                "last": self.chunks[-1][1],
-                "chunks": self.chunks,
-                "missing": self.missing,
-                **tables,
-                "rules": counts,
-                "stats": {"lines": self.lines, "rejected": dict(self.rejected), "bad_dates": bad_dates},
-            }
+            return self._build()  # its temporaries are gone before the collector runs again
 
-    def _gather(self) -> _Files:
-        """Every file parsed once, and put in its release (same poster, release name and file
-        count); releases in order of first appearance."""
-        first_of = dict(zip(reversed(self._files), range(len(self._files) - 1, -1, -1)))
-        first_lines = list(map(first_of.__getitem__, range(len(self._file_numbers))))
-        parsed_files, pieces = [], []
-        releases: dict[tuple[bytes, str, int | None], list[int]] = {}
-        for number, line in enumerate(first_lines):
-            _, parts, after_raw = self._counters[line]
-            before, after = _decode_pieces(self._befores[line], after_raw)
-            parsed = parse_pieces(before, after, parts, parts)
-            parsed_files.append(parsed)
-            pieces.append((before, after))
-            identity = (self._posters[line], parsed.release.casefold(), parsed.file_count)
-            numbers = releases.get(identity)
-            if numbers is None:
-                releases[identity] = [number]
-            else:
-                numbers.append(number)
-        return _Files(first_lines, parsed_files, pieces, list(releases.values()))
+    def _build(self) -> dict:
+        files = self._by_file._replace(releases=len(self._release_numbers))
+        counts = {name: [0, 0, 0, 0] for name in self.rules.names()}
+        if self.rules.inspects(self.group):
+            rule_of_file, kept = self._decide(files, counts)
+        else:
+            rule_of_file, kept = self._decide_executable(files, counts)
+        for rule, files_settled in Counter(rule_of_file).items():
+            counts[rule][1] = files_settled
+        counts[KEPT][2:] = len(self._files), sum(files.bytes)
+        for rule, dropped in counts.items():
+            if rule != KEPT and dropped[1]:  # what the rules dropped; the rest is kept
+                settled = list(map(rule.__eq__, rule_of_file))
+                dropped[2] = sum(compress(files.fragments, settled))
+                dropped[3] = sum(compress(files.bytes, settled))
+                counts[KEPT][2] -= dropped[2]
+                counts[KEPT][3] -= dropped[3]
+        file_kept = list(map(KEPT.__eq__, rule_of_file))
+        tables, bad_dates = self._tables(files, kept, list(map(file_kept.__getitem__, self._files)))
+        return {
+            "version": BATCH_FORMAT_VERSION,
+            "group": self.group,
+            "first": self.chunks[0][0],
+            "last": self.chunks[-1][1],
+            "chunks": self.chunks,
+            "missing": self.missing,
+            **tables,
+            "rules": counts,
+            "stats": {"lines": self.lines, "rejected": dict(self.rejected), "bad_dates": bad_dates},
+        }
+
+    def _decide_executable(self, files: _Files, counts: dict[str, list[int]]) -> tuple[list[str], list[list[int]]]:
+        """No operator rule: the executable rule drops whole releases (RuleSet.decide, column by
+        column). The rule of each file, and the kept releases as lists of file numbers."""
+        bare = (bare_executable_releases(files.release_of_file, list(map(itemgetter(_KIND), files.subjects)))
+                if self.rules.executable else set())
+        dropped = list(map(bare.__contains__, files.release_of_file))
+        counts[KEPT][0] = files.releases - len(bare)
+        if bare:
+            counts[EXECUTABLE_RULE][0] = len(bare)
+        kept: defaultdict[int, list[int]] = defaultdict(list)
+        stays = list(map(not_, dropped))
+        deque(map(list.append, map(kept.__getitem__, compress(files.release_of_file, stays)),
+                  compress(range(len(dropped)), stays)), 0)
+        return list(map((KEPT, EXECUTABLE_RULE).__getitem__, dropped)), list(kept.values())
+
+    def _decide(self, files: _Files, counts: dict[str, list[int]]) -> tuple[list[str], list[list[int]]]:
+        """Operator rules apply: RuleSet.decide on every release's files."""
+        releases: list[list[int]] = [[] for _ in range(files.releases)]
+        for number, release in enumerate(files.release_of_file):
+            releases[release].append(number)
+        views = [FileView(parsed, before, after, poster, self._message_ids[line])
+                 for (parsed, before, after, *_), poster, line in zip(files.subjects, files.posters, files.first_lines)]
+        decisions = self.rules.decide(self.group, [list(map(views.__getitem__, numbers)) for numbers in releases])
+        rule_of_file = [KEPT] * len(files.subjects)
+        kept = []
+        for numbers, verdicts in zip(releases, decisions):
+            if len(verdicts) == 1:  # most releases: one file
+                counts[verdicts[0]][0] += 1
+                rule_of_file[numbers[0]] = verdicts[0]
+                if verdicts[0] == KEPT:
+                    kept.append(numbers)
+                continue
+            for rule in set(verdicts):
+                counts[rule][0] += 1
+            for number, rule in zip(numbers, verdicts):
+                rule_of_file[number] = rule
+            if KEPT in verdicts:
+                kept.append([number for number, rule in zip(numbers, verdicts) if rule == KEPT])
+        return rule_of_file, kept
 
     def _tables(self, files: _Files, releases: list[list[int]], kept: list[bool]) -> tuple[dict, int]:
         """The kept releases (their kept file numbers), their files and fragments as the batch's
         column tables, and how many kept files had an unreadable date. Files with the same key
         (a file reposted under another subject) are one row."""
-        file_keys: list[int | None] = [None] * len(files.parsed)
-        release_keys: list[int | None] = [None] * len(files.parsed)
-        last_lines = dict(zip(self._files, range(len(self._files))))
+        file_keys: list[int | None] = [None] * len(files.subjects)
         file_table = {name: [] for name in ("key", "release", "name", "subject", "poster", "date", "index",
                                             "count", "parts")}
         release_table = {name: [] for name in ("key", "name", "poster", "file_count")}
-        chunk_table = {name: [] for name in ("release", "files", "first_date", "last_date")}
+        chunk_table = {name: [] for name in ("release", "files", "fragments", "bytes", "first_date", "last_date")}
         bad_dates = 0
         for numbers in releases:
-            first = files.parsed[numbers[0]]
-            poster_raw = self._posters[files.first_lines[numbers[0]]]
+            first = files.subjects[numbers[0]][0]
+            poster_raw = files.posters[numbers[0]]
             rkey = release_key(poster_raw, first.release, first.file_count)
             poster = decode_text(poster_raw)
             rows: dict[int, list] = {}
             for number in numbers:
-                parsed, line = files.parsed[number], files.first_lines[number]
-                subject = file_subject(*files.pieces[number])
+                parsed, before, after, _, _ = files.subjects[number]
+                subject = file_subject(before, after)
+                line = files.first_lines[number]
                 identity = parsed.filename or (f"#{parsed.file_index}" if parsed.file_index is not None else subject)
                 key = file_keys[number] = file_key(rkey, identity)
-                release_keys[number] = rkey
-                first_raw, last_raw = self._dates[line], self._dates[last_lines[number]]
+                first_raw, last_raw = files.first_dates[number], files.last_dates[number]
                 date = parse_date(first_raw)
                 last_date = date if last_raw == first_raw else parse_date(last_raw)
                 bad_dates += date is None
@@ -319,34 +420,23 @@ class Gatherer:
             for column, value in zip(release_table.values(), (rkey, first.release, poster, first.file_count)):
                 column.append(value)
             for column, value in zip(chunk_table.values(), (
-                rkey, len(rows), _earliest_of(row[5] for row in rows.values()),
+                rkey, len(rows), sum(map(files.fragments.__getitem__, numbers)),
+                sum(map(files.bytes.__getitem__, numbers)), _earliest_of(row[5] for row in rows.values()),
                 _latest_of(row[9] for row in rows.values()),
             )):
                 column.append(value)
-        sizes = list(compress(self._sizes, kept))
-        fragment_releases = list(compress(map(release_keys.__getitem__, self._files), kept))
-        release_fragments = Counter(fragment_releases)
-        release_bytes = dict.fromkeys(release_fragments, 0)
-        for rkey, size in zip(fragment_releases, sizes):
-            release_bytes[rkey] += size
+        message_ids = list(compress(self._message_ids, kept))
         tables = {
             "files": file_table,
             "fragments": {
-                "file": list(compress(map(file_keys.__getitem__, self._files), kept)),
-                "part": list(compress(map(itemgetter(0), self._counters), kept)),
+                "file": list(map(file_keys.__getitem__, compress(self._files, kept))),
+                "part": list(map(itemgetter(0), compress(self._counters, kept))),
                 "article": list(compress(self._articles, kept)),
-                "bytes": sizes,
-                "message_id": _as_utf8(list(compress(self._message_ids, kept))),
+                "bytes": list(compress(self._sizes, kept)),
+                "message_id": _as_utf8(message_ids),
             },
             "releases": release_table,
-            "release_chunks": {
-                "release": chunk_table["release"],
-                "files": chunk_table["files"],
-                "fragments": list(map(release_fragments.__getitem__, chunk_table["release"])),
-                "bytes": list(map(release_bytes.__getitem__, chunk_table["release"])),
-                "first_date": chunk_table["first_date"],
-                "last_date": chunk_table["last_date"],
-            },
+            "release_chunks": chunk_table,
         }
         return tables, bad_dates
 
@@ -369,8 +459,7 @@ def _latest_of(dates: Iterable[int | None]) -> int | None:
 
 def _missing_runs(first: int, last: int, numbers: list[int]) -> list[list[int]]:
     """Runs [from, to] of the numbers in first..last that no accepted line had."""
-    if (len(numbers) == last - first + 1 and numbers[0] == first and numbers[-1] == last
-            and all(map(lt, numbers, islice(numbers, 1, None)))):
+    if len(numbers) == last - first + 1 and numbers == list(range(first, last + 1)):
         return []  # the usual complete chunk, in order
     runs = []
     expected = first
@@ -386,6 +475,6 @@ def _missing_runs(first: int, last: int, numbers: list[int]) -> list[list[int]]:
 def _as_utf8(values: list[bytes]) -> list[bytes]:
     """Message-ids stay bytes until encoding (edge.batch writes them as strings); the rare one
     that is not ASCII is made valid UTF-8 the way decode_text reads it."""
-    if all(map(bytes.isascii, values)):
+    if b"".join(values).isascii():  # one pass over them all, nearly always true
         return values
     return [value if value.isascii() else decode_text(value).encode() for value in values]

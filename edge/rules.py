@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from itertools import compress
 from typing import Protocol
 
 EXECUTABLE_RULE = "executable"
@@ -91,17 +92,34 @@ class Rule:
         return self.pattern.search(getattr(file, self.field)) is not None
 
 
+# What a file name is to the executable rule (file_kind).
+OTHER, METADATA, EXECUTABLE = 0, 1, 2
+
+
+def file_kind(filename: str | None) -> int:
+    """EXECUTABLE (.exe, .scr...), METADATA (par2, nfo, sfv...) or OTHER (anything else, no name)."""
+    _, dot, ext = (filename or "").rpartition(".")
+    if not dot:
+        return OTHER
+    ext = ext.lower()
+    if ext in EXECUTABLE_EXTENSIONS:
+        return EXECUTABLE
+    if ext in METADATA_EXTENSIONS or _PAR_VOLUME.fullmatch(ext):
+        return METADATA
+    return OTHER
+
+
 def is_bare_executable_set(filenames: list[str | None]) -> bool:
     """True when the names hold an executable and nothing but executables and metadata."""
-    has_executable = False
-    for name in filenames:
-        _, dot, ext = (name or "").rpartition(".")
-        ext = ext.lower()
-        if dot and ext in EXECUTABLE_EXTENSIONS:
-            has_executable = True
-        elif not dot or ext not in METADATA_EXTENSIONS and not _PAR_VOLUME.fullmatch(ext):
-            return False
-    return has_executable
+    kinds = set(map(file_kind, filenames))
+    return EXECUTABLE in kinds and OTHER not in kinds
+
+
+def bare_executable_releases(release_of_file: list[int], kinds: list[int]) -> set[int]:
+    """The releases that are bare executable sets, given every file's release number and kind
+    (file_kind), column by column: is_bare_executable_set for all releases at C speed."""
+    with_executable = set(compress(release_of_file, map(EXECUTABLE.__eq__, kinds)))
+    return with_executable.difference(compress(release_of_file, map(OTHER.__eq__, kinds)))
 
 
 @dataclass

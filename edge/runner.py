@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -89,32 +90,45 @@ def run_range(
     layout: OverviewLayout = DEFAULT_LAYOUT,
     progress: Callable[[RangeProgress], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    digest_slot: Callable[[], AbstractContextManager] = nullcontext,
 ) -> RangeProgress:
     """Digest [next_id, last_id] batch by batch into the sink; returns where it got to.
 
     Stops between batches when should_stop() says so; the returned next_id is the resume point.
+    Each batch is gathered and built inside digest_slot() (the node lets one range at a time
+    digest, which bounds memory) and handed to the sink outside it.
     """
     state = RangeProgress(first_id=next_id, last_id=last_id, next_id=next_id)
     batches = batch_spans(next_id, last_id, chunk_size, batch_chunks)
-    chunks = source.chunks([span for batch in batches for span in batch])
-    for spans in batches:
-        if should_stop():
-            break
-        gatherer = Gatherer(group, layout, rules)
-        for expected in spans:
-            first, last, blocks = next(chunks)
-            if (first, last) != expected:
-                raise RuntimeError(f"source gave chunk {first}-{last}, expected {expected[0]}-{expected[1]}")
-            gatherer.add_chunk(first, last, blocks)
-        batch = gatherer.build()
-        sink.submit(batch)
-        state.next_id = spans[-1][1] + 1
-        state.batches += 1
-        state.lines += batch["stats"]["lines"]
-        state.rejected += sum(batch["stats"]["rejected"].values())
-        if progress is not None:
-            progress(state)
-    close = getattr(chunks, "close", None)
-    if close is not None:
-        close()
+    chunks = iter(source.chunks([span for batch in batches for span in batch]))
+    try:
+        for spans in batches:
+            if should_stop():
+                break
+            with digest_slot():
+                batch = _digest(group, layout, rules, spans, chunks)
+            stats = batch["stats"]
+            sink.submit(batch)
+            del batch  # freed before the next batch is gathered
+            state.next_id = spans[-1][1] + 1
+            state.batches += 1
+            state.lines += stats["lines"]
+            state.rejected += sum(stats["rejected"].values())
+            if progress is not None:
+                progress(state)
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
     return state
+
+
+def _digest(group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],
+            chunks: Iterator[tuple[int, int, Blocks]]) -> dict:
+    gatherer = Gatherer(group, layout, rules)
+    for expected in spans:
+        first, last, blocks = next(chunks, (None, None, None))
+        if (first, last) != expected:
+            raise RuntimeError(f"source gave chunk {first}-{last}, expected {expected[0]}-{expected[1]}")
+        gatherer.add_chunk(first, last, blocks)
+    return gatherer.build()

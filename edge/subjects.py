@@ -20,6 +20,7 @@ the file names are obfuscated, else the file name without part/vol/extension suf
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import AnyStr, NamedTuple
 
 
@@ -31,6 +32,8 @@ class ParsedSubject(NamedTuple):
     file_count: int | None
     release: str
 
+
+_parsed = partial(tuple.__new__, ParsedSubject)  # ParsedSubject((...)) without its Python __new__
 
 _SEGMENT_COUNTER = re.compile(r"\(\s*(\d{1,9})\s*/\s*(\d{1,9})\s*\)")
 _SEGMENT_COUNTER_BYTES = re.compile(_SEGMENT_COUNTER.pattern.encode())
@@ -63,8 +66,10 @@ _NUMBERED_EXTENSION = re.compile(r"r\d{2,3}|s\d{2}|\d{3}|z\d{2}|p\d{2}", re.IGNO
 _NUMBERED_FIRST = frozenset("0123456789rRsSzZpPvV")  # what those can start with
 _NUMBERED_INNER_SUFFIX = re.compile(r"r\d{2,3}|s\d{2}|\d{3}|z\d{2}|p\d{2}|vol\d+[+-]\d+|part\d*", re.IGNORECASE)
 
-# [i/N] - "name" yEnc, with maybe text in front: most subjects of binary groups.
-_USUAL_SHAPE = re.compile(r'(?:([^"\[\]]*?) )?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc')
+# [i/N] - "name" yEnc, with maybe text in front: most subjects of binary groups. The text in
+# front can only end at the space before the first quote or bracket, so its greedy repeat finds
+# the one match there is with less backtracking than a lazy one.
+_USUAL_SHAPE = re.compile(r'(?:([^"\[\]]*) )?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc')
 _DOUBLED_QUOTES = re.compile(r'""([^"]+)""')
 _QUOTED = re.compile(r'"([^"]*)"')
 _BRACKETED = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])+)\]")  # one level of brackets inside
@@ -112,8 +117,8 @@ def parse_pieces(before: str, after: str, part: int | None, parts: int | None) -
         if (file_index or not around) and (
             not around or "yEnc" not in around and around.strip(_EDGE_PUNCTUATION) in ("", stem)
         ):
-            return ParsedSubject(filename, part, parts, file_index and int(file_index),
-                                 file_count and int(file_count), stem)
+            return _parsed((filename, part, parts, file_index and int(file_index), file_count and int(file_count),
+                            stem))
     return _parse_by_steps(text, part, parts)
 
 
@@ -124,7 +129,7 @@ def _parse_by_steps(text: str, part: int | None, parts: int | None) -> ParsedSub
     if match:
         file_index, file_count = int(match[1]), int(match[2])
         text = text[:match.start()] + " " + text[match.end():]
-    return ParsedSubject(filename, part, parts, file_index, file_count, _release_name(filename, text))
+    return _parsed((filename, part, parts, file_index, file_count, _release_name(filename, text)))
 
 
 def file_subject(before: str, after: str) -> str:
@@ -140,12 +145,26 @@ def base_name(filename: str) -> str:
         head, _, suffix = filename.rpartition(".")
         if not head:
             break
-        if suffix.lower() not in _PLAIN_EXTENSIONS and (
-            suffix[:1] not in _NUMBERED_FIRST or not _NUMBERED_INNER_SUFFIX.fullmatch(suffix)
-        ):
+        cut = _CUT_SUFFIXES.get(suffix)
+        if cut is None:
+            cut = _cuts(suffix)
+        if not cut:
             break
         filename = head
     return filename
+
+
+# A name's last dot-suffix -> whether base_name cuts it: suffixes repeat (rar, part01, exe...).
+_CUT_SUFFIXES: dict[str, bool] = {}
+
+
+def _cuts(suffix: str) -> bool:
+    if len(_CUT_SUFFIXES) > 100_000:
+        _CUT_SUFFIXES.clear()
+    cut = _CUT_SUFFIXES[suffix] = suffix.lower() in _PLAIN_EXTENSIONS or (
+        suffix[:1] in _NUMBERED_FIRST and _NUMBERED_INNER_SUFFIX.fullmatch(suffix) is not None
+    )
+    return cut
 
 
 def extension(filename: str) -> str:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from edge import overview
 from edge.overview import (
     DEFAULT_LAYOUT, MAX_INT64, OverviewLayout, decode_text, new_reject_counts, parse_block, parse_date,
 )
@@ -139,3 +140,53 @@ def test_dates_read_by_hand_equal_the_standard_parser(seconds, offset_minutes, w
 ])
 def test_dates(raw, seconds):
     assert parse_date(raw) == seconds
+
+
+# Blocks the fast path must read exactly like the line-by-line path: lone CR and LF inside
+# fields, lines of other widths, numbers out of order, with leading zeros or of other lengths.
+_ODD_PIECES = [b"\r", b"\n", b"\t", b"\r\r", b"x", b"", b"0", b"\xe9"]
+
+
+@st.composite
+def odd_blocks(draw):
+    count = draw(st.integers(min_value=1, max_value=12))
+    start = draw(st.integers(min_value=1, max_value=2**40))
+    order = draw(st.sampled_from(["consecutive", "gaps", "shuffled", "repeated"]))
+    numbers = [start + n for n in range(count)]
+    if order == "gaps":
+        numbers = sorted(draw(st.sets(st.integers(min_value=1, max_value=60), min_size=count, max_size=count)))
+    elif order == "shuffled":
+        numbers = draw(st.permutations(numbers))
+    elif order == "repeated":
+        numbers = [numbers[0]] * count
+    lines = []
+    for number in numbers:
+        digits = str(number).encode()
+        if draw(st.integers(min_value=0, max_value=9)) == 0:
+            digits = b"0" + digits  # a leading zero: another length, the same number
+        fields = [digits, b"subject (1/2)", b"poster", b"Sat, 01 Nov 2025 07:27:27 +0000", b"<%d@x>" % number, b"",
+                  b"%d" % draw(st.integers(min_value=0, max_value=2**63)), b"4", b"Xref: h g:1"]
+        if draw(st.integers(min_value=0, max_value=5)) == 0:
+            at = draw(st.integers(min_value=1, max_value=len(fields) - 1))
+            fields[at] += draw(st.sampled_from(_ODD_PIECES))
+        lines.append(b"\t".join(fields))
+    return b"".join(line + b"\r\n" for line in lines)
+
+
+@settings(max_examples=500, deadline=None)
+@given(odd_blocks(), st.integers(min_value=1, max_value=2**40 + 20))
+def test_the_fast_path_reads_blocks_like_the_line_by_line_path(data, highest):
+    rejects, expected_rejects = new_reject_counts(), new_reject_counts()
+    columns = parse_block(data, INN, rejects, 1, highest)
+    lines = data.split(b"\r\n")
+    assert lines.pop() == b""
+    expected = overview._parse_lines(lines, INN, expected_rejects, 1, highest)
+    assert columns == expected and rejects == expected_rejects
+
+
+def test_consecutive_numbers_are_proven_not_assumed():
+    lines = [overview_line(n) for n in (19, 2, 200, 22)]  # increasing as text, as many as 19..22
+    columns = parse_block(block(lines), INN, new_reject_counts())
+    assert columns.numbers == [19, 2, 200, 22]
+    lines = [overview_line(10), overview_line(11).replace(b"11\t", b"011\t", 1), overview_line(12)]
+    assert parse_block(block(lines), INN, new_reject_counts()).numbers == [10, 11, 12]

@@ -102,3 +102,22 @@ def test_the_shortcut_on_every_known_subject():
     subjects_seen += [decode_text(article.truth.subject) for article in generate(3000, Config(seed=4))]
     for subject in subjects_seen:
         assert parse_subject(subject) == by_steps(subject), subject
+
+
+_LAZY_USUAL_SHAPE = re.compile(r'(?:([^"\[\]]*?) )?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc')
+_SHAPE_PIECES = ['"', "[", "]", " ", "-", "/", "1", "42", "٣", "a", "B.c", "\n", " - ", " yEnc", "[1/2] - ",
+                 "[012/300] - ", "[1234567/2] - ", "[1/2]", " [3/4] - ", "yEnc"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(st.just(""), st.text('ab .-:1٣\n[]"', max_size=8), st.text("ab .-1", max_size=8).map(lambda t: t + " ")),
+       st.one_of(st.sampled_from(["", "[1/2] - ", "[012/300] - ", "[1234567/2] - ", "[٣/1] - ", "[1/2]- ", "[1/2/3] - "]),
+                 st.lists(st.sampled_from(_SHAPE_PIECES), max_size=3).map("".join)),
+       st.one_of(st.text("ab.[]/ -1", max_size=8), st.lists(st.sampled_from(_SHAPE_PIECES), max_size=4).map("".join)),
+       st.booleans())
+def test_the_usual_shape_matches_as_its_lazy_form_did(front, counter, name, quoted):
+    """The text in front of the usual shape is matched greedily (faster); the match is unique,
+    so the groups are those the lazy pattern found."""
+    text = front + counter + ('"' + name + '" yEnc' if quoted else name)
+    lazy, greedy = _LAZY_USUAL_SHAPE.fullmatch(text), subjects._USUAL_SHAPE.fullmatch(text)
+    assert (greedy and greedy.groups()) == (lazy and lazy.groups())

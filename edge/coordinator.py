@@ -1,0 +1,281 @@
+"""The node API client (docs/api.md): standard library only, HTTPS verified.
+
+The coordinator's certificate and host name are checked against the system's CAs or a CA file;
+plain HTTP only when the URL says http://. Network errors, timeouts, 5xx and 429 are retried
+with exponential backoff and jitter; a call ends with an answer, a typed error, or
+:class:`Unreachable` once nothing has been heard from the coordinator for `give_up` seconds (a
+batch is never dropped while the coordinator may still take it). Waits end early when the node
+stops (:class:`edge.retry.Stopped`), except for the calls made while stopping (release).
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import BinaryIO
+from urllib.parse import urlsplit
+
+from edge.retry import Backoff, pause
+
+API_PREFIX = "/api/v1/seed"
+USER_AGENT = "seed-edge/1"
+# Every answer but the spool stream is a small JSON object; more means something is wrong.
+MAX_ANSWER_BYTES = 1024 * 1024
+RETRIED_STATUSES = {408, 429, 500, 502, 503, 504}
+MAX_RETRY_AFTER = 60.0
+
+
+class CoordinatorError(Exception):
+    """The coordinator could not be used for this call."""
+
+
+class Unauthorized(CoordinatorError):
+    """401/403: the token is unknown, disabled or malformed. The node stops."""
+
+
+class CertificateRejected(CoordinatorError):
+    """The coordinator's TLS certificate is not trusted (wrong CA file, wrong host). The node stops."""
+
+
+class Unreachable(CoordinatorError):
+    """Nothing usable was heard from the coordinator for `give_up` seconds. The node stops."""
+
+
+class Unavailable(CoordinatorError):
+    """A call with its own deadline ran out of attempts (the coordinator may come back)."""
+
+
+class Conflict(CoordinatorError):
+    """409: not this node's lease any more, out of order, batches missing, or the lease cap."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+class Refused(CoordinatorError):
+    """Another 4xx (400 malformed, 404 unknown, 413 too large, 422 outside the range): a bug."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+
+
+class BadAnswer(CoordinatorError):
+    """A success answer whose body cannot be read."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    range_id: int
+    group: str
+    first_id: int
+    last_id: int
+    next_id: int
+    spooled: bool
+    chunk_size: int
+    batch_chunks: int
+    lease_timeout: int
+    rules: list
+
+
+def parse_lease(data) -> Lease:
+    """The lease answer (docs/api.md), checked; BadAnswer says what is wrong."""
+    try:
+        seed_range = data["range"]
+        lease = Lease(
+            range_id=seed_range["id"], group=seed_range["group"], first_id=seed_range["first_id"],
+            last_id=seed_range["last_id"], next_id=seed_range["next_id"], spooled=seed_range.get("spooled", False),
+            chunk_size=data["chunk_size"], batch_chunks=data["batch_chunks"],
+            lease_timeout=data.get("lease_timeout", 900), rules=data.get("rules") or [],
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise BadAnswer(f"lease answer lacks {exc}: {str(data)[:200]}") from None
+    numbers = (lease.range_id, lease.first_id, lease.last_id, lease.next_id, lease.chunk_size,
+               lease.batch_chunks, lease.lease_timeout)
+    if not all(type(n) is int for n in numbers):
+        raise BadAnswer(f"lease answer has a non-integer field: {str(data)[:200]}")
+    if not isinstance(lease.group, str) or not lease.group or not isinstance(lease.rules, list):
+        raise BadAnswer(f"lease answer has a bad group or rules: {str(data)[:200]}")
+    if not (lease.first_id <= lease.next_id <= lease.last_id + 1) or min(lease.chunk_size, lease.batch_chunks,
+                                                                        lease.lease_timeout) < 1:
+        raise BadAnswer(f"lease answer is inconsistent: {str(data)[:200]}")
+    return lease
+
+
+class _Transient(Exception):
+    """An attempt failed in a way worth retrying."""
+
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+RetryHook = Callable[[str, str, float], None]  # (call, reason, delay before the next attempt)
+
+
+class Coordinator:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        cafile: str | None = None,
+        timeout: float = 60.0,
+        give_up: float = 3600.0,
+        stop: threading.Event | None = None,
+        backoff_cap: float = 30.0,
+    ):
+        parts = urlsplit(url)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._base = parts.path.rstrip("/") + API_PREFIX
+        self._token = token
+        self._timeout = timeout
+        self._context = ssl.create_default_context(cafile=cafile) if self._https else None
+        self.give_up = give_up
+        self.stop = stop or threading.Event()
+        self.backoff_cap = backoff_cap
+        self.last_contact = time.monotonic()
+
+    # -- the node API ----------------------------------------------------------------------
+
+    def lease(self, on_retry: RetryHook | None = None) -> Lease | None:
+        """A range for this node, or None when there is nothing to do (204)."""
+        status, data = self._call("POST", "/lease", "lease", on_retry=on_retry)
+        return None if status == 204 else parse_lease(data)
+
+    def post_batch(self, range_id: int, body: bytes, content_type: str, content_encoding: str | None,
+                   on_retry: RetryHook | None = None) -> dict:
+        """Post one encoded batch until it is taken (202, or 200 already accepted)."""
+        headers = {"Content-Type": content_type}
+        if content_encoding:
+            headers["Content-Encoding"] = content_encoding
+        return self._call("POST", f"/ranges/{range_id}/batches", "batch", body=body, headers=headers,
+                          on_retry=on_retry)[1]
+
+    def heartbeat(self, range_id: int, deadline: float) -> dict:
+        return self._call("POST", f"/ranges/{range_id}/heartbeat", "heartbeat", deadline=deadline)[1]
+
+    def done(self, range_id: int, on_retry: RetryHook | None = None) -> dict:
+        return self._call("POST", f"/ranges/{range_id}/done", "done", on_retry=on_retry)[1]
+
+    def release(self, range_id: int, deadline: float) -> dict:
+        """Give the range back; made while stopping, so it is not cut short by the stop."""
+        return self._call("POST", f"/ranges/{range_id}/release", "release", deadline=deadline, stopping=True)[1]
+
+    @contextmanager
+    def spool_stream(self, range_id: int) -> Iterator[BinaryIO]:
+        """The range's spooled chunks (GET /ranges/<id>/chunks), read as it arrives."""
+        connection, response = self._call("GET", f"/ranges/{range_id}/chunks", "chunks", stream=True)
+        try:
+            yield response
+        finally:
+            connection.close()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, call: str, *, body: bytes | None = None,
+              headers: dict | None = None, deadline: float | None = None, stopping: bool = False,
+              on_retry: RetryHook | None = None, stream: bool = False):
+        """(status, JSON answer), or (connection, response) of a 200 stream; retried as above."""
+        backoff = Backoff(cap=self.backoff_cap)
+        started = time.monotonic()
+        timeout = min(self._timeout, deadline) if deadline is not None else self._timeout
+        while True:
+            try:
+                return self._attempt(method, path, body, headers or {}, stream, timeout)
+            except _Transient as failure:
+                now = time.monotonic()
+                if now - self.last_contact > self.give_up:
+                    raise Unreachable(f"no answer from the coordinator for {now - self.last_contact:.0f} s "
+                                      f"(last: {failure})") from None
+                delay = max(backoff.next_delay(), min(failure.retry_after or 0, MAX_RETRY_AFTER))
+                if deadline is not None and now + delay - started > deadline:
+                    raise Unavailable(f"{call}: {failure}") from None
+                if on_retry is not None:
+                    on_retry(call, str(failure), delay)
+                if stopping:
+                    time.sleep(delay)
+                else:
+                    pause(self.stop, delay)
+
+    def _attempt(self, method, path, body, headers, stream, timeout):
+        if self._https:
+            connection = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._context)
+        else:
+            connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        keep_open = False
+        try:
+            connection.request(method, self._base + path, body=body, headers={
+                "Authorization": f"Bearer {self._token}", "User-Agent": USER_AGENT,
+                "Accept": "application/json", **headers,
+            })
+            response = connection.getresponse()
+            if stream and response.status == 200:
+                self.last_contact = time.monotonic()
+                keep_open = True
+                return connection, response
+            data = response.read(MAX_ANSWER_BYTES + 1)
+        except ssl.SSLCertVerificationError as exc:
+            raise CertificateRejected(
+                f"the coordinator's TLS certificate is not trusted ({exc.verify_message}); "
+                "check COORDINATOR_URL and COORDINATOR_CAFILE"
+            ) from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise _Transient(_describe(exc)) from None
+        finally:
+            if not keep_open:
+                connection.close()
+        return self._answer(response, data)
+
+    def _answer(self, response: http.client.HTTPResponse, data: bytes) -> tuple[int, dict]:
+        status = response.status
+        if status in RETRIED_STATUSES:
+            raise _Transient(f"{status} {_error_of(data)[0]}", _retry_after(response.getheader("Retry-After")))
+        self.last_contact = time.monotonic()
+        if status == 204:
+            return status, {}
+        if 200 <= status < 300:
+            try:
+                answer = json.loads(data) if len(data) <= MAX_ANSWER_BYTES else None
+            except ValueError:
+                answer = None
+            if not isinstance(answer, dict):
+                raise BadAnswer(f"{status} answer is not a JSON object: {data[:200]!r}")
+            return status, answer
+        code, message = _error_of(data)
+        if status in (401, 403):
+            raise Unauthorized(f"the coordinator refuses this node's token ({status} {code}: {message}); "
+                               "check NODE_TOKEN")
+        if status == 409:
+            raise Conflict(code, message)
+        raise Refused(status, code, message)  # other 4xx, and 5xx not worth retrying (501, 505)
+
+
+def _error_of(data: bytes) -> tuple[str, str]:
+    """(code, message) of an error answer; whatever it is, something readable."""
+    try:
+        answer = json.loads(data)
+        return str(answer["error"]), str(answer.get("message", ""))
+    except (ValueError, KeyError, TypeError):
+        return "http_error", data[:200].decode("utf-8", "replace")
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None  # an HTTP date: the backoff decides
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, OSError) else f"{type(exc).__name__}: {text}"

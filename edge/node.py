@@ -1,0 +1,429 @@
+"""The edge node (`edge run`): lease ranges, fetch them with N connections, digest, post batches.
+
+Threads: a control thread leases up to MAX_LEASES ranges and sends heartbeats; one thread per
+held range runs the range loop (edge.runner.run_range) fed by the shared prefetcher (or by the
+coordinator's spool stream for spooled ranges) into a sink that posts each batch; the main
+thread waits for a stop (signal, fatal error, or nothing left to do with --once /
+--exit-when-idle), then gives every held range back at its resume point and exits.
+
+What happens on failure: network errors, timeouts and 5xx are retried with backoff (a batch is
+never dropped while the coordinator may take it); 409 drops the range (it is not ours any
+more); 401/403 stops the node; a batch the coordinator refuses (400/413/422), a group the
+Usenet server lacks, or bad rules fail that range only: it is given back, and the node goes on.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+
+from edge.batch import encode_batch
+from edge.config import PLACEHOLDER_NNTP_HOST, ConfigError, EdgeConfig, add_arguments, load_config
+from edge.coordinator import (BadAnswer, CertificateRejected, Conflict, Coordinator, CoordinatorError, Lease,
+                              Refused, Unauthorized, Unreachable)
+from edge.localspool import LocalSpool
+from edge.nntp import connect
+from edge.overview import DEFAULT_LAYOUT
+from edge.prefetch import WAKE_INTERVAL, ChunkUnavailable, FatalNNTPError, Prefetcher
+from edge.report import JsonLog, LiveDisplay
+from edge.retry import Stopped
+from edge.rules import RuleError, RuleSet
+from edge.runner import ChunkSource, run_range
+from edge.spoolstream import SpoolStreamSource
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_CONFIG = 2
+EXIT_UNAUTHORIZED = 3
+EXIT_UNREACHABLE = 4
+EXIT_CERTIFICATE = 5
+EXIT_NNTP = 6
+EXIT_CODES = {
+    EXIT_OK: "finished: --once or --exit-when-idle and nothing left to do",
+    EXIT_INTERNAL: "internal error (a bug; the log has the details)",
+    EXIT_CONFIG: "bad configuration (environment or flags)",
+    EXIT_UNAUTHORIZED: "the coordinator refuses the node token (401/403)",
+    EXIT_UNREACHABLE: "no answer from the coordinator for COORDINATOR_GIVE_UP seconds",
+    EXIT_CERTIFICATE: "the coordinator's TLS certificate is not trusted",
+    EXIT_NNTP: "the Usenet server refuses the settings (login, TLS certificate, overview format)",
+    128 + signal.SIGINT: "stopped by SIGINT, held ranges given back",
+    128 + signal.SIGTERM: "stopped by SIGTERM, held ranges given back",
+}
+FATAL_EXIT_CODES = {Unauthorized: EXIT_UNAUTHORIZED, Unreachable: EXIT_UNREACHABLE,
+                    CertificateRejected: EXIT_CERTIFICATE, FatalNNTPError: EXIT_NNTP}
+FATAL_ERRORS = tuple(FATAL_EXIT_CODES)
+# Why a range alone fails: it is given back and the node goes on with others.
+RANGE_FAILURES = (Refused, BadAnswer, RuleError, ChunkUnavailable)
+# On stop: how long range loops get to finish what they are doing, and each release call.
+STOP_GRACE = 1.5
+RELEASE_DEADLINE = 2.0
+
+
+@dataclass(eq=False)
+class HeldRange:
+    """A leased range and what the operator sees of it."""
+
+    lease: Lease
+    next_id: int
+    state: str = "running"  # running, done, lost (409), failed (given back)
+    lines: int = 0  # overview lines received
+    batches: int = 0
+    retries: int = 0
+    started: float = field(default_factory=time.monotonic)
+    last_contact: float = field(default_factory=time.monotonic)  # batch accepted or heartbeat
+    last_activity: float = field(default_factory=time.monotonic)  # chunk received
+    thread: threading.Thread | None = None
+
+    @property
+    def lines_per_second(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.lines / elapsed if elapsed > 0 else 0.0
+
+    def row(self) -> str:
+        span = self.lease.last_id - self.lease.next_id + 1
+        share = 100.0 * (self.next_id - self.lease.next_id) / span if span > 0 else 100.0
+        return (f"{self.lease.range_id:>7} {self.lease.group[:36]:<36} {share:5.1f}% {self.lines:>12,} "
+                f"{self.lines_per_second:>10,.0f} {self.batches:>7} {self.retries:>7}")
+
+
+TABLE_HEADER = f"{'range':>7} {'group':<36} {'done':>6} {'articles':>12} {'lines/s':>10} {'batches':>7} {'retries':>7}"
+
+
+class CoordinatorSink:
+    """The range loop's sink: each batch encoded, gzip'd and posted until the coordinator takes it."""
+
+    def __init__(self, node: Node, held: HeldRange):
+        self.node = node
+        self.held = held
+
+    def submit(self, batch: dict) -> None:
+        held, node = self.held, self.node
+        body, content_type, encoding = encode_batch(batch, fmt=node.config.batch_format)
+        answer = node.coordinator.post_batch(held.lease.range_id, body, content_type, encoding,
+                                             on_retry=node.retry_hook(held.lease.range_id))
+        held.last_contact = time.monotonic()
+        held.batches += 1
+        held.next_id = batch["last"] + 1
+        if node.spool is not None:
+            node.spool.discard(batch["group"], batch["first"], batch["last"])
+        node.event("batch", range=held.lease.range_id, first=batch["first"], last=batch["last"],
+                   lines=batch["stats"]["lines"], missing=sum(b - a + 1 for a, b in batch["missing"]),
+                   bytes=len(body), status=answer.get("status"), lines_per_second=round(held.lines_per_second))
+
+
+class _TrackedSource:
+    """Counts what a range receives, for the display and the heartbeat's "still working"."""
+
+    def __init__(self, source: ChunkSource, held: HeldRange):
+        self.source = source
+        self.held = held
+
+    def chunks(self, spans):
+        with closing(self.source.chunks(spans)) as chunks:
+            for first, last, blocks in chunks:
+                self.held.lines += sum(block.count(b"\n") for block in blocks)
+                self.held.last_activity = time.monotonic()
+                yield first, last, blocks
+
+
+class Node:
+    def __init__(self, config: EdgeConfig, *, once: bool = False, exit_when_idle: bool = False,
+                 live: bool = False, stream=None):
+        self.config = config
+        self.once = once
+        self.exit_when_idle = exit_when_idle
+        self.stop = threading.Event()
+        self.coordinator = Coordinator(config.coordinator_url, config.node_token, cafile=config.coordinator_cafile,
+                                       timeout=config.coordinator_timeout, give_up=config.coordinator_give_up,
+                                       stop=self.stop)
+        self.spool = (LocalSpool(config.spool_dir, config.spool_max_mb * 1024 * 1024)
+                      if config.spool_dir else None)
+        self.prefetcher = Prefetcher(
+            functools.partial(connect, config.nntp_host, config.nntp_port_or_default, tls=config.nntp_ssl,
+                              starttls=config.nntp_starttls, cafile=config.nntp_cafile, user=config.nntp_user,
+                              password=config.nntp_password, compress=config.nntp_compress,
+                              timeout=config.nntp_timeout),
+            config.nntp_connections, config.chunks_in_flight, stop=self.stop, spool=self.spool, on_event=self.event,
+        )
+        self.held: dict[int, HeldRange] = {}
+        self.failed: set[int] = set()  # ranges given back after failing here: not worked on again
+        self.leased = 0
+        self.exit_code: int | None = None
+        self._lock = threading.Lock()
+        self._changed = threading.Event()  # a range ended: the control loop may lease again
+        self._digest_lock = threading.Lock()
+        stream = stream or sys.stderr
+        self.reporter = LiveDisplay(stream, self._rows) if live else JsonLog(stream)
+
+    # -- running and stopping --------------------------------------------------------------
+
+    def run(self) -> int:
+        """Runs until stopped; returns the exit code."""
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+        config = self.config
+        self.event("start", coordinator=config.coordinator_url,
+                   nntp=f"{config.nntp_host}:{config.nntp_port_or_default}", connections=config.nntp_connections,
+                   max_leases=config.max_leases, spool_dir=config.spool_dir,
+                   warning="NNTP_HOST is not set: only spooled ranges can be fetched"
+                   if config.nntp_host == PLACEHOLDER_NNTP_HOST else None)
+        threading.Thread(target=self._control_loop, name="control", daemon=True).start()
+        while not self.stop.wait(WAKE_INTERVAL):
+            pass
+        self._shut_down()
+        return self.exit_code
+
+    def finish(self, code: int, **why) -> None:
+        """Stops the node with this exit code (the first reason to stop wins)."""
+        with self._lock:
+            if self.exit_code is None:
+                self.exit_code = code
+                if why:
+                    self.event("error" if code not in (EXIT_OK, 128 + signal.SIGINT, 128 + signal.SIGTERM)
+                               else "stopping", exit_code=code, **why)
+        self.stop.set()
+        self.prefetcher.wake()
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        if self.stop.is_set():  # asked twice: no more waiting
+            sys.exit(128 + signum)
+        self.finish(128 + signum, reason=signal.Signals(signum).name)
+
+    def _shut_down(self) -> None:
+        deadline = time.monotonic() + STOP_GRACE
+        for held in list(self.held.values()):
+            if held.thread is not None:
+                held.thread.join(max(0.0, deadline - time.monotonic()))
+        if self.exit_code not in (EXIT_UNAUTHORIZED, EXIT_CERTIFICATE):  # the coordinator would refuse us
+            for held in self._running():
+                self._give_back(held)
+        self.event("stop", exit_code=self.exit_code, meaning=EXIT_CODES.get(self.exit_code, ""))
+        self.reporter.close()
+
+    def _give_back(self, held: HeldRange) -> None:
+        range_id = held.lease.range_id
+        try:
+            answer = self.coordinator.release(range_id, deadline=RELEASE_DEADLINE)
+        except Conflict as exc:
+            self.event("release", range=range_id, note=f"not ours any more ({exc})")
+        except CoordinatorError as exc:
+            self.event("error", range=range_id, message=f"could not give the range back ({exc}); "
+                                                         "its lease will expire")
+        else:
+            self.event("release", range=range_id, next_id=answer.get("next_id"))
+
+    # -- the control loop: leases and heartbeats -------------------------------------------
+
+    def _control_loop(self) -> None:
+        try:
+            next_lease = 0.0
+            while not self.stop.is_set():
+                self._heartbeats()
+                if time.monotonic() >= next_lease and self._may_lease():
+                    if self._lease_one():
+                        continue  # maybe another one at once
+                    next_lease = time.monotonic() + self.config.poll_interval
+                if self.once and self.leased and not self._running():
+                    self.finish(EXIT_OK)
+                    return
+                self._changed.wait(WAKE_INTERVAL * 2)
+                if self._changed.is_set():
+                    self._changed.clear()
+                    next_lease = 0.0
+        except Stopped:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - every way out of a thread must stop the node
+            self._fail_node(exc)
+
+    def _may_lease(self) -> bool:
+        if self.once and self.leased:
+            return False
+        return len(self._running()) < self.config.max_leases
+
+    def _running(self) -> list[HeldRange]:
+        # list(): a snapshot, as other threads add and remove ranges meanwhile
+        return [h for h in list(self.held.values()) if h.state == "running"]
+
+    def _lease_one(self) -> bool:
+        """Leases a range and starts it; False when there is nothing to start now."""
+        try:
+            lease = self.coordinator.lease(on_retry=self.retry_hook(None))
+        except Conflict as exc:  # lease_cap: ranges of an earlier run still count until they expire
+            self.event("idle", reason=str(exc))
+            return False
+        except BadAnswer as exc:
+            self.event("error", message=f"unusable lease answer: {exc}")
+            return False
+        if lease is None:
+            if (self.exit_when_idle or self.once) and not self._running():
+                self.finish(EXIT_OK, reason="nothing to do")
+            else:
+                self.event("idle", reason="the coordinator has nothing to do")
+            return False
+        if lease.range_id in self.held:  # our lapsed lease granted to us again: its loop goes on
+            return True
+        if lease.range_id in self.failed:
+            self.event("failed", range=lease.range_id, reason="failed here before: given back")
+            self._give_back(HeldRange(lease, lease.next_id))
+            return False
+        self._start(lease)
+        return True
+
+    def _start(self, lease: Lease) -> None:
+        held = HeldRange(lease, lease.next_id)
+        held.thread = threading.Thread(target=self._work, args=(held,), name=f"range-{lease.range_id}", daemon=True)
+        with self._lock:
+            self.held[lease.range_id] = held
+            self.leased += 1
+        if self.spool is not None and lease.next_id > lease.first_id:
+            self.spool.discard(lease.group, lease.first_id, lease.next_id - 1)
+        self.event("lease", range=lease.range_id, group=lease.group, first_id=lease.first_id,
+                   last_id=lease.last_id, next_id=lease.next_id, spooled=lease.spooled)
+        held.thread.start()
+
+    def _heartbeats(self) -> None:
+        now = time.monotonic()
+        for held in self._running():
+            interval = held.lease.lease_timeout / 3
+            # Only for a range that received something since: a stuck one lets its lease lapse.
+            if now - held.last_contact < interval or held.last_activity <= held.last_contact:
+                continue
+            range_id = held.lease.range_id
+            try:
+                self.coordinator.heartbeat(range_id, deadline=interval)
+            except Conflict as exc:
+                self._drop(held, exc)
+            except FATAL_ERRORS:
+                raise
+            except CoordinatorError as exc:  # the lease may lapse; the next batch will tell
+                self.event("retry", range=range_id, call="heartbeat", reason=str(exc))
+            else:
+                held.last_contact = time.monotonic()
+
+    def _drop(self, held: HeldRange, why: Exception) -> None:
+        held.state = "lost"
+        self.prefetcher.close_range(held.lease.range_id)
+        self.event("dropped", range=held.lease.range_id, reason=str(why))
+
+    # -- one range -------------------------------------------------------------------------
+
+    def _work(self, held: HeldRange) -> None:
+        lease = held.lease
+        range_id = lease.range_id
+        try:
+            rules = RuleSet.from_data(lease.rules)
+            if lease.spooled:
+                source = SpoolStreamSource(self.coordinator, range_id,
+                                           lambda: self.prefetcher.source(range_id, lease.group), self.event)
+                layout = DEFAULT_LAYOUT  # the spool holds the lines as the data center's server sent them
+            else:
+                source = self.prefetcher.source(range_id, lease.group)
+                layout = self.prefetcher.layout()
+            state = run_range(
+                group=lease.group, next_id=lease.next_id, last_id=lease.last_id, chunk_size=lease.chunk_size,
+                batch_chunks=lease.batch_chunks, source=_TrackedSource(source, held),
+                sink=CoordinatorSink(self, held), rules=rules, layout=layout,
+                should_stop=lambda: self.stop.is_set() or held.state != "running", digest_slot=self._digest_slot,
+            )
+            if state.done:
+                self.coordinator.done(range_id, on_retry=self.retry_hook(range_id))
+                held.state = "done"
+                if self.spool is not None:
+                    self.spool.discard(lease.group, lease.first_id, lease.last_id)
+                self.event("done", range=range_id, lines=held.lines, batches=held.batches,
+                           seconds=round(time.monotonic() - held.started, 1),
+                           lines_per_second=round(held.lines_per_second))
+        except Stopped:
+            pass
+        except Conflict as exc:
+            if not self.stop.is_set():
+                self._drop(held, exc)
+        except RANGE_FAILURES as exc:
+            held.state = "failed"
+            self.failed.add(range_id)
+            self.event("failed", range=range_id, reason=f"{type(exc).__name__}: {exc}")
+            self._give_back(held)
+        except BaseException as exc:  # noqa: BLE001 - every way out of a thread must stop the node
+            self._fail_node(exc, range_id)
+        finally:
+            self.prefetcher.close_range(range_id)
+            with self._lock:
+                if held.state != "running":
+                    self.held.pop(range_id, None)
+            self._changed.set()
+
+    @contextmanager
+    def _digest_slot(self) -> Iterator[None]:
+        """One batch digested at a time: the GIL allows no more, and memory stays bounded."""
+        while not self._digest_lock.acquire(timeout=WAKE_INTERVAL):
+            if self.stop.is_set():
+                raise Stopped()
+        try:
+            yield
+        finally:
+            self._digest_lock.release()
+
+    def _fail_node(self, exc: BaseException, range_id: int | None = None) -> None:
+        for kind, code in FATAL_EXIT_CODES.items():
+            if isinstance(exc, kind):
+                self.finish(code, range=range_id, message=str(exc))
+                return
+        self.finish(EXIT_INTERNAL, range=range_id, message=f"internal error: {type(exc).__name__}: {exc}",
+                    traceback=traceback.format_exc())
+
+    # -- what the operator sees ------------------------------------------------------------
+
+    def event(self, name: str, **fields) -> None:
+        held = self.held.get(fields.get("range"))
+        if name in ("retry", "nntp_retry") and held is not None:
+            held.retries += 1
+        self.reporter.event(name, **{key: value for key, value in fields.items() if value is not None})
+
+    def retry_hook(self, range_id: int | None):
+        def on_retry(call: str, reason: str, delay: float) -> None:
+            self.event("retry", range=range_id, call=call, reason=reason, delay=round(delay, 2))
+        return on_retry
+
+    def _rows(self) -> list[str]:
+        held = sorted(self._running(), key=lambda h: h.lease.range_id)
+        return [TABLE_HEADER] + [h.row() for h in held] if held else ["(no range held)"]
+
+
+# -- `edge run` ------------------------------------------------------------------------------
+
+def add_run_command(commands) -> None:
+    parser = commands.add_parser(
+        "run", help="run the edge node: lease ranges, fetch and digest them, post batches",
+        description="Runs the edge node. Needs COORDINATOR_URL and NODE_TOKEN in the environment; every other "
+                    "setting has a default and can be given as an environment variable or a flag.",
+        epilog="exit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.add_argument("--once", action="store_true", help="work on one range, then exit")
+    parser.add_argument("--exit-when-idle", action="store_true",
+                        help="exit when the coordinator has nothing left to do")
+    parser.add_argument("--progress", choices=("auto", "live", "json"), default="auto",
+                        help="live table (default on a terminal) or one JSON line per event")
+    parser.set_defaults(handler=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(vars(args))
+    except ConfigError as exc:
+        print(f"edge run: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    live = args.progress == "live" or (args.progress == "auto" and sys.stderr.isatty())
+    try:
+        return Node(config, once=args.once, exit_when_idle=args.exit_when_idle, live=live).run()
+    except Exception as exc:  # noqa: BLE001 - a clear line, not a traceback, for the operator
+        print(f"edge run: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL

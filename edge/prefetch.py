@@ -1,0 +1,335 @@
+"""The prefetcher: N NNTP connections kept busy on the chunks of every held range.
+
+Each connection takes the next missing chunk: ranges in the order they were opened (leased),
+chunks in article order; the range loops take their chunks in order. One connection per range
+(~26k lines/s at a provider) would keep the digest waiting; N connections on the same range do
+not. Memory stays bounded: at most `max_in_flight` chunks are fetched or being fetched and not
+yet taken, plus, beyond that cap, the one chunk a range loop is waiting for (so a range that
+opened late is never starved by the look-ahead of another).
+
+A lost connection is reopened with backoff and its chunk fetched again; a connection switches
+group (GROUP) when its next chunk is in another group. With a local spool, chunks found there
+are not fetched, and fetched chunks are written there.
+"""
+from __future__ import annotations
+
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from edge.localspool import LocalSpool
+from edge.nntp import NNTPClient, NNTPConnectionError, NNTPError, NNTPReplyError
+from edge.overview import OverviewLayout
+from edge.retry import Backoff, Stopped, pause
+
+# Unexpected replies to GROUP/OVER (not a lost connection) tolerated per chunk, each on a fresh
+# connection, before the chunk is given up as unavailable from this server.
+MAX_REFUSALS = 3
+# How often waiting threads look at the stop flag when nobody wakes them.
+WAKE_INTERVAL = 0.5
+
+EventHook = Callable[..., None]  # (event name, **fields)
+
+
+class FatalNNTPError(Exception):
+    """The Usenet server refuses this node's settings (login, TLS certificate, overview format)."""
+
+
+class ChunkUnavailable(Exception):
+    """A chunk cannot be had from this server (no such group, repeated refusals): its range fails."""
+
+
+@dataclass(eq=False)
+class _Range:
+    key: object
+    group: str
+    spans: list[tuple[int, int]]
+    assigned: int = 0  # chunks handed to connections so far (they go in order)
+    taken: int = 0  # chunks the range loop has taken so far
+    waiting: bool = False  # the range loop waits for chunk `taken`
+    results: dict[int, list[bytes]] = field(default_factory=dict)
+    error: Exception | None = None
+    closed: bool = False
+
+
+class Prefetcher:
+    def __init__(
+        self,
+        connect: Callable[[], NNTPClient],
+        connections: int,
+        max_in_flight: int,
+        *,
+        stop: threading.Event,
+        spool: LocalSpool | None = None,
+        on_event: EventHook | None = None,
+        backoff_cap: float = 30.0,
+    ):
+        if connections < 1 or max_in_flight < 1:
+            raise ValueError("the prefetcher needs at least one connection and one chunk in flight")
+        self._connect = connect
+        self.connections = connections
+        self.max_in_flight = max_in_flight
+        self.stop = stop
+        self.spool = spool
+        self._on_event = on_event or (lambda name, **fields: None)
+        self._backoff_cap = backoff_cap
+        self._cond = threading.Condition()
+        self._ranges: dict[object, _Range] = {}  # in the order opened: the fetch priority
+        self._in_flight = 0
+        self._layout: OverviewLayout | None = None
+        self._threads: list[threading.Thread] = []
+        # What stops every range: FatalNNTPError, or a bug in a connection thread (never a silent hang).
+        self.fatal: Exception | None = None
+
+    # -- for the node ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Opens the connections (once; later calls do nothing)."""
+        with self._cond:
+            if self._threads:
+                return
+            self._threads = [threading.Thread(target=self._connection_loop, args=(number,), daemon=True,
+                                              name=f"nntp-{number}") for number in range(self.connections)]
+        for thread in self._threads:
+            thread.start()
+
+    def source(self, key: object, group: str) -> PrefetchSource:
+        """A chunk source (edge.runner.ChunkSource) for one range, fed by every connection."""
+        return PrefetchSource(self, key, group)
+
+    def layout(self) -> OverviewLayout:
+        """The server's overview layout, once a connection has read it."""
+        self.start()
+        with self._cond:
+            while self._layout is None:
+                self._check_running()
+                self._cond.wait(WAKE_INTERVAL)
+            return self._layout
+
+    def close_range(self, key: object) -> None:
+        """Forget a range's chunks (done, dropped or stopped); its loop, if waiting, stops."""
+        with self._cond:
+            state = self._ranges.pop(key, None)
+            if state is not None and not state.closed:
+                state.closed = True
+                self._in_flight -= state.assigned - state.taken
+                state.results.clear()
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        """Makes waiting threads look at the stop flag now."""
+        with self._cond:
+            self._cond.notify_all()
+
+    # -- for the range loops ---------------------------------------------------------------
+
+    def _open(self, key: object, group: str, spans: list[tuple[int, int]]) -> _Range:
+        self.start()
+        with self._cond:
+            if key in self._ranges:
+                raise ValueError(f"range {key} is already open")
+            state = self._ranges[key] = _Range(key, group, list(spans))
+            self._cond.notify_all()
+            return state
+
+    def _take(self, state: _Range, index: int) -> list[bytes]:
+        with self._cond:
+            state.waiting = True
+            self._cond.notify_all()  # a connection may take it beyond the cap
+            try:
+                while index not in state.results:
+                    if state.error is not None:
+                        raise state.error
+                    if state.closed:
+                        raise Stopped()
+                    self._check_running()
+                    self._cond.wait(WAKE_INTERVAL)
+            finally:
+                state.waiting = False
+            state.taken += 1
+            self._in_flight -= 1
+            self._cond.notify_all()  # a slot is free
+            return state.results.pop(index)
+
+    def _check_running(self) -> None:
+        if self.fatal is not None:
+            raise self.fatal
+        if self.stop.is_set():
+            raise Stopped()
+
+    # -- the connections -------------------------------------------------------------------
+
+    def _next_task(self) -> tuple[_Range, int] | None:
+        """The next chunk to fetch, or None when stopping."""
+        with self._cond:
+            while not self.stop.is_set() and self.fatal is None:
+                task = self._pick()
+                if task is not None:
+                    return task
+                self._cond.wait(WAKE_INTERVAL)
+            return None
+
+    def _pick(self) -> tuple[_Range, int] | None:
+        if self._in_flight < self.max_in_flight:
+            candidates = [s for s in self._ranges.values() if s.assigned < len(s.spans)]
+        else:  # beyond the cap, only the chunk a range loop waits for: no range starves
+            candidates = [s for s in self._ranges.values() if s.waiting and s.assigned == s.taken < len(s.spans)]
+        if not candidates:
+            return None
+        state = candidates[0]
+        state.assigned += 1
+        self._in_flight += 1
+        return state, state.assigned - 1
+
+    def _deliver(self, state: _Range, index: int, blocks: list[bytes]) -> None:
+        with self._cond:
+            if not state.closed:
+                state.results[index] = blocks
+            self._cond.notify_all()
+
+    def _fail(self, state: _Range, error: Exception) -> None:
+        with self._cond:
+            state.error = error
+            self._cond.notify_all()
+
+    def _connection_loop(self, number: int) -> None:
+        connection = _Connection(self, number)
+        try:
+            connection.open()
+            while (task := self._next_task()) is not None:
+                state, index = task
+                first, last = state.spans[index]
+                try:
+                    blocks = self._from_spool(state.group, first, last)
+                    if blocks is None:
+                        blocks = connection.fetch(state, first, last)
+                        if blocks is None:
+                            continue  # the range was closed meanwhile
+                        if self.spool is not None:
+                            self.spool.store(state.group, first, last, blocks)
+                except ChunkUnavailable as exc:
+                    self._fail(state, exc)
+                    continue
+                self._deliver(state, index, blocks)
+        except Stopped:
+            pass
+        except Exception as exc:  # noqa: BLE001 - FatalNNTPError, or a bug: the range loops must hear of it
+            with self._cond:
+                self.fatal = self.fatal or exc
+                self._cond.notify_all()
+        finally:
+            connection.close()
+
+    def _from_spool(self, group: str, first: int, last: int) -> list[bytes] | None:
+        if self.spool is None:
+            return None
+        data = self.spool.load(group, first, last)
+        return None if data is None else [data]
+
+    def _learn_layout(self, client: NNTPClient) -> None:
+        if self._layout is not None:
+            return
+        try:
+            layout = client.overview_layout()
+        except ValueError as exc:
+            raise FatalNNTPError(f"the Usenet server's overview format cannot be read: {exc}") from None
+        with self._cond:
+            self._layout = self._layout or layout
+            self._cond.notify_all()
+
+
+class _Connection:
+    """One NNTP connection of the prefetcher: (re)opened with backoff, in the right group."""
+
+    def __init__(self, prefetcher: Prefetcher, number: int):
+        self.prefetcher = prefetcher
+        self.number = number
+        self.client: NNTPClient | None = None
+        self.group: str | None = None
+        self.backoff = Backoff(cap=prefetcher._backoff_cap)
+
+    def open(self) -> None:
+        """Connects, retrying until it works or the node stops."""
+        while self.client is None:
+            try:
+                self._connect()
+            except NNTPError as exc:
+                self._retry_later(None, exc)
+
+    def fetch(self, state: _Range, first: int, last: int) -> list[bytes] | None:
+        """The chunk's lines as blocks; None if the range was closed meanwhile."""
+        refusals = 0
+        while not state.closed:
+            try:
+                if self.client is None:
+                    self._connect()
+                if self.group != state.group:
+                    self.group = None
+                    self.client.group(state.group)
+                    self.group = state.group
+                blocks = list(self.client.over(first, last))
+                self.backoff.reset()
+                return blocks
+            except NNTPReplyError as exc:
+                if exc.command.startswith("GROUP") and exc.code == 411:
+                    raise ChunkUnavailable(f"the Usenet server has no group {state.group}") from None
+                refusals += 1
+                if refusals >= MAX_REFUSALS:
+                    raise ChunkUnavailable(f"chunk {first}-{last} of {state.group} refused: {exc}") from None
+                self._retry_later(state, exc)
+            except NNTPError as exc:  # a lost connection, a broken reply
+                self._retry_later(state, exc)
+        return None
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def _connect(self) -> None:
+        self.close()
+        self.group = None
+        try:
+            client = self.prefetcher._connect()
+        except NNTPReplyError as exc:
+            if exc.command.startswith("AUTHINFO") or exc.code in (480, 481, 482):
+                raise FatalNNTPError(f"the Usenet server refuses the login: {exc} "
+                                     "(check NNTP_USER, NNTP_PASSWORD)") from None
+            raise
+        except NNTPConnectionError as exc:
+            if isinstance(exc.__cause__, ssl.SSLCertVerificationError):
+                raise FatalNNTPError(f"{exc} (check NNTP_HOST and NNTP_CAFILE)") from None
+            raise
+        self.client = client
+        try:
+            self.prefetcher._learn_layout(client)
+        except BaseException:
+            self.close()
+            raise
+
+    def _retry_later(self, state: _Range | None, error: Exception) -> None:
+        if isinstance(error, NNTPReplyError) and error.code == 480:
+            raise FatalNNTPError(f"the Usenet server wants a login: {error} (set NNTP_USER, NNTP_PASSWORD)")
+        self.close()
+        delay = self.backoff.next_delay()
+        self.prefetcher._on_event("nntp_retry", connection=self.number, range=state.key if state else None,
+                                  reason=str(error), delay=round(delay, 2))
+        pause(self.prefetcher.stop, delay)
+
+
+class PrefetchSource:
+    """One range's view of the prefetcher (edge.runner.ChunkSource)."""
+
+    def __init__(self, prefetcher: Prefetcher, key: object, group: str):
+        self.prefetcher = prefetcher
+        self.key = key
+        self.group = group
+
+    def chunks(self, spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, list[bytes]]]:
+        state = self.prefetcher._open(self.key, self.group, spans)
+        try:
+            for index, (first, last) in enumerate(state.spans):
+                yield first, last, self.prefetcher._take(state, index)
+        finally:
+            self.prefetcher.close_range(self.key)

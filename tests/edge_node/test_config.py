@@ -1,0 +1,76 @@
+"""The node's settings: environment, flags over it, and clear errors."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from edge.config import ConfigError, EdgeConfig, add_arguments, load_config
+
+REQUIRED = {"COORDINATOR_URL": "https://seed.example.net:8443", "NODE_TOKEN": "seed_abc"}
+
+
+def test_two_settings_are_enough():
+    config = load_config(env=REQUIRED)
+    assert config == EdgeConfig(coordinator_url="https://seed.example.net:8443", node_token="seed_abc")
+    assert (config.nntp_ssl, config.nntp_port_or_default, config.nntp_connections) == (True, 563, 8)
+    assert (config.max_leases, config.chunks_in_flight, config.batch_format) == (2, 12, "msgpack")
+    assert config.spool_dir is None
+    assert "seed_abc" not in repr(config)
+
+
+@pytest.mark.parametrize("missing", ["COORDINATOR_URL", "NODE_TOKEN"])
+def test_the_required_ones_are_named_when_missing(missing):
+    env = {k: v for k, v in REQUIRED.items() if k != missing}
+    with pytest.raises(ConfigError, match=f"{missing} must be set"):
+        load_config(env=env)
+
+
+def test_flags_override_the_environment():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    flags = vars(parser.parse_args(["--nntp-connections", "3", "--batch-format", "JSON", "--nntp-ssl", "0"]))
+    config = load_config(flags, env={**REQUIRED, "NNTP_CONNECTIONS": "5", "NNTP_HOST": "news.provider.net"})
+    assert (config.nntp_connections, config.batch_format, config.nntp_host) == (3, "json", "news.provider.net")
+    assert config.nntp_port_or_default == 119
+
+
+def test_secrets_have_no_flag():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = {option for action in parser._actions for option in action.option_strings}
+    assert "--node-token" not in options and "--nntp-password" not in options
+    assert "--coordinator-url" in options
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"COORDINATOR_URL": "seed.example.net"}, "COORDINATOR_URL must be an https:// (or http://) URL"),
+    ({"COORDINATOR_URL": "https://x:99999"}, "COORDINATOR_URL has a bad port"),
+    ({"NODE_TOKEN": "two words"}, "NODE_TOKEN must be the node token"),
+    ({"NNTP_CONNECTIONS": "0"}, "NNTP_CONNECTIONS must be between 1 and 256, got 0"),
+    ({"NNTP_PORT": "nntp"}, "NNTP_PORT must be an integer, got 'nntp'"),
+    ({"NNTP_SSL": "maybe"}, "NNTP_SSL must be a boolean"),
+    ({"NNTP_TIMEOUT": "-1"}, "NNTP_TIMEOUT must be a positive number of seconds"),
+    ({"COORDINATOR_GIVE_UP": "nan"}, "COORDINATOR_GIVE_UP must be a positive number of seconds"),
+    ({"BATCH_FORMAT": "xml"}, "BATCH_FORMAT must be one of msgpack, json"),
+    ({"COORDINATOR_CAFILE": "/nonexistent/ca.pem"}, "COORDINATOR_CAFILE '/nonexistent/ca.pem' is not a readable file"),
+    ({"NNTP_SSL": "1", "NNTP_STARTTLS": "1"}, "NNTP_SSL and NNTP_STARTTLS exclude each other"),
+    ({"NNTP_PASSWORD": "secret"}, "NNTP_PASSWORD is set but NNTP_USER is not"),
+])
+def test_bad_values_are_named(env, message):
+    with pytest.raises(ConfigError) as error:
+        load_config(env={**REQUIRED, **env})
+    assert str(error.value).startswith(message)
+
+
+def test_starttls_means_the_plain_port_upgraded():
+    config = load_config(env={**REQUIRED, "NNTP_STARTTLS": "yes"})
+    assert (config.nntp_ssl, config.nntp_starttls, config.nntp_port_or_default) == (False, True, 119)
+
+
+def test_the_spool_directory_is_made(tmp_path):
+    config = load_config(env={**REQUIRED, "SPOOL_DIR": str(tmp_path / "a" / "spool")})
+    assert (tmp_path / "a" / "spool").is_dir() and config.spool_dir == str(tmp_path / "a" / "spool")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="SPOOL_DIR cannot be made"):
+        load_config(env={**REQUIRED, "SPOOL_DIR": str(tmp_path / "file" / "spool")})

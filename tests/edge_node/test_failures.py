@@ -1,0 +1,159 @@
+"""What the node does when things go wrong, against the real services: SIGTERM mid-range, a
+coordinator that fails for a while, a lease taken away (409), NNTP connections cut mid-reply,
+and a restart that finds its chunks in the spool directory."""
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from app.db import session_scope
+from app.services.dcrun import spool_range
+from simnews.proxy import ProviderProxy
+from tests.app.factories import make_node
+from tests.edge_node.conftest import (CHUNK_SIZE, all_batches_stored, plan, post_articles, query,
+                                      stored_message_ids, wait_until)
+from tests.edge_node.stub import FlakyCoordinator
+from tests.fixtures.ports import free_port
+
+pytestmark = pytest.mark.services
+ARTICLES = 6000
+
+
+def through_proxy(api_url: str, cafile: str, token: str, proxy_port: int, **extra) -> dict[str, str]:
+    """A node reading INN through the provider-like proxy (plain NNTP: the proxy rewrites lines)."""
+    return {"COORDINATOR_URL": api_url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": cafile,
+            "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(proxy_port), "NNTP_SSL": "0", **extra}
+
+
+def assert_stored_once(engine, posted) -> None:
+    assert wait_until(lambda: all_batches_stored(engine), timeout=120), "batches not stored"
+    stored = stored_message_ids(engine, posted.group)
+    assert len(stored) == len(set(stored)), "an article was stored twice"
+    assert set(stored) == posted.kept
+
+
+def test_sigterm_mid_range_gives_the_range_back_at_its_next_id(edge_api, inn, fresh_group, clean_db, run_edge):
+    posted = post_articles(inn, fresh_group, ARTICLES)
+    token, (range_id,) = plan(fresh_group, [(posted.low, posted.high)])
+    with ProviderProxy(inn.host, inn.reader_port, lines_per_sec=1000) as proxy:
+        edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="2"))
+        edge.wait_for(lambda e: e["event"] == "batch")
+        signalled = time.monotonic()
+        edge.signal(signal.SIGTERM)
+        assert edge.wait(10) == 128 + signal.SIGTERM, edge.log()
+        stopped = time.monotonic() - signalled
+    assert stopped < 5, f"took {stopped:.1f} s to stop"
+    accepted_to = max(b["last"] for b in edge.named("batch"))
+    assert accepted_to < posted.high, "the range was finished before the signal"
+    (status, next_id, node_id), = query(clean_db, "SELECT status, next_id, node_id FROM seed_ranges WHERE id = :id",
+                                        id=range_id)
+    assert (status, next_id, node_id) == ("planned", accepted_to + 1, None)
+    assert [(e["range"], e["next_id"]) for e in edge.named("release")] == [(range_id, accepted_to + 1)]
+    assert edge.named("stop")[-1]["exit_code"] == 143
+
+
+def test_a_coordinator_failing_for_a_while_loses_no_batch(edge_api, celery_worker, inn, fresh_group, clean_db,
+                                                          run_edge):
+    posted = post_articles(inn, fresh_group, ARTICLES)
+    token, (range_id,) = plan(fresh_group, [(posted.low, posted.high)])
+    failures = ["drop", "503", "503", "503"]
+    with FlakyCoordinator(edge_api.url, edge_api.cafile, batch_failures=list(failures)) as flaky:
+        env = {"COORDINATOR_URL": flaky.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": flaky.cafile,
+               "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0"}
+        edge = run_edge(env, "--exit-when-idle")
+        assert edge.wait(120) == 0, edge.log()
+    retries = [e for e in edge.named("retry") if e.get("call") == "batch"]
+    assert len(retries) == len(failures)
+    assert sum("503" in e["reason"] for e in retries) == 3
+    assert all(e["range"] == range_id for e in retries)
+    assert query(clean_db, "SELECT status FROM seed_ranges") == [("done",)]
+    assert_stored_once(clean_db, posted)
+
+
+def test_a_lease_taken_away_drops_the_range_and_the_node_goes_on(edge_api, celery_worker, inn, fresh_group,
+                                                                 clean_db, run_edge):
+    posted = post_articles(inn, fresh_group, ARTICLES)
+    middle = posted.low + 5 * CHUNK_SIZE
+    token, (taken, kept) = plan(fresh_group, [(posted.low, middle - 1), (middle, posted.high)])
+    with session_scope() as s:
+        other, _ = make_node(s, "edge-other")
+        other_id = other.id
+    # One slow connection: the first range's second batch comes seconds after its first.
+    with ProviderProxy(inn.host, inn.reader_port, lines_per_sec=1000) as proxy:
+        edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="1",
+                                      MAX_LEASES="1"), "--exit-when-idle")
+        edge.wait_for(lambda e: e["event"] == "batch" and e["range"] == taken)
+        # Another node takes the range over (as after an expired lease).
+        with session_scope() as s:
+            taken_over = s.execute(text("UPDATE seed_ranges SET node_id = :node WHERE id = :id AND status = 'leased'"),
+                                   {"node": other_id, "id": taken})
+            assert taken_over.rowcount == 1
+        assert edge.wait(120) == 0, edge.log()
+    (dropped,) = edge.named("dropped")
+    assert dropped["range"] == taken and "not_your_lease" in dropped["reason"]
+    assert [e["range"] for e in edge.named("done")] == [kept]
+    rows = dict(query(clean_db, "SELECT id, status FROM seed_ranges"))
+    assert rows == {taken: "leased", kept: "done"}
+    (next_id,), = query(clean_db, "SELECT next_id FROM seed_ranges WHERE id = :id", id=taken)
+    assert next_id == max(b["last"] for b in edge.named("batch") if b["range"] == taken) + 1
+
+
+def test_connections_cut_mid_reply_are_reopened_and_nothing_is_lost(edge_api, celery_worker, inn, fresh_group,
+                                                                     clean_db, run_edge):
+    posted = post_articles(inn, fresh_group, ARTICLES)
+    token, _ = plan(fresh_group, [(posted.low, posted.high)])
+    with ProviderProxy(inn.host, inn.reader_port, drop_after_lines=400, drops=4) as proxy:
+        edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="3"),
+                        "--exit-when-idle")
+        assert edge.wait(120) == 0, edge.log()
+        assert proxy.dropped == 4
+    assert len(edge.named("nntp_retry")) >= 4
+    assert_stored_once(clean_db, posted)
+
+
+def test_a_spooled_range_is_read_from_the_coordinators_stream(edge_api, celery_worker, settings, inn, fresh_group,
+                                                              clean_db, run_edge):
+    posted = post_articles(inn, fresh_group, ARTICLES)
+    token, (range_id,) = plan(fresh_group, [(posted.low, posted.high + 700)])
+    spool_range(replace(settings, nntp_host=inn.host, nntp_port=inn.reader_port, chunk_size=CHUNK_SIZE), range_id)
+    # No Usenet server at all: every chunk must come from the stream.
+    env = {"COORDINATOR_URL": edge_api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": edge_api.cafile,
+           "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(free_port()), "NNTP_SSL": "0"}
+    edge = run_edge(env, "--exit-when-idle")
+    assert edge.wait(120) == 0, edge.log()
+    assert not edge.named("spool_fallback") and not edge.named("nntp_retry")
+    assert edge.named("lease")[0]["spooled"] is True
+    assert sum(b["missing"] for b in edge.named("batch")) == 700
+    assert_stored_once(clean_db, posted)
+
+
+def test_a_restarted_node_takes_its_fetched_chunks_from_the_spool_directory(edge_api, celery_worker, inn,
+                                                                            fresh_group, clean_db, run_edge, tmp_path):
+    posted = post_articles(inn, fresh_group, ARTICLES)
+    token, (range_id,) = plan(fresh_group, [(posted.low, posted.high)])
+    chunks = -(-(posted.high - posted.low + 1) // CHUNK_SIZE)
+    spool_dir = tmp_path / "spool"
+    # First run: the coordinator takes no batch, so every chunk fetched stays in the spool.
+    with FlakyCoordinator(edge_api.url, edge_api.cafile, batch_failures=["503-forever"]) as flaky:
+        env = {"COORDINATOR_URL": flaky.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": flaky.cafile,
+               "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0",
+               "SPOOL_DIR": str(spool_dir), "MAX_CHUNKS_IN_FLIGHT": str(chunks)}
+        first = run_edge(env)
+        assert wait_until(lambda: len(list(spool_dir.glob("*/*.over"))) == chunks, timeout=60), first.log()
+        first.signal(signal.SIGTERM)
+        assert first.wait(10) == 143, first.log()
+    assert query(clean_db, "SELECT status FROM seed_ranges") == [("planned",)]
+    # Second run: the Usenet server cuts every overview reply, so chunks can only come from disk.
+    with ProviderProxy(inn.host, inn.reader_port, drop_after_lines=1) as proxy:
+        env = through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, SPOOL_DIR=str(spool_dir))
+        second = run_edge(env, "--exit-when-idle")
+        assert second.wait(60) == 0, second.log()
+        assert proxy.dropped == 0
+    assert [e["range"] for e in second.named("done")] == [range_id]
+    assert list(Path(spool_dir).glob("*/*.over")) == []  # accepted: forgotten
+    assert_stored_once(clean_db, posted)

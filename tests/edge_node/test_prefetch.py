@@ -1,0 +1,185 @@
+"""The prefetcher with an in-memory NNTP server: order, the in-flight cap, no starving, lost
+connections, group switches, refusals, the local spool and stopping. (The real thing, INN
+through the provider-like proxy, is in test_failures.py and bench/edge.py.)"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from edge.localspool import LocalSpool
+from edge.nntp import NNTPConnectionError, NNTPReplyError
+from edge.overview import DEFAULT_LAYOUT
+from edge.prefetch import ChunkUnavailable, FatalNNTPError, Prefetcher
+from edge.retry import Stopped
+from edge.runner import chunk_spans
+from tests.edge.helpers import overview_line
+
+
+class FakeServer:
+    """Groups of articles 1..high; records every OVER; can cut replies or refuse logins."""
+
+    def __init__(self, groups: dict[str, int], *, cuts: int = 0, login_refused: bool = False):
+        self.groups = groups
+        self.cuts = cuts
+        self.login_refused = login_refused
+        self.overs: list[tuple[str, int, int]] = []
+        self.asked = threading.Semaphore(0)  # released by every OVER, before it waits at the gate
+        self.group_switches = 0
+        self.connects = 0
+        self.lock = threading.Lock()
+        self.gate = threading.Event()  # cleared: every OVER waits
+        self.gate.set()
+
+    def connect(self):
+        with self.lock:
+            self.connects += 1
+        if self.login_refused:
+            raise NNTPReplyError(481, "Authentication failed", "AUTHINFO PASS ****")
+        return FakeClient(self)
+
+
+class FakeClient:
+    def __init__(self, server: FakeServer):
+        self.server = server
+        self.current: str | None = None
+
+    def overview_layout(self):
+        return DEFAULT_LAYOUT
+
+    def group(self, name: str):
+        if name not in self.server.groups:
+            raise NNTPReplyError(411, "No such group", f"GROUP {name}")
+        with self.server.lock:
+            self.server.group_switches += 1
+        self.current = name
+
+    def over(self, first: int, last: int):
+        self.server.asked.release()
+        self.server.gate.wait()
+        with self.server.lock:
+            self.server.overs.append((self.current, first, last))
+            cut = self.server.cuts > 0
+            self.server.cuts -= cut
+        high = self.server.groups[self.current]
+        lines = [overview_line(n) + b"\r\n" for n in range(first, min(last, high) + 1)]
+        yield b"".join(lines[: len(lines) // 2])
+        if cut:
+            raise NNTPConnectionError("connection closed by the server")
+        yield b"".join(lines[len(lines) // 2:])
+
+    def close(self):
+        pass
+
+
+def numbers(blocks) -> list[int]:
+    return [int(line.split(b"\t")[0]) for block in blocks for line in block.split(b"\r\n") if line]
+
+
+@pytest.fixture
+def make_prefetcher():
+    made = []
+
+    def make(server, connections=2, in_flight=4, **options) -> Prefetcher:
+        prefetcher = Prefetcher(server.connect, connections, in_flight, stop=threading.Event(), backoff_cap=0.01,
+                                **options)
+        made.append(prefetcher)
+        return prefetcher
+
+    yield make
+    for prefetcher in made:
+        prefetcher.stop.set()
+        prefetcher.wake()
+
+
+def test_every_chunk_comes_once_and_in_order(make_prefetcher):
+    server = FakeServer({"g": 950})
+    prefetcher = make_prefetcher(server, connections=4)
+    spans = chunk_spans(1, 1000, 50)
+    got = [(first, last, numbers(blocks)) for first, last, blocks in prefetcher.source("r", "g").chunks(spans)]
+    assert [(first, last) for first, last, _ in got] == spans
+    assert [n for _, _, found in got for n in found] == list(range(1, 951))  # past 950: empty chunks
+    assert sorted(first for _, first, _ in server.overs) == [first for first, _ in spans]
+    assert prefetcher.layout() == DEFAULT_LAYOUT
+
+
+def test_one_connection_takes_the_first_leased_range_first_and_switches_group(make_prefetcher):
+    server = FakeServer({"a": 100, "b": 100})
+    prefetcher = make_prefetcher(server, connections=1, in_flight=10)
+    server.gate.clear()
+    first = prefetcher.source(1, "a").chunks(chunk_spans(1, 60, 20))
+    second = prefetcher.source(2, "b").chunks(chunk_spans(1, 60, 20))
+    results = {}
+    threads = [threading.Thread(target=lambda name, it: results.__setitem__(name, list(it)), args=args)
+               for args in (("a", first), ("b", second))]
+    threads[0].start()
+    assert server.asked.acquire(timeout=5)  # range a is open: its first chunk is asked for
+    threads[1].start()
+    time.sleep(0.1)
+    server.gate.set()
+    for thread in threads:
+        thread.join(5)
+    assert [(g, f) for g, f, _ in server.overs] == [("a", 1), ("a", 21), ("a", 41), ("b", 1), ("b", 21), ("b", 41)]
+    assert server.group_switches == 2
+    assert [numbers(blocks) for _, _, blocks in results["b"]][0] == list(range(1, 21))
+
+
+def test_chunks_in_flight_are_capped_but_a_waiting_range_is_never_starved(make_prefetcher):
+    server = FakeServer({"a": 10_000, "b": 10_000})
+    prefetcher = make_prefetcher(server, connections=3, in_flight=4)
+    slow = prefetcher.source(1, "a").chunks(chunk_spans(1, 10_000, 100))
+    next(slow)  # takes one chunk, then takes nothing more for now
+    time.sleep(0.3)
+    assert len(server.overs) == 1 + 4  # the one taken, and the cap
+    late = list(prefetcher.source(2, "b").chunks(chunk_spans(1, 300, 100)))  # beyond the cap, one at a time
+    assert [first for first, _, _ in late] == [1, 101, 201]
+    assert len(server.overs) == 5 + 3
+    slow.close()
+
+
+def test_a_lost_connection_is_reopened_and_the_chunk_fetched_again(make_prefetcher):
+    server = FakeServer({"g": 500}, cuts=3)
+    events = []
+    prefetcher = make_prefetcher(server, connections=2, on_event=lambda name, **f: events.append((name, f)))
+    got = list(prefetcher.source(7, "g").chunks(chunk_spans(1, 500, 100)))
+    assert [n for _, _, blocks in got for n in numbers(blocks)] == list(range(1, 501))
+    assert [name for name, _ in events] == ["nntp_retry"] * 3
+    assert all(fields["range"] == 7 for _, fields in events)
+    assert server.connects == 2 + 3
+
+
+def test_a_group_the_server_lacks_fails_that_range_only(make_prefetcher):
+    prefetcher = make_prefetcher(FakeServer({"g": 100}))
+    with pytest.raises(ChunkUnavailable, match="no group missing"):
+        list(prefetcher.source(1, "missing").chunks(chunk_spans(1, 100, 50)))
+    assert len(list(prefetcher.source(2, "g").chunks(chunk_spans(1, 100, 50)))) == 2
+
+
+def test_a_refused_login_is_fatal(make_prefetcher):
+    prefetcher = make_prefetcher(FakeServer({"g": 100}, login_refused=True))
+    with pytest.raises(FatalNNTPError, match="refuses the login"):
+        list(prefetcher.source(1, "g").chunks(chunk_spans(1, 100, 50)))
+
+
+def test_chunks_in_the_spool_are_not_fetched_and_fetched_ones_are_kept(make_prefetcher, tmp_path):
+    spool = LocalSpool(str(tmp_path), 10**8)
+    spool.store("g", 1, 50, [overview_line(7) + b"\r\n"])
+    server = FakeServer({"g": 100})
+    got = list(make_prefetcher(server, spool=spool).source(1, "g").chunks(chunk_spans(1, 100, 50)))
+    assert numbers(got[0][2]) == [7]  # from the spool, not from the server
+    assert [first for _, first, _ in server.overs] == [51]
+    assert numbers([spool.load("g", 51, 100)]) == list(range(51, 101))
+
+
+def test_a_waiting_range_loop_stops_at_once_when_the_node_stops(make_prefetcher):
+    server = FakeServer({"g": 100})
+    server.gate.clear()
+    prefetcher = make_prefetcher(server)
+    chunks = prefetcher.source(1, "g").chunks(chunk_spans(1, 100, 50))
+    threading.Timer(0.2, lambda: (prefetcher.stop.set(), prefetcher.wake())).start()
+    started = time.monotonic()
+    with pytest.raises(Stopped):
+        next(chunks)
+    assert time.monotonic() - started < 1
+    server.gate.set()
