@@ -1,19 +1,20 @@
 """One batch's digest: overview lines into files, files into releases, rules, the batch dict.
 
 Speed comes from doing per-line work column by column in C (maps, zips, slices, dict look-ups
-through ``map``) and everything else once per distinct file, itself column by column where it
-can:
+through ``map``) or in one plain loop of list operations, and everything else once per file,
+itself column by column where it can:
 
 - the segment counter ``(p/P)`` is cut from each subject at its last ``(``; the tail from there
   is looked up in a cache of tails already read, so no regex runs per line;
 - the poster and the subject's text around the counter are the file's dict key; a
-  ``defaultdict`` numbering new keys gives every line its file number inside ``map``;
-- a file's subject (the text around its counter) is read once per process: decoded, parsed
-  (regexes), its release identity and its kind for the executable rule kept in a bounded cache,
-  since floods repost the same names; a ``defaultdict`` numbering (poster, release identity)
-  gives every file its release number inside ``map``;
-- without operator rules, the executable rule is set arithmetic on those columns; per-rule and
-  per-release counts are C-level counts, compresses and sums over the lines;
+  ``defaultdict`` numbering new keys gives every line its file number inside ``map``; one loop
+  adds each line to its file (articles, bytes, first and last Date);
+- a file is read when it first comes (its objects are still in the processor's cache then): its
+  subject is decoded and parsed (regexes) once per process, in a bounded cache, since floods
+  repost the same names; a ``defaultdict`` numbering (poster, release identity) gives it its
+  release number;
+- without operator rules, the executable rule is set arithmetic over the files' columns; the
+  rules' counts add up the files' articles and bytes;
 - keys, dates and table rows are made only for the files kept; message-ids stay bytes until
   encoding.
 
@@ -29,34 +30,33 @@ from __future__ import annotations
 
 import gc
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from hashlib import blake2b
 from itertools import compress, count, islice, repeat
-from operator import itemgetter, not_
+from operator import itemgetter, lt, not_
 from typing import NamedTuple
 
 from edge.overview import (
-    DEFAULT_LAYOUT, OverviewColumns, OverviewLayout, clear_date_caches, decode_text, new_reject_counts, parse_block,
-    parse_date,
+    DEFAULT_LAYOUT, OverviewColumns, OverviewLayout, clear_date_caches, decode_text, new_reject_counts,
+    parse_block_in_order, parse_date,
 )
-from edge.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, file_kind
-from edge.subjects import ParsedSubject, file_subject, find_segment_counter, parse_pieces
+from edge.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, clear_rule_caches, file_kind
+from edge.subjects import ParsedSubject, clear_subject_caches, file_subject, find_segment_counter, parse_pieces
 
 BATCH_FORMAT_VERSION = 1
 
 # The text after a subject's last "(" -> (part, parts, text after the counter), or False when it
-# does not start with a counter "p/P)" (those tails are also in _NOT_COUNTERS). Tails repeat
-# across batches: one cache per process, cleared when it grows past the bound.
+# does not start with a counter "p/P)". Tails repeat across batches: one cache per process,
+# cleared when it grows past the bound.
 _COUNTER_TAILS: dict[bytes, tuple[int, int, bytes] | bool] = {}
-_NOT_COUNTERS: set[bytes] = set()
 _COUNTER_TAILS_MAX = 500_000
 
 # A file's subject around its segment counter -> _Subject: the raw bytes before the counter when
 # nothing follows the counter (nearly always), else (before, after). Floods repost the same
 # names batch after batch: one cache per process, cleared past the bound.
 _SUBJECTS: dict[bytes | tuple[bytes, bytes], _Subject] = {}
-_SUBJECTS_MAX = 200_000
+_SUBJECTS_MAX = 40_000  # about 30 MB at most; a batch of 200,000 lines has some 15,000
 
 # What a file's subject says, read once (the same for every file with that subject), as a plain
 # tuple (cheaper to make than a named one):
@@ -69,10 +69,12 @@ _RELEASE_IDENTITY, _KIND = 3, 4
 
 
 def clear_caches() -> None:
-    """Forget the per-process caches (counter tails, subjects, dates): a cold start."""
+    """Forget the digest's per-process caches (counter tails, subjects, name suffixes, dates): a
+    cold start, as in a new process."""
     _COUNTER_TAILS.clear()
-    _NOT_COUNTERS.clear()
     _SUBJECTS.clear()
+    clear_subject_caches()
+    clear_rule_caches()
     clear_date_caches()
 
 
@@ -131,6 +133,25 @@ def _read_subject(before_raw: bytes, after_raw: bytes = b"") -> _Subject:
         before, after = _decode_pieces(before_raw, after_raw)
     parsed = parse_pieces(before, after, None, None)
     return parsed, before, after, (parsed.release.casefold(), parsed.file_count), file_kind(parsed.filename)
+
+
+def _read_piece(piece: bytes | tuple[bytes, bytes]) -> _Subject:
+    return _read_subject(*piece) if type(piece) is tuple else _read_subject(piece)
+
+
+_MISSING = object()
+
+
+def _look_up(cache: dict, keys: list, read: Callable) -> list:
+    """cache[key] for each key, the missing ones read (once each) and added to the cache. Through
+    a dict of its own: another thread emptying the cache meanwhile changes nothing."""
+    known = {}
+    get = cache.get
+    for key in set(keys):
+        value = get(key, _MISSING)
+        known[key] = read(key) if value is _MISSING else value
+    cache.update(known)
+    return list(map(known.__getitem__, keys))
 
 
 def _counter_anywhere(subject: bytes) -> tuple[bytes, tuple[int, int, bytes]]:
@@ -216,6 +237,7 @@ class Gatherer:
         self._articles: list[int] = []
         self._sizes: list[int] = []
         self._message_ids: list[bytes] = []
+        self._ascii_ids = True  # every message-id is ASCII (nearly always: no UTF-8 check at the end)
         # every file by file number, column by column, made as the lines come (their objects are
         # still in the processor's cache then)
         self._by_file = _Files([], [], [], 0, [], [], [], [], [])
@@ -229,19 +251,25 @@ class Gatherer:
             raise ValueError(f"chunk {first}-{last} does not follow {self.chunks[-1][0]}-{self.chunks[-1][1]}")
         if len(_COUNTER_TAILS) > _COUNTER_TAILS_MAX:
             _COUNTER_TAILS.clear()
-            _NOT_COUNTERS.clear()
         if len(_SUBJECTS) > _SUBJECTS_MAX:
             _SUBJECTS.clear()
         rejected_before = sum(self.rejected.values())
         accepted_before = len(self._articles)
+        following = first  # while the blocks' numbers run on from the chunk's first: the next one
         with _collector_paused():
             for block in blocks:
-                self._add(parse_block(block, self.layout, self.rejected, first, last))
+                columns, in_order = parse_block_in_order(block, self.layout, self.rejected, first, last)
+                if self._ascii_ids and not block.isascii():  # a fast scan of the whole block
+                    self._ascii_ids = all(map(bytes.isascii, columns.message_ids))
+                if following and columns.numbers:
+                    following = columns.numbers[-1] + 1 if in_order and columns.numbers[0] == following else 0
+                self._add(columns)
         rejected = sum(self.rejected.values()) - rejected_before
         lines = len(self._articles) - accepted_before + rejected
         self.lines += lines
         self.chunks.append([first, last, lines, rejected])
-        self.missing.extend(_missing_runs(first, last, self._articles[accepted_before:]))
+        if following != last + 1:  # else every number first..last came, in order: nothing missing
+            self.missing.extend(_missing_runs(first, last, self._articles[accepted_before:]))
 
     def _add(self, columns: OverviewColumns) -> None:
         subjects = columns.subjects
@@ -250,18 +278,17 @@ class Gatherer:
         pieces = list(map(bytes.rpartition, subjects, repeat(b"(")))
         befores = list(map(itemgetter(0), pieces))
         tails = list(map(itemgetter(2), pieces))
-        distinct = set(tails)
-        for tail in distinct.difference(_COUNTER_TAILS):
-            counter = _COUNTER_TAILS[tail] = _counter_after_paren(tail)
-            if counter is False:
-                _NOT_COUNTERS.add(tail)
-        counters = list(map(_COUNTER_TAILS.__getitem__, tails))
-        # no counter after the last "(", or no "(" at all (an empty before: maybe)
-        if not _NOT_COUNTERS.isdisjoint(distinct) or not all(befores):
+        try:
+            counters = list(map(_COUNTER_TAILS.__getitem__, tails))
+        except KeyError:  # tails not read yet: few once the cache is warm
+            counters = _look_up(_COUNTER_TAILS, tails, _counter_after_paren)
+        # no counter after the last "(" (False), or no "(" at all (an empty before: maybe)
+        if not all(counters) or not all(befores):
             for line, (before, paren, _) in enumerate(pieces):
                 if counters[line] is False or not paren:
                     befores[line], counters[line] = _counter_anywhere(subjects[line])
-        numbers = list(map(self._file_numbers.__getitem__, zip(columns.posters, befores, map(itemgetter(2), counters))))
+        numbers = list(map(self._file_numbers.__getitem__, zip(columns.posters, befores,
+                                                                 map(itemgetter(2), counters))))
         files = self._by_file
         new = len(self._file_numbers) - len(files.subjects)
         if new:
@@ -273,15 +300,16 @@ class Gatherer:
         self._sizes.extend(columns.sizes)
         self._message_ids.extend(columns.message_ids)
         fragments, sizes, first_lines, first_dates, last_dates = files[4:]
-        seen = len(first_lines)  # file numbers are given in order of first appearance
-        for line, file, size, date in zip(count(offset), numbers, columns.sizes, columns.dates):
+        for file, size, date in zip(numbers, columns.sizes, columns.dates):
             fragments[file] += 1
             sizes[file] += size
             last_dates[file] = date
-            if file == seen:
-                first_lines.append(line)
-                first_dates.append(date)
-                seen += 1
+        if new:  # file numbers are given in order of first appearance: each new one comes later
+            dates, line = columns.dates, -1
+            for file in range(len(first_lines), len(first_lines) + new):
+                line = numbers.index(file, line + 1)
+                first_lines.append(offset + line)
+                first_dates.append(dates[line])
 
     def _add_files(self, new: int) -> None:
         """The files first seen in the block just read: their subjects read (once per process)
@@ -293,13 +321,15 @@ class Gatherer:
             pieces = [before if not after else (before, after) for _, before, after in keys]
         else:
             pieces = list(map(itemgetter(1), keys))
-        for piece in set(pieces).difference(_SUBJECTS):
-            _SUBJECTS[piece] = _read_subject(*piece) if type(piece) is tuple else _read_subject(piece)
-        subjects = list(map(_SUBJECTS.__getitem__, pieces))
+        try:
+            subjects = list(map(_SUBJECTS.__getitem__, pieces))
+        except KeyError:  # subjects not read yet
+            subjects = _look_up(_SUBJECTS, pieces, _read_piece)
         files = self._by_file
         files.posters.extend(posters)
         files.subjects.extend(subjects)
-        files.release_of_file.extend(map(self._release_numbers.__getitem__, zip(posters, map(itemgetter(_RELEASE_IDENTITY), subjects))))
+        files.release_of_file.extend(map(self._release_numbers.__getitem__,
+                                         zip(posters, map(itemgetter(_RELEASE_IDENTITY), subjects))))
         files.fragments.extend(repeat(0, new))
         files.bytes.extend(repeat(0, new))
         files.last_dates.extend(repeat(b"", new))
@@ -433,7 +463,7 @@ class Gatherer:
                 "part": list(map(itemgetter(0), compress(self._counters, kept))),
                 "article": list(compress(self._articles, kept)),
                 "bytes": list(compress(self._sizes, kept)),
-                "message_id": _as_utf8(message_ids),
+                "message_id": message_ids if self._ascii_ids else _as_utf8(message_ids),
             },
             "releases": release_table,
             "release_chunks": chunk_table,
@@ -459,7 +489,8 @@ def _latest_of(dates: Iterable[int | None]) -> int | None:
 
 def _missing_runs(first: int, last: int, numbers: list[int]) -> list[list[int]]:
     """Runs [from, to] of the numbers in first..last that no accepted line had."""
-    if len(numbers) == last - first + 1 and numbers == list(range(first, last + 1)):
+    if (len(numbers) == last - first + 1 and numbers[0] == first and numbers[-1] == last
+            and all(map(lt, numbers, islice(numbers, 1, None)))):
         return []  # the usual complete chunk, in order
     runs = []
     expected = first
@@ -475,6 +506,6 @@ def _missing_runs(first: int, last: int, numbers: list[int]) -> list[list[int]]:
 def _as_utf8(values: list[bytes]) -> list[bytes]:
     """Message-ids stay bytes until encoding (edge.batch writes them as strings); the rare one
     that is not ASCII is made valid UTF-8 the way decode_text reads it."""
-    if b"".join(values).isascii():  # one pass over them all, nearly always true
+    if all(map(bytes.isascii, values)):
         return values
     return [value if value.isascii() else decode_text(value).encode() for value in values]

@@ -89,9 +89,16 @@ def parse_block(data: bytes, layout: OverviewLayout, rejected: dict[str, int],
     same width; a CR alone stays inside its field, as it does when lines are cut at CRLF. Any
     other block is read line by line to count its rejects exactly.
     """
+    return parse_block_in_order(data, layout, rejected, lowest, highest)[0]
+
+
+def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str, int],
+                         lowest: int = 1, highest: int = MAX_INT64) -> tuple[OverviewColumns, bool]:
+    """parse_block, and whether the block was clean with consecutive article numbers in order
+    (False tells nothing: the numbers were not looked at that way)."""
     lowest, highest = max(lowest, 1), min(highest, MAX_INT64)
     if not data:
-        return OverviewColumns([], [], [], [], [], [])
+        return OverviewColumns([], [], [], [], [], []), False
     width = data[:data.find(b"\r\n")].count(b"\t") + 1
     used = (layout.subject, layout.poster, layout.date, layout.message_id, layout.bytes)
     if width >= layout.min_fields and width - 1 not in used and b"\0" not in data:
@@ -112,11 +119,11 @@ def parse_block(data: bytes, layout: OverviewLayout, rejected: dict[str, int],
                 low, high = (numbers[0], numbers[-1]) if consecutive else (min(numbers), max(numbers))
                 if lowest <= low and high <= highest and max(sizes) <= MAX_INT64:
                     return OverviewColumns(numbers, fields[layout.subject:end:width], fields[layout.poster:end:width],
-                                           fields[layout.date:end:width], message_ids, sizes)
+                                           fields[layout.date:end:width], message_ids, sizes), consecutive
     lines = data.split(b"\r\n")
     if not lines[-1]:
         lines.pop()
-    return _parse_lines(lines, layout, rejected, lowest, highest)
+    return _parse_lines(lines, layout, rejected, lowest, highest), False
 
 
 def _article_numbers(digits: list[bytes]) -> tuple[list[int], bool]:

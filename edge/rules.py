@@ -101,12 +101,22 @@ def file_kind(filename: str | None) -> int:
     _, dot, ext = (filename or "").rpartition(".")
     if not dot:
         return OTHER
-    ext = ext.lower()
-    if ext in EXECUTABLE_EXTENSIONS:
-        return EXECUTABLE
-    if ext in METADATA_EXTENSIONS or _PAR_VOLUME.fullmatch(ext):
-        return METADATA
-    return OTHER
+    kind = _KINDS.get(ext)
+    if kind is None:
+        if len(_KINDS) > 10_000:
+            _KINDS.clear()
+        folded = ext.lower()
+        kind = _KINDS[ext] = (EXECUTABLE if folded in EXECUTABLE_EXTENSIONS else METADATA
+                              if folded in METADATA_EXTENSIONS or _PAR_VOLUME.fullmatch(folded) else OTHER)
+    return kind
+
+
+_KINDS: dict[str, int] = {}  # an extension as written -> its kind (extensions repeat)
+
+
+def clear_rule_caches() -> None:
+    """Forget the extensions seen (see edge.gather.clear_caches)."""
+    _KINDS.clear()
 
 
 def is_bare_executable_set(filenames: list[str | None]) -> bool:

@@ -158,6 +158,11 @@ def base_name(filename: str) -> str:
 _CUT_SUFFIXES: dict[str, bool] = {}
 
 
+def clear_subject_caches() -> None:
+    """Forget the suffixes seen (see edge.gather.clear_caches)."""
+    _CUT_SUFFIXES.clear()
+
+
 def _cuts(suffix: str) -> bool:
     if len(_CUT_SUFFIXES) > 100_000:
         _CUT_SUFFIXES.clear()

@@ -5,6 +5,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edge.gather import Gatherer, file_key, release_key
 from edge.rules import RuleSet
@@ -192,3 +194,50 @@ def test_message_ids_stay_bytes_until_encoded():
     batch = gatherer.build()
     assert batch["fragments"]["message_id"] == [b"<a@x>", "<é@x>".encode()]
     assert as_received(batch)["fragments"]["message_id"] == ["<a@x>", "<é@x>"]
+
+
+@pytest.mark.parametrize(("numbers_per_block", "missing"), [
+    ([range(0, 5), range(5, 10)], []),  # clean blocks, every number in order
+    ([range(0, 5), range(6, 10)], [[FIRST + 5, FIRST + 5]]),  # a gap between clean blocks
+    ([range(5, 10), range(0, 5)], []),  # blocks out of order: every number all the same
+    ([range(1, 5), range(5, 10)], [[FIRST, FIRST]]),  # the chunk's first number never came
+    ([range(0, 5), range(5, 9)], [[FIRST + 9, FIRST + 9]]),  # nor its last
+    ([range(0, 5), [], range(5, 10)], []),  # an empty block between
+    ([range(0, 5), [4, 5, 6, 7, 8, 9]], []),  # a number twice
+])
+def test_missing_numbers_across_clean_blocks(numbers_per_block, missing):
+    gatherer = Gatherer(GROUP)
+    gatherer.add_chunk(FIRST, FIRST + 9, [block(overview_line(FIRST + n) for n in numbers) for numbers in numbers_per_block])
+    assert gatherer.build()["missing"] == missing
+
+
+_SUBJECT_PIECES = [b"(", b")", b"1/2)", b" (3/4)", b'"', b"[", b"]", b" yEnc", b" ", b"a.rar", b"x.exe", b"y.par2",
+                   b"\xe9", b"\xc3\xa9", b"Re: ", b" - ", b"[1/2] - ", b"File 1 of 2: ", b"(1/1)", b"\\::", b"12,5 MB"]
+
+
+@st.composite
+def odd_lines(draw):
+    lines, number = [], FIRST
+    for _ in range(draw(st.integers(min_value=1, max_value=30))):
+        number += draw(st.sampled_from([1, 1, 1, 2, 0]))
+        subject = b"".join(draw(st.lists(st.sampled_from(_SUBJECT_PIECES), max_size=8)))
+        lines.append(overview_line(number, subject, poster=draw(st.sampled_from([b"A <a@x>", b"B <b@x>", b"\xe9 <c@x>"])),
+                                   date=draw(st.sampled_from([b"Sat, 01 Nov 2025 07:27:27 +0000", b"bad", b""])),
+                                   size=draw(st.integers(min_value=0, max_value=2**40))))
+    return lines
+
+
+@settings(max_examples=200, deadline=None)
+@given(odd_lines(), st.sampled_from(["executable", "none", "operator"]))
+def test_block_boundaries_change_nothing(lines, rules):
+    """The same lines in one block, or one block per line, make the same batch."""
+    rule_sets = {"executable": lambda: RuleSet(), "none": lambda: RuleSet(executable=False),
+                 "operator": lambda: RuleSet.from_data([{"name": "a", "field": "poster", "pattern": "^A"},
+                                                        {"name": "k", "field": "subject", "pattern": "rar", "action": "keep"}])}
+    batches = []
+    for blocks in ([block(lines)], [block([line]) for line in lines]):
+        gatherer = Gatherer(GROUP, rules=rule_sets[rules]())
+        gatherer.add_chunk(FIRST, FIRST + 40, blocks)
+        batches.append(gatherer.build())
+    assert batches[0] == batches[1]
+    assert as_received(batches[0])["rules"][""][2] == len(batches[0]["fragments"]["file"])
