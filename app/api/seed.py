@@ -70,7 +70,7 @@ def post_batch(range_id: int):
     with session_scope() as session:
         accepted = orchestrator.accept_batch(
             session, g.node, range_id, batch_from=header.batch_from, batch_to=header.batch_to,
-            body=body, content_type=content_type, content_encoding=content_encoding,
+            body=body, content_type=content_type, content_encoding=content_encoding, group=header.group,
         )
     if not accepted.created:
         return jsonify(status="already_accepted", batch_id=accepted.batch_id, next_id=accepted.next_id), 200

@@ -121,6 +121,7 @@ def accept_batch(
     body: bytes,
     content_type: str,
     content_encoding: str,
+    group: str | None = None,
 ) -> Acceptance:
     """Store a batch's raw body durably and move the range's resume point past it.
 
@@ -140,6 +141,8 @@ def accept_batch(
         return Acceptance(batch_id=previous.id, next_id=seed_range.next_id, created=False)
     if node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
         raise NotYourLease(f"range {range_id} is not leased to this node")
+    if group is not None and group != session.get(Group, seed_range.group_id).name:
+        raise OutsideRange(f"batch of group {group} for a range of another group")
     if not (seed_range.first_id <= batch_from <= batch_to <= seed_range.last_id):
         raise OutsideRange(
             f"batch {batch_from}-{batch_to} is outside range {seed_range.first_id}-{seed_range.last_id}"

@@ -81,6 +81,9 @@ def test_batches_accepted_once_and_the_guard_holds(client, seeded, clean_db):
     assert gap.status_code == 409 and gap.get_json()["error"] == "out_of_order"
     outside = post_batch(client, seeded["a"], range_id, make_batch(BIG + 1500, BIG + 2100))
     assert outside.status_code == 422
+    foreign_group = post_batch(client, seeded["a"], range_id, make_batch(BIG + 1500, BIG + 1999,
+                                                                         group="alt.binaries.other"))
+    assert foreign_group.status_code == 422 and "another group" in foreign_group.get_json()["message"]
     early = client.post(f"{API}/ranges/{range_id}/done", headers=seeded["a"])
     assert early.status_code == 409 and early.get_json()["error"] == "batches_missing"
     assert snapshot(clean_db) == before
