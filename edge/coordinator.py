@@ -83,6 +83,7 @@ class Lease:
     batch_chunks: int
     lease_timeout: int
     rules: list
+    max_body_bytes: int | None = None  # the coordinator's limit on a batch as sent
 
 
 def parse_lease(data) -> Lease:
@@ -94,6 +95,7 @@ def parse_lease(data) -> Lease:
             last_id=seed_range["last_id"], next_id=seed_range["next_id"], spooled=seed_range.get("spooled", False),
             chunk_size=data["chunk_size"], batch_chunks=data["batch_chunks"],
             lease_timeout=data.get("lease_timeout", 900), rules=data.get("rules") or [],
+            max_body_bytes=data.get("max_body_bytes"),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise BadAnswer(f"lease answer lacks {exc}: {str(data)[:200]}") from None
@@ -101,6 +103,8 @@ def parse_lease(data) -> Lease:
                lease.batch_chunks, lease.lease_timeout)
     if not all(type(n) is int for n in numbers):
         raise BadAnswer(f"lease answer has a non-integer field: {str(data)[:200]}")
+    if lease.max_body_bytes is not None and (type(lease.max_body_bytes) is not int or lease.max_body_bytes < 1):
+        raise BadAnswer(f"lease answer has a bad max_body_bytes: {str(data)[:200]}")
     if not isinstance(lease.group, str) or not lease.group or not isinstance(lease.rules, list):
         raise BadAnswer(f"lease answer has a bad group or rules: {str(data)[:200]}")
     if not (lease.first_id <= lease.next_id <= lease.last_id + 1) or min(lease.chunk_size, lease.batch_chunks,

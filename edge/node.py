@@ -106,6 +106,12 @@ class CoordinatorSink:
     def submit(self, batch: dict) -> None:
         held, node = self.held, self.node
         body, content_type, encoding = encode_batch(batch, fmt=node.config.batch_format)
+        limit = held.lease.max_body_bytes
+        if limit is not None and len(body) > limit:
+            # The coordinator would answer 413 and close before reading it: a send that fails
+            # the same way every time. The range fails here instead of being retried for ever.
+            raise Refused(413, "batch_too_large", f"batch of {len(body)} bytes is over the coordinator's"
+                                                  f" {limit} byte limit")
         answer = node.coordinator.post_batch(held.lease.range_id, body, content_type, encoding,
                                              on_retry=node.retry_hook(held.lease.range_id))
         held.last_contact = time.monotonic()

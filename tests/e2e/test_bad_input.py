@@ -202,9 +202,6 @@ def test_fuzzed_overview_lines_from_a_scripted_server(dc):
 # and the marks must go).
 SIZE_BUG = ("bug: edge/overview.py takes any 64-bit :bytes, app/services/batches.py refuses a batch whose "
             "fragments.bytes passes 32 bits (400): one such line fails its range on every node, for ever")
-BIG_BATCH_BUG = ("bug: a batch over MAX_BODY_BYTES is retried for ever: the API answers 413 and closes before "
-                 "reading the body, edge/coordinator.py takes the failed send for a network error, and the node "
-                 "ignores the lease's max_body_bytes")
 
 
 @pytest.mark.parametrize("spoil", [pytest.param("size", marks=pytest.mark.xfail(strict=True, reason=SIZE_BUG)),
@@ -240,7 +237,6 @@ def test_a_batch_of_another_group_is_refused(dc, news):
     assert 400 <= status < 500, f"a batch of {PS2} was taken for a range of {FRENCH}: {status} {answer}"
 
 
-@pytest.mark.xfail(strict=True, reason=BIG_BATCH_BUG)
 def test_a_batch_over_the_body_limit_fails_its_range_instead_of_being_retried_for_ever(dc):
     # 2,000 articles with long random subjects: one batch of several MiB, gzip or not.
     rng = random.Random(31)
