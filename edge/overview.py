@@ -16,6 +16,9 @@ from operator import lt
 from typing import ClassVar, NamedTuple
 
 MAX_INT64 = 2**63 - 1
+# No article is 2 GiB; the catalog keeps sizes as 32-bit integers, so a larger :bytes is a bad
+# number here, counted and skipped, rather than a batch the coordinator must refuse.
+MAX_ARTICLE_BYTES = 2**31 - 1
 
 # Reasons a line is rejected, in the order they are checked.
 REJECT_REASONS = ("nul_byte", "too_few_fields", "bad_number", "empty_message_id", "out_of_range")
@@ -117,7 +120,7 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
                 numbers, consecutive = _article_numbers(numbers)
                 sizes = list(map(int, sizes))
                 low, high = (numbers[0], numbers[-1]) if consecutive else (min(numbers), max(numbers))
-                if lowest <= low and high <= highest and max(sizes) <= MAX_INT64:
+                if lowest <= low and high <= highest and max(sizes) <= MAX_ARTICLE_BYTES:
                     return OverviewColumns(numbers, fields[layout.subject:end:width], fields[layout.poster:end:width],
                                            fields[layout.date:end:width], message_ids, sizes), consecutive
     lines = data.split(b"\r\n")
@@ -148,7 +151,7 @@ def _parse_lines(lines: list[bytes], layout: OverviewLayout, rejected: dict[str,
             number, size, message_id = fields[0], fields[layout.bytes], fields[layout.message_id]
             if number.isdigit() and size.isdigit() and message_id and b"\0" not in line:
                 number, size = int(number), int(size)
-                if 0 < number <= MAX_INT64 and size <= MAX_INT64:
+                if 0 < number <= MAX_INT64 and size <= MAX_ARTICLE_BYTES:
                     if not lowest <= number <= highest:
                         rejected["out_of_range"] += 1
                         continue

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from edge import overview
 from edge.overview import (
-    DEFAULT_LAYOUT, MAX_INT64, OverviewLayout, decode_text, new_reject_counts, parse_block, parse_date,
+    DEFAULT_LAYOUT, MAX_ARTICLE_BYTES, MAX_INT64, OverviewLayout, decode_text, new_reject_counts, parse_block, parse_date,
 )
 from tests.edge.helpers import block, overview_line
 
@@ -30,8 +30,9 @@ def test_layout_follows_the_servers_format():
 
 def test_clean_block_in_columns_with_64_bit_numbers():
     numbers = [2**32 + 5, 6_000_000_000, MAX_INT64]
-    columns = parse_block(block(overview_line(n, size=2**40) for n in numbers), INN, rejects := new_reject_counts())
-    assert columns.numbers == numbers and columns.sizes == [2**40] * 3
+    columns = parse_block(block(overview_line(n, size=MAX_ARTICLE_BYTES) for n in numbers), INN,
+                          rejects := new_reject_counts())
+    assert columns.numbers == numbers and columns.sizes == [MAX_ARTICLE_BYTES] * 3
     assert columns.message_ids == [b"<%d@example.net>" % n for n in numbers]
     assert sum(rejects.values()) == 0
 
@@ -80,7 +81,7 @@ def overview_lines(draw):
         at = draw(st.integers(min_value=0, max_value=len(line)))
         line = line[:at] + b"\0" + line[at:]
     good = (len(fields) >= INN.min_fields and b"\0" not in line and fields[0].isdigit()
-            and 0 < int(fields[0]) <= MAX_INT64 and fields[6].isdigit() and int(fields[6]) <= MAX_INT64
+            and 0 < int(fields[0]) <= MAX_INT64 and fields[6].isdigit() and int(fields[6]) <= MAX_ARTICLE_BYTES
             and fields[4] != b"")
     return line, good
 
