@@ -245,6 +245,9 @@ class DataCenter:
             worker.wait_ready(self.celery)
 
     def start_worker(self, name: str, wait: bool = True) -> WorkerProcess:
+        """Starts the worker `name` (in place of the one before, stopped first if need be)."""
+        if name in self.workers:
+            self.workers.pop(name).stop()
         worker = WorkerProcess(self.env, self.queues[name], name)
         self.workers[name] = worker
         if wait:
@@ -285,7 +288,6 @@ class DataCenter:
             self.api = start_api(self.env, self.directory, workers=3)
         for name, worker in list(self.workers.items()):
             if worker.proc.poll() is not None:
-                worker.stop()
                 self.start_worker(name)
 
     def reset(self) -> None:

@@ -4,6 +4,7 @@ It records every batch it forwarded, so a test can post them again later, in any
 from __future__ import annotations
 
 import http.client
+import shutil
 import ssl
 import tempfile
 import threading
@@ -34,7 +35,8 @@ class AnswerLosingRelay:
         self.batches = 0  # distinct batches forwarded
         self.lost: list[Posted] = []
         self.lock = threading.Lock()
-        self.cafile, key = make_certificate(tempfile.mkdtemp(prefix="relay."), "relay")
+        self.directory = tempfile.mkdtemp(prefix="relay.")
+        self.cafile, key = make_certificate(self.directory, "relay")
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.cafile, key)
@@ -49,6 +51,7 @@ class AnswerLosingRelay:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def _handler(self):
         relay = self

@@ -150,7 +150,8 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
     if not ranges:
         problem("no ranges")
         return None
-    not_done = [(r.id, r.status, r.next_id, r.last_id) for r in ranges if r.status != "done" or r.next_id != r.last_id + 1]
+    not_done = [(r.id, r.status, r.next_id, r.last_id) for r in ranges
+                if r.status != "done" or r.next_id != r.last_id + 1]
     if not_done:
         problem(f"ranges not done to their end (id, status, next_id, last_id): {not_done}")
     spans = [(r.first_id, r.last_id) for r in ranges]
