@@ -7,10 +7,11 @@ For simnews.generator's articles turned into INN-style overview lines, it times,
 of batches of --batch-chunks chunks of --chunk lines, the lines in blocks of 256 KiB as the NNTP
 client yields them; and the same job done naively (split on tabs and one regex per line, plain
 loops). Every run starts with the library's per-process caches emptied, as in a new process: a
-run must not gain from the one before it, which read the same lines. It also reports the bytes on the wire per overview byte, and the release-chunk rows per
-release at --batch-chunks chunks per batch (and at one chunk per batch) for the throughput group
-and the e-book and PS2 DVD groups, for every release gathered (before rules) and for the releases
-kept (after rules). The last line printed is JSON with every figure.
+run must not gain from the one before it, which read the same lines. It also reports the bytes
+on the wire per overview byte, and the release-chunk rows per release at --batch-chunks chunks
+per batch (and at one chunk per batch) for the throughput group and the e-book and PS2 DVD
+groups, for every release gathered (before rules) and for the releases kept (after rules). The
+last line printed is JSON with every figure.
 """
 from __future__ import annotations
 

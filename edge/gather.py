@@ -90,6 +90,9 @@ def release_key(poster: bytes, release: str, file_count: int | None) -> int:
     return stable_key(b"release", poster, release.casefold().encode(), count_text)
 
 
+_FILE_KEY_PREFIX = len(b"file").to_bytes(4, "big") + b"file" + (8).to_bytes(4, "big")  # then the release key
+
+
 def file_key(release: int, identity: str) -> int:
     """From the release key and the file's name (or ``#i`` series position, or subject)."""
     return stable_key(b"file", release.to_bytes(8, "big", signed=True), identity.encode())
@@ -142,16 +145,17 @@ def _read_piece(piece: bytes | tuple[bytes, bytes]) -> _Subject:
 _MISSING = object()
 
 
-def _look_up(cache: dict, keys: list, read: Callable) -> list:
-    """cache[key] for each key, the missing ones read (once each) and added to the cache. Through
-    a dict of its own: another thread emptying the cache meanwhile changes nothing."""
-    known = {}
-    get = cache.get
-    for key in set(keys):
-        value = get(key, _MISSING)
-        known[key] = read(key) if value is _MISSING else value
-    cache.update(known)
-    return list(map(known.__getitem__, keys))
+def _looked_up(cache: dict, keys: list, read: Callable) -> list:
+    """cache[key] for each key, all read into the cache just before. Should another thread have
+    emptied the cache meanwhile, the missing ones are read again, through a dict of its own."""
+    try:
+        return list(map(cache.__getitem__, keys))
+    except KeyError:
+        known = {}
+        for key in set(keys):
+            value = cache.get(key, _MISSING)
+            known[key] = read(key) if value is _MISSING else value
+        return list(map(known.__getitem__, keys))
 
 
 def _counter_anywhere(subject: bytes) -> tuple[bytes, tuple[int, int, bytes]]:
@@ -281,7 +285,9 @@ class Gatherer:
         try:
             counters = list(map(_COUNTER_TAILS.__getitem__, tails))
         except KeyError:  # tails not read yet: few once the cache is warm
-            counters = _look_up(_COUNTER_TAILS, tails, _counter_after_paren)
+            for tail in set(tails).difference(_COUNTER_TAILS):
+                _COUNTER_TAILS[tail] = _counter_after_paren(tail)
+            counters = _looked_up(_COUNTER_TAILS, tails, _counter_after_paren)
         # no counter after the last "(" (False), or no "(" at all (an empty before: maybe)
         if not all(counters) or not all(befores):
             for line, (before, paren, _) in enumerate(pieces):
@@ -321,10 +327,9 @@ class Gatherer:
             pieces = [before if not after else (before, after) for _, before, after in keys]
         else:
             pieces = list(map(itemgetter(1), keys))
-        try:
-            subjects = list(map(_SUBJECTS.__getitem__, pieces))
-        except KeyError:  # subjects not read yet
-            subjects = _look_up(_SUBJECTS, pieces, _read_piece)
+        for piece in set(pieces).difference(_SUBJECTS):
+            _SUBJECTS[piece] = _read_piece(piece)
+        subjects = _looked_up(_SUBJECTS, pieces, _read_piece)
         files = self._by_file
         files.posters.extend(posters)
         files.subjects.extend(subjects)
@@ -417,23 +422,23 @@ class Gatherer:
         column tables, and how many kept files had an unreadable date. Files with the same key
         (a file reposted under another subject) are one row."""
         file_keys: list[int | None] = [None] * len(files.subjects)
-        file_table = {name: [] for name in ("key", "release", "name", "subject", "poster", "date", "index",
-                                            "count", "parts")}
-        release_table = {name: [] for name in ("key", "name", "poster", "file_count")}
-        chunk_table = {name: [] for name in ("release", "files", "fragments", "bytes", "first_date", "last_date")}
+        file_rows, release_rows, chunk_rows = [], [], []
         bad_dates = 0
         for numbers in releases:
             first = files.subjects[numbers[0]][0]
             poster_raw = files.posters[numbers[0]]
             rkey = release_key(poster_raw, first.release, first.file_count)
+            key_prefix = _FILE_KEY_PREFIX + rkey.to_bytes(8, "big", signed=True)  # file_key's bytes
             poster = decode_text(poster_raw)
             rows: dict[int, list] = {}
             for number in numbers:
                 parsed, before, after, _, _ = files.subjects[number]
                 subject = file_subject(before, after)
-                line = files.first_lines[number]
-                identity = parsed.filename or (f"#{parsed.file_index}" if parsed.file_index is not None else subject)
-                key = file_keys[number] = file_key(rkey, identity)
+                identity = (parsed.filename or (f"#{parsed.file_index}" if parsed.file_index is not None else subject)
+                            ).encode()
+                key = file_keys[number] = int.from_bytes(
+                    blake2b(key_prefix + len(identity).to_bytes(4, "big") + identity, digest_size=8).digest(), "big",
+                    signed=True)
                 first_raw, last_raw = files.first_dates[number], files.last_dates[number]
                 date = parse_date(first_raw)
                 last_date = date if last_raw == first_raw else parse_date(last_raw)
@@ -441,20 +446,19 @@ class Gatherer:
                 row = rows.get(key)
                 if row is None:
                     rows[key] = [key, rkey, parsed.filename, subject, poster, date, parsed.file_index,
-                                 parsed.file_count, self._counters[line][1], last_date]
+                                 parsed.file_count, self._counters[files.first_lines[number]][1], last_date]
                 else:
                     row[5], row[9] = _earliest(row[5], date), _latest(row[9], last_date)
-            for row in rows.values():
-                for column, value in zip(file_table.values(), row):
-                    column.append(value)
-            for column, value in zip(release_table.values(), (rkey, first.release, poster, first.file_count)):
-                column.append(value)
-            for column, value in zip(chunk_table.values(), (
-                rkey, len(rows), sum(map(files.fragments.__getitem__, numbers)),
-                sum(map(files.bytes.__getitem__, numbers)), _earliest_of(row[5] for row in rows.values()),
-                _latest_of(row[9] for row in rows.values()),
-            )):
-                column.append(value)
+            file_rows.extend(rows.values())
+            release_rows.append((rkey, first.release, poster, first.file_count))
+            chunk_rows.append((rkey, len(rows), sum(map(files.fragments.__getitem__, numbers)),
+                               sum(map(files.bytes.__getitem__, numbers)),
+                               _earliest_of(row[5] for row in rows.values()),
+                               _latest_of(row[9] for row in rows.values())))
+        file_table = _column_table(("key", "release", "name", "subject", "poster", "date", "index", "count", "parts"),
+                                   file_rows)
+        release_table = _column_table(("key", "name", "poster", "file_count"), release_rows)
+        chunk_table = _column_table(("release", "files", "fragments", "bytes", "first_date", "last_date"), chunk_rows)
         message_ids = list(compress(self._message_ids, kept))
         tables = {
             "files": file_table,
@@ -469,6 +473,12 @@ class Gatherer:
             "release_chunks": chunk_table,
         }
         return tables, bad_dates
+
+
+def _column_table(names: tuple[str, ...], rows: list) -> dict[str, list]:
+    """Rows (sequences, maybe longer than names) as a column table: the first len(names) items."""
+    columns = list(zip(*rows)) if rows else [()] * len(names)
+    return {name: list(column) for name, column in zip(names, columns)}
 
 
 def _earliest(a: int | None, b: int | None) -> int | None:

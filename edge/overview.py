@@ -118,7 +118,7 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
             message_ids = fields[layout.message_id:end:width]
             if all(map(bytes.isdigit, numbers)) and all(map(bytes.isdigit, sizes)) and all(message_ids):
                 numbers, consecutive = _article_numbers(numbers)
-                sizes = list(map(int, sizes))
+                sizes = _sizes(sizes)
                 low, high = (numbers[0], numbers[-1]) if consecutive else (min(numbers), max(numbers))
                 if lowest <= low and high <= highest and max(sizes) <= MAX_ARTICLE_BYTES:
                     return OverviewColumns(numbers, fields[layout.subject:end:width], fields[layout.poster:end:width],
@@ -127,6 +127,24 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
     if not lines[-1]:
         lines.pop()
     return _parse_lines(lines, layout, rejected, lowest, highest), False
+
+
+# An article's :bytes as written -> its value: sizes repeat (a poster's segments differ by a few
+# bytes), and a look-up is cheaper than reading digits. One cache per process, bounded.
+_SIZES: dict[bytes, int] = {}
+_SIZES_MAX = 50_000
+
+
+def _sizes(digits: list[bytes]) -> list[int]:
+    """int() of each (ASCII digits), through the cache."""
+    try:
+        return list(map(_SIZES.__getitem__, digits))
+    except KeyError:  # sizes not seen yet: the block's are read through a dict of its own
+        if len(_SIZES) > _SIZES_MAX:
+            _SIZES.clear()
+        known = {raw: int(raw) for raw in set(digits)}
+        _SIZES.update(known)
+        return list(map(known.__getitem__, digits))
 
 
 def _article_numbers(digits: list[bytes]) -> tuple[list[int], bool]:
@@ -222,6 +240,7 @@ def _parse_any_date(raw: bytes) -> int | None:
 
 
 def clear_date_caches() -> None:
-    """Forget the dates read so far (see edge.gather.clear_caches)."""
+    """Forget the dates and sizes read so far (see edge.gather.clear_caches)."""
     _day_start.cache_clear()
     _parse_any_date.cache_clear()
+    _SIZES.clear()

@@ -164,7 +164,7 @@ def clear_subject_caches() -> None:
 
 
 def _cuts(suffix: str) -> bool:
-    if len(_CUT_SUFFIXES) > 100_000:
+    if len(_CUT_SUFFIXES) > 20_000:
         _CUT_SUFFIXES.clear()
     cut = _CUT_SUFFIXES[suffix] = suffix.lower() in _PLAIN_EXTENSIONS or (
         suffix[:1] in _NUMBERED_FIRST and _NUMBERED_INNER_SUFFIX.fullmatch(suffix) is not None

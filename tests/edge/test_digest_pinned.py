@@ -53,10 +53,12 @@ def odd_lines() -> tuple[bytes, ...]:
         "", "(", "((1/2)", "x (1/2)(3/4)", 'Re: "a.exe" yEnc (1/1)', '"b.exe" yEnc ( 1 / 2 )', '"c.nfo" yEnc (1/1)',
         'Émile Zola - Germinal [1/1] - "Émile Zola - Germinal.epub" yEnc (1/1)'.encode("latin-1"),
         "Café [2/3] - \"Café.part2.rar\" yEnc (1/9)", '[1/3] - "d.exe" yEnc (1/1)', '[2/3] - "d.par2" yEnc (1/1)',
-        "File 3 of 12: \"name.epub\" yEnc (1/5)", '"e.exe" yEnc (1/1) 12,5 MB', "(3/12) \"name.r01\" - 12,34 MB - yEnc (1/50)",
+        "File 3 of 12: \"name.epub\" yEnc (1/5)", '"e.exe" yEnc (1/1) 12,5 MB',
+        "(3/12) \"name.r01\" - 12,34 MB - yEnc (1/50)",
     ]
     dates = [b"Sat, 01 Nov 2025 07:27:27 +0000", b"1 Nov 2025 07:27:27 -0130", b"not a date", b"",
-             b"Sat, 01 Nov 2025 07:27 GMT", b"Sat, 01 Nov 2025 07:27:27 +0000 (UTC)", b"Mon, 31 Feb 2025 00:00:00 +0000"]
+             b"Sat, 01 Nov 2025 07:27 GMT", b"Sat, 01 Nov 2025 07:27:27 +0000 (UTC)",
+             b"Mon, 31 Feb 2025 00:00:00 +0000"]
     posters = [b"Poster <p@example.net>", "Bibliothécaire <b@x>".encode(), "Bibliothécaire <b@x>".encode("latin-1"),
                b"anonymous@x", b""]
     lines, number = [], FIRST
@@ -64,7 +66,9 @@ def odd_lines() -> tuple[bytes, ...]:
         for index, subject in enumerate(subjects):
             if isinstance(subject, str):
                 subject = subject.encode()
-            message_id = b"<m%d.%d@x>" % (round_, index) if index % 11 else "<é%d.%d@x>".encode("latin-1") % (round_, index)
+            message_id = b"<m%d.%d@x>" % (round_, index)
+            if index % 11 == 0:
+                message_id = "<é%d.%d@x>".encode("latin-1") % (round_, index)
             lines.append(overview_line(number, subject, poster=posters[(index + round_) % len(posters)],
                                        date=dates[(index * 3 + round_) % len(dates)], message_id=message_id,
                                        size=1000 + index))

@@ -1,5 +1,6 @@
 """Gathering a batch: files with their fragments, releases, stable keys, rules, release chunks."""
 import json
+import threading
 from collections import defaultdict
 from functools import cache
 from pathlib import Path
@@ -8,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from edge import gather as gather_module
 from edge.gather import Gatherer, file_key, release_key
 from edge.rules import RuleSet
 from simnews.generator import Config, generate
@@ -207,7 +209,8 @@ def test_message_ids_stay_bytes_until_encoded():
 ])
 def test_missing_numbers_across_clean_blocks(numbers_per_block, missing):
     gatherer = Gatherer(GROUP)
-    gatherer.add_chunk(FIRST, FIRST + 9, [block(overview_line(FIRST + n) for n in numbers) for numbers in numbers_per_block])
+    gatherer.add_chunk(FIRST, FIRST + 9, [block(overview_line(FIRST + n) for n in numbers)
+                                          for numbers in numbers_per_block])
     assert gatherer.build()["missing"] == missing
 
 
@@ -221,7 +224,8 @@ def odd_lines(draw):
     for _ in range(draw(st.integers(min_value=1, max_value=30))):
         number += draw(st.sampled_from([1, 1, 1, 2, 0]))
         subject = b"".join(draw(st.lists(st.sampled_from(_SUBJECT_PIECES), max_size=8)))
-        lines.append(overview_line(number, subject, poster=draw(st.sampled_from([b"A <a@x>", b"B <b@x>", b"\xe9 <c@x>"])),
+        poster = draw(st.sampled_from([b"A <a@x>", b"B <b@x>", b"\xe9 <c@x>"]))
+        lines.append(overview_line(number, subject, poster=poster,
                                    date=draw(st.sampled_from([b"Sat, 01 Nov 2025 07:27:27 +0000", b"bad", b""])),
                                    size=draw(st.integers(min_value=0, max_value=2**40))))
     return lines
@@ -231,9 +235,10 @@ def odd_lines(draw):
 @given(odd_lines(), st.sampled_from(["executable", "none", "operator"]))
 def test_block_boundaries_change_nothing(lines, rules):
     """The same lines in one block, or one block per line, make the same batch."""
+    operator_rules = [{"name": "a", "field": "poster", "pattern": "^A"},
+                      {"name": "k", "field": "subject", "pattern": "rar", "action": "keep"}]
     rule_sets = {"executable": lambda: RuleSet(), "none": lambda: RuleSet(executable=False),
-                 "operator": lambda: RuleSet.from_data([{"name": "a", "field": "poster", "pattern": "^A"},
-                                                        {"name": "k", "field": "subject", "pattern": "rar", "action": "keep"}])}
+                 "operator": lambda: RuleSet.from_data(operator_rules)}
     batches = []
     for blocks in ([block(lines)], [block([line]) for line in lines]):
         gatherer = Gatherer(GROUP, rules=rule_sets[rules]())
@@ -241,3 +246,41 @@ def test_block_boundaries_change_nothing(lines, rules):
         batches.append(gatherer.build())
     assert batches[0] == batches[1]
     assert as_received(batches[0])["rules"][""][2] == len(batches[0]["fragments"]["file"])
+
+
+def test_a_cache_emptied_meanwhile_changes_nothing():
+    cache = {"a": "A"}  # "b" and "c" were read into it, then another thread emptied it
+
+    def read(key):
+        cache.clear()  # and does again
+        return key.upper()
+
+    assert gather_module._looked_up(cache, ["a", "b", "a", "c"], read) == ["A", "B", "A", "C"]
+
+
+def test_threads_digesting_at_once_while_the_caches_are_emptied():
+    _, lines = generated()
+    expected = digested(lines[:6000])
+    results, stop = [], threading.Event()
+
+    def clearing():
+        while not stop.is_set():
+            gather_module.clear_caches()
+
+    def digesting():
+        results.append(digested(lines[:6000]))
+
+    cleaner = threading.Thread(target=clearing)
+    workers = [threading.Thread(target=digesting) for _ in range(3)]
+    cleaner.start()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    stop.set()
+    cleaner.join()
+    assert results == [expected] * 3
+
+
+def digested(lines):
+    return [as_received(batch) for batch in gather(lines, chunk=500, per_batch=4)]

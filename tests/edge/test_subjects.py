@@ -109,12 +109,17 @@ _SHAPE_PIECES = ['"', "[", "]", " ", "-", "/", "1", "42", "٣", "a", "B.c", "\n"
                  "[012/300] - ", "[1234567/2] - ", "[1/2]", " [3/4] - ", "yEnc"]
 
 
+_SHAPE_FRONT = st.one_of(st.just(""), st.text('ab .-:1٣\n[]"', max_size=8),
+                         st.text("ab .-1", max_size=8).map(lambda front: front + " "))
+_SHAPE_COUNTER = st.one_of(st.sampled_from(["", "[1/2] - ", "[012/300] - ", "[1234567/2] - ", "[٣/1] - ", "[1/2]- ",
+                                            "[1/2/3] - "]),
+                           st.lists(st.sampled_from(_SHAPE_PIECES), max_size=3).map("".join))
+_SHAPE_NAME = st.one_of(st.text("ab.[]/ -1", max_size=8),
+                        st.lists(st.sampled_from(_SHAPE_PIECES), max_size=4).map("".join))
+
+
 @settings(max_examples=2000, deadline=None)
-@given(st.one_of(st.just(""), st.text('ab .-:1٣\n[]"', max_size=8), st.text("ab .-1", max_size=8).map(lambda t: t + " ")),
-       st.one_of(st.sampled_from(["", "[1/2] - ", "[012/300] - ", "[1234567/2] - ", "[٣/1] - ", "[1/2]- ", "[1/2/3] - "]),
-                 st.lists(st.sampled_from(_SHAPE_PIECES), max_size=3).map("".join)),
-       st.one_of(st.text("ab.[]/ -1", max_size=8), st.lists(st.sampled_from(_SHAPE_PIECES), max_size=4).map("".join)),
-       st.booleans())
+@given(_SHAPE_FRONT, _SHAPE_COUNTER, _SHAPE_NAME, st.booleans())
 def test_the_usual_shape_matches_as_its_lazy_form_did(front, counter, name, quoted):
     """The text in front of the usual shape is matched greedily (faster); the match is unique,
     so the groups are those the lazy pattern found."""
