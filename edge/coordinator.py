@@ -14,7 +14,7 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -151,9 +151,10 @@ class Coordinator:
 
     # -- the node API ----------------------------------------------------------------------
 
-    def lease(self, on_retry: RetryHook | None = None) -> Lease | None:
-        """A range for this node, or None when there is nothing to do (204)."""
-        status, data = self._call("POST", "/lease", "lease", on_retry=on_retry)
+    def lease(self, on_retry: RetryHook | None = None, skip: Collection[int] = ()) -> Lease | None:
+        """A range for this node, or None when there is nothing to do (204); never one in `skip`."""
+        body, headers = _json_body({"skip": sorted(skip)}) if skip else (None, None)
+        status, data = self._call("POST", "/lease", "lease", body=body, headers=headers, on_retry=on_retry)
         return None if status == 204 else parse_lease(data)
 
     def post_batch(self, range_id: int, body: bytes, content_type: str, content_encoding: str | None,
@@ -171,9 +172,12 @@ class Coordinator:
     def done(self, range_id: int, on_retry: RetryHook | None = None) -> dict:
         return self._call("POST", f"/ranges/{range_id}/done", "done", on_retry=on_retry)[1]
 
-    def release(self, range_id: int, deadline: float) -> dict:
-        """Give the range back; made while stopping, so it is not cut short by the stop."""
-        return self._call("POST", f"/ranges/{range_id}/release", "release", deadline=deadline, stopping=True)[1]
+    def release(self, range_id: int, deadline: float, failure: str | None = None) -> dict:
+        """Give the range back, saying why when it failed here; made while stopping, so it is not
+        cut short by the stop."""
+        body, headers = _json_body({"failure": failure}) if failure else (None, None)
+        return self._call("POST", f"/ranges/{range_id}/release", "release", body=body, headers=headers,
+                          deadline=deadline, stopping=True)[1]
 
     @contextmanager
     def spool_stream(self, range_id: int) -> Iterator[BinaryIO]:
@@ -262,6 +266,10 @@ class Coordinator:
         if status == 409:
             raise Conflict(code, message)
         raise Refused(status, code, message)  # other 4xx, and 5xx not worth retrying (501, 505)
+
+
+def _json_body(data: dict) -> tuple[bytes, dict]:
+    return json.dumps(data).encode(), {"Content-Type": "application/json"}
 
 
 def _error_of(data: bytes) -> tuple[str, str]:

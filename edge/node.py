@@ -213,10 +213,10 @@ class Node:
         self.event("stop", exit_code=self.exit_code, meaning=EXIT_CODES.get(self.exit_code, ""))
         self.reporter.close()
 
-    def _give_back(self, held: HeldRange) -> None:
+    def _give_back(self, held: HeldRange, failure: str | None = None) -> None:
         range_id = held.lease.range_id
         try:
-            answer = self.coordinator.release(range_id, deadline=RELEASE_DEADLINE)
+            answer = self.coordinator.release(range_id, deadline=RELEASE_DEADLINE, failure=failure)
         except Conflict as exc:
             self.event("release", range=range_id, note=f"not ours any more ({exc})")
         except CoordinatorError as exc:
@@ -260,7 +260,9 @@ class Node:
     def _lease_one(self) -> bool:
         """Leases a range and starts it; False when there is nothing to start now."""
         try:
-            lease = self.coordinator.lease(on_retry=self.retry_hook(None))
+            with self._lock:  # range threads add to it
+                skip = list(self.failed)
+            lease = self.coordinator.lease(on_retry=self.retry_hook(None), skip=skip)
         except Conflict as exc:  # lease_cap: ranges of an earlier run still count until they expire
             self.event("idle", reason=str(exc))
             return False
@@ -275,9 +277,9 @@ class Node:
             return False
         if lease.range_id in self.held:  # our lapsed lease granted to us again: its loop goes on
             return True
-        if lease.range_id in self.failed:
+        if lease.range_id in self.failed:  # a coordinator that ignored `skip`: never loop on it
             self.event("failed", range=lease.range_id, reason="failed here before: given back")
-            self._give_back(HeldRange(lease, lease.next_id))
+            self._give_back(HeldRange(lease, lease.next_id), failure="failed on this node before")
             return False
         self._start(lease)
         return True
@@ -353,9 +355,11 @@ class Node:
                 self._drop(held, exc)
         except RANGE_FAILURES as exc:
             held.state = "failed"
-            self.failed.add(range_id)
-            self.event("failed", range=range_id, reason=f"{type(exc).__name__}: {exc}")
-            self._give_back(held)
+            with self._lock:
+                self.failed.add(range_id)
+            reason = f"{type(exc).__name__}: {exc}"
+            self.event("failed", range=range_id, reason=reason)
+            self._give_back(held, failure=reason)
         except BaseException as exc:  # noqa: BLE001 - every way out of a thread must stop the node
             self._fail_node(exc, range_id)
         finally:

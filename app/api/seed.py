@@ -1,6 +1,7 @@
 """The node API under /api/v1/seed (contract: docs/api.md)."""
 from __future__ import annotations
 
+import json
 import logging
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, stream_with_context
@@ -12,6 +13,7 @@ from app.db import session_scope
 from app.services import batches as batch_service
 from app.services import orchestrator, spool
 from app.services import status as status_service
+from app.services.errors import ServiceError
 from app.services.rules import active_rules
 
 log = logging.getLogger(__name__)
@@ -19,16 +21,64 @@ log = logging.getLogger(__name__)
 seed_api = Blueprint("seed_api", __name__, url_prefix="/api/v1/seed")
 
 
+MAX_CONTROL_BODY = 256 * 1024  # lease and release bodies are a few ids and a reason
+MAX_SKIP = 10_000
+INT64_MAX = 2**63 - 1
+
+
+class MalformedRequest(ServiceError):
+    code = "malformed_request"
+
+
 def _settings() -> Settings:
     return current_app.config["SETTINGS"]
+
+
+def _json_object() -> dict:
+    """The request's JSON object; no body is an empty object. Anything else is a 400."""
+    if (request.content_length or 0) > MAX_CONTROL_BODY:
+        raise MalformedRequest(f"body over {MAX_CONTROL_BODY} bytes")
+    body = request.get_data(cache=False)
+    if not body.strip():
+        return {}
+    if (request.mimetype or "").lower() != "application/json":
+        raise MalformedRequest("a body must be application/json")
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedRequest(f"body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise MalformedRequest("body must be a JSON object")
+    return data
+
+
+def _skip_list(data: dict) -> list[int]:
+    skip = data.get("skip", [])
+    if not isinstance(skip, list) or len(skip) > MAX_SKIP or not all(
+        type(item) is int and 0 < item <= INT64_MAX for item in skip
+    ):
+        raise MalformedRequest(f"skip must be a list of at most {MAX_SKIP} range ids")
+    return skip
+
+
+def _failure_text(data: dict) -> str | None:
+    failure = data.get("failure")
+    if failure is not None and (not isinstance(failure, str) or not failure.strip()):
+        raise MalformedRequest("failure must be a non-empty string")
+    return failure
+
+
+def _range_answer(status: str, seed_range, **extra):
+    return jsonify(status=status, next_id=seed_range.next_id, **extra)
 
 
 @seed_api.post("/lease")
 @node_required
 def lease():
     settings = _settings()
+    skip = _skip_list(_json_object())
     with session_scope() as session:
-        granted = orchestrator.lease(session, g.node, max_leases=settings.max_leases_per_node)
+        granted = orchestrator.lease(session, g.node, max_leases=settings.max_leases_per_node, skip=skip)
         if granted is None:
             return Response(status=204)
         rules = active_rules(session, granted.group)
@@ -83,27 +133,23 @@ def post_batch(range_id: int):
 @node_required
 def heartbeat(range_id: int):
     with session_scope() as session:
-        seed_range = orchestrator.heartbeat(session, g.node, range_id)
-        next_id = seed_range.next_id
-    return jsonify(status="leased", next_id=next_id, lease_timeout=_settings().lease_timeout)
+        return _range_answer("leased", orchestrator.heartbeat(session, g.node, range_id),
+                             lease_timeout=_settings().lease_timeout)
 
 
 @seed_api.post("/ranges/<int:range_id>/done")
 @node_required
 def done(range_id: int):
     with session_scope() as session:
-        seed_range = orchestrator.finish(session, g.node, range_id)
-        next_id = seed_range.next_id
-    return jsonify(status="done", next_id=next_id)
+        return _range_answer("done", orchestrator.finish(session, g.node, range_id))
 
 
 @seed_api.post("/ranges/<int:range_id>/release")
 @node_required
 def release(range_id: int):
+    failure = _failure_text(_json_object())
     with session_scope() as session:
-        seed_range = orchestrator.release(session, g.node, range_id)
-        next_id = seed_range.next_id
-    return jsonify(status="planned", next_id=next_id)
+        return _range_answer("planned", orchestrator.release(session, g.node, range_id, failure=failure))
 
 
 @seed_api.get("/status")

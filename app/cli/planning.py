@@ -69,6 +69,11 @@ def status(as_json: bool) -> None:
         click.echo()
         columns = ("id", "group", "node", "first_id", "next_id", "last_id", "batches", "articles", "touched_at")
         print_table(columns, [[r[c] for c in columns] for r in data["leased_ranges"]])
+    if data["failed_ranges"]:
+        click.echo()
+    for r in data["failed_ranges"]:
+        click.echo(f"range {r['id']} ({r['group']}, {r['first_id']}-{r['last_id']}, {r['status']}) failed"
+                   f" {r['failures']} times; last: {r['last_failure']}")
     if data["nodes"]:
         click.echo()
         print_table(("node", "enabled", "leases", "last_seen_at"),

@@ -53,6 +53,9 @@ class SeedRange(Base):
     files: Mapped[int] = mapped_column(BigInteger, server_default="0")
     releases: Mapped[int] = mapped_column(BigInteger, server_default="0")
     dropped: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    # Given back by a node that could not work on it (release with "failed"): leased after the others.
+    failures: Mapped[int] = mapped_column(Integer, server_default="0")
+    last_failure: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         CheckConstraint("first_id <= last_id", name="span"),
@@ -60,7 +63,7 @@ class SeedRange(Base):
         CheckConstraint("status IN ('planned', 'leased', 'done')", name="status"),
         CheckConstraint("(status = 'leased') = (node_id IS NOT NULL)", name="lease_holder"),
         UniqueConstraint("group_id", "first_id"),
-        # Leasing walks planned ranges oldest plan first.
-        Index("ix_seed_ranges_lease_order", "status", "plan_id", "id"),
+        # Leasing walks planned ranges with the fewest failures first, then oldest plan first.
+        Index("ix_seed_ranges_lease_order", "status", "failures", "plan_id", "id"),
         Index("ix_seed_ranges_node_id", "node_id"),
     )

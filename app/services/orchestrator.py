@@ -5,6 +5,7 @@ tasks and the CLI cannot disagree, and any number of API processes can run side 
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, text, update
@@ -54,10 +55,12 @@ class Acceptance:
     created: bool  # False: the same batch was accepted before, nothing stored this time
 
 
-def lease(session: Session, node: SeedNode, *, max_leases: int) -> Lease | None:
-    """The oldest plan's next planned range for this node, or None when nothing is left.
+def lease(session: Session, node: SeedNode, *, max_leases: int, skip: Collection[int] = ()) -> Lease | None:
+    """The next planned range for this node, or None when nothing is left.
 
-    SKIP LOCKED lets concurrent nodes each take a different range without waiting on each other.
+    Ranges that failed on some node come after the others; then the oldest plan first. `skip`:
+    ranges the node will not take (they failed there). SKIP LOCKED lets concurrent nodes each take
+    a different range without waiting on each other.
     """
     # Serialise one node's own lease calls so its cap holds under concurrency.
     session.execute(select(SeedNode.id).where(SeedNode.id == node.id).with_for_update())
@@ -68,10 +71,12 @@ def lease(session: Session, node: SeedNode, *, max_leases: int) -> Lease | None:
     )
     if held >= max_leases:
         raise LeaseCap(f"node already holds {held} ranges (the cap is {max_leases})")
+    query = select(SeedRange).where(SeedRange.status == "planned")
+    if skip:
+        query = query.where(SeedRange.id.not_in(list(skip)))
     candidate = session.scalar(
-        select(SeedRange)
-        .where(SeedRange.status == "planned")
-        .order_by(SeedRange.plan_id, SeedRange.id)
+        query
+        .order_by(SeedRange.failures, SeedRange.plan_id, SeedRange.id)
         .limit(1)
         .with_for_update(skip_locked=True)
         .execution_options(populate_existing=True)
@@ -188,12 +193,22 @@ def finish(session: Session, node: SeedNode | None, range_id: int) -> SeedRange:
     return seed_range
 
 
-def release(session: Session, node: SeedNode, range_id: int) -> SeedRange:
-    """Give the range back; the next node resumes at next_id."""
+MAX_FAILURE_TEXT = 1000
+
+
+def release(session: Session, node: SeedNode, range_id: int, *, failure: str | None = None) -> SeedRange:
+    """Give the range back; the next node resumes at next_id.
+
+    With `failure` (why the node could not work on it) the range is counted as failed once more
+    and leased after the ranges that did not fail, so one bad range cannot hold up the plan.
+    """
     seed_range = held_range(session, node, range_id)
     seed_range.status = "planned"
     seed_range.node_id = None
     seed_range.leased_at = None
+    if failure is not None:
+        seed_range.failures += 1
+        seed_range.last_failure = f"{node.name}: {failure}"[:MAX_FAILURE_TEXT]
     return seed_range
 
 

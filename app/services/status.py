@@ -50,6 +50,14 @@ def seed_status(session: Session) -> dict:
          WHERE r.status = 'leased' ORDER BY r.id
         """
     ))]
+    # Ranges nodes gave back as failed and not done since: an operator looks at why.
+    failed_ranges = [dict(r._mapping) for r in session.execute(text(
+        """
+        SELECT r.id, g.name AS group, r.first_id, r.next_id, r.last_id, r.status, r.failures, r.last_failure
+          FROM seed_ranges r JOIN groups g ON g.id = r.group_id
+         WHERE r.failures > 0 AND r.status <> 'done' ORDER BY r.failures DESC, r.id LIMIT 20
+        """
+    ))]
     nodes = [dict(r._mapping) for r in session.execute(text(
         """
         SELECT n.name, n.enabled, n.last_seen_at,
@@ -76,6 +84,7 @@ def seed_status(session: Session) -> dict:
     return {
         "groups": groups,
         "leased_ranges": ranges,
+        "failed_ranges": failed_ranges,
         "nodes": nodes,
         "batches": {**batches, "failed_examples": failed},
         "rates": {"window_seconds": RATE_WINDOW_SECONDS,

@@ -164,6 +164,48 @@ def test_heartbeat_release_and_resume(client, seeded):
     assert client.post(f"{API}/ranges/99999/heartbeat", headers=seeded["a"]).status_code == 404
 
 
+def test_a_release_may_say_the_range_failed_and_a_lease_may_skip_ranges(client, seeded, clean_db):
+    bad, good = seeded["ranges"]
+    assert client.post(f"{API}/lease", headers=seeded["a"]).get_json()["range"]["id"] == bad
+    released = client.post(f"{API}/ranges/{bad}/release", headers=seeded["a"],
+                           json={"failure": "Refused: 413 batch_too_large"})
+    assert released.status_code == 200 and released.get_json()["status"] == "planned"
+    with clean_db.connect() as conn:
+        failures, why = conn.execute(text("SELECT failures, last_failure FROM seed_ranges WHERE id = :id"),
+                                     {"id": bad}).one()
+    assert (failures, why) == (1, "edge-a: Refused: 413 batch_too_large")
+    skipping = client.post(f"{API}/lease", headers=seeded["a"], json={"skip": [bad, 2**40]})
+    assert skipping.get_json()["range"]["id"] == good
+    assert client.post(f"{API}/lease", headers=seeded["a"], json={"skip": [bad]}).status_code == 204
+    assert client.post(f"{API}/lease", headers=seeded["b"], json={}).get_json()["range"]["id"] == bad
+
+
+@pytest.mark.parametrize("path, body, content_type", [
+    ("/lease", b'{"skip": "1"}', "application/json"),
+    ("/lease", b'{"skip": [1.5]}', "application/json"),
+    ("/lease", b'{"skip": [true]}', "application/json"),
+    ("/lease", b'{"skip": [-1]}', "application/json"),
+    ("/lease", b'{"skip": [9223372036854775808]}', "application/json"),
+    ("/lease", b'{"skip": [' + b",".join(b"1" for _ in range(10_001)) + b']}', "application/json"),
+    ("/lease", b'[1, 2]', "application/json"),
+    ("/lease", b'{"skip": [1', "application/json"),
+    ("/lease", b'\xff\xfe', "application/json"),
+    ("/lease", b'{"skip": [1]}', "text/plain"),
+    ("/ranges/{id}/release", b'{"failure": 413}', "application/json"),
+    ("/ranges/{id}/release", b'{"failure": "  "}', "application/json"),
+    ("/ranges/{id}/release", b'"failed"', "application/json"),
+])
+def test_malformed_lease_and_release_bodies_are_refused_and_change_nothing(client, seeded, clean_db, path,
+                                                                           body, content_type):
+    range_id = seeded["ranges"][0]
+    client.post(f"{API}/lease", headers=seeded["a"])
+    before = snapshot(clean_db)
+    answer = client.post(API + path.format(id=range_id), data=body,
+                         headers={**seeded["a"], "Content-Type": content_type})
+    assert (answer.status_code, answer.get_json()["error"]) == (400, "malformed_request")
+    assert snapshot(clean_db) == before
+
+
 def test_spooled_chunks_stream_as_frames(client, seeded):
     from io import BytesIO
 

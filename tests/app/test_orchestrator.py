@@ -87,6 +87,32 @@ def test_finish_needs_every_batch_and_release_resumes_at_next_id(db_session):
     assert orchestrator.finish(db_session, other, r.id).status == "done"  # idempotent
 
 
+def test_a_failed_range_is_counted_and_leased_after_the_others_never_to_a_node_that_skips_it(db_session):
+    group = make_group(db_session)
+    node, _ = make_node(db_session)
+    other, _ = make_node(db_session, "edge-2")
+    (bad, good) = make_plan(db_session, group, [(BIG + 1000, BIG + 1999), (BIG, BIG + 999)])
+    newer = make_plan(db_session, group, [(BIG - 1000, BIG - 1)])
+    assert orchestrator.lease(db_session, node, max_leases=1).range_id == bad.id
+    accept(db_session, node, bad, BIG + 1000, BIG + 1099)
+    orchestrator.release(db_session, node, bad.id, failure="Refused: 413 batch_too_large " + "x" * 5000)
+    db_session.flush()
+    db_session.refresh(bad)
+    assert (bad.status, bad.next_id, bad.failures) == ("planned", BIG + 1100, 1)
+    assert bad.last_failure.startswith("edge-1: Refused: 413") and len(bad.last_failure) == 1000
+    # The failed range comes after every other range, of its plan and of later plans.
+    assert orchestrator.lease(db_session, other, max_leases=3).range_id == good.id
+    assert orchestrator.lease(db_session, other, max_leases=3).range_id == newer[0].id
+    # The node it failed on skips it; another node still gets it, at its resume point.
+    assert orchestrator.lease(db_session, node, max_leases=1, skip=[bad.id]) is None
+    again = orchestrator.lease(db_session, other, max_leases=3)
+    assert (again.range_id, again.next_id) == (bad.id, BIG + 1100)
+    orchestrator.release(db_session, other, bad.id)  # a plain give-back (a stop) is no failure
+    db_session.flush()
+    db_session.refresh(bad)
+    assert (bad.failures, bad.last_failure.startswith("edge-1: ")) == (1, True)
+
+
 def test_expired_lease_passes_on_and_resumes_at_next_id(db_session):
     group = make_group(db_session)
     node, _ = make_node(db_session)
