@@ -35,14 +35,15 @@ def _settings() -> Settings:
 
 
 def _json_object() -> dict:
-    """The request's JSON object; no body is an empty object. Anything else is a 400."""
+    """The request's JSON object. A body that does not say it is JSON is ignored, as these calls
+    took no body before; a JSON body that is not an object is a 400."""
+    if (request.mimetype or "").lower() != "application/json":
+        return {}
     if (request.content_length or 0) > MAX_CONTROL_BODY:
         raise MalformedRequest(f"body over {MAX_CONTROL_BODY} bytes")
     body = request.get_data(cache=False)
     if not body.strip():
         return {}
-    if (request.mimetype or "").lower() != "application/json":
-        raise MalformedRequest("a body must be application/json")
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:

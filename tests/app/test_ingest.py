@@ -2,8 +2,6 @@
 Redis was away when they were accepted."""
 from __future__ import annotations
 
-import time
-
 import pytest
 from sqlalchemy import text
 
@@ -11,15 +9,7 @@ from app.db import session_scope
 from tests.app.factories import BIG, make_group, make_node, make_plan
 from tests.app.overview import make_batch
 from tests.app.test_api import API, post_batch
-
-
-def wait_until(predicate, timeout=60.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
+from tests.fixtures.waiting import wait_until
 
 
 def scalar(engine, sql, **params):

@@ -25,11 +25,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -45,7 +44,10 @@ from simnews.proxy import ProviderProxy
 from tests.e2e.truth import GroupTruth
 from tests.fixtures.api_server import ApiServer, start_api, stop_api
 from tests.fixtures.app import WorkerProcess
+from tests.fixtures.edge_process import EdgeProcess, start_edge
 from tests.fixtures.inn import InnServer, running_inn
+from tests.fixtures.queries import query
+from tests.fixtures.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 EDGE = REPO / ".venv" / "bin" / "edge"
@@ -129,61 +131,6 @@ def e2e_celery(redis_url: str) -> Celery:
     return app
 
 
-@dataclass
-class EdgeProcess:
-    """`edge run` as a subprocess; its JSON log lines are collected as they come."""
-
-    name: str
-    proc: subprocess.Popen
-    events: list[dict] = field(default_factory=list)
-    other_lines: list[str] = field(default_factory=list)
-
-    def __post_init__(self):
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            try:
-                self.events.append(json.loads(line))
-            except ValueError:
-                self.other_lines.append(line.rstrip("\n"))
-
-    def wait(self, timeout: float = 60) -> int:
-        code = self.proc.wait(timeout)
-        self._reader.join(5)
-        return code
-
-    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            exited = self.proc.poll() is not None
-            if exited:
-                self._reader.join(5)  # every line it wrote is in
-            for event in list(self.events):
-                if predicate(event):
-                    return event
-            if exited or time.monotonic() > deadline:
-                raise AssertionError(f"{self.name}: no such event; log:\n{self.log()}")
-            time.sleep(0.05)
-
-    def named(self, name: str) -> list[dict]:
-        return [e for e in list(self.events) if e.get("event") == name]
-
-    def log(self) -> str:
-        return "\n".join([json.dumps(e) for e in self.events] + self.other_lines)[-6000:]
-
-    def signal(self, signum: int) -> None:
-        self.proc.send_signal(signum)
-
-    def kill(self) -> None:
-        """kill -9: no goodbye, no release."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self._reader.join(5)
-
-
 def socket_ports(pid: int) -> set[int]:
     """The local TCP ports of a process's sockets."""
     inodes = set()
@@ -204,20 +151,6 @@ def socket_ports(pid: int) -> set[int]:
             if fields[9] in inodes:
                 ports.add(int(fields[1].rsplit(":", 1)[1], 16))
     return ports
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.1,
-               tick: Callable[[], None] | None = None) -> None:
-    """Waits for a condition with a deadline; `tick` runs between looks (a beat, say)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        if tick is not None:
-            tick()
-        time.sleep(interval)
-    if not predicate():
-        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 class DataCenter:
@@ -360,10 +293,7 @@ class DataCenter:
                 **{k: str(v) for k, v in extra.items()}}
 
     def edge(self, name: str, env: dict[str, str], *args: str) -> EdgeProcess:
-        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.directory}
-        proc = subprocess.Popen([str(EDGE), "run", "--progress", "json", *args], env={**base, **env},
-                                cwd=self.directory, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        process = EdgeProcess(name, proc)
+        process = start_edge(EDGE, env, *args, home=self.directory, name=name)
         self.edges.append(process)
         return process
 
@@ -427,8 +357,7 @@ class DataCenter:
     # -- looking at the catalog ------------------------------------------------------------
 
     def rows(self, sql: str, **params) -> list:
-        with self.engine.connect() as conn:
-            return conn.execute(text(sql), params).all()
+        return query(self.engine, sql, **params)
 
     def value(self, sql: str, **params):
         return self.rows(sql, **params)[0][0]

@@ -19,9 +19,10 @@ import pytest
 from edge.batch import encode_batch
 from simnews.generator import Config, generate
 from simnews.scripted import ScriptedServer, overview_lines
-from tests.e2e.conftest import FRENCH, MAX_BODY_BYTES, MAX_DECODED_BYTES, PS2, wait_until
+from tests.e2e.conftest import FRENCH, MAX_BODY_BYTES, MAX_DECODED_BYTES, PS2
 from tests.e2e.hand import Hand, digest_lease
 from tests.e2e.truth import GroupTruth, check_ground_truth
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.services
 
@@ -236,20 +237,41 @@ def test_a_batch_of_another_group_is_refused(dc, news):
         lease["range"]["next_id"]
 
 
-def test_a_batch_over_the_body_limit_fails_its_range_instead_of_being_retried_for_ever(dc):
-    # 2,000 articles with long random subjects: one batch of several MiB, gzip or not.
+def scripted_line(number: int, name: str) -> bytes:
+    return b"\t".join([b"%d" % number, f'[1/1] - "{name}.rar" yEnc (1/1)'.encode(), b"P <p@example.net>",
+                       b"Sat, 01 Nov 2025 07:27:27 +0000", b"<%d@example.net>" % number, b"", b"716800",
+                       b"5500", b"Xref: scripted.invalid"])
+
+
+def test_a_range_that_fails_is_given_back_marked_and_the_nodes_go_on_with_the_others(dc):
+    # 2,000 ordinary articles, then 2,000 with long random subjects: one batch of several MiB,
+    # gzip or not, over the coordinator's body limit. Two ranges; the newest (bad) is leased first.
     rng = random.Random(31)
     alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
-    lines = []
-    for number in range(BONELESS, BONELESS + 2_000):
-        name = "".join(rng.choice(alphabet) for _ in range(1_500))
-        lines.append(b"\t".join([b"%d" % number, f'[1/1] - "{name}.rar" yEnc (1/1)'.encode(), b"P <p@example.net>",
-                                 b"Sat, 01 Nov 2025 07:27:27 +0000", b"<%d@example.net>" % number, b"", b"716800",
-                                 b"5500", b"Xref: scripted.invalid"]))
+    lines = [scripted_line(number, f"ordinary.{number}") for number in range(BONELESS, BONELESS + 2_000)]
+    lines += [scripted_line(number, "".join(rng.choice(alphabet) for _ in range(1_500)))
+              for number in range(BONELESS + 2_000, BONELESS + 4_000)]
     with ScriptedServer({FRENCH: lines}) as server:
         dc.add_groups(FRENCH)
-        dc.plan(server, FRENCH)
+        dc.plan(server, FRENCH, range_size=2_000)
+        (bad_id, good_id) = [row[0] for row in dc.rows("SELECT id FROM seed_ranges ORDER BY first_id DESC")]
         node = dc.edge("edge-a", dc.node_env(dc.create_node("edge-a"), server.port), "--exit-when-idle")
-        event = node.wait_for(lambda e: e["event"] == "failed" or e.get("call") == "batch", timeout=60)
-    assert event["event"] == "failed" and "413" in event["reason"], event
-
+        # Without the failure mark the coordinator offered the failed range again and again: the
+        # node gave it back every poll and never leased the other one, nor exited.
+        assert node.wait(120) == 0, node.log()
+        failed = node.named("failed")
+        assert [(e["range"], "413" in e["reason"]) for e in failed] == [(bad_id, True)], failed
+        assert [e["range"] for e in node.named("done")] == [good_id]
+        # A second node takes the failed range once (nothing else is left), fails too, and exits.
+        other = dc.edge("edge-b", dc.node_env(dc.create_node("edge-b"), server.port), "--exit-when-idle")
+        assert other.wait(120) == 0, other.log()
+        assert [e["range"] for e in other.named("failed")] == [bad_id]
+    wait_until(dc.all_gathered, 60, "every batch gathered")
+    (status, next_id, failures, last_failure), = dc.rows(
+        "SELECT status, next_id, failures, last_failure FROM seed_ranges WHERE id = :id", id=bad_id)
+    assert (status, next_id, failures) == ("planned", BONELESS + 2_000, 2)
+    assert last_failure.startswith("edge-b: ") and "413" in last_failure, last_failure
+    assert dc.value("SELECT status FROM seed_ranges WHERE id = :id", id=good_id) == "done"
+    assert dc.value("SELECT count(*) FROM fragments") == 2_000
+    (shown,) = dc.status()["failed_ranges"]
+    assert (shown["id"], shown["failures"], shown["last_failure"]) == (bad_id, 2, last_failure)

@@ -9,10 +9,11 @@ import threading
 
 import pytest
 
-from tests.e2e.conftest import GROUPS, LEASE_TIMEOUT, wait_until
+from tests.e2e.conftest import GROUPS, LEASE_TIMEOUT
 from tests.e2e.hand import Hand, digest_lease
 from tests.e2e.relay import AnswerLosingRelay
 from tests.e2e.truth import check_ground_truth
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.services
 SLOW = 2_000  # overview lines per second and connection while a case needs nodes mid-range

@@ -3,28 +3,23 @@
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
-import time
 import venv
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from app.db import session_scope
 from edge.nntp import connect
 from simnews.generator import Config, generate
 from tests.app.factories import make_group, make_node, make_plan
 from tests.fixtures.api_server import start_api, stop_api
+from tests.fixtures.edge_process import EdgeProcess, start_edge
+from tests.fixtures.queries import query
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "ops" / "Dockerfile.edge"
@@ -110,20 +105,6 @@ def plan(group: str, spans: list[tuple[int, int]], node_name: str | None = None)
         return token, [r.id for r in ranges]
 
 
-def query(engine, sql: str, **params):
-    with engine.connect() as conn:
-        return conn.execute(text(sql), params).all()
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 60.0, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
-
-
 def all_batches_stored(engine) -> bool:
     (row,) = query(engine, "SELECT count(*) FILTER (WHERE state NOT IN ('stored', 'gathered')), count(*)"
                            " FROM seed_batches")
@@ -136,67 +117,13 @@ def stored_message_ids(engine, group: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-@dataclass
-class EdgeProcess:
-    """`edge run` as a subprocess; its JSON log lines are collected as they come."""
-
-    proc: subprocess.Popen
-    events: list[dict] = field(default_factory=list)
-    other_lines: list[str] = field(default_factory=list)
-
-    def __post_init__(self):
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            try:
-                self.events.append(json.loads(line))
-            except ValueError:
-                self.other_lines.append(line.rstrip("\n"))
-
-    def wait(self, timeout: float = 120) -> int:
-        code = self.proc.wait(timeout)
-        self._reader.join(5)
-        return code
-
-    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for event in list(self.events):
-                if predicate(event):
-                    return event
-            if self.proc.poll() is not None:
-                self._reader.join(5)
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"no such event; log: {self.log()}")
-
-    def named(self, name: str) -> list[dict]:
-        return [e for e in self.events if e.get("event") == name]
-
-    def signal(self, signum: int = signal.SIGTERM) -> None:
-        self.proc.send_signal(signum)
-
-    def log(self) -> str:
-        return "\n".join([json.dumps(e) for e in self.events] + self.other_lines)[-6000:]
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.fixture
 def run_edge(edge_bin, tmp_path):
     """Starts `edge run` with the given environment (JSON log on stderr); killed at the end."""
     started: list[EdgeProcess] = []
 
     def start(env: dict[str, str], *args: str) -> EdgeProcess:
-        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
-        proc = subprocess.Popen([str(edge_bin), "run", "--progress", "json", *args], env={**base, **env},
-                                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        process = EdgeProcess(proc)
+        process = start_edge(edge_bin, env, *args, home=tmp_path)
         started.append(process)
         return process
 

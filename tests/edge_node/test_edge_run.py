@@ -7,8 +7,10 @@ import subprocess
 import pytest
 
 from tests.edge_node.conftest import (BATCH_CHUNKS, CHUNK_SIZE, DOCKERFILE, all_batches_stored, plan, post_articles,
-                                      query, stored_message_ids, wait_until)
+                                      stored_message_ids)
 from tests.fixtures.api_server import make_certificate
+from tests.fixtures.queries import query
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.services
 

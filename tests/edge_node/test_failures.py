@@ -15,10 +15,11 @@ from app.db import session_scope
 from app.services.dcrun import spool_range
 from simnews.proxy import ProviderProxy
 from tests.app.factories import make_node
-from tests.edge_node.conftest import (CHUNK_SIZE, all_batches_stored, plan, post_articles, query,
-                                      stored_message_ids, wait_until)
+from tests.edge_node.conftest import CHUNK_SIZE, all_batches_stored, plan, post_articles, stored_message_ids
 from tests.edge_node.stub import FlakyCoordinator
 from tests.fixtures.ports import free_port
+from tests.fixtures.queries import query
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.services
 ARTICLES = 6000
