@@ -9,7 +9,8 @@ ingest queue and one on gather+control, and one `edge run` with --connections NN
 The two seed test groups (alt.binaries.e-book.french, alt.binaries.cd.image.playstation2.dvdiso)
 get half the generated articles each. Measured:
 
-- raw OVER: the same chunks read by --connections of our NNTP client at once, lines only counted;
+- raw OVER: the same chunks read by --connections of our NNTP client at once, lines only counted
+  (no compression, as the edge node is set up here);
 - end to end: from `edge run` starting to the last batch gathered (plan made before);
 - CPU seconds per article of each process tree (edge, API, workers, PostgreSQL, INN), from
   /proc, over the end-to-end run;
@@ -264,7 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         edge_env = {**os.environ, "COORDINATOR_URL": f"https://127.0.0.1:{services.ports['api']}",
                     "COORDINATOR_CAFILE": str(workdir / "cert.pem"), "NODE_TOKEN": token,
                     "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(services.ports["reader"]), "NNTP_SSL": "0",
-                    "NNTP_CONNECTIONS": str(args.connections)}
+                    # The same connections as the raw read: uncompressed. Over loopback, COMPRESS
+                    # DEFLATE only moves CPU into INN (deflate) and the edge (inflate).
+                    "NNTP_COMPRESS": "0", "NNTP_CONNECTIONS": str(args.connections)}
         started = time.perf_counter()
         edge = subprocess.Popen([str(REPO / ".venv/bin/edge"), "run", "--exit-when-idle"], env=edge_env, cwd=workdir,
                                 stdout=subprocess.DEVNULL, stderr=open(workdir / "edge.log", "wb"))
