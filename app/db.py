@@ -96,14 +96,17 @@ def ensure_group_partitions(conn: Connection | Session, group_id: int) -> bool:
     """Make sure the group's partitions exist; True when some had to be created.
 
     Cheap when they exist (one catalog look-up), so ingest checks it for every batch instead
-    of remembering it in a process. Creation runs under a transaction-scoped advisory lock so
+    of remembering it in a process. A partition's group_id defaults to its group, so rows are
+    COPYed into it without that column. Creation runs under a transaction-scoped advisory lock so
     concurrent workers never race on the same CREATE.
     """
     names = [partition_name(t, group_id) for t in PARTITIONED_TABLES]
+    # Present with their group_id default (one made by an earlier version has none: it gets it).
     present = conn.execute(
         text(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE c.relname = ANY(:names) AND n.nspname = current_schema()"
+            " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'group_id'"
+            " WHERE c.relname = ANY(:names) AND n.nspname = current_schema() AND a.atthasdef"
         ),
         {"names": names},
     ).scalar_one()
@@ -112,6 +115,8 @@ def ensure_group_partitions(conn: Connection | Session, group_id: int) -> bool:
     conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('partitions'), :gid)"), {"gid": int(group_id)})
     for table, name in zip(PARTITIONED_TABLES, names):
         conn.execute(
-            text(f'CREATE TABLE IF NOT EXISTS "{name}" PARTITION OF "{table}" FOR VALUES IN ({int(group_id)})')
+            text(f'CREATE TABLE IF NOT EXISTS "{name}" PARTITION OF "{table}" (group_id DEFAULT {int(group_id)})'
+                 f" FOR VALUES IN ({int(group_id)})")
         )
+        conn.execute(text(f'ALTER TABLE "{name}" ALTER COLUMN group_id SET DEFAULT {int(group_id)}'))
     return True

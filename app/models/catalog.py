@@ -1,14 +1,14 @@
 """What the seed produces: files (details once), fragments, releases, release chunks, rule counts.
 
 Files, fragments and release chunks are partitioned by group (LIST on group_id); the partitions
-are made on demand by app.db.ensure_group_partitions. No foreign keys on these hot tables: a
+are made on demand by app.db.ensure_group_partitions (a partition's group_id defaults to its group). No foreign keys on these hot tables: a
 row can only land in an existing group's partition, and keys come from the digest library.
 """
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import REAL, BigInteger, DateTime, Index, Integer, Text, func
+from sqlalchemy import REAL, BigInteger, DateTime, Integer, PrimaryKeyConstraint, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -17,36 +17,48 @@ PARTITION_BY_GROUP = {"postgresql_partition_by": "LIST (group_id)"}
 
 
 class File(Base):
-    """One posted file; its details are stored once, keyed by the digest's stable file key."""
+    """One posted file; its details are stored once, keyed by the digest's stable file key (its
+    poster with its release: see poster)."""
 
     __tablename__ = "files"
     __table_args__ = (
         # Gathering counts a release's files.
-        Index("ix_files_release", "group_id", "release_key"),
+        PrimaryKeyConstraint("group_id", "key"),
+        # No index on release_key: the store keeps releases' aggregates up to date as it adds
+        # files; only a repair gather (app.services.batches.gather_releases) reads files by
+        # release, and scans the group's partition.
         PARTITION_BY_GROUP,
     )
 
-    group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    # Columns in the table's order: 8-byte ones first, then 4-byte, then texts (no padding).
+    key: Mapped[int] = mapped_column(BigInteger)
     release_key: Mapped[int] = mapped_column(BigInteger)
-    name: Mapped[str] = mapped_column(Text)
-    subject: Mapped[str] = mapped_column(Text)
-    poster: Mapped[str] = mapped_column(Text)
     posted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    group_id: Mapped[int] = mapped_column(Integer)
     file_index: Mapped[int | None] = mapped_column(Integer)
     file_count: Mapped[int | None] = mapped_column(Integer)
     parts: Mapped[int | None] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(Text)
+    subject: Mapped[str] = mapped_column(Text)
+    # NULL when it is its release's poster (always, as the digest builds releases): the poster is
+    # stored once, with the release. Read coalesce(files.poster, releases.poster).
+    poster: Mapped[str | None] = mapped_column(Text)
 
 
 class Fragment(Base):
-    """One article of a file; an article number appears once per group."""
+    """One article of a file; an article number appears once per group.
+
+    The columns are in the table's order, 8-byte ones first so that no alignment padding is
+    stored; the primary key's pages are filled whole (fillfactor 100,
+    set by migration 0006): fragments go in in article order, a range at a time.
+    """
 
     __tablename__ = "fragments"
-    __table_args__ = PARTITION_BY_GROUP
+    __table_args__ = (PrimaryKeyConstraint("group_id", "article"), PARTITION_BY_GROUP)
 
-    group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    article: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    article: Mapped[int] = mapped_column(BigInteger)
     file_key: Mapped[int] = mapped_column(BigInteger)
+    group_id: Mapped[int] = mapped_column(Integer)
     part: Mapped[int] = mapped_column(Integer)
     bytes: Mapped[int] = mapped_column(Integer)
     message_id: Mapped[str] = mapped_column(Text)

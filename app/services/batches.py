@@ -1,15 +1,22 @@
 """Batches: checked at the door, stored by ingest into the catalog tables, retried by beat.
 
-A batch goes accepted -> stored -> gathered. Each step is idempotent by construction: it runs
-under a row lock on the batch and only from the state before it, and moves the state in the same
-transaction, so a redelivered task finds the work done and does nothing. Rows go in by COPY
-straight into the group's partitions, less the files and releases already there (they span
-batches); should another worker store one of them meanwhile, that table falls back to staging
-and INSERT ... ON CONFLICT DO NOTHING. Nothing is stored twice either way.
+A batch goes accepted -> gathered: the store loads its rows and brings the releases it touched
+up to date in one transaction (the 'stored' state, stored but not yet gathered, is left by
+earlier versions only; the gather task finishes those). Each step is idempotent by
+construction: it runs under a row lock on the batch and only from the state before it, and
+moves the state in the same transaction, so a redelivered task finds the work done and does
+nothing. Rows go in by COPY straight into the group's partitions, less the files and releases
+already there (they span batches); should another worker store one of them meanwhile, that table
+falls back to staging and INSERT ... ON CONFLICT DO NOTHING, and only the rows that went in are
+added to the releases' aggregates. Nothing is stored or counted twice either way.
 """
 from __future__ import annotations
 
 import logging
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import compress
@@ -19,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from app.db import ensure_group_partitions, partition_name
 from app.models import SeedBatch, SeedRange
-from app.services.copytext import copy_columns
+from app.services.copytext import BINARY_HEADER, BINARY_TRAILER, StreamedCopy, binary_slices
 from app.services.errors import ServiceError
 from edge.batch import BatchError, BatchTooLarge, decode_batch
 
@@ -31,7 +38,7 @@ INT32_COLUMNS = {
     "files": ("index", "count", "parts"),
     "fragments": ("part", "bytes"),
     "releases": ("file_count",),
-    "release_chunks": ("files",),
+    "release_chunks": ("files", "fragments"),
 }
 INT32 = (-(2**31), 2**31 - 1)
 
@@ -72,8 +79,13 @@ def check_batch(batch: dict) -> BatchHeader:
         bad("a fragment's article number is outside first..last")
     for table, columns in INT32_COLUMNS.items():
         for column in columns:
-            values = [v for v in batch[table][column] if v is not None]
-            if values and (min(values) < INT32[0] or max(values) > INT32[1]):
+            values = batch[table][column]
+            try:
+                low, high = (min(values), max(values)) if values else (0, 0)
+            except TypeError:  # NULLs (a nullable column): leave them out
+                values = [v for v in values if v is not None]
+                low, high = (min(values), max(values)) if values else (0, 0)
+            if low < INT32[0] or high > INT32[1]:
                 bad(f"{table}.{column} holds a value past 32 bits")
     if any(n < 0 for counts in batch["rules"].values() for n in counts):
         bad("rule counts cannot be negative")
@@ -116,7 +128,8 @@ class StoreResult:
 
 
 def store_batch(session: Session, batch_id: int) -> StoreResult:
-    """Load one accepted batch into the catalog; idempotent (see the module's doc)."""
+    """Load one accepted batch into the catalog and bring its releases' aggregates up to date,
+    in one transaction; idempotent (see the module's doc). The batch ends 'gathered'."""
     batch_row = session.scalar(
         select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update()
         .execution_options(populate_existing=True)
@@ -124,12 +137,12 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
     if batch_row is None or batch_row.state != "accepted":
         # Gone (its range was deleted) or already stored/failed: nothing to do.
         return StoreResult(batch_id, stored=False)
-    seed_range = session.get(SeedRange, batch_row.range_id)
+    range_id = batch_row.range_id
     batch = decode_batch(batch_row.body, batch_row.content_type, batch_row.content_encoding)
     check_batch(batch)
-    group_id = seed_range.group_id
+    group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == range_id))
     ensure_group_partitions(session, group_id)
-    load_catalog(session, group_id, seed_range.id, batch)
+    load_catalog(session, group_id, range_id, batch)
 
     chunks = batch["chunks"]
     lines = sum(c[2] for c in chunks)
@@ -144,56 +157,114 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
             " dropped = dropped + :dropped WHERE id = :id"
         ),
         {"articles": lines - rejected, "missing": missing, "rejected": rejected, "files": kept[1],
-         "releases": kept[0], "dropped": dropped, "id": seed_range.id},
+         "releases": kept[0], "dropped": dropped, "id": range_id},
     )
-    batch_row.state = "stored"
+    # The releases were brought up to date with the rows (load_catalog): nothing is left to gather.
+    batch_row.state = "gathered"
     batch_row.stored_at = datetime.now(timezone.utc)
     batch_row.error = None
     batch_row.body = None  # the catalog holds it now; the raw body would only take space
-    batch_row.release_keys = list(batch["releases"]["key"])
+    batch_row.release_keys = None
     return StoreResult(batch_id, stored=True)
 
 
-def fragment_columns(fragments: dict, group_id: int) -> list[tuple[str, list]]:
-    articles = fragments["article"]
-    return [("int", articles), ("int", fragments["file"]), ("int", fragments["part"]),
-            ("int", fragments["bytes"]), ("text", fragments["message_id"]), ("int", [group_id] * len(articles))]
+# Fragments' columns in the table's order (no alignment padding: 8-byte columns first); the
+# partition's own default gives group_id. They go in by binary COPY (the bulk of every batch).
+FRAGMENT_COLUMNS = "article, file_key, part, bytes, message_id"
+FRAGMENT_COPY = "COPY {table} (" + FRAGMENT_COLUMNS + ") FROM STDIN (FORMAT binary)"
 
 
-FRAGMENT_COLUMNS = "article, file_key, part, bytes, message_id, group_id"
+def fragment_slices(fragments: dict) -> Iterator[bytes]:
+    """The fragments as a binary COPY payload for FRAGMENT_COPY, in slices (check_batch first:
+    part and bytes must fit 32 bits)."""
+    return binary_slices([("int8", fragments["article"]), ("int8", fragments["file"]),
+                          ("int4", fragments["part"]), ("int4", fragments["bytes"]),
+                          ("text", fragments["message_id"])])
 
 
-def _copy_new_rows(cur, table: str, target: str, column_names: str, columns: list[tuple[str, list]]) -> None:
-    """COPY rows straight into `target` (the group's partition, or the table itself).
+FILE_COLUMNS = "key, release_key, posted_at, file_index, file_count, parts, name, subject, poster"
+RELEASE_CHUNK_COLUMNS = "release_key, batch_from, range_id, bytes, first_post, last_post, files, fragments"
+RELEASE_COLUMNS = ("key, name, poster, file_count, group_id, files_seen, parts_expected, parts_seen, bytes,"
+                   " completion, first_post, last_post, gathered_at")
 
-    The caller leaves out rows it knows are there, so the plain COPY nearly always goes through;
-    should another worker have stored one of them meanwhile (a unique violation), the savepoint
-    is rolled back and the rows go through a staging table and INSERT ... ON CONFLICT DO NOTHING.
-    """
-    if not columns[0][1]:
-        return
-    cur.execute("SAVEPOINT copy_new_rows")
-    try:
-        copy_columns(cur, f'COPY "{target}" ({column_names}) FROM STDIN', columns)
-        cur.execute("RELEASE SAVEPOINT copy_new_rows")
-        return
-    except Exception as exc:
+_background_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _background(fn, *args) -> Future:
+    """Run fn(*args) on this process's helper thread (made after any fork): a database call there
+    waits on the server while this thread builds the next payload."""
+    global _background_pool
+    if _background_pool is None or _background_pool[0] != os.getpid():
+        _background_pool = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="store"))
+    return _background_pool[1].submit(fn, *args)
+
+
+class _PendingCopy:
+    """A COPY of rows the caller believes new straight into `target`, under a savepoint, sent in
+    the background (the caller prepares the next tables meanwhile); finish() tells which rows went
+    in. Should another worker have stored one of them meanwhile (a unique violation), the
+    savepoint is rolled back and the rows go through a staging table and INSERT ... ON CONFLICT DO
+    NOTHING RETURNING the key."""
+
+    def __init__(self, cur, table: str, target: str, column_names: str, pieces: list[bytes], key: str,
+                 binary: bool = False):
+        self.cur, self.table, self.target, self.column_names, self.pieces, self.key = (
+            cur, table, target, column_names, pieces, key)
+        self.options = " (FORMAT binary)" if binary else ""
+        self.copy = self.error = None
+        if not pieces or (binary and sum(map(len, pieces)) == len(BINARY_HEADER) + len(BINARY_TRAILER)):
+            return
+        cur.execute("SAVEPOINT copy_new_rows")
+        try:
+            self.copy = StreamedCopy(cur, f'COPY "{target}" ({column_names}) FROM STDIN{self.options}', pieces)
+        except Exception as exc:
+            self.error = exc
+
+    def finish(self) -> set | None:
+        """None when every row went in; else the keys of the rows that did."""
+        if self.copy is None and self.error is None:
+            return None
+        exc = self.error
+        if exc is None:
+            try:
+                self.copy.finish()
+            except Exception as error:
+                exc = error
+        if exc is None:
+            self.cur.execute("RELEASE SAVEPOINT copy_new_rows")
+            return None
         if getattr(exc, "sqlstate", None) != "23505":  # unique_violation
-            raise
+            raise exc
+        cur, names = self.cur, self.column_names
         cur.execute("ROLLBACK TO SAVEPOINT copy_new_rows")
-    stage = f"stage_{table}"
-    cur.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{stage}" (LIKE "{table}") ON COMMIT DELETE ROWS')
-    copy_columns(cur, f'COPY "{stage}" ({column_names}) FROM STDIN', columns)
-    cur.execute(f'INSERT INTO "{table}" ({column_names}) SELECT {column_names} FROM "{stage}" ON CONFLICT DO NOTHING')
+        # Shaped like the target, its group_id default included (per target: a session may
+        # store batches of several groups).
+        stage = f"stage_{self.target}"
+        cur.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{stage}" (LIKE "{self.target}" INCLUDING DEFAULTS)'
+                    " ON COMMIT DELETE ROWS")
+        with cur.copy(f'COPY "{stage}" ({names}) FROM STDIN{self.options}') as copy:
+            for piece in self.pieces:
+                copy.write(piece)
+        cur.execute(f'INSERT INTO "{self.target}" ({names}) SELECT {names} FROM "{stage}"'
+                    f" ON CONFLICT DO NOTHING RETURNING {self.key}")
+        inserted = {key for (key,) in cur.fetchall()}
+        cur.execute(f'TRUNCATE "{stage}"')
+        return inserted
 
 
-def _known_keys(cur, table: str, group_id: int, keys: list[int]) -> set[int]:
-    """Which of these keys the table has for the group already (files and releases that span
-    batches, ranges and nodes are stored by the first batch that saw them)."""
-    if not keys:
-        return set()
-    cur.execute(f"SELECT key FROM {table} WHERE group_id = %s AND key = ANY(%s)", (group_id, keys))
-    return {key for (key,) in cur.fetchall()}
+def _known_keys(cur, group_id: int, file_keys: list[int], release_keys: list[int]) -> tuple[set, set]:
+    """Which of these files and releases the catalog has for the group already (those spanning
+    batches, ranges and nodes are stored by the first batch that saw them); one round trip."""
+    known: tuple[set, set] = (set(), set())
+    if not file_keys and not release_keys:
+        return known
+    cur.execute(
+        f'SELECT false, key FROM "{partition_name("files", group_id)}" WHERE key = ANY(%s)'
+        " UNION ALL SELECT true, key FROM releases WHERE group_id = %s AND key = ANY(%s)",
+        (file_keys, group_id, release_keys), binary=True)
+    for is_release, key in cur.fetchall():
+        known[is_release].add(key)
+    return known
 
 
 def _without(known: set[int], keys: list[int], columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
@@ -203,39 +274,130 @@ def _without(known: set[int], keys: list[int], columns: list[tuple[str, list]]) 
     return [(kind, list(compress(values, keep))) for kind, values in columns]
 
 
+def _completion(parts_seen: int, parts_expected: int) -> float:
+    return min(100.0, 100.0 * parts_seen / parts_expected) if parts_expected > 0 else 0.0
+
+
+NO_CHUNK = (0, 0, None, None)
+
+
+class _Additions:
+    """What one batch adds to each of its releases: the files and the release chunk it stored."""
+
+    def __init__(self, batch: dict, inserted_file_keys: set | None, new_files: list[tuple[int, int]] | None,
+                 inserted_chunks: set | None):
+        files, chunks = batch["files"], batch["release_chunks"]
+        self.files: dict[int, int] = {}
+        self.parts: dict[int, int] = {}
+        if inserted_file_keys is not None:  # some went in through ON CONFLICT: count those (once)
+            new_files = dict((k, (r, p)) for k, r, p in zip(files["key"], files["release"], files["parts"])
+                             if k in inserted_file_keys).values()
+        for release, parts in new_files:
+            self.files[release] = self.files.get(release, 0) + 1
+            self.parts[release] = self.parts.get(release, 0) + parts
+        rows = zip(chunks["release"], chunks["fragments"], chunks["bytes"], chunks["first_date"], chunks["last_date"])
+        if inserted_chunks is None:
+            self.chunk = {row[0]: row[1:] for row in rows}
+        else:
+            self.chunk = {}
+            for row in rows:
+                if row[0] in inserted_chunks:
+                    self.chunk.setdefault(row[0], row[1:])
+
+    def of(self, keys: list[int]) -> list[tuple]:
+        """(files, parts, fragments, bytes, first date, last date) for each release key."""
+        files, parts, chunk = self.files, self.parts, self.chunk
+        return [(files.get(key, 0), parts.get(key, 0), *chunk.get(key, NO_CHUNK)) for key in keys]
+
+
+def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _Additions) -> tuple[list, list]:
+    keys = list(compress(releases["key"], new))
+    added = additions.of(keys)
+    n = len(keys)
+    now = int(time.time())
+    return keys, list(binary_slices([
+        ("int8", keys), ("text", list(compress(releases["name"], new))),
+        ("text", list(compress(releases["poster"], new))), ("int4", list(compress(releases["file_count"], new))),
+        ("int4", [group_id] * n), ("int4", [a[0] for a in added]), ("int8", [a[1] for a in added]),
+        ("int8", [a[2] for a in added]), ("int8", [a[3] for a in added]),
+        ("float4", [_completion(a[2], a[1]) for a in added]),
+        ("timestamp", [a[4] for a in added]), ("timestamp", [a[5] for a in added]), ("timestamp", [now] * n)]))
+
+
 def load_catalog(session: Session, group_id: int, range_id: int, batch: dict) -> None:
-    """Files, fragments, releases, release chunks and rule counts of one batch, in bulk."""
+    """Files, fragments, releases, release chunks and rule counts of one batch, in bulk, and the
+    releases' aggregates (what gathering computes) kept up to date as rows go in.
+
+    A release's aggregates are sums over its files and release chunks, so they are maintained
+    by adding what this batch stored: a new release goes in with them, a known one is updated
+    by increments (safe against a concurrent batch: the row lock serialises the additions).
+
+    Client and server work side by side: the server looks up the known keys while the fragments'
+    payload is built here, and stores the fragments while the other tables' rows are built.
+    """
     conn = session.connection().connection.driver_connection  # psycopg, for COPY
     batch_from = batch["first"]
     files, releases, chunks = batch["files"], batch["releases"], batch["release_chunks"]
+    file_keys, release_keys = files["key"], releases["key"]
     with conn.cursor() as cur:
-        _copy_new_rows(cur, "fragments", partition_name("fragments", group_id), FRAGMENT_COLUMNS,
-                       fragment_columns(batch["fragments"], group_id))
+        known = _background(_known_keys, cur, group_id, file_keys, release_keys)
+        fragment_pieces = list(fragment_slices(batch["fragments"]))
+        known_files, known_releases = known.result()
+        fragments = _PendingCopy(cur, "fragments", partition_name("fragments", group_id), FRAGMENT_COLUMNS,
+                                 fragment_pieces, "article", binary=True)
 
-        group = [group_id] * len(files["key"])
-        _copy_new_rows(
-            cur, "files", partition_name("files", group_id),
-            "key, release_key, name, subject, poster, posted_at, file_index, file_count, parts, group_id",
-            _without(_known_keys(cur, "files", group_id, files["key"]), files["key"], [
-                ("int", files["key"]), ("int", files["release"]),
-                ("text", [name or "" for name in files["name"]]), ("text", files["subject"]),
-                ("text", files["poster"]), ("epoch", files["date"]), ("int", files["index"]),
-                ("int", files["count"]), ("int", files["parts"]), ("int", group)]))
-
-        group = [group_id] * len(releases["key"])
-        _copy_new_rows(
-            cur, "releases", "releases", "key, name, poster, file_count, group_id",
-            _without(_known_keys(cur, "releases", group_id, releases["key"]), releases["key"], [
-                ("int", releases["key"]), ("text", releases["name"]), ("text", releases["poster"]),
-                ("int", releases["file_count"]), ("int", group)]))
-
+        # While the server stores the fragments: the other tables' rows.
+        # A file's poster is its release's (stored there): NULL unless it differs.
+        release_poster = dict(zip(release_keys, releases["poster"]))
+        file_columns = _without(known_files, file_keys, [
+            ("int8", file_keys), ("int8", files["release"]), ("timestamp", files["date"]),
+            ("int4", files["index"]), ("int4", files["count"]), ("int4", files["parts"]),
+            ("text", [name or "" for name in files["name"]]), ("text", files["subject"]),
+            ("text", [None if poster == release_poster.get(release) else poster
+                      for release, poster in zip(files["release"], files["poster"])])])
+        file_pieces = list(binary_slices(file_columns))
         count = len(chunks["release"])
-        _copy_new_rows(
-            cur, "release_chunks", partition_name("release_chunks", group_id),
-            "release_key, files, fragments, bytes, first_post, last_post, group_id, batch_from, range_id",
-            [("int", chunks["release"]), ("int", chunks["files"]), ("int", chunks["fragments"]),
-             ("int", chunks["bytes"]), ("epoch", chunks["first_date"]), ("epoch", chunks["last_date"]),
-             ("int", [group_id] * count), ("int", [batch_from] * count), ("int", [range_id] * count)])
+        chunk_pieces = list(binary_slices([
+            ("int8", chunks["release"]), ("int8", [batch_from] * count), ("int8", [range_id] * count),
+            ("int8", chunks["bytes"]), ("timestamp", chunks["first_date"]), ("timestamp", chunks["last_date"]),
+            ("int4", chunks["files"]), ("int4", chunks["fragments"])]))
+        new_files = list(zip(file_columns[1][1], file_columns[5][1]))
+        additions = _Additions(batch, None, new_files, None)  # should every row go in (nearly always)
+        new = [key not in known_releases for key in release_keys]
+        new_keys, release_pieces = _release_pieces(releases, new, group_id, additions)
+        fragments.finish()
+
+        inserted_files = _PendingCopy(cur, "files", partition_name("files", group_id), FILE_COLUMNS,
+                                      file_pieces, "key", binary=True).finish()
+        inserted_chunks = _PendingCopy(cur, "release_chunks", partition_name("release_chunks", group_id),
+                                       RELEASE_CHUNK_COLUMNS, chunk_pieces, "release_key", binary=True).finish()
+        if inserted_files is not None or inserted_chunks is not None:
+            additions = _Additions(batch, inserted_files, new_files, inserted_chunks)
+            new_keys, release_pieces = _release_pieces(releases, new, group_id, additions)
+        inserted_releases = _PendingCopy(cur, "releases", "releases", RELEASE_COLUMNS, release_pieces,
+                                         "key", binary=True).finish()
+
+        # Releases stored before (or by a concurrent batch meanwhile): add this batch's part.
+        to_update = sorted(key for key, is_new in zip(release_keys, new)
+                           if not is_new or (inserted_releases is not None and key not in inserted_releases))
+        if to_update:
+            add = additions.of(to_update)
+            cur.execute(
+                """
+                UPDATE releases r
+                   SET files_seen = r.files_seen + d.files, parts_expected = r.parts_expected + d.parts,
+                       parts_seen = r.parts_seen + d.fragments, bytes = r.bytes + d.bytes,
+                       first_post = least(r.first_post, to_timestamp(d.first_post)),
+                       last_post = greatest(r.last_post, to_timestamp(d.last_post)),
+                       completion = CASE WHEN r.parts_expected + d.parts > 0
+                                         THEN least(100.0, 100.0 * (r.parts_seen + d.fragments)
+                                                           / (r.parts_expected + d.parts)) ELSE 0 END,
+                       gathered_at = now()
+                  FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
+                              %s::bigint[]) AS d(key, files, parts, fragments, bytes, first_post, last_post)
+                 WHERE r.group_id = %s AND r.key = d.key
+                """,
+                (to_update, *([a[i] for a in add] for i in range(6)), group_id))
 
         cur.executemany(
             "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"
@@ -246,7 +408,11 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict) ->
 
 def gather_batch(session: Session, batch_id: int) -> int | None:
     """Gather the releases a stored batch touched and mark it gathered; None when there was
-    nothing to do (not stored yet, or gathered already). Returns how many releases were updated."""
+    nothing to do (not stored yet, or gathered already). Returns how many releases were updated.
+
+    The store keeps releases up to date itself and marks its batches gathered; this is for
+    batches stored by an earlier version (or put back to 'stored' by an operator), and repairs
+    the releases it names by recomputing them whole."""
     row = session.scalar(
         select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update()
         .execution_options(populate_existing=True)
@@ -262,9 +428,18 @@ def gather_batch(session: Session, batch_id: int) -> int | None:
 
 def gather_releases(session: Session, group_id: int, release_keys: list[int]) -> int:
     """Recompute the aggregates of these releases from every batch that saw them, so releases
-    split over batches, ranges and nodes come out whole. Returns how many were updated."""
+    split over batches, ranges and nodes come out whole. Returns how many were updated.
+
+    The store keeps releases up to date itself; this repairs (a batch put back to 'stored' by an
+    operator). It scans the group's files partition: no index serves files by release (nothing
+    on the hot path reads them so). The rows are locked first (in key order), and the sums read
+    by the next statement: its snapshot then holds every batch that added to them before (the
+    store adds under the same row locks), so no addition is lost between reading and writing."""
     if not release_keys:
         return 0
+    params = {"g": group_id, "keys": sorted(set(release_keys))}
+    session.execute(text(
+        "SELECT 1 FROM releases WHERE group_id = :g AND key = ANY(:keys) ORDER BY key FOR UPDATE"), params)
     result = session.execute(
         text(
             """
@@ -287,7 +462,7 @@ def gather_releases(session: Session, group_id: int, release_keys: list[int]) ->
              WHERE r.group_id = :g AND r.key = chunk.release_key
             """
         ),
-        {"g": group_id, "keys": list(release_keys)},
+        params,
     )
     return result.rowcount
 

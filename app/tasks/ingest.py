@@ -35,8 +35,6 @@ def store_batch(self, batch_id: int) -> dict:
             log.error("batch %s failed for good after repeated errors: %s", batch_id, exc)
             return {"batch_id": batch_id, "state": "failed"}
         raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries), max_retries=None)
-    if result.stored:
-        from app.tasks.releases import gather
-
-        gather.delay(batch_id)
+    # The store brings the batch's releases up to date in its own transaction (the batch is then
+    # 'gathered'): no gather task to send.
     return {"batch_id": batch_id, "state": "stored" if result.stored else "already_stored"}

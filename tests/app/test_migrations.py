@@ -62,3 +62,102 @@ def test_partitions_are_idempotent_and_hold_numbers_past_2_32(db_session):
     ), {"a": big})
     stored = db_session.execute(text("SELECT article FROM fragments_g4242")).scalar_one()
     assert stored == big
+
+
+def test_0006_carries_the_catalog_over_and_back(postgres, settings):
+    """0006 rebuilds fragments and files with a new column order: every row survives upgrade and
+    downgrade, partitions default group_id to their group, the fragments' key is packed."""
+    url = postgres.create_database("seed_migration_0006")
+    override_settings(Settings(database_url=url))
+    engine = create_engine(url)
+    frag = "SELECT group_id, article, file_key, part, bytes, message_id FROM fragments ORDER BY group_id, article"
+    file = ("SELECT f.group_id, f.key, f.release_key, f.name, f.subject, coalesce(f.poster, r.poster), f.posted_at,"
+            " f.file_index, f.file_count, f.parts FROM files f"
+            " LEFT JOIN releases r ON r.group_id = f.group_id AND r.key = f.release_key ORDER BY 1, 2")
+    chunk = "SELECT group_id, release_key, batch_from, files FROM release_chunks ORDER BY 1, 2, 3"
+    try:
+        command.upgrade(alembic_config(), "0005")
+        with engine.begin() as conn:
+            for group_id in (3, 11):
+                for table in ("files", "fragments", "release_chunks"):
+                    conn.execute(text(f'CREATE TABLE "{table}_g{group_id}" PARTITION OF "{table}"'
+                                      f" FOR VALUES IN ({group_id})"))
+                conn.execute(text(
+                    "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
+                    " SELECT :g, 2^32::bigint + n, -n, n % 7 + 1, 700000 + n, '<m' || n || '@x>'"
+                    " FROM generate_series(1, 500) n"), {"g": group_id})
+                conn.execute(text(
+                    "INSERT INTO files (group_id, key, release_key, name, subject, poster, posted_at, file_index,"
+                    " file_count, parts) SELECT :g, n * 1000003, -n % 5, 'f' || n, 's' || n,"
+                    " CASE WHEN n % 10 = 0 THEN 'other' ELSE 'p' || (n % 5) END,"
+                    " CASE WHEN n % 3 = 0 THEN NULL ELSE to_timestamp(1761982047 + n) END,"
+                    " CASE WHEN n % 2 = 0 THEN NULL ELSE n END, 9, n FROM generate_series(1, 50) n"), {"g": group_id})
+                conn.execute(text(
+                    "INSERT INTO releases (group_id, key, name, poster) SELECT :g, -n, 'r', 'p' || n"
+                    " FROM generate_series(0, 4) n"), {"g": group_id})
+                conn.execute(text(
+                    "INSERT INTO release_chunks (group_id, release_key, batch_from, range_id, files, fragments, bytes)"
+                    " VALUES (:g, 5, 2^32::bigint, 1, 2, 3, 4), (:g, -2, 2^32::bigint, 1, 9, 8, 7)"), {"g": group_id})
+            # A batch stored but not gathered by the store before 0006: gathered by the upgrade.
+            conn.execute(text("INSERT INTO groups (id, name) VALUES (11, 'alt.binaries.test')"))
+            conn.execute(text("INSERT INTO seed_plans (id, group_id, first_id, last_id) VALUES (1, 11, 1, 10)"))
+            conn.execute(text("INSERT INTO seed_ranges (id, plan_id, group_id, first_id, last_id, next_id)"
+                              " VALUES (1, 1, 11, 1, 10, 11)"))
+            conn.execute(text("INSERT INTO seed_batches (range_id, batch_from, batch_to, content_type, body_bytes,"
+                              " state, release_keys) VALUES (1, 1, 10, 'application/msgpack', 1, 'stored', '{-2}')"))
+        with engine.connect() as conn:
+            before = [conn.execute(text(q)).all() for q in (frag, file, chunk)]
+        command.upgrade(alembic_config(), "0006")
+        with engine.connect() as conn:
+            assert [conn.execute(text(q)).all() for q in (frag, file, chunk)] == before
+            columns = conn.execute(text(
+                "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
+                " WHERE attrelid = 'fragments_g11'::regclass AND attnum > 0 AND NOT attisdropped")).scalar_one()
+            assert columns == "article,file_key,group_id,part,bytes,message_id"
+            options = conn.execute(text(
+                "SELECT reloptions FROM pg_class WHERE relname = 'fragments_g11_pkey'")).scalar_one()
+            assert options == ["fillfactor=100"]
+            assert conn.execute(text("SELECT state, release_keys FROM seed_batches")).one() == ("gathered", None)
+            gathered = conn.execute(text(
+                "SELECT group_id, files_seen, parts_expected, parts_seen, bytes FROM releases WHERE key = -2"
+                " ORDER BY 1")).all()
+            assert gathered == [(3, 0, 0, 0, 0), (11, 10, 245, 8, 7)]  # its files: n = 2, 7, ..., 47 parts
+            # Posters are stored once, with the release, unless a file's differs.
+            assert conn.execute(text("SELECT count(*) FROM files WHERE poster IS NOT NULL")).scalar_one() == 10
+        with engine.begin() as conn:  # rows COPYed without group_id land with their partition's
+            for table, columns, values in (
+                ("fragments_g11", "article, file_key, part, bytes, message_id", "1, 2, 3, 4, '<x@y>'"),
+                ("files_g11", "key, release_key, name, subject", "1, 2, 'n', 's'"),
+                ("release_chunks_g11", "release_key, batch_from, range_id, files, fragments, bytes", "1, 2, 3, 4, 5, 6"),
+            ):
+                conn.execute(text(f"INSERT INTO {table} ({columns}) VALUES ({values})"))
+                assert conn.execute(text(f"SELECT DISTINCT group_id FROM {table}")).scalars().all() == [11]
+            conn.execute(text("DELETE FROM fragments WHERE article = 1"))
+            conn.execute(text("DELETE FROM files WHERE key = 1"))
+            conn.execute(text("DELETE FROM release_chunks WHERE release_key = 1"))
+        command.downgrade(alembic_config(), "0005")
+        with engine.connect() as conn:
+            assert [conn.execute(text(q)).all() for q in (frag, file, chunk)] == before
+            columns = conn.execute(text(
+                "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
+                " WHERE attrelid = 'fragments_g3'::regclass AND attnum > 0 AND NOT attisdropped")).scalar_one()
+            assert columns == "group_id,article,file_key,part,bytes,message_id"
+            assert conn.execute(text(
+                "SELECT count(*) FROM pg_attrdef d JOIN pg_class c ON c.oid = d.adrelid"
+                " WHERE c.relname ~ '_g(3|11)$'")).scalar_one() == 0
+        command.downgrade(alembic_config(), "base")
+    finally:
+        engine.dispose()
+        override_settings(settings)
+        reset_engine()
+
+
+def test_a_partition_made_without_its_group_default_gets_it(db_session):
+    """A partition made by an earlier version (no group_id default) is given one, so rows COPYed
+    without group_id land in it."""
+    db_session.execute(text("CREATE TABLE fragments_g4343 PARTITION OF fragments FOR VALUES IN (4343)"))
+    assert ensure_group_partitions(db_session, 4343) is True
+    assert ensure_group_partitions(db_session, 4343) is False
+    db_session.execute(text(
+        "INSERT INTO fragments_g4343 (article, file_key, part, bytes, message_id) VALUES (1, 2, 3, 4, '<x@y>')"))
+    assert db_session.execute(text("SELECT group_id FROM fragments_g4343")).scalar_one() == 4343

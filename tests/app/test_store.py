@@ -1,5 +1,6 @@
 """The store itself (what ingest.store_batch runs), on the real database: rows already there
-(another worker raced it, or an overlapping plan) fall back to ON CONFLICT, never twice."""
+(another worker raced it, or an overlapping plan) fall back to ON CONFLICT, never twice; the
+releases' aggregates the store keeps up to date equal a recomputation from scratch."""
 from __future__ import annotations
 
 from sqlalchemy import text
@@ -50,10 +51,96 @@ def test_rows_already_there_are_kept_once(clean_db):
         assert batches.store_batch(s, batch_id).stored
     with session_scope() as s:
         assert not batches.store_batch(s, batch_id).stored  # a redelivery does nothing
-        assert batches.gather_batch(s, batch_id) > 0
+        assert batches.gather_batch(s, batch_id) is None  # the store gathered it already
     assert count(clean_db, "SELECT count(*) FROM fragments") == 2000
     assert count(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 2000
     assert count(clean_db, "SELECT count(*) FROM fragments WHERE message_id = '<raced@x>'") == 1
     assert count(clean_db, "SELECT count(*) FROM files") == count(clean_db, "SELECT count(DISTINCT key) FROM files")
+    # Posters are stored once, with the release (the raced row aside).
+    assert count(clean_db, "SELECT count(*) FROM files WHERE poster IS NOT NULL") == 1
+    assert count(clean_db, "SELECT count(*) FROM files f JOIN releases r ON r.group_id = f.group_id"
+                           " AND r.key = f.release_key WHERE coalesce(f.poster, r.poster) <> r.poster") == 1
     assert count(clean_db, "SELECT count(*) FROM release_chunks") == len(first["release_chunks"]["release"]) + len(
         second["release_chunks"]["release"])
+
+
+AGGREGATES = ("SELECT key, files_seen, parts_expected, parts_seen, bytes, completion, first_post, last_post"
+              " FROM releases ORDER BY key")
+
+
+def rows(engine, sql):
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(sql)).all()]
+
+
+def store_range(spans, skip=frozenset()):
+    """Store batches of one range (as ingest does) and return (group_id, batches)."""
+    with session_scope() as s:
+        group = make_group(s)
+        node, _ = make_node(s)
+        (seed_range,) = make_plan(s, group, [(spans[0][0], spans[-1][1])])
+        orchestrator.lease(s, node, max_leases=1)
+        range_id, group_id = seed_range.id, group.id
+    made = [make_batch(a, b, skip=skip) for a, b in spans]
+    for batch in made:
+        batch_id = accept(node, range_id, batch)
+        with session_scope() as s:
+            assert batches.store_batch(s, batch_id).stored
+        with session_scope() as s:
+            assert count_state(s, batch_id) == "gathered"
+    return group_id, made
+
+
+def count_state(session, batch_id):
+    return session.execute(text("SELECT state FROM seed_batches WHERE id = :b"), {"b": batch_id}).scalar_one()
+
+
+def test_aggregates_kept_by_the_store_equal_a_full_gather(clean_db):
+    # 15 articles per release, batches of 1000 (and one of 7): releases straddle batches.
+    spans = [(BIG, BIG + 999), (BIG + 1000, BIG + 1006), (BIG + 1007, BIG + 2999)]
+    group_id, made = store_range(spans, skip={BIG + 3, BIG + 1003, BIG + 2500})
+    kept = rows(clean_db, AGGREGATES)
+    assert len(kept) == len({k for b in made for k in b["releases"]["key"]})
+    with session_scope() as s:
+        keys = [r[0] for r in kept]
+        assert batches.gather_releases(s, group_id, keys) == len(keys)
+    assert rows(clean_db, AGGREGATES) == kept
+    # One release straddling the first two batches, whole, with its hole counted.
+    with clean_db.connect() as conn:
+        whole = conn.execute(text(
+            "SELECT files_seen, parts_expected, parts_seen FROM releases WHERE name = :n"),
+            {"n": f"Some.Release.2025.{(BIG + 1003) // 15}"}).one()
+    assert tuple(whole) == (3, 15, 14)
+
+
+def test_a_release_stored_meanwhile_by_another_batch_gets_this_batchs_part(clean_db):
+    """Another worker stored a release of this batch between the look-up and the COPY (here: before,
+    with its look-up defeated): the release goes through ON CONFLICT and gets this batch's part
+    added, not lost."""
+    with session_scope() as s:
+        group = make_group(s)
+        node, _ = make_node(s)
+        (seed_range,) = make_plan(s, group, [(BIG, BIG + 999)])
+        orchestrator.lease(s, node, max_leases=1)
+        range_id, group_id = seed_range.id, group.id
+    batch = make_batch(BIG, BIG + 999)
+    key, name = batch["releases"]["key"][3], batch["releases"]["name"][3]
+    with session_scope() as s:
+        s.execute(text("INSERT INTO releases (group_id, key, name, poster, files_seen, parts_expected, parts_seen,"
+                       " bytes) VALUES (:g, :k, :n, 'p', 1, 5, 5, 10)"), {"g": group_id, "k": key, "n": name})
+    real = batches._known_keys
+    batches._known_keys = lambda cur, g, f, r: (set(), set())
+    try:
+        batch_id = accept(node, range_id, batch)
+        with session_scope() as s:
+            assert batches.store_batch(s, batch_id).stored
+    finally:
+        batches._known_keys = real
+    with clean_db.connect() as conn:
+        row = conn.execute(text("SELECT files_seen, parts_expected, parts_seen, bytes FROM releases WHERE key = :k"),
+                           {"k": key}).one()
+    i = batch["release_chunks"]["release"].index(key)
+    files = sum(1 for r in batch["files"]["release"] if r == key)
+    assert tuple(row) == (1 + files, 5 + 15, 5 + batch["release_chunks"]["fragments"][i],
+                          10 + batch["release_chunks"]["bytes"][i])
+    assert count(clean_db, "SELECT count(*) FROM releases") == len(batch["releases"]["key"])
