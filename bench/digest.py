@@ -6,12 +6,12 @@ For simnews.generator's articles turned into INN-style overview lines, it times,
 (process CPU time, best of --repeat runs each): parse + gather + rules + encode (msgpack, gzip)
 of batches of --batch-chunks chunks of --chunk lines, the lines in blocks of 256 KiB as the NNTP
 client yields them; and the same job done naively (split on tabs and one regex per line, plain
-loops). Every run starts with the library's per-process caches emptied, as in a new process: a
-run must not gain from the one before it, which read the same lines. It also reports the bytes
-on the wire per overview byte, and the release-chunk rows per release at --batch-chunks chunks
-per batch (and at one chunk per batch) for the throughput group and the e-book and PS2 DVD
-groups, for every release gathered (before rules) and for the releases kept (after rules). The
-last line printed is JSON with every figure.
+loops). Every run starts with the library's per-process caches emptied (and the encoder's kept
+buffer let go), as in a new process: a run must not gain from the one before it, which read the
+same lines. It also reports the bytes on the wire per overview byte, and the release-chunk rows
+per release at --batch-chunks chunks per batch (and at one chunk per batch) for the throughput
+group and the e-book and PS2 DVD groups, for every release gathered (before rules) and for the
+releases kept (after rules). The last line printed is JSON with every figure.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge.batch import encode_batch  # noqa: E402
+from edge.batch import clear_packer, encode_batch  # noqa: E402
 from edge.gather import BATCH_FORMAT_VERSION, Gatherer, clear_caches, file_key, release_key  # noqa: E402
 from edge.nntp import RECV_SIZE  # noqa: E402
 from edge.overview import DEFAULT_LAYOUT, decode_text, parse_date  # noqa: E402
@@ -151,11 +151,13 @@ def naive_digest(group: str, chunks, rules: RuleSet) -> dict:
 def timed_runs(job, batches, group: str, rules: RuleSet, repeat: int) -> tuple[list[float], int]:
     """CPU seconds of each run over all batches (digest + encode), and the bytes encoded. Each
     run starts with the library's per-process caches empty (counter tails, subjects, name
-    suffixes, dates: edge.gather.clear_caches), as in a new process."""
+    suffixes, dates: edge.gather.clear_caches) and without the encoder's kept buffer
+    (edge.batch.clear_packer), as in a new process."""
     runs, wire = [], 0
     for _ in range(repeat):
         wire = 0
         clear_caches()
+        clear_packer()
         started = time.process_time()
         for chunks in batches:
             body, _, _ = encode_batch(job(group, chunks, rules))

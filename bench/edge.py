@@ -78,6 +78,13 @@ def peak_rss_mib() -> float:
     return 0.0
 
 
+def cache_entries() -> dict[str, int]:
+    """Entries in the digest's per-process caches (each bounded: docs/digest.md, Memory)."""
+    from edge import gather, overview
+    return {"counter_tails": len(gather._COUNTER_TAILS), "subjects": len(gather._SUBJECTS),
+            "sizes": len(overview._SIZES)}
+
+
 def run_child(args: argparse.Namespace) -> dict:
     stop = threading.Event()
     connect = functools.partial(nntp.connect, "127.0.0.1", args.port)
@@ -101,7 +108,7 @@ def run_child(args: argparse.Namespace) -> dict:
     result = {"connections": args.child, "seconds": round(seconds, 2), "lines": state.lines,
               "lines_per_second": round(state.lines / seconds), "batches": sink.batches, "batch_bytes": sink.bytes,
               "node_cpu_seconds": round(process_cpu, 2), "digest_thread_cpu_seconds": round(digest_cpu, 2),
-              "peak_rss_mib": round(peak_rss_mib(), 1)}
+              "peak_rss_mib": round(peak_rss_mib(), 1), "cache_entries": cache_entries()}
     if profiler:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(14)
@@ -222,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                   f" (digest thread {result['digest_thread_cpu_seconds']:.1f})"
                   f" proxy {result['proxy_cpu_seconds']:.1f} INN {result['inn_cpu_seconds']:.1f}"
                   f" other {result['other_cpu_seconds']:.1f}; machine {100 * result['machine_cpu_busy_share']:.0f}% busy"
-                  f"  peak RSS {result['peak_rss_mib']:.0f} MiB", flush=True)
+                  f"  peak RSS {result['peak_rss_mib']:.0f} MiB; cache entries {result['cache_entries']}", flush=True)
         # Profiled apart: cProfile slows the digest thread, the timed runs above are clean.
         profile = None if args.no_profile else run_one(max(counts), proxy, proxy_port, nnrpd, first, last,
                                                        profile=True)["profile"]

@@ -29,11 +29,12 @@ every batch, so the coordinator merges what several batches, ranges or nodes saw
 from __future__ import annotations
 
 import gc
+import threading
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from hashlib import blake2b
-from itertools import compress, count, islice, repeat
+from itertools import chain, compress, count, islice, repeat
 from operator import itemgetter, lt, not_
 from typing import NamedTuple
 
@@ -46,26 +47,34 @@ from edge.subjects import ParsedSubject, clear_subject_caches, file_subject, fin
 
 BATCH_FORMAT_VERSION = 1
 
+# The per-process caches are bounded, so that a process's memory does not grow with the data it
+# has seen: when one holds more than its bound at the start of a block, its oldest half (in the
+# order entries were put in) is dropped (_trim). It then holds at most its bound plus what one
+# block adds (at most one entry per line of the block: ~1,000 lines for the NNTP client's
+# 256 KiB blocks). Entries are only ever read values, so dropping them changes no result.
+
 # The text after a subject's last "(" -> (part, parts, text after the counter), or False when it
-# does not start with a counter "p/P)". Tails repeat across batches: one cache per process,
-# cleared when it grows past the bound.
+# does not start with a counter "p/P)". Tails repeat across batches (a batch of 200,000 lines has
+# some 12,000). About 230 bytes an entry: ~12 MB at the bound.
 _COUNTER_TAILS: dict[bytes, tuple[int, int, bytes] | bool] = {}
-_COUNTER_TAILS_MAX = 500_000
+_COUNTER_TAILS_MAX = 50_000
 
 # A file's subject around its segment counter -> _Subject: the raw bytes before the counter when
 # nothing follows the counter (nearly always), else (before, after). Floods repost the same
-# names batch after batch: one cache per process, cleared past the bound.
+# names batch after batch. About 650 bytes an entry: ~26 MB at the bound (a batch of 200,000
+# lines has some 12,000 distinct subjects).
 _SUBJECTS: dict[bytes | tuple[bytes, bytes], _Subject] = {}
-_SUBJECTS_MAX = 40_000  # about 30 MB at most; a batch of 200,000 lines has some 15,000
+_SUBJECTS_MAX = 40_000
 
 # What a file's subject says, read once (the same for every file with that subject), as a plain
 # tuple (cheaper to make than a named one):
 # (ParsedSubject (its part and parts are None: they are the file's, not the subject's),
-#  the subject before its segment counter and after it, decoded,
 #  the release identity beside the poster (release name case-folded, file count),
-#  edge.rules.file_kind of the file name)
+#  edge.rules.file_kind of the file name).
+# The subject's text itself is decoded again (_decoded) for the few files that need it: the kept
+# ones and, with operator rules, the files they look at.
 _Subject = tuple
-_RELEASE_IDENTITY, _KIND = 3, 4
+_RELEASE_IDENTITY, _KIND = 1, 2
 
 
 def clear_caches() -> None:
@@ -98,23 +107,82 @@ def file_key(release: int, identity: str) -> int:
     return stable_key(b"file", release.to_bytes(8, "big", signed=True), identity.encode())
 
 
+def _trim(cache: dict, bound: int) -> None:
+    """Drops the oldest entries of a cache holding more than bound, down to half of it."""
+    excess = len(cache) - bound // 2
+    if excess > 0 and len(cache) > bound:
+        # list(islice(...)) runs in C, so no other thread changes the dict meanwhile; another may
+        # drop the same keys after it (pop with a default)
+        for key in list(islice(cache, excess)):
+            cache.pop(key, None)
+
+
+# The cyclic garbage collector and the digest. The digest makes millions of small objects and no
+# reference cycles; the collector, left on, would scan its big lists again and again (a sixth of
+# the time). So each block is read, and each batch built, with the collector paused; when the
+# last digest in the process leaves its pause, what was made meanwhile is moved to the oldest
+# generation (gc.freeze then gc.unfreeze: no pass over the objects) instead of being scanned by
+# the next young collections.
+#
+# Both are process-wide, which the rest of the process must be able to live with:
+# - pauses never include waiting: blocks are pulled from the network outside them, so the
+#   other threads (NNTP connections, coordinator calls) are only held off collecting for the
+#   CPU time of one block (a few ms) or one build;
+# - pauses of several threads nest: a counter under a lock, the first in pauses, the last out
+#   resumes (and only if the collector was on when the first came in);
+# - a program that froze objects itself (gc.freeze before forking) keeps them frozen: then the
+#   young collections do the scan instead;
+# - the move also takes the other threads' young objects to the oldest generation, where a cycle
+#   among them waits for a full collection, and full collections are triggered by objects that
+#   age through the young generations, which the moved ones skip: so once the digests have moved
+#   objects for _FULL_COLLECTION_LINES lines (25 s of a node digesting 200,000 lines/s, longer
+#   when the provider is slower), a full collection runs when the next batch starts (no batch in
+#   memory then), as the collector would have on its own. That bounds how long garbage of other
+#   threads can wait, for about 0.5% of the digest's time (a pass over the caches: 30-80 ms).
+_pause_lock = threading.Lock()
+_pauses = 0  # digests in a pause, all threads
+_resume = False  # whether the collector is to run again when the last pause ends
+_lines_moved = 0  # lines digested since the last full collection, while objects were moved
+_FULL_COLLECTION_LINES = 5_000_000
+
+
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """The digest makes millions of small objects and no reference cycles. The cyclic garbage
-    collector is paused while it runs, and what it made is then moved to the oldest generation
-    (freeze, unfreeze: no pass over the objects) instead of being scanned by the next young
-    collections, which would cost a tenth of the time. When the program froze objects itself
-    (gc.freeze before forking), they are left frozen and the young collections do the scan."""
-    enabled = gc.isenabled()
-    gc.disable()
+    global _pauses, _resume
+    with _pause_lock:
+        if not _pauses:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pauses += 1
     try:
         yield
     finally:
-        if enabled:
-            if not gc.get_freeze_count():
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
+        with _pause_lock:
+            _pauses -= 1
+            if not _pauses and _resume:
+                if not gc.get_freeze_count():
+                    gc.freeze()
+                    gc.unfreeze()
+                gc.enable()
+
+
+def _count_moved(lines: int) -> None:
+    """Counts the lines of a batch built while objects were being moved (see above)."""
+    global _lines_moved
+    if gc.isenabled() and not gc.get_freeze_count():
+        with _pause_lock:
+            _lines_moved += lines
+
+
+def _collect_if_due() -> None:
+    """The full collection, once the digests have moved objects for enough lines."""
+    global _lines_moved
+    with _pause_lock:
+        due = _lines_moved >= _FULL_COLLECTION_LINES
+        if due:
+            _lines_moved = 0
+    if due and gc.isenabled():
+        gc.collect()
 
 
 def _counter_after_paren(tail: bytes) -> tuple[int, int, bytes] | bool:
@@ -129,13 +197,16 @@ def _counter_after_paren(tail: bytes) -> tuple[int, int, bytes] | bool:
     return False
 
 
-def _read_subject(before_raw: bytes, after_raw: bytes = b"") -> _Subject:
+def _decoded(before_raw: bytes, after_raw: bytes = b"") -> tuple[str, str]:
+    """The subject before its segment counter and after it, decoded."""
     if before_raw.isascii() and after_raw.isascii():  # nearly always: no decoding to try
-        before, after = before_raw.decode("ascii"), after_raw.decode("ascii")
-    else:
-        before, after = _decode_pieces(before_raw, after_raw)
-    parsed = parse_pieces(before, after, None, None)
-    return parsed, before, after, (parsed.release.casefold(), parsed.file_count), file_kind(parsed.filename)
+        return before_raw.decode("ascii"), after_raw.decode("ascii")
+    return _decode_pieces(before_raw, after_raw)
+
+
+def _read_subject(before_raw: bytes, after_raw: bytes = b"") -> _Subject:
+    parsed = parse_pieces(*_decoded(before_raw, after_raw), None, None)
+    return parsed, (parsed.release.casefold(), parsed.file_count), file_kind(parsed.filename)
 
 
 def _read_piece(piece: bytes | tuple[bytes, bytes]) -> _Subject:
@@ -224,6 +295,7 @@ class Gatherer:
     """Collects a batch's chunks (in order, contiguous), then builds the batch."""
 
     def __init__(self, group: str, layout: OverviewLayout = DEFAULT_LAYOUT, rules: RuleSet | None = None):
+        _collect_if_due()  # before this batch's objects are made
         self.group = group
         self.layout = layout
         self.rules = rules if rules is not None else RuleSet()
@@ -238,7 +310,8 @@ class Gatherer:
         # every accepted line, column by column, in the order the lines came
         self._files: list[int] = []
         self._counters: list[tuple[int, int, bytes]] = []  # (part, parts, subject after the counter)
-        self._articles: list[int] = []
+        self._articles: list[list[int] | range] = []  # block by block (ranges when consecutive)
+        self._accepted = 0  # lines
         self._sizes: list[int] = []
         self._message_ids: list[bytes] = []
         self._ascii_ids = True  # every message-id is ASCII (nearly always: no UTF-8 check at the end)
@@ -253,32 +326,31 @@ class Gatherer:
             raise ValueError(f"empty chunk {first}-{last}")
         if self.chunks and first != self.chunks[-1][1] + 1:
             raise ValueError(f"chunk {first}-{last} does not follow {self.chunks[-1][0]}-{self.chunks[-1][1]}")
-        if len(_COUNTER_TAILS) > _COUNTER_TAILS_MAX:
-            _COUNTER_TAILS.clear()
-        if len(_SUBJECTS) > _SUBJECTS_MAX:
-            _SUBJECTS.clear()
         rejected_before = sum(self.rejected.values())
-        accepted_before = len(self._articles)
+        accepted_before, blocks_before = self._accepted, len(self._articles)
         following = first  # while the blocks' numbers run on from the chunk's first: the next one
-        with _collector_paused():
-            for block in blocks:
+        for block in blocks:  # outside the collector's pause: the next block may be on its way
+            with _collector_paused():
                 columns, in_order = parse_block_in_order(block, self.layout, self.rejected, first, last)
                 if self._ascii_ids and not block.isascii():  # a fast scan of the whole block
                     self._ascii_ids = all(map(bytes.isascii, columns.message_ids))
                 if following and columns.numbers:
                     following = columns.numbers[-1] + 1 if in_order and columns.numbers[0] == following else 0
                 self._add(columns)
+                del columns  # freed inside the pause
         rejected = sum(self.rejected.values()) - rejected_before
-        lines = len(self._articles) - accepted_before + rejected
+        lines = self._accepted - accepted_before + rejected
         self.lines += lines
         self.chunks.append([first, last, lines, rejected])
         if following != last + 1:  # else every number first..last came, in order: nothing missing
-            self.missing.extend(_missing_runs(first, last, self._articles[accepted_before:]))
+            self.missing.extend(_missing_runs(first, last, list(chain.from_iterable(self._articles[blocks_before:]))))
 
     def _add(self, columns: OverviewColumns) -> None:
         subjects = columns.subjects
         if not subjects:
             return
+        if len(_COUNTER_TAILS) > _COUNTER_TAILS_MAX:
+            _trim(_COUNTER_TAILS, _COUNTER_TAILS_MAX)
         pieces = list(map(bytes.rpartition, subjects, repeat(b"(")))
         befores = list(map(itemgetter(0), pieces))
         tails = list(map(itemgetter(2), pieces))
@@ -302,7 +374,8 @@ class Gatherer:
         offset = len(self._files)
         self._files.extend(numbers)
         self._counters.extend(counters)
-        self._articles.extend(columns.numbers)
+        self._articles.append(columns.numbers)
+        self._accepted += len(subjects)
         self._sizes.extend(columns.sizes)
         self._message_ids.extend(columns.message_ids)
         fragments, sizes, first_lines, first_dates, last_dates = files[4:]
@@ -327,6 +400,8 @@ class Gatherer:
             pieces = [before if not after else (before, after) for _, before, after in keys]
         else:
             pieces = list(map(itemgetter(1), keys))
+        if len(_SUBJECTS) > _SUBJECTS_MAX:
+            _trim(_SUBJECTS, _SUBJECTS_MAX)
         for piece in set(pieces).difference(_SUBJECTS):
             _SUBJECTS[piece] = _read_piece(piece)
         subjects = _looked_up(_SUBJECTS, pieces, _read_piece)
@@ -344,7 +419,9 @@ class Gatherer:
         if not self.chunks:
             raise ValueError("a batch needs at least one chunk")
         with _collector_paused():
-            return self._build()  # its temporaries are gone before the collector runs again
+            batch = self._build()  # its temporaries are gone before the collector runs again
+        _count_moved(self.lines)
+        return batch
 
     def _build(self) -> dict:
         files = self._by_file._replace(releases=len(self._release_numbers))
@@ -397,8 +474,9 @@ class Gatherer:
         releases: list[list[int]] = [[] for _ in range(files.releases)]
         for number, release in enumerate(files.release_of_file):
             releases[release].append(number)
-        views = [FileView(parsed, before, after, poster, self._message_ids[line])
-                 for (parsed, before, after, *_), poster, line in zip(files.subjects, files.posters, files.first_lines)]
+        views = [FileView(subject[0], *_decoded(before, after), poster, self._message_ids[line])
+                 for subject, (poster, before, after), line
+                 in zip(files.subjects, self._file_numbers, files.first_lines)]
         decisions = self.rules.decide(self.group, [list(map(views.__getitem__, numbers)) for numbers in releases])
         rule_of_file = [KEPT] * len(files.subjects)
         kept = []
@@ -422,6 +500,7 @@ class Gatherer:
         column tables, and how many kept files had an unreadable date. Files with the same key
         (a file reposted under another subject) are one row."""
         file_keys: list[int | None] = [None] * len(files.subjects)
+        keys = list(self._file_numbers)  # (poster, subject before the counter, after it) by file number
         file_rows, release_rows, chunk_rows = [], [], []
         bad_dates = 0
         for numbers in releases:
@@ -432,8 +511,8 @@ class Gatherer:
             poster = decode_text(poster_raw)
             rows: dict[int, list] = {}
             for number in numbers:
-                parsed, before, after, _, _ = files.subjects[number]
-                subject = file_subject(before, after)
+                parsed = files.subjects[number][0]
+                subject = file_subject(*_decoded(*keys[number][1:]))
                 identity = (parsed.filename or (f"#{parsed.file_index}" if parsed.file_index is not None else subject)
                             ).encode()
                 key = file_keys[number] = int.from_bytes(
@@ -465,7 +544,7 @@ class Gatherer:
             "fragments": {
                 "file": list(map(file_keys.__getitem__, compress(self._files, kept))),
                 "part": list(map(itemgetter(0), compress(self._counters, kept))),
-                "article": list(compress(self._articles, kept)),
+                "article": list(compress(chain.from_iterable(self._articles), kept)),
                 "bytes": list(compress(self._sizes, kept)),
                 "message_id": message_ids if self._ascii_ids else _as_utf8(message_ids),
             },

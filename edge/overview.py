@@ -28,7 +28,7 @@ REJECT_REASONS = ("nul_byte", "too_few_fields", "bad_number", "empty_message_id"
 class OverviewColumns(NamedTuple):
     """Accepted lines of one block, column by column (the same index is the same line)."""
 
-    numbers: list[int]
+    numbers: list[int] | range  # a range when they are consecutive (parse_block_in_order only)
     subjects: list[bytes]
     posters: list[bytes]
     dates: list[bytes]
@@ -92,13 +92,15 @@ def parse_block(data: bytes, layout: OverviewLayout, rejected: dict[str, int],
     same width; a CR alone stays inside its field, as it does when lines are cut at CRLF. Any
     other block is read line by line to count its rejects exactly.
     """
-    return parse_block_in_order(data, layout, rejected, lowest, highest)[0]
+    columns = parse_block_in_order(data, layout, rejected, lowest, highest)[0]
+    return columns if type(columns.numbers) is list else columns._replace(numbers=list(columns.numbers))
 
 
 def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str, int],
                          lowest: int = 1, highest: int = MAX_INT64) -> tuple[OverviewColumns, bool]:
     """parse_block, and whether the block was clean with consecutive article numbers in order
-    (False tells nothing: the numbers were not looked at that way)."""
+    (False tells nothing: the numbers were not looked at that way). Consecutive numbers are given
+    as a range: no int is made for a line that is not kept."""
     lowest, highest = max(lowest, 1), min(highest, MAX_INT64)
     if not data:
         return OverviewColumns([], [], [], [], [], []), False
@@ -131,8 +133,10 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
 
 # An article's :bytes as written -> its value: sizes repeat (a poster's segments differ by a few
 # bytes), and a look-up is cheaper than reading digits. One cache per process, bounded.
+# Cleared when it holds more than _SIZES_MAX at a miss: at most that plus one block's sizes
+# (about 100 bytes an entry: ~2 MB).
 _SIZES: dict[bytes, int] = {}
-_SIZES_MAX = 50_000
+_SIZES_MAX = 20_000
 
 
 def _sizes(digits: list[bytes]) -> list[int]:
@@ -147,7 +151,7 @@ def _sizes(digits: list[bytes]) -> list[int]:
         return list(map(known.__getitem__, digits))
 
 
-def _article_numbers(digits: list[bytes]) -> tuple[list[int], bool]:
+def _article_numbers(digits: list[bytes]) -> tuple[list[int] | range, bool]:
     """The numbers of a block's lines (ASCII digits each), and whether they are consecutive. They
     nearly always are, which is proven without reading every one: digit strings of one length in
     strictly increasing order are increasing numbers, and as many as from the first to the last
@@ -155,7 +159,7 @@ def _article_numbers(digits: list[bytes]) -> tuple[list[int], bool]:
     first, last = int(digits[0]), int(digits[-1])
     if (last - first == len(digits) - 1 and len(set(map(len, digits))) == 1
             and all(map(lt, digits, islice(digits, 1, None)))):
-        return list(range(first, last + 1)), True
+        return range(first, last + 1), True
     return list(map(int, digits)), False
 
 

@@ -123,6 +123,17 @@ def test_malformed_bodies(body, content_type, encoding):
     lambda b: b["fragments"]["article"].__setitem__(0, "1"),
     lambda b: b["fragments"]["message_id"].__setitem__(0, None),
     lambda b: b["releases"]["file_count"].__setitem__(0, 2**64),
+    lambda b: b["fragments"]["part"].__setitem__(0, True),
+    lambda b: b["fragments"]["part"].__setitem__(0, False),
+    lambda b: b["fragments"]["part"].__setitem__(0, None),
+    lambda b: b["fragments"]["part"].__setitem__(0, 1.0),
+    lambda b: b["fragments"]["bytes"].__setitem__(0, -(2**63) - 1),
+    lambda b: b["files"]["date"].__setitem__(0, 2**63),
+    lambda b: (b["files"]["date"].__setitem__(0, None), b["files"]["index"].__setitem__(0, False)),
+    lambda b: b["files"]["name"].__setitem__(0, b"x.rar"),
+    lambda b: b["chunks"].append([1, 2, 3, True]),
+    lambda b: b["rules"][""].__setitem__(0, 2**63),
+    lambda b: b["stats"]["rejected"].update(x=None),
     lambda b: b["chunks"].append([1, 2, 3]),
     lambda b: b["rules"].pop(""),
     lambda b: b["rules"].update(x=[1, 2, 3]),
@@ -133,6 +144,16 @@ def test_structure_is_checked(spoil):
     spoil(batch)
     with pytest.raises(BatchMalformed):
         validate_batch(batch)
+
+
+def test_the_64_bit_bounds_and_nulls_are_accepted():
+    batch = as_received(small_batch())
+    batch["fragments"]["article"][0] = 2**63 - 1
+    batch["fragments"]["file"][0] = -(2**63)
+    batch["files"]["date"][0] = None
+    batch["files"]["index"][0] = -(2**63)
+    batch["stats"]["rejected"]["x"] = 2**63 - 1
+    assert validate_batch(batch) is batch
 
 
 def test_empty_strings_and_nulls_survive():
@@ -150,3 +171,25 @@ def test_unknown_format():
     with pytest.raises(ValueError):
         encode_batch(small_batch(), fmt="xml")
     assert zlib.decompress(encode_batch(small_batch())[0], 31)
+
+
+def test_the_kept_packer_packs_as_packb_does(monkeypatch):
+    from edge import batch as batch_module
+
+    batches = [small_batch(), as_received(small_batch()), {"x": [1, 2**63 - 1, b"id", None]}]
+    for batch in batches + batches:
+        assert encode_batch(batch, gzip=False)[0] == msgpack.packb(batch, use_bin_type=False)
+        assert gzip.decompress(encode_batch(batch)[0]) == msgpack.packb(batch, use_bin_type=False)
+    with pytest.raises(TypeError):
+        encode_batch({"x": object()})  # fails part way: the next one starts clean
+    assert encode_batch(batches[0], gzip=False)[0] == msgpack.packb(batches[0], use_bin_type=False)
+    with batch_module._packer_lock:  # another thread has it: packed the usual way
+        assert encode_batch(batches[1], gzip=False)[0] == msgpack.packb(batches[1], use_bin_type=False)
+    assert batch_module._packer is not None
+    batch_module.clear_packer()  # as in a new process
+    assert batch_module._packer is None
+    assert encode_batch(batches[0], gzip=False)[0] == msgpack.packb(batches[0], use_bin_type=False)
+    monkeypatch.setattr(batch_module, "_PACKER_KEPT_MAX", 10)
+    encode_batch(batches[0])
+    assert batch_module._packer is None  # a buffer grown past the limit is let go
+    assert encode_batch(batches[0], gzip=False)[0] == msgpack.packb(batches[0], use_bin_type=False)
