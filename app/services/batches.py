@@ -12,23 +12,30 @@ added to the releases' aggregates. Nothing is stored or counted twice either way
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
+import struct
 import time
-from collections.abc import Iterator
+import zlib
+from array import array
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from itertools import compress
+from itertools import chain, compress, islice
+
+import msgpack
 
 from sqlalchemy import select, text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from app.db import ensure_group_partitions, partition_name
 from app.models import SeedBatch, SeedRange
 from app.services.copytext import BINARY_HEADER, BINARY_TRAILER, StreamedCopy, binary_slices
 from app.services.errors import ServiceError
-from edge.batch import BatchError, BatchTooLarge, decode_batch
+from edge.batch import (GZIP, MAX_DECODED, MSGPACK_TYPES, TABLES, BatchError, BatchTooLarge, decode_batch,
+                        validate_batch)
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +67,10 @@ class BatchHeader:
     group: str
 
 
-def check_batch(batch: dict) -> BatchHeader:
+def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
     """What the data center needs beyond the format (edge.batch.validate_batch checked that):
-    the batch covers first..last with its chunks, and its rows fit the catalog's columns."""
+    the batch covers first..last with its chunks, and its rows fit the catalog's columns (int32
+    False: leave that to the store's COPY, whose packing of those columns as int4 refuses them)."""
     def bad(message: str):
         raise MalformedBatch(f"malformed batch: {message}")
 
@@ -75,9 +83,12 @@ def check_batch(batch: dict) -> BatchHeader:
     if not all(first <= a <= b <= last for a, b in batch["missing"]):
         bad("missing spans must lie inside first..last")
     articles = batch["fragments"]["article"]
-    if articles and not (first <= min(articles) and max(articles) <= last):
-        bad("a fragment's article number is outside first..last")
-    for table, columns in INT32_COLUMNS.items():
+    try:
+        if articles and not (first <= min(articles) and max(articles) <= last):
+            bad("a fragment's article number is outside first..last")
+    except TypeError:  # the store checks the fragments' values itself, as it packs them
+        bad("fragments.article must hold integers")
+    for table, columns in INT32_COLUMNS.items() if int32 else ():
         for column in columns:
             values = batch[table][column]
             try:
@@ -129,20 +140,37 @@ class StoreResult:
 
 def store_batch(session: Session, batch_id: int) -> StoreResult:
     """Load one accepted batch into the catalog and bring its releases' aggregates up to date,
-    in one transaction; idempotent (see the module's doc). The batch ends 'gathered'."""
+    in one transaction; idempotent (see the module's doc). The batch ends 'gathered'.
+
+    The cyclic garbage collector is paused meanwhile: the store makes some hundred thousand
+    short-lived tuples and lists (none in a cycle), each few hundred of which would start a
+    collection that walks the whole heap of the worker now and then."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _store_batch(session, batch_id)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _store_batch(session: Session, batch_id: int) -> StoreResult:
     batch_row = session.scalar(
         select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update()
-        .execution_options(populate_existing=True)
+        .options(defer(SeedBatch.body)).execution_options(populate_existing=True)
     )
     if batch_row is None or batch_row.state != "accepted":
         # Gone (its range was deleted) or already stored/failed: nothing to do.
         return StoreResult(batch_id, stored=False)
     range_id = batch_row.range_id
-    batch = decode_batch(batch_row.body, batch_row.content_type, batch_row.content_encoding)
-    check_batch(batch)
+    # The body in binary (as text, a bytea comes hex-encoded: twice the bytes, and decoded here).
+    with session.connection().connection.driver_connection.cursor() as cur:
+        cur.execute("SELECT body FROM seed_batches WHERE id = %s", (batch_id,), binary=True)
+        (body,) = cur.fetchone()
+    stored = StoredBatch(body, batch_row.content_type, batch_row.content_encoding)
     group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == range_id))
     ensure_group_partitions(session, group_id)
-    load_catalog(session, group_id, range_id, batch)
+    batch = load_catalog(session, group_id, range_id, stored)
 
     chunks = batch["chunks"]
     lines = sum(c[2] for c in chunks)
@@ -166,6 +194,114 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
     batch_row.body = None  # the catalog holds it now; the raw body would only take space
     batch_row.release_keys = None
     return StoreResult(batch_id, stored=True)
+
+
+class StoredBatch:
+    """An accepted body decoded for the store, table by table, so the fragments' COPY starts as
+    soon as the fragments are decoded and the rest is decoded and checked while the server
+    stores them.
+
+    The API decoded and checked the body whole before accepting it; the store checks it again,
+    less the fragments' values (nine tenths of the work): their COPY refuses a value of the wrong
+    type or past its column's width as it packs it (struct and str.encode), and the table's NOT
+    NULL refuses a null. Anything else than a msgpack map is decoded and checked whole, at once."""
+
+    def __init__(self, body: bytes, content_type: str, content_encoding: str | None):
+        self._body, self._content_type, self._content_encoding = body, content_type, content_encoding
+        self._data: memoryview | None = None
+        self._spans: dict = {}
+        self._columns: dict[str, dict] = {}
+        self._tables: dict = {}
+        self._batch: dict | None = None
+        media_type = (content_type or "").split(";")[0].strip().lower()
+        encoding = (content_encoding or "identity").strip().lower()
+        if media_type in MSGPACK_TYPES and encoding in (GZIP, "identity"):
+            try:
+                data = _gunzip(body) if encoding == GZIP else body
+                unpacker = msgpack.Unpacker(None, raw=False, max_buffer_size=len(data) + 1)
+                unpacker.feed(data)
+                for _ in range(unpacker.read_map_header()):
+                    key = unpacker.unpack()
+                    start = unpacker.tell()
+                    if key in TABLES:  # where each column is: decoded one by one (see table())
+                        columns = {}
+                        for _ in range(unpacker.read_map_header()):
+                            column = unpacker.unpack()
+                            column_start = unpacker.tell()
+                            unpacker.skip()
+                            columns[column] = (column_start, unpacker.tell())
+                        self._columns[key] = columns
+                    else:
+                        unpacker.skip()
+                    self._spans[key] = (start, unpacker.tell())
+                if unpacker.tell() == len(data) and all(type(key) is str for key in self._spans):
+                    self._data = memoryview(data)
+            except (ValueError, TypeError, msgpack.UnpackException, zlib.error):
+                pass  # decoded whole below, which says what is wrong
+        if self._data is None:
+            self._batch = decode_batch(body, content_type, content_encoding)
+            check_batch(self._batch)
+
+    @classmethod
+    def of(cls, batch: dict) -> StoredBatch:
+        """A batch decoded and checked already (check_batch included)."""
+        stored = cls.__new__(cls)
+        stored._body, stored._batch = None, batch
+        return stored
+
+    def table(self, name: str) -> dict:
+        """A table of the batch, its structure checked (columns, lengths), not its values."""
+        if self._batch is not None:
+            return self._batch[name]
+        if name not in self._tables:
+            # Column by column: between two, the helper thread gets its turn (the look-up's).
+            table = {column: self._unpack(name, span) for column, span in self._columns[name].items()} if (
+                name in self._columns) else self._unpack(name)
+            columns = TABLES[name]
+            if not isinstance(table, dict) or set(table) != set(columns) or not all(
+                    type(column) is list for column in table.values()) or len(set(map(len, table.values()))) != 1:
+                self._whole()  # raises BatchMalformed
+                raise MalformedBatch(f"malformed batch: {name} is not a table of the columns {', '.join(columns)}")
+            self._tables[name] = table
+        return self._tables[name]
+
+    def whole(self) -> dict:
+        """The whole batch, checked as the API checked it (the fragments' values aside, see the
+        class's doc)."""
+        if self._batch is None:
+            for name in TABLES:
+                self.table(name)
+            batch = {key: self._tables[key] if key in self._tables else self._unpack(key) for key in self._spans}
+            # The fragments' columns as empty lists: their values are checked as they are packed.
+            validate_batch({**batch, "fragments": {column: [] for column in TABLES["fragments"]}})
+            check_batch(batch, int32=False)  # the COPY packs those columns as int4, refusing them
+            self._batch = batch
+        return self._batch
+
+    def _unpack(self, key: str, span: tuple[int, int] | None = None):
+        if span is None and key not in self._spans:
+            self._whole()
+            raise MalformedBatch(f"malformed batch: no {key}")
+        start, end = span or self._spans[key]
+        try:
+            return msgpack.unpackb(self._data[start:end], raw=False)
+        except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
+            self._whole()
+            raise MalformedBatch(f"malformed batch: undecodable {key}") from None
+
+    def _whole(self) -> None:
+        """Decode and check the body whole (raises what is wrong with it, as the API would)."""
+        if self._body is None:  # given decoded and checked
+            return
+        check_batch(decode_batch(self._body, self._content_type, self._content_encoding))
+
+
+def _gunzip(body: bytes) -> bytes:
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    data = inflater.decompress(body, MAX_DECODED + 1)
+    if len(data) > MAX_DECODED or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
+        raise ValueError("not a whole gzip body within the decoded size limit")
+    return data
 
 
 # Fragments' columns in the table's order (no alignment padding: 8-byte columns first); the
@@ -206,19 +342,30 @@ class _PendingCopy:
     savepoint is rolled back and the rows go through a staging table and INSERT ... ON CONFLICT DO
     NOTHING RETURNING the key."""
 
-    def __init__(self, cur, table: str, target: str, column_names: str, pieces: list[bytes], key: str,
-                 binary: bool = False):
-        self.cur, self.table, self.target, self.column_names, self.pieces, self.key = (
-            cur, table, target, column_names, pieces, key)
+    def __init__(self, cur, table: str, target: str, column_names: str, pieces: Iterable[bytes], key: str,
+                 binary: bool = False, rows: int | None = None):
+        """pieces: a list, or an iterator (then `rows` says how many rows it makes), consumed
+        here: each piece goes to the server as soon as it is made."""
+        self.cur, self.table, self.target, self.column_names, self.key = cur, table, target, column_names, key
         self.options = " (FORMAT binary)" if binary else ""
         self.copy = self.error = None
-        if not pieces or (binary and sum(map(len, pieces)) == len(BINARY_HEADER) + len(BINARY_TRAILER)):
+        self.pieces: list[bytes] = []  # kept for the fallback
+        if rows == 0 or rows is None and (not pieces or (
+                binary and sum(map(len, pieces)) == len(BINARY_HEADER) + len(BINARY_TRAILER))):
             return
         cur.execute("SAVEPOINT copy_new_rows")
         try:
-            self.copy = StreamedCopy(cur, f'COPY "{target}" ({column_names}) FROM STDIN{self.options}', pieces)
+            self.copy = StreamedCopy(cur, f'COPY "{target}" ({column_names}) FROM STDIN{self.options}',
+                                     _kept(pieces, self.pieces))
+        except MalformedBatch:
+            raise
         except Exception as exc:
             self.error = exc
+
+    def abort(self, exc: BaseException) -> None:
+        """The caller failed before finish(): end the COPY (if still open) with that error."""
+        if self.copy is not None:
+            self.copy.abort(exc)
 
     def finish(self) -> set | None:
         """None when every row went in; else the keys of the rows that did."""
@@ -252,19 +399,54 @@ class _PendingCopy:
         return inserted
 
 
+def _kept(pieces: Iterable[bytes], kept: list[bytes]) -> Iterator[bytes]:
+    for piece in pieces:
+        kept.append(piece)
+        yield piece
+
+
+def _check_keys(stored: StoredBatch, *columns: list) -> None:
+    """The keys the look-up sends are 64-bit integers (before the rest of the batch is checked)."""
+    try:
+        for keys in columns:
+            array("q", keys)
+    except (TypeError, OverflowError):
+        stored._whole()
+        raise MalformedBatch("malformed batch: keys must be 64-bit integers") from None
+
+
+def _packed(stored: StoredBatch, table: str, pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """The pieces, a value that the packing refuses (of the wrong type, past its column's width)
+    making the batch malformed: saying what is wrong with it, as the API would."""
+    try:
+        yield from pieces
+    except (struct.error, TypeError, AttributeError) as exc:
+        stored._whole()
+        raise MalformedBatch(f"malformed batch: {table} hold a value that does not fit its column ({exc})") from None
+
+
 def _known_keys(cur, group_id: int, file_keys: list[int], release_keys: list[int]) -> tuple[set, set]:
     """Which of these files and releases the catalog has for the group already (those spanning
     batches, ranges and nodes are stored by the first batch that saw them); one round trip."""
     known: tuple[set, set] = (set(), set())
     if not file_keys and not release_keys:
         return known
+    # The keys as array literals: parsed by the server in C, where a list of ints would be adapted
+    # value by value here.
     cur.execute(
-        f'SELECT false, key FROM "{partition_name("files", group_id)}" WHERE key = ANY(%s)'
-        " UNION ALL SELECT true, key FROM releases WHERE group_id = %s AND key = ANY(%s)",
-        (file_keys, group_id, release_keys), binary=True)
+        f'SELECT false, key FROM "{partition_name("files", group_id)}" WHERE key = ANY(%s::bigint[])'
+        " UNION ALL SELECT true, key FROM releases WHERE group_id = %s AND key = ANY(%s::bigint[])",
+        (_array_literal(file_keys), group_id, _array_literal(release_keys)), binary=True)
     for is_release, key in cur.fetchall():
         known[is_release].add(key)
     return known
+
+
+def _array_literal(integers: list[int | None]) -> str:
+    """An integer array parameter as its text literal (None: NULL)."""
+    if None in integers:
+        return "{" + ",".join("NULL" if v is None else str(v) for v in integers) + "}"
+    return "{" + ",".join(map(str, integers)) + "}"
 
 
 def _without(known: set[int], keys: list[int], columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
@@ -324,47 +506,64 @@ def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _
         ("timestamp", [a[4] for a in added]), ("timestamp", [a[5] for a in added]), ("timestamp", [now] * n)]))
 
 
-def load_catalog(session: Session, group_id: int, range_id: int, batch: dict) -> None:
+def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | StoredBatch) -> dict:
     """Files, fragments, releases, release chunks and rule counts of one batch, in bulk, and the
-    releases' aggregates (what gathering computes) kept up to date as rows go in.
+    releases' aggregates (what gathering computes) kept up to date as rows go in. Returns the
+    batch (decoded whole).
 
     A release's aggregates are sums over its files and release chunks, so they are maintained
     by adding what this batch stored: a new release goes in with them, a known one is updated
     by increments (safe against a concurrent batch: the row lock serialises the additions).
 
-    Client and server work side by side: the server looks up the known keys while the fragments'
-    payload is built here, and stores the fragments while the other tables' rows are built.
+    Client and server work side by side: the server looks up the known keys while the fragments
+    are decoded here, stores each slice of fragments as soon as it is packed, and goes on storing
+    them while the rest of the batch is decoded and checked and the other tables' rows are built.
     """
+    stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
     conn = session.connection().connection.driver_connection  # psycopg, for COPY
-    batch_from = batch["first"]
-    files, releases, chunks = batch["files"], batch["releases"], batch["release_chunks"]
-    file_keys, release_keys = files["key"], releases["key"]
     with conn.cursor() as cur:
+        files, releases = stored.table("files"), stored.table("releases")
+        file_keys, release_keys = files["key"], releases["key"]
+        _check_keys(stored, file_keys, release_keys)
         known = _background(_known_keys, cur, group_id, file_keys, release_keys)
-        fragment_pieces = list(fragment_slices(batch["fragments"]))
-        known_files, known_releases = known.result()
+        try:
+            fragment_table = stored.table("fragments")
+            slices = _packed(stored, "fragments", fragment_slices(fragment_table))
+            head = list(islice(slices, 2))  # the header and the first rows, while the look-up runs
+        finally:
+            known_files, known_releases = known.result()  # the cursor is this thread's again
         fragments = _PendingCopy(cur, "fragments", partition_name("fragments", group_id), FRAGMENT_COLUMNS,
-                                 fragment_pieces, "article", binary=True)
-
-        # While the server stores the fragments: the other tables' rows.
-        # A file's poster is its release's (stored there): NULL unless it differs.
-        release_poster = dict(zip(release_keys, releases["poster"]))
-        file_columns = _without(known_files, file_keys, [
-            ("int8", file_keys), ("int8", files["release"]), ("timestamp", files["date"]),
-            ("int4", files["index"]), ("int4", files["count"]), ("int4", files["parts"]),
-            ("text", [name or "" for name in files["name"]]), ("text", files["subject"]),
-            ("text", [None if poster == release_poster.get(release) else poster
-                      for release, poster in zip(files["release"], files["poster"])])])
-        file_pieces = list(binary_slices(file_columns))
-        count = len(chunks["release"])
-        chunk_pieces = list(binary_slices([
-            ("int8", chunks["release"]), ("int8", [batch_from] * count), ("int8", [range_id] * count),
-            ("int8", chunks["bytes"]), ("timestamp", chunks["first_date"]), ("timestamp", chunks["last_date"]),
-            ("int4", chunks["files"]), ("int4", chunks["fragments"])]))
-        new_files = list(zip(file_columns[1][1], file_columns[5][1]))
-        additions = _Additions(batch, None, new_files, None)  # should every row go in (nearly always)
-        new = [key not in known_releases for key in release_keys]
-        new_keys, release_pieces = _release_pieces(releases, new, group_id, additions)
+                                 chain(head, slices), "article", binary=True, rows=len(fragment_table["article"]))
+        try:
+            # While the server stores the fragments: the rest of the batch, and the other tables' rows.
+            batch = stored.whole()
+            batch_from = batch["first"]
+            chunks = batch["release_chunks"]
+            try:
+                # A file's poster is its release's (stored there): NULL unless it differs.
+                release_poster = dict(zip(release_keys, releases["poster"]))
+                file_columns = _without(known_files, file_keys, [
+                    ("int8", file_keys), ("int8", files["release"]), ("timestamp", files["date"]),
+                    ("int4", files["index"]), ("int4", files["count"]), ("int4", files["parts"]),
+                    ("text", [name or "" for name in files["name"]]), ("text", files["subject"]),
+                    ("text", [None if poster == release_poster.get(release) else poster
+                              for release, poster in zip(files["release"], files["poster"])])])
+                file_pieces = list(binary_slices(file_columns))
+                count = len(chunks["release"])
+                chunk_pieces = list(binary_slices([
+                    ("int8", chunks["release"]), ("int8", [batch_from] * count), ("int8", [range_id] * count),
+                    ("int8", chunks["bytes"]), ("timestamp", chunks["first_date"]),
+                    ("timestamp", chunks["last_date"]), ("int4", chunks["files"]), ("int4", chunks["fragments"])]))
+                new_files = list(zip(file_columns[1][1], file_columns[5][1]))
+                additions = _Additions(batch, None, new_files, None)  # should every row go in (nearly always)
+                new = [key not in known_releases for key in release_keys]
+                new_keys, release_pieces = _release_pieces(releases, new, group_id, additions)
+            except (struct.error, TypeError, AttributeError) as exc:
+                check_batch(batch)  # says which column, when a value is past 32 bits
+                raise MalformedBatch(f"malformed batch: a value does not fit its column ({exc})") from None
+        except BaseException as exc:
+            fragments.abort(exc)
+            raise
         fragments.finish()
 
         inserted_files = _PendingCopy(cur, "files", partition_name("files", group_id), FILE_COLUMNS,
@@ -382,6 +581,10 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict) ->
                            if not is_new or (inserted_releases is not None and key not in inserted_releases))
         if to_update:
             add = additions.of(to_update)
+            # Locked in key order first: the UPDATE's join visits rows in no set order, and two
+            # batches of one release stored at once must not deadlock.
+            cur.execute("SELECT 1 FROM releases WHERE group_id = %s AND key = ANY(%s::bigint[]) ORDER BY key"
+                        " FOR UPDATE", (group_id, _array_literal(to_update)))
             cur.execute(
                 """
                 UPDATE releases r
@@ -397,13 +600,14 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict) ->
                               %s::bigint[]) AS d(key, files, parts, fragments, bytes, first_post, last_post)
                  WHERE r.group_id = %s AND r.key = d.key
                 """,
-                (to_update, *([a[i] for a in add] for i in range(6)), group_id))
+                (_array_literal(to_update), *(_array_literal([a[i] for a in add]) for i in range(6)), group_id))
 
         cur.executemany(
             "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
             [(range_id, batch_from, rule, group_id, *counts) for rule, counts in batch["rules"].items()],
         )
+    return batch
 
 
 def gather_batch(session: Session, batch_id: int) -> int | None:

@@ -12,7 +12,7 @@ import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
-from itertools import chain, repeat, starmap
+from itertools import repeat, starmap
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
@@ -96,16 +96,24 @@ class StreamedCopy:
         from psycopg.copy import QueuedLibpqWriter
 
         self._context = cur.copy(statement, writer=QueuedLibpqWriter(cur))
+        self._open = True
         copy = self._context.__enter__()
         try:
-            for piece in pieces:
+            for piece in pieces:  # each sent as soon as it is made
                 copy.write(piece)
         except BaseException as exc:
-            self._context.__exit__(type(exc), exc, exc.__traceback__)
+            self.abort(exc)
             raise
 
     def finish(self) -> None:
+        self._open = False
         self._context.__exit__(None, None, None)
+
+    def abort(self, exc: BaseException) -> None:
+        """End the COPY with an error (the server stores none of it); a no-op once finished."""
+        if self._open:
+            self._open = False
+            self._context.__exit__(type(exc), exc, exc.__traceback__)
 
 
 # -- binary COPY -------------------------------------------------------------------------------
@@ -123,10 +131,57 @@ _pack_length = struct.Struct("!i").pack
 
 
 def _binary_rows(columns: Sequence[tuple[str, Sequence]]) -> bytes:
-    """Equal-length columns as binary COPY rows (no header). Runs of columns without NULLs are
-    packed together, one struct call a row; a column with NULLs is packed value by value."""
+    """Equal-length columns as binary COPY rows (no header)."""
+    try:
+        return _binary_rows_without_nulls(columns)
+    except (struct.error, TypeError, AttributeError):
+        # A NULL somewhere (or a value of the wrong type: the path below raises it again).
+        return _binary_rows_with_nulls(columns)
+
+
+def _interleave(pieces: list[list]) -> bytes:
+    """The pieces' items row by row: pieces[0][0], pieces[1][0], ..., pieces[0][1], ..."""
+    if len(pieces) == 1:
+        return b"".join(pieces[0])
+    step = len(pieces)
+    rows = [b""] * (step * len(pieces[0]))
+    for i, piece in enumerate(pieces):
+        rows[i::step] = piece
+    return b"".join(rows)
+
+
+def _binary_rows_without_nulls(columns: Sequence[tuple[str, Sequence]]) -> bytes:
+    """The common case, no NULL anywhere: the fixed-width columns between two text columns are
+    packed together, one struct call a row, with the next text column's length; no column is
+    scanned for NULLs first (a None fails the packing or the encoding, and the caller falls back)."""
     pieces: list = []
-    fmt, args = "!h", [repeat(len(columns))]
+    fmt, args = "!h", [repeat(len(columns), len(columns[0][1]))]
+    for kind, values in columns:
+        if kind == "timestamp":
+            values = [(v - _PG_EPOCH) * 1_000_000 for v in values]
+        if kind in _FIXED:
+            code, size = _FIXED[kind]
+            fmt += "i" + code
+            args += [repeat(size), values]
+        elif kind == "text":
+            encoded = list(map(str.encode, values))  # refuses anything but str (None included)
+            fmt += "i"
+            args.append(map(len, encoded))
+            pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
+            fmt, args = "!", []
+            pieces.append(encoded)
+        else:
+            raise ValueError(f"no binary COPY kind {kind!r}")
+    if len(fmt) > 1:
+        pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
+    return _interleave(pieces)
+
+
+def _binary_rows_with_nulls(columns: Sequence[tuple[str, Sequence]]) -> bytes:
+    """Runs of columns without NULLs are packed together, one struct call a row; a column with
+    NULLs is packed value by value."""
+    pieces: list = []
+    fmt, args = "!h", [repeat(len(columns), len(columns[0][1]))]
     for kind, values in columns:
         nullable = None in values
         if kind == "timestamp":
@@ -139,29 +194,29 @@ def _binary_rows(columns: Sequence[tuple[str, Sequence]]) -> bytes:
                 args += [repeat(size), values]
                 continue
             if len(fmt) > 1:
-                pieces.append(starmap(struct.Struct(fmt).pack, zip(*args)))
+                pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
             fmt, args = "!", []
             pack = struct.Struct("!i" + code).pack
             pieces.append([_NULL if v is None else pack(size, v) for v in values])
         elif kind == "text":
             if not nullable:
-                encoded = [v.encode("utf-8") for v in values]
+                encoded = list(map(str.encode, values))
                 fmt += "i"
                 args.append(map(len, encoded))
-                pieces.append(starmap(struct.Struct(fmt).pack, zip(*args)))
+                pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
                 fmt, args = "!", []
                 pieces.append(encoded)
                 continue
             if len(fmt) > 1:
-                pieces.append(starmap(struct.Struct(fmt).pack, zip(*args)))
+                pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
             fmt, args = "!", []
-            encoded = [None if v is None else v.encode("utf-8") for v in values]
+            encoded = [None if v is None else str.encode(v) for v in values]
             pieces.append([_NULL if b is None else _pack_length(len(b)) + b for b in encoded])
         else:
             raise ValueError(f"no binary COPY kind {kind!r}")
     if len(fmt) > 1:
-        pieces.append(starmap(struct.Struct(fmt).pack, zip(*args)))
-    return b"".join(chain.from_iterable(zip(*pieces)))
+        pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
+    return _interleave(pieces)
 
 
 def binary_slices(columns: Sequence[tuple[str, Sequence]], rows: int = SLICE_ROWS) -> Iterator[bytes]:

@@ -68,3 +68,36 @@ def test_binary_payload_refuses_values_past_their_width():
         binary_payload([("int4", [2**31])])
     with pytest.raises(ValueError):
         binary_payload([("epoch", [1])])
+
+
+def test_binary_rows_without_nulls_equal_the_null_aware_packing():
+    """The common case (no NULL) is packed without scanning for NULLs; a NULL anywhere falls back
+    to the value-by-value packing, which gives the same bytes for the same rows."""
+    import struct
+
+    import pytest
+
+    from app.services.copytext import _binary_rows_with_nulls, _binary_rows_without_nulls, binary_payload
+
+    columns = [("int8", [2**63 - 1, -5]), ("text", ["a", "é"]), ("int4", [1, 2]), ("float4", [1.5, 0.0]),
+               ("timestamp", [1761982047, 0]), ("text", ["x", ""]), ("int8", [3, 4])]
+    assert _binary_rows_without_nulls(columns) == _binary_rows_with_nulls(columns)
+    with_null = [(kind, values[:1] + [None]) for kind, values in columns]
+    assert binary_payload(with_null)[19:] == _binary_rows_with_nulls(with_null) + b"\xff\xff"
+    with pytest.raises(TypeError):
+        binary_payload([("text", ["a", 5])])  # not a string
+    with pytest.raises(TypeError):
+        binary_payload([("text", ["a", b"bytes"])])
+    with pytest.raises(struct.error):
+        binary_payload([("int8", [1, "2"])])
+    with pytest.raises(struct.error):
+        binary_payload([("int8", [2**63])])
+
+
+def test_binary_rows_with_a_null_in_the_first_column():
+    from app.services.copytext import binary_payload
+
+    payload = binary_payload([("int8", [None, 1]), ("text", ["a", None])])
+    assert payload[19:] == (b"\x00\x02" + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x01a"
+                            + b"\x00\x02" + b"\x00\x00\x00\x08" + (1).to_bytes(8, "big") + b"\xff\xff\xff\xff"
+                            + b"\xff\xff")

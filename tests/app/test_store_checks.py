@@ -1,0 +1,99 @@
+"""What the store checks itself: the API checked the body whole before accepting it, the store
+checks it again less the fragments' values, which its COPY refuses as it packs them. A poison
+batch still fails with a clear error and stores nothing; any other body (JSON, not a map) is
+decoded and checked whole."""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from app.db import session_scope
+from app.services import batches, orchestrator
+from app.services.batches import MalformedBatch, StoredBatch, _array_literal
+from edge.batch import BatchMalformed, decode_batch, encode_batch
+from tests.app.factories import BIG, make_group, make_node, make_plan
+from tests.app.overview import make_batch
+
+
+def leased_range(first, last):
+    with session_scope() as s:
+        group = make_group(s)
+        node, _ = make_node(s)
+        (seed_range,) = make_plan(s, group, [(first, last)])
+        orchestrator.lease(s, node, max_leases=1)
+        return node, seed_range.id
+
+
+def accept_body(node, range_id, batch, body, content_type, content_encoding):
+    with session_scope() as s:
+        return orchestrator.accept_batch(
+            s, node, range_id, batch_from=batch["first"], batch_to=batch["last"], body=body,
+            content_type=content_type, content_encoding=content_encoding or "").batch_id
+
+
+def count(engine, sql):
+    with engine.connect() as conn:
+        return conn.execute(text(sql)).scalar_one()
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (lambda b: b["fragments"]["message_id"].__setitem__(7, 5), "fragments"),
+    (lambda b: b["fragments"]["part"].__setitem__(7, 2**31), "past 32 bits"),
+    (lambda b: b["fragments"]["bytes"].__setitem__(7, "9"), "fragments.bytes"),
+    (lambda b: b["fragments"]["article"].__setitem__(7, None), "fragments.article"),
+    (lambda b: b["fragments"]["file"].__setitem__(7, 2**63), "outside 64 bits"),
+    (lambda b: b["fragments"]["file"].pop(), "one length"),
+    (lambda b: b["files"]["subject"].__setitem__(0, 3), "files.subject"),
+    (lambda b: b["files"]["index"].__setitem__(0, 2**40), "past 32 bits"),
+    (lambda b: b["release_chunks"]["fragments"].__setitem__(0, -(2**31) - 1), "past 32 bits"),
+    (lambda b: b["releases"]["key"].__setitem__(0, "k"), "releases.key"),
+    (lambda b: b["chunks"].__setitem__(0, [1, 2, 3, 4]), "chunks must cover"),
+])
+def test_a_poison_batch_fails_clearly_and_stores_nothing(clean_db, spoil, message):
+    node, range_id = leased_range(BIG, BIG + 1999)
+    batch = make_batch(BIG, BIG + 999)
+    spoil(batch)
+    batch_id = accept_body(node, range_id, batch, *encode_batch(batch))  # as if the API had let it in
+    with session_scope() as s:
+        with pytest.raises((MalformedBatch, BatchMalformed), match=message):
+            batches.store_batch(s, batch_id)
+    for table in ("fragments", "files", "releases", "release_chunks", "rule_counts"):
+        assert count(clean_db, f"SELECT count(*) FROM {table}") == 0
+    assert count(clean_db, f"SELECT state FROM seed_batches WHERE id = {batch_id}") == "accepted"
+    # The worker goes on with the next batch.
+    good = make_batch(BIG + 1000, BIG + 1999)
+    with session_scope() as s:
+        assert batches.store_batch(s, accept_body(node, range_id, good, *encode_batch(good))).stored
+    assert count(clean_db, "SELECT count(*) FROM fragments") == len(good["fragments"]["article"])
+
+
+@pytest.mark.parametrize("fmt, gzip", [("json", True), ("json", False), ("msgpack", False)])
+def test_any_body_the_api_takes_is_stored_the_same(clean_db, fmt, gzip):
+    node, range_id = leased_range(BIG, BIG + 999)
+    batch = make_batch(BIG, BIG + 999)
+    batch_id = accept_body(node, range_id, batch, *encode_batch(batch, fmt=fmt, gzip=gzip))
+    with session_scope() as s:
+        assert batches.store_batch(s, batch_id).stored
+    assert count(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])
+    assert count(clean_db, "SELECT count(*) FROM files") == len(batch["files"]["key"])
+    assert count(clean_db, f"SELECT count(*) FROM seed_batches WHERE id = {batch_id} AND body IS NULL"
+                           " AND state = 'gathered'") == 1
+
+
+def test_stored_batch_decodes_table_by_table_what_decode_batch_decodes():
+    batch = make_batch(BIG, BIG + 999)
+    body = encode_batch(batch)
+    whole = decode_batch(*body)
+    stored = StoredBatch(*body)
+    assert stored.table("fragments") == whole["fragments"]
+    assert stored.whole() == whole
+    with pytest.raises(BatchMalformed):
+        StoredBatch(b"\x93not a batch", "application/msgpack", "")
+    with pytest.raises(BatchMalformed):
+        StoredBatch(b"\x1f\x8bnot gzip", "application/msgpack", "gzip")
+
+
+def test_array_literal():
+    assert _array_literal([1, -(2**63), 2**63 - 1]) == "{1,-9223372036854775808,9223372036854775807}"
+    assert _array_literal([None, 2]) == "{NULL,2}"
+    assert _array_literal([]) == "{}"
