@@ -63,6 +63,8 @@ FATAL_ERRORS = tuple(FATAL_EXIT_CODES)
 RANGE_FAILURES = (Refused, BadAnswer, RuleError, ChunkUnavailable)
 # On stop: how long range loops get to finish what they are doing, and each release call.
 STOP_GRACE = 1.5
+# The coordinator takes at most 10,000 ids in a lease's `skip`; older failures may be offered again.
+MAX_SKIPPED = 10_000
 RELEASE_DEADLINE = 2.0
 
 
@@ -159,7 +161,9 @@ class Node:
             config.nntp_connections, config.chunks_in_flight, stop=self.stop, spool=self.spool, on_event=self.event,
         )
         self.held: dict[int, HeldRange] = {}
-        self.failed: set[int] = set()  # ranges given back after failing here: not worked on again
+        # Ranges given back after failing here, not worked on again (named in `skip` on leases):
+        # the latest MAX_SKIPPED, in the order they failed.
+        self.failed: dict[int, None] = {}
         self.leased = 0
         self.exit_code: int | None = None
         self._lock = threading.Lock()
@@ -356,7 +360,9 @@ class Node:
         except RANGE_FAILURES as exc:
             held.state = "failed"
             with self._lock:
-                self.failed.add(range_id)
+                self.failed[range_id] = None
+                while len(self.failed) > MAX_SKIPPED:
+                    del self.failed[next(iter(self.failed))]
             reason = f"{type(exc).__name__}: {exc}"
             self.event("failed", range=range_id, reason=reason)
             self._give_back(held, failure=reason)
