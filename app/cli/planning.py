@@ -72,8 +72,9 @@ def status(as_json: bool) -> None:
     if data["failed_ranges"]:
         click.echo()
     for r in data["failed_ranges"]:
+        times = "once" if r["failures"] == 1 else f"{r['failures']} times"
         click.echo(f"range {r['id']} ({r['group']}, {r['first_id']}-{r['last_id']}, {r['status']}) failed"
-                   f" {r['failures']} times; last: {r['last_failure']}")
+                   f" {times} on a node; last: {r['last_failure']}")
     if data["nodes"]:
         click.echo()
         print_table(("node", "enabled", "leases", "last_seen_at"),

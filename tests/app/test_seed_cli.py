@@ -14,7 +14,7 @@ from app.services import batches, orchestrator
 from app.services.groups import get_group
 from app.services.tokens import hash_token
 from simnews.generator import Config, generate
-from tests.app.factories import make_node, make_plan
+from tests.app.factories import BIG, make_group, make_node, make_plan
 
 
 @pytest.fixture
@@ -133,3 +133,19 @@ def test_store_bench_reports_and_leaves_nothing_behind(cli_runner, clean_db):
         assert conn.execute(text("SELECT count(*) FROM releases")).scalar_one() == 0
         assert conn.execute(text(
             "SELECT count(*) FROM pg_class WHERE relname LIKE 'bench_raw_fragments%'")).scalar_one() == 0
+
+
+def test_status_shows_a_range_that_failed_on_a_node(cli_runner, clean_db):
+    with session_scope() as session:
+        group = make_group(session)
+        node, _ = make_node(session)
+        (failed, _) = make_plan(session, group, [(BIG + 1000, BIG + 1999), (BIG, BIG + 999)])
+        orchestrator.lease(session, node, max_leases=1)
+        orchestrator.release(session, node, failed.id, failure="Refused: 413 batch_too_large")
+        failed_id = failed.id
+    status = cli_runner.invoke(args=["seed", "status"])
+    assert status.exit_code == 0, status.output
+    assert (f"range {failed_id} (alt.binaries.test, {BIG + 1000}-{BIG + 1999}, planned) failed once on a"
+            " node; last: edge-1: Refused: 413 batch_too_large") in status.output
+    (shown,) = json.loads(cli_runner.invoke(args=["seed", "status", "--json"]).output)["failed_ranges"]
+    assert (shown["id"], shown["failures"], shown["next_id"]) == (failed_id, 1, BIG + 1000)
