@@ -92,6 +92,20 @@ def session_scope() -> Iterator[Session]:
         session.close()
 
 
+def _partitions_ready(conn: Connection | Session, names: list[str]) -> bool:
+    """Every partition present with its group_id default (one made by an earlier version has
+    none: it gets it)."""
+    present = conn.execute(
+        text(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'group_id'"
+            " WHERE c.relname = ANY(:names) AND n.nspname = current_schema() AND a.atthasdef"
+        ),
+        {"names": names},
+    ).scalar_one()
+    return present == len(names)
+
+
 def ensure_group_partitions(conn: Connection | Session, group_id: int) -> bool:
     """Make sure the group's partitions exist; True when some had to be created.
 
@@ -101,18 +115,11 @@ def ensure_group_partitions(conn: Connection | Session, group_id: int) -> bool:
     concurrent workers never race on the same CREATE.
     """
     names = [partition_name(t, group_id) for t in PARTITIONED_TABLES]
-    # Present with their group_id default (one made by an earlier version has none: it gets it).
-    present = conn.execute(
-        text(
-            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'group_id'"
-            " WHERE c.relname = ANY(:names) AND n.nspname = current_schema() AND a.atthasdef"
-        ),
-        {"names": names},
-    ).scalar_one()
-    if present == len(names):
+    if _partitions_ready(conn, names):
         return False
     conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('partitions'), :gid)"), {"gid": int(group_id)})
+    if _partitions_ready(conn, names):  # made by the worker we waited for
+        return False
     for table, name in zip(PARTITIONED_TABLES, names):
         conn.execute(
             text(f'CREATE TABLE IF NOT EXISTS "{name}" PARTITION OF "{table}" (group_id DEFAULT {int(group_id)})'

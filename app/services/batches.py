@@ -24,12 +24,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import chain, compress, islice
+from operator import itemgetter
 
 import msgpack
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session, defer
 
+from app.config import get_settings
 from app.db import ensure_group_partitions, partition_name
 from app.models import SeedBatch, SeedRange
 from app.services.copytext import BINARY_HEADER, BINARY_TRAILER, StreamedCopy, binary_slices
@@ -100,6 +102,19 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
                 bad(f"{table}.{column} holds a value past 32 bits")
     if any(n < 0 for counts in batch["rules"].values() for n in counts):
         bad("rule counts cannot be negative")
+    if any(counts[0] > INT32[1] or counts[1] > INT32[1] for counts in batch["rules"].values()):
+        bad("rule counts of releases and files must fit 32 bits")
+    # The catalog's keys: a row of each in a batch (the digest merges repeats before it builds).
+    # Not fragments' articles: a server that lists an article twice gets it stored once (the
+    # store's ON CONFLICT fallback), not its range refused.
+    for table, column in (("files", "key"), ("releases", "key"), ("release_chunks", "release")):
+        values = batch[table][column]
+        try:
+            unique = len(set(values)) == len(values)
+        except TypeError:  # unhashable: the format check refuses it
+            unique = False
+        if not unique:
+            bad(f"{table}.{column} holds a value twice")
     return BatchHeader(batch_from=first, batch_to=last, group=batch["group"])
 
 
@@ -239,7 +254,7 @@ class StoredBatch:
             except (ValueError, TypeError, msgpack.UnpackException, zlib.error):
                 pass  # decoded whole below, which says what is wrong
         if self._data is None:
-            self._batch = decode_batch(body, content_type, content_encoding)
+            self._batch = decode_batch(body, content_type, content_encoding, max_decoded=_decoded_cap())
             check_batch(self._batch)
 
     @classmethod
@@ -293,13 +308,21 @@ class StoredBatch:
         """Decode and check the body whole (raises what is wrong with it, as the API would)."""
         if self._body is None:  # given decoded and checked
             return
-        check_batch(decode_batch(self._body, self._content_type, self._content_encoding))
+        check_batch(decode_batch(self._body, self._content_type, self._content_encoding,
+                                 max_decoded=_decoded_cap()))
+
+
+def _decoded_cap() -> int:
+    """The API's decoded-size limit (MAX_DECODED_BYTES), never below the format's default: a
+    batch the API took must never be too large for the store."""
+    return max(get_settings().max_decoded_bytes, MAX_DECODED)
 
 
 def _gunzip(body: bytes) -> bytes:
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    data = inflater.decompress(body, MAX_DECODED + 1)
-    if len(data) > MAX_DECODED or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
+    cap = _decoded_cap()
+    data = inflater.decompress(body, cap + 1)
+    if len(data) > cap or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
         raise ValueError("not a whole gzip body within the decoded size limit")
     return data
 
@@ -392,10 +415,12 @@ class _PendingCopy:
         with cur.copy(f'COPY "{stage}" ({names}) FROM STDIN{self.options}') as copy:
             for piece in self.pieces:
                 copy.write(piece)
-        cur.execute(f'INSERT INTO "{self.target}" ({names}) SELECT {names} FROM "{stage}"'
+        # In key order, as the COPYs go: two workers wait on each other's rows in one order.
+        cur.execute(f'INSERT INTO "{self.target}" ({names}) SELECT {names} FROM "{stage}" ORDER BY {self.key}'
                     f" ON CONFLICT DO NOTHING RETURNING {self.key}")
         inserted = {key for (key,) in cur.fetchall()}
         cur.execute(f'TRUNCATE "{stage}"')
+        cur.execute("RELEASE SAVEPOINT copy_new_rows")
         return inserted
 
 
@@ -492,18 +517,29 @@ class _Additions:
         return [(files.get(key, 0), parts.get(key, 0), *chunk.get(key, NO_CHUNK)) for key in keys]
 
 
+def _in_key_order(columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
+    """The rows sorted by their first column (the key). Workers storing batches that share new
+    files or releases then insert them in one order, so they wait on each other, never deadlock."""
+    keys = columns[0][1]
+    if len(keys) < 2:
+        return columns
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    pick = itemgetter(*order)
+    return [(kind, list(pick(values))) for kind, values in columns]
+
+
 def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _Additions) -> tuple[list, list]:
     keys = list(compress(releases["key"], new))
     added = additions.of(keys)
     n = len(keys)
     now = int(time.time())
-    return keys, list(binary_slices([
+    return keys, list(binary_slices(_in_key_order([
         ("int8", keys), ("text", list(compress(releases["name"], new))),
         ("text", list(compress(releases["poster"], new))), ("int4", list(compress(releases["file_count"], new))),
         ("int4", [group_id] * n), ("int4", [a[0] for a in added]), ("int8", [a[1] for a in added]),
         ("int8", [a[2] for a in added]), ("int8", [a[3] for a in added]),
         ("float4", [_completion(a[2], a[1]) for a in added]),
-        ("timestamp", [a[4] for a in added]), ("timestamp", [a[5] for a in added]), ("timestamp", [now] * n)]))
+        ("timestamp", [a[4] for a in added]), ("timestamp", [a[5] for a in added]), ("timestamp", [now] * n)])))
 
 
 def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | StoredBatch) -> dict:
@@ -548,6 +584,7 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
                     ("text", [name or "" for name in files["name"]]), ("text", files["subject"]),
                     ("text", [None if poster == release_poster.get(release) else poster
                               for release, poster in zip(files["release"], files["poster"])])])
+                file_columns = _in_key_order(file_columns)
                 file_pieces = list(binary_slices(file_columns))
                 count = len(chunks["release"])
                 chunk_pieces = list(binary_slices([
@@ -562,7 +599,10 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
                 check_batch(batch)  # says which column, when a value is past 32 bits
                 raise MalformedBatch(f"malformed batch: a value does not fit its column ({exc})") from None
         except BaseException as exc:
-            fragments.abort(exc)
+            try:
+                fragments.abort(exc)
+            except Exception as ended:  # the COPY's own end: the error that brought us here counts
+                log.warning("fragments COPY ended with %s while failing on %s", ended, exc)
             raise
         fragments.finish()
 

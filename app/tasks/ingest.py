@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 
+import psycopg
 from celery import shared_task
 from sqlalchemy.exc import OperationalError
 
@@ -15,16 +16,17 @@ log = logging.getLogger(__name__)
 
 @shared_task(
     name="ingest.store_batch", bind=True, acks_late=True,
-    # The database being away (restart, failover) is retried with backoff, without counting
-    # against the batch: the batch is fine, the database is not.
-    autoretry_for=(OperationalError,), retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
+    # The database being away (restart, failover), a deadlock or a lock timeout is retried with
+    # backoff, without counting against the batch: the batch is fine, the moment is not. The
+    # store's COPYs and release locks run on the psycopg cursor: its errors come unwrapped.
+    autoretry_for=(OperationalError, psycopg.OperationalError), retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
     max_retries=None,
 )
 def store_batch(self, batch_id: int) -> dict:
     try:
         with session_scope() as session:
             result = batches.store_batch(session, batch_id)
-    except OperationalError:
+    except (OperationalError, psycopg.OperationalError):
         raise
     except Exception as exc:
         settings = get_settings()

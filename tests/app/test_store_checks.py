@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from app.db import session_scope
 from app.services import batches, orchestrator
-from app.services.batches import MalformedBatch, StoredBatch, _array_literal
+from app.services.batches import MalformedBatch, StoredBatch, _array_literal, _in_key_order
 from edge.batch import BatchMalformed, decode_batch, encode_batch
 from tests.app.factories import BIG, make_group, make_node, make_plan
 from tests.app.overview import make_batch
@@ -48,6 +48,9 @@ def count(engine, sql):
     (lambda b: b["release_chunks"]["fragments"].__setitem__(0, -(2**31) - 1), "past 32 bits"),
     (lambda b: b["releases"]["key"].__setitem__(0, "k"), "releases.key"),
     (lambda b: b["chunks"].__setitem__(0, [1, 2, 3, 4]), "chunks must cover"),
+    (lambda b: b["files"]["key"].__setitem__(1, b["files"]["key"][0]), "files.key holds a value twice"),
+    (lambda b: b["releases"]["key"].__setitem__(1, b["releases"]["key"][0]), "releases.key holds a value twice"),
+    (lambda b: b["rules"].__setitem__("", [2**31, 0, 0, 0]), "rule counts"),
 ])
 def test_a_poison_batch_fails_clearly_and_stores_nothing(clean_db, spoil, message):
     node, range_id = leased_range(BIG, BIG + 1999)
@@ -97,3 +100,10 @@ def test_array_literal():
     assert _array_literal([1, -(2**63), 2**63 - 1]) == "{1,-9223372036854775808,9223372036854775807}"
     assert _array_literal([None, 2]) == "{NULL,2}"
     assert _array_literal([]) == "{}"
+
+
+def test_rows_go_in_in_key_order_whatever_order_the_batch_has():
+    columns = [("int8", [30, -5, 2**62, 7]), ("text", ["c", "a", "d", "b"]), ("int4", [3, 1, None, 2])]
+    assert _in_key_order(columns) == [("int8", [-5, 7, 30, 2**62]), ("text", ["a", "b", "c", "d"]),
+                                      ("int4", [1, 2, 3, None])]
+    assert _in_key_order([("int8", [9]), ("text", ["x"])]) == [("int8", [9]), ("text", ["x"])]
