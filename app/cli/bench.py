@@ -28,7 +28,8 @@ def bench(store: bool, articles: int, group: str, rounds: int) -> None:
                              batch_chunks=settings.batch_chunks, rounds=rounds)
     click.echo(f"stored {result.batches} batches: {result.fragments} fragments, {result.release_chunks} release"
                f" chunks in {result.store_seconds} s = {result.ms_per_release_chunk} ms per release chunk"
-               f" (gathering them after: {result.gather_seconds} s)")
+               " (releases brought up to date in the same transactions)")
     click.echo(f"store: {result.store_fragments_per_second:,} fragments/s; raw COPY of the same fragments:"
-               f" {result.raw_copy_fragments_per_second:,}/s ({result.store_vs_raw_copy:.0%} of raw)")
+               f" {result.raw_copy_fragments_per_second:,}/s binary ({result.store_vs_raw_copy:.0%} of raw),"
+               f" {result.raw_text_copy_fragments_per_second:,}/s text ({result.store_vs_raw_text_copy:.0%})")
     print_json(result.as_dict())

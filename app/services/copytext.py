@@ -1,17 +1,15 @@
-"""COPY ... FROM STDIN payloads built column by column at C speed (map/join), not row by row.
+"""COPY ... FROM STDIN payloads built column by column at C speed, not row by row.
 
-PostgreSQL's text format: columns separated by tabs, rows by newlines, NULL as \\N, and
-backslash, tab, newline and carriage return escaped inside values.
-
-Payloads are built and sent in slices of rows, so the server parses and stores one slice while
-the next one is being built (client and server work side by side instead of one after the other).
+The store sends PostgreSQL's binary format (below), in slices of rows, so the server parses and
+stores one slice while the next one is being built (client and server work side by side instead
+of one after the other). The text format (columns separated by tabs, rows by newlines, NULL as
+\\N, backslash, tab, newline and carriage return escaped) is kept for the store benchmark's
+plain-COPY baseline.
 """
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterable, Iterator, Sequence
-from functools import lru_cache
 from itertools import repeat, starmap
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -27,12 +25,6 @@ def _ints(column: Sequence[int | None]) -> list[str] | map:
     return map(str, column)
 
 
-def _floats(column: Sequence[float | None]) -> list[str] | map:
-    if None in column:
-        return ["\\N" if v is None else repr(v) for v in column]
-    return map(repr, column)
-
-
 def _texts(column: Sequence[str | None]) -> Sequence[str]:
     if None in column:
         column = ["\\N" if v is None else v.translate(_ESCAPES) for v in column]
@@ -43,48 +35,16 @@ def _texts(column: Sequence[str | None]) -> Sequence[str]:
     return column
 
 
-@lru_cache(maxsize=4096)
-def _day(days: int) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(days * 86400))
-
-
-def _epoch(seconds: int | None) -> str:
-    """Unix seconds as a timestamptz literal in UTC (the day part cached: dates cluster)."""
-    if seconds is None:
-        return "\\N"
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    return f"{_day(days)} {hours:02d}:{rest // 60:02d}:{rest % 60:02d}+00"
-
-
-_RENDER = {"int": _ints, "float": _floats, "text": _texts, "epoch": lambda values: map(_epoch, values)}
+_RENDER = {"int": _ints, "text": _texts}
 
 
 def copy_payload(columns: Sequence[tuple[str, Sequence]]) -> bytes:
-    """The rows of equal-length columns, each given as (kind, values): kind 'int', 'float',
-    'text', or 'epoch' (unix seconds for a timestamptz column)."""
+    """The rows of equal-length columns in COPY's text format, each given as (kind, values):
+    kind 'int' or 'text'."""
     if not columns or not len(columns[0][1]):
         return b""
     rendered = [_RENDER[kind](values) for kind, values in columns]
     return ("\n".join(map("\t".join, zip(*rendered))) + "\n").encode("utf-8")
-
-
-def copy_slices(columns: Sequence[tuple[str, Sequence]], rows: int = SLICE_ROWS) -> Iterator[bytes]:
-    """copy_payload() in slices of `rows` rows (their concatenation is the whole payload)."""
-    count = len(columns[0][1]) if columns else 0
-    if count <= rows:
-        if count:
-            yield copy_payload(columns)
-        return
-    for start in range(0, count, rows):
-        yield copy_payload([(kind, values[start:start + rows]) for kind, values in columns])
-
-
-def copy_columns(cur, statement: str, columns: Sequence[tuple[str, Sequence]], writer=None) -> None:
-    """Run `COPY ... FROM STDIN` (text format) with the given columns as its rows."""
-    with cur.copy(statement, writer=writer) as copy:
-        for piece in copy_slices(columns):
-            copy.write(piece)
 
 
 class StreamedCopy:

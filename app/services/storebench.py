@@ -2,9 +2,8 @@
 
 A generated boneless range (article numbers past 2^32) is digested into batches with the
 edge's own library (not timed), then each batch is accepted, then stored exactly as the
-ingest task stores it (timed; the store keeps the releases' aggregates up to date itself), then
-handed to the gather task's code (timed apart: a no-op for batches this store marked gathered). In the
-same run the same fragments are COPYed raw into a scratch table shaped like the fragments
+ingest task stores it (timed; the store keeps the releases' aggregates up to date itself, so
+nothing is left to gather). In the same run the same fragments are COPYed raw into a scratch table shaped like the fragments
 partition, the way the store sends them (binary), and the way it sent them before (text: the
 baseline issue 4's bar was set against). Everything made is removed afterwards.
 """
@@ -13,6 +12,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 from sqlalchemy import text
 
@@ -39,7 +39,6 @@ class StoreBench:
     fragments: int
     release_chunks: int
     store_seconds: float
-    gather_seconds: float
     ms_per_release_chunk: float
     store_fragments_per_second: float
     raw_copy_seconds: float
@@ -71,21 +70,19 @@ def _digest(group: str, articles: int, chunk_size: int, batch_chunks: int) -> li
 
 def run_store_bench(*, articles: int, source_group: str, chunk_size: int, batch_chunks: int,
                     rounds: int = 3) -> StoreBench:
-    """The best of `rounds` rounds for each timing (store, gather, raw COPY), so that another
+    """The best of `rounds` rounds for each timing (store, raw COPYs), so that another
     process busy on the machine for a moment does not decide the figures."""
     built = _digest(source_group, articles, chunk_size, batch_chunks)
     encoded = [encode_batch(b) for b in built]
     decoded = [decode_batch(*e) for e in encoded]
     timings = [_one_round(source_group, built, encoded, decoded) for _ in range(rounds)]
-    store_seconds = min(t[0] for t in timings)
-    gather_seconds = min(t[1] for t in timings)
-    raw_seconds = min(t[2] for t in timings)
-    raw_text_seconds = min(t[5] for t in timings)
-    fragments, release_chunks = timings[0][3], timings[0][4]
+    store_seconds = min(t.store for t in timings)
+    raw_seconds = min(t.raw for t in timings)
+    raw_text_seconds = min(t.raw_text for t in timings)
+    fragments, release_chunks = timings[0].fragments, timings[0].release_chunks
     return StoreBench(
         group=source_group, articles=articles, batches=len(built), fragments=fragments,
         release_chunks=release_chunks, store_seconds=round(store_seconds, 3),
-        gather_seconds=round(gather_seconds, 3),
         ms_per_release_chunk=round(1000 * store_seconds / max(release_chunks, 1), 4),
         store_fragments_per_second=round(fragments / store_seconds),
         raw_copy_seconds=round(raw_seconds, 3),
@@ -97,7 +94,15 @@ def run_store_bench(*, articles: int, source_group: str, chunk_size: int, batch_
     )
 
 
-def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decoded: list[dict]):
+class _Round(NamedTuple):
+    store: float
+    raw: float
+    raw_text: float
+    fragments: int
+    release_chunks: int
+
+
+def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decoded: list[dict]) -> _Round:
     """(store seconds, gather seconds, raw COPY seconds, fragments, release chunks, raw text COPY
     seconds) of one round."""
     name = f"{source_group}.bench-{secrets.token_hex(4)}"
@@ -126,11 +131,6 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
             with session_scope() as session:
                 batches.store_batch(session, batch_id)
         store_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        for batch_id in batch_ids:  # as releases.gather does it
-            with session_scope() as session:
-                batches.gather_batch(session, batch_id)
-        gather_seconds = time.perf_counter() - started
         with session_scope() as session:
             release_chunks = session.execute(
                 text("SELECT count(*) FROM release_chunks WHERE group_id = :g"), {"g": group_id}).scalar_one()
@@ -140,7 +140,7 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
         raw_text_seconds = _raw_copy(decoded, group_id, text_format=True)
     finally:
         _remove(group_id)
-    return store_seconds, gather_seconds, raw_seconds, fragments, release_chunks, raw_text_seconds
+    return _Round(store_seconds, raw_seconds, raw_text_seconds, fragments, release_chunks)
 
 
 def _raw_copy(decoded: list[dict], group_id: int, text_format: bool = False) -> float:

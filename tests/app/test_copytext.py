@@ -1,7 +1,5 @@
 """COPY text payloads: escaping, NULLs, big integers."""
-import psycopg
-
-from app.services.copytext import copy_columns, copy_payload
+from app.services.copytext import copy_payload
 
 
 def test_payload_escapes_and_nulls():
@@ -19,8 +17,9 @@ def test_payload_round_trips_through_postgres(engine):
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
             cur.execute("CREATE TEMP TABLE t (n bigint, a text, b text)")
-            copy_columns(cur, "COPY t FROM STDIN", [("int", [v[0] for v in values]), ("text", [v[1] for v in values]),
-                                                    ("text", [v[2] for v in values])])
+            with cur.copy("COPY t FROM STDIN") as copy:
+                copy.write(copy_payload([("int", [v[0] for v in values]), ("text", [v[1] for v in values]),
+                                         ("text", [v[2] for v in values])]))
             cur.execute("SELECT n, a, b FROM t ORDER BY n")
             assert sorted(cur.fetchall()) == sorted(values)
         conn.rollback()

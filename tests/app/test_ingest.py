@@ -9,12 +9,8 @@ from app.db import session_scope
 from tests.app.factories import BIG, make_group, make_node, make_plan
 from tests.app.overview import make_batch
 from tests.app.test_api import API, post_batch
+from tests.fixtures.queries import scalar
 from tests.fixtures.waiting import wait_until
-
-
-def scalar(engine, sql, **params):
-    with engine.connect() as conn:
-        return conn.execute(text(sql), params).scalar_one()
 
 
 def all_stored(engine):

@@ -7,22 +7,9 @@ from sqlalchemy import text
 
 from app.db import session_scope
 from app.services import batches, orchestrator
-from edge.batch import encode_batch
-from tests.app.factories import BIG, make_group, make_node, make_plan
+from tests.app.factories import BIG, accept, make_group, make_node, make_plan
 from tests.app.overview import make_batch
-
-
-def accept(node, range_id, batch):
-    body, content_type, content_encoding = encode_batch(batch)
-    with session_scope() as s:
-        return orchestrator.accept_batch(
-            s, node, range_id, batch_from=batch["first"], batch_to=batch["last"], body=body,
-            content_type=content_type, content_encoding=content_encoding or "").batch_id
-
-
-def count(engine, sql):
-    with engine.connect() as conn:
-        return conn.execute(text(sql)).scalar_one()
+from tests.fixtures.queries import scalar
 
 
 def test_rows_already_there_are_kept_once(clean_db):
@@ -52,15 +39,15 @@ def test_rows_already_there_are_kept_once(clean_db):
     with session_scope() as s:
         assert not batches.store_batch(s, batch_id).stored  # a redelivery does nothing
         assert batches.gather_batch(s, batch_id) is None  # the store gathered it already
-    assert count(clean_db, "SELECT count(*) FROM fragments") == 2000
-    assert count(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 2000
-    assert count(clean_db, "SELECT count(*) FROM fragments WHERE message_id = '<raced@x>'") == 1
-    assert count(clean_db, "SELECT count(*) FROM files") == count(clean_db, "SELECT count(DISTINCT key) FROM files")
+    assert scalar(clean_db, "SELECT count(*) FROM fragments") == 2000
+    assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 2000
+    assert scalar(clean_db, "SELECT count(*) FROM fragments WHERE message_id = '<raced@x>'") == 1
+    assert scalar(clean_db, "SELECT count(*) FROM files") == scalar(clean_db, "SELECT count(DISTINCT key) FROM files")
     # Posters are stored once, with the release (the raced row aside).
-    assert count(clean_db, "SELECT count(*) FROM files WHERE poster IS NOT NULL") == 1
-    assert count(clean_db, "SELECT count(*) FROM files f JOIN releases r ON r.group_id = f.group_id"
+    assert scalar(clean_db, "SELECT count(*) FROM files WHERE poster IS NOT NULL") == 1
+    assert scalar(clean_db, "SELECT count(*) FROM files f JOIN releases r ON r.group_id = f.group_id"
                            " AND r.key = f.release_key WHERE coalesce(f.poster, r.poster) <> r.poster") == 1
-    assert count(clean_db, "SELECT count(*) FROM release_chunks") == len(first["release_chunks"]["release"]) + len(
+    assert scalar(clean_db, "SELECT count(*) FROM release_chunks") == len(first["release_chunks"]["release"]) + len(
         second["release_chunks"]["release"])
 
 
@@ -143,4 +130,4 @@ def test_a_release_stored_meanwhile_by_another_batch_gets_this_batchs_part(clean
     files = sum(1 for r in batch["files"]["release"] if r == key)
     assert tuple(row) == (1 + files, 5 + 15, 5 + batch["release_chunks"]["fragments"][i],
                           10 + batch["release_chunks"]["bytes"][i])
-    assert count(clean_db, "SELECT count(*) FROM releases") == len(batch["releases"]["key"])
+    assert scalar(clean_db, "SELECT count(*) FROM releases") == len(batch["releases"]["key"])

@@ -5,35 +5,14 @@ decoded and checked whole."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import text
 
 from app.db import session_scope
-from app.services import batches, orchestrator
+from app.services import batches
 from app.services.batches import MalformedBatch, StoredBatch, _array_literal, _in_key_order
 from edge.batch import BatchMalformed, decode_batch, encode_batch
-from tests.app.factories import BIG, make_group, make_node, make_plan
+from tests.app.factories import BIG, accept, lease_one_range
 from tests.app.overview import make_batch
-
-
-def leased_range(first, last):
-    with session_scope() as s:
-        group = make_group(s)
-        node, _ = make_node(s)
-        (seed_range,) = make_plan(s, group, [(first, last)])
-        orchestrator.lease(s, node, max_leases=1)
-        return node, seed_range.id
-
-
-def accept_body(node, range_id, batch, body, content_type, content_encoding):
-    with session_scope() as s:
-        return orchestrator.accept_batch(
-            s, node, range_id, batch_from=batch["first"], batch_to=batch["last"], body=body,
-            content_type=content_type, content_encoding=content_encoding or "").batch_id
-
-
-def count(engine, sql):
-    with engine.connect() as conn:
-        return conn.execute(text(sql)).scalar_one()
+from tests.fixtures.queries import scalar
 
 
 @pytest.mark.parametrize("spoil, message", [
@@ -53,33 +32,33 @@ def count(engine, sql):
     (lambda b: b["rules"].__setitem__("", [2**31, 0, 0, 0]), "rule counts"),
 ])
 def test_a_poison_batch_fails_clearly_and_stores_nothing(clean_db, spoil, message):
-    node, range_id = leased_range(BIG, BIG + 1999)
+    node, range_id = lease_one_range(BIG, BIG + 1999)
     batch = make_batch(BIG, BIG + 999)
     spoil(batch)
-    batch_id = accept_body(node, range_id, batch, *encode_batch(batch))  # as if the API had let it in
+    batch_id = accept(node, range_id, batch)  # as if the API had let it in
     with session_scope() as s:
         with pytest.raises((MalformedBatch, BatchMalformed), match=message):
             batches.store_batch(s, batch_id)
     for table in ("fragments", "files", "releases", "release_chunks", "rule_counts"):
-        assert count(clean_db, f"SELECT count(*) FROM {table}") == 0
-    assert count(clean_db, f"SELECT state FROM seed_batches WHERE id = {batch_id}") == "accepted"
+        assert scalar(clean_db, f"SELECT count(*) FROM {table}") == 0
+    assert scalar(clean_db, f"SELECT state FROM seed_batches WHERE id = {batch_id}") == "accepted"
     # The worker goes on with the next batch.
     good = make_batch(BIG + 1000, BIG + 1999)
     with session_scope() as s:
-        assert batches.store_batch(s, accept_body(node, range_id, good, *encode_batch(good))).stored
-    assert count(clean_db, "SELECT count(*) FROM fragments") == len(good["fragments"]["article"])
+        assert batches.store_batch(s, accept(node, range_id, good)).stored
+    assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(good["fragments"]["article"])
 
 
 @pytest.mark.parametrize("fmt, gzip", [("json", True), ("json", False), ("msgpack", False)])
 def test_any_body_the_api_takes_is_stored_the_same(clean_db, fmt, gzip):
-    node, range_id = leased_range(BIG, BIG + 999)
+    node, range_id = lease_one_range(BIG, BIG + 999)
     batch = make_batch(BIG, BIG + 999)
-    batch_id = accept_body(node, range_id, batch, *encode_batch(batch, fmt=fmt, gzip=gzip))
+    batch_id = accept(node, range_id, batch, encode_batch(batch, fmt=fmt, gzip=gzip))
     with session_scope() as s:
         assert batches.store_batch(s, batch_id).stored
-    assert count(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])
-    assert count(clean_db, "SELECT count(*) FROM files") == len(batch["files"]["key"])
-    assert count(clean_db, f"SELECT count(*) FROM seed_batches WHERE id = {batch_id} AND body IS NULL"
+    assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])
+    assert scalar(clean_db, "SELECT count(*) FROM files") == len(batch["files"]["key"])
+    assert scalar(clean_db, f"SELECT count(*) FROM seed_batches WHERE id = {batch_id} AND body IS NULL"
                            " AND state = 'gathered'") == 1
 
 
