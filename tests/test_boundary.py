@@ -62,4 +62,13 @@ def test_edge_installs_alone_into_a_bare_virtualenv(tmp_path):
     assert out.stdout.strip() == "ok"
     help_text = subprocess.run([env_dir / "bin" / "edge", "--help"], capture_output=True, text=True, cwd=tmp_path)
     assert "edge" in (help_text.stdout + help_text.stderr)
+    # Alone it gzips with zlib; with the `fast` extra (as the image installs it), with ISA-L.
+    engine = "from edge.deflate import ENGINE, gzip, gunzipper; import zlib;" \
+             " assert zlib.decompress(gzip(b'x' * 99), 31) == gunzipper().decompress(gzip(b'x' * 99)); print(ENGINE)"
+    assert subprocess.run([python, "-c", engine], check=True, capture_output=True, text=True,
+                          cwd=tmp_path).stdout.strip() == "zlib"
+    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", f"{REPO / 'edge'}[fast]"],
+                   check=True, cwd=tmp_path)
+    assert subprocess.run([python, "-c", engine], check=True, capture_output=True, text=True,
+                          cwd=tmp_path).stdout.strip() == "isal"
     assert sys.prefix != str(env_dir)

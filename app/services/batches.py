@@ -16,15 +16,16 @@ import gc
 import logging
 import os
 import struct
+import sys
 import time
-import zlib
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from itertools import chain, compress, islice
-from operator import itemgetter
+from itertools import chain, compress, islice, repeat
+from operator import is_not, itemgetter
 
 import msgpack
 
@@ -38,6 +39,8 @@ from app.services.copytext import BINARY_HEADER, BINARY_TRAILER, StreamedCopy, b
 from app.services.errors import ServiceError
 from edge.batch import (GZIP, MAX_DECODED, MSGPACK_TYPES, TABLES, BatchError, BatchTooLarge, decode_batch,
                         validate_batch)
+from edge.deflate import ERRORS as GZIP_ERRORS
+from edge.deflate import gunzipper
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,7 @@ INT32_COLUMNS = {
     "release_chunks": ("files", "fragments"),
 }
 INT32 = (-(2**31), 2**31 - 1)
+STORE_SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
 
 
 class MalformedBatch(ServiceError):
@@ -159,12 +163,17 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
 
     The cyclic garbage collector is paused meanwhile: the store makes some hundred thousand
     short-lived tuples and lists (none in a cycle), each few hundred of which would start a
-    collection that walks the whole heap of the worker now and then."""
+    collection that walks the whole heap of the worker now and then. And the helper thread that
+    talks to the server while this one packs rows gets the GIL sooner than every 5 ms: it has a
+    dozen short steps to take, each of which would otherwise wait out a full switch interval."""
     paused = gc.isenabled()
     gc.disable()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(STORE_SWITCH_INTERVAL)
     try:
         return _store_batch(session, batch_id)
     finally:
+        sys.setswitchinterval(interval)
         if paused:
             gc.enable()
 
@@ -218,8 +227,10 @@ class StoredBatch:
 
     The API decoded and checked the body whole before accepting it; the store checks it again,
     less the fragments' values (nine tenths of the work): their COPY refuses a value of the wrong
-    type or past its column's width as it packs it (struct and str.encode), and the table's NOT
-    NULL refuses a null. Anything else than a msgpack map is decoded and checked whole, at once."""
+    type or past its column's width as it packs it (struct, bytes.join), and the table's NOT
+    NULL refuses a null. Text stays the UTF-8 bytes the body holds (`raw_text`): the COPY sends
+    bytes, so each column is checked at once (UTF-8, no NUL) instead of decoded value by value
+    and encoded again. Anything else than a msgpack map is decoded and checked whole, at once."""
 
     def __init__(self, body: bytes, content_type: str, content_encoding: str | None):
         self._body, self._content_type, self._content_encoding = body, content_type, content_encoding
@@ -228,6 +239,7 @@ class StoredBatch:
         self._columns: dict[str, dict] = {}
         self._tables: dict = {}
         self._batch: dict | None = None
+        self.raw_text = False
         media_type = (content_type or "").split(";")[0].strip().lower()
         encoding = (content_encoding or "identity").strip().lower()
         if media_type in MSGPACK_TYPES and encoding in (GZIP, "identity"):
@@ -251,7 +263,8 @@ class StoredBatch:
                     self._spans[key] = (start, unpacker.tell())
                 if unpacker.tell() == len(data) and all(type(key) is str for key in self._spans):
                     self._data = memoryview(data)
-            except (ValueError, TypeError, msgpack.UnpackException, zlib.error):
+                    self.raw_text = True
+            except (ValueError, TypeError, msgpack.UnpackException, *GZIP_ERRORS):
                 pass  # decoded whole below, which says what is wrong
         if self._data is None:
             self._batch = decode_batch(body, content_type, content_encoding, max_decoded=_decoded_cap())
@@ -261,7 +274,7 @@ class StoredBatch:
     def of(cls, batch: dict) -> StoredBatch:
         """A batch decoded and checked already (check_batch included)."""
         stored = cls.__new__(cls)
-        stored._body, stored._batch = None, batch
+        stored._body, stored._batch, stored.raw_text = None, batch, False
         return stored
 
     def table(self, name: str) -> dict:
@@ -270,13 +283,18 @@ class StoredBatch:
             return self._batch[name]
         if name not in self._tables:
             # Column by column: between two, the helper thread gets its turn (the look-up's).
-            table = {column: self._unpack(name, span) for column, span in self._columns[name].items()} if (
-                name in self._columns) else self._unpack(name)
+            kinds = TABLES[name]
+            table = {column: self._unpack(name, span, raw=kinds.get(column, "").startswith("str"))
+                     for column, span in self._columns[name].items()} if name in self._columns else self._unpack(name)
             columns = TABLES[name]
             if not isinstance(table, dict) or set(table) != set(columns) or not all(
                     type(column) is list for column in table.values()) or len(set(map(len, table.values()))) != 1:
                 self._whole()  # raises BatchMalformed
                 raise MalformedBatch(f"malformed batch: {name} is not a table of the columns {', '.join(columns)}")
+            if name in self._columns:
+                for column, kind in columns.items():
+                    if kind.startswith("str"):
+                        self._check_text(name, column, table[column], nullable=kind.endswith("?"))
             self._tables[name] = table
         return self._tables[name]
 
@@ -287,19 +305,43 @@ class StoredBatch:
             for name in TABLES:
                 self.table(name)
             batch = {key: self._tables[key] if key in self._tables else self._unpack(key) for key in self._spans}
-            # The fragments' columns as empty lists: their values are checked as they are packed.
-            validate_batch({**batch, "fragments": {column: [] for column in TABLES["fragments"]}})
+            # The fragments' columns as empty lists (their values are checked as they are packed),
+            # the text as empty strings (checked as bytes by table()).
+            shapes = {name: {column: [""] * len(values) if TABLES[name][column].startswith("str") else values
+                             for column, values in batch[name].items()} for name in TABLES if name != "fragments"}
+            validate_batch({**batch, **shapes, "fragments": {column: [] for column in TABLES["fragments"]}})
             check_batch(batch, int32=False)  # the COPY packs those columns as int4, refusing them
             self._batch = batch
         return self._batch
 
-    def _unpack(self, key: str, span: tuple[int, int] | None = None):
+    def field(self, key: str):
+        """One of the batch's values outside the tables (first, last, group...), its type unchecked."""
+        return self._batch[key] if self._batch is not None else self._unpack(key)
+
+    def _check_text(self, table: str, column: str, values: list, nullable: bool) -> None:
+        """A text column as bytes (msgpack strings, undecoded): UTF-8 without NUL, as the
+        catalog's text holds it; NULLs only where the format allows them."""
+        try:
+            joined = b"".join(compress(values, map(is_not, values, repeat(None))) if nullable else values)
+        except TypeError:
+            joined = None
+        bad = joined is None or b"\0" in joined
+        if not bad and not joined.isascii():
+            try:
+                joined.decode("utf-8")
+            except UnicodeDecodeError:
+                bad = True
+        if bad:
+            self._whole()
+            raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
+
+    def _unpack(self, key: str, span: tuple[int, int] | None = None, raw: bool = False):
         if span is None and key not in self._spans:
             self._whole()
             raise MalformedBatch(f"malformed batch: no {key}")
         start, end = span or self._spans[key]
         try:
-            return msgpack.unpackb(self._data[start:end], raw=False)
+            return msgpack.unpackb(self._data[start:end], raw=raw)
         except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
             self._whole()
             raise MalformedBatch(f"malformed batch: undecodable {key}") from None
@@ -319,7 +361,7 @@ def _decoded_cap() -> int:
 
 
 def _gunzip(body: bytes) -> bytes:
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    inflater = gunzipper()
     cap = _decoded_cap()
     data = inflater.decompress(body, cap + 1)
     if len(data) > cap or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
@@ -335,10 +377,11 @@ FRAGMENT_COPY = "COPY {table} (" + FRAGMENT_COLUMNS + ") FROM STDIN (FORMAT bina
 
 def fragment_slices(fragments: dict) -> Iterator[bytes]:
     """The fragments as a binary COPY payload for FRAGMENT_COPY, in slices (check_batch first:
-    part and bytes must fit 32 bits)."""
+    part and bytes must fit 32 bits). Message-ids as str, or as UTF-8 bytes (StoredBatch's)."""
+    ids = fragments["message_id"]
     return binary_slices([("int8", fragments["article"]), ("int8", fragments["file"]),
                           ("int4", fragments["part"]), ("int4", fragments["bytes"]),
-                          ("text", fragments["message_id"])])
+                          ("utf8" if ids and type(ids[0]) is bytes else "text", ids)], nulls=False)
 
 
 FILE_COLUMNS = "key, release_key, posted_at, file_index, file_count, parts, name, subject, poster"
@@ -491,30 +534,31 @@ NO_CHUNK = (0, 0, None, None)
 class _Additions:
     """What one batch adds to each of its releases: the files and the release chunk it stored."""
 
-    def __init__(self, batch: dict, inserted_file_keys: set | None, new_files: list[tuple[int, int]] | None,
+    def __init__(self, tables: dict, inserted_file_keys: set | None, new_files: tuple[list, list],
                  inserted_chunks: set | None):
-        files, chunks = batch["files"], batch["release_chunks"]
-        self.files: dict[int, int] = {}
-        self.parts: dict[int, int] = {}
-        if inserted_file_keys is not None:  # some went in through ON CONFLICT: count those (once)
-            new_files = dict((k, (r, p)) for k, r, p in zip(files["key"], files["release"], files["parts"])
-                             if k in inserted_file_keys).values()
-        for release, parts in new_files:
-            self.files[release] = self.files.get(release, 0) + 1
-            self.parts[release] = self.parts.get(release, 0) + parts
-        rows = zip(chunks["release"], chunks["fragments"], chunks["bytes"], chunks["first_date"], chunks["last_date"])
-        if inserted_chunks is None:
-            self.chunk = {row[0]: row[1:] for row in rows}
-        else:
-            self.chunk = {}
-            for row in rows:
-                if row[0] in inserted_chunks:
-                    self.chunk.setdefault(row[0], row[1:])
+        """new_files: the release and parts of each file the batch means to store; inserted_*:
+        None when every row went in, else the keys of those that did (through ON CONFLICT)."""
+        files, chunks = tables["files"], tables["release_chunks"]
+        releases, parts = new_files
+        if inserted_file_keys is not None:  # count those that went in (once)
+            went_in = {k: (r, p) for k, r, p in zip(files["key"], files["release"], files["parts"])
+                       if k in inserted_file_keys}
+            releases, parts = map(list, zip(*went_in.values())) if went_in else ([], [])
+        self.files = Counter(releases)
+        self.parts = dict.fromkeys(self.files, 0)
+        for release, count in zip(releases, parts):
+            self.parts[release] += count
+        rows = zip(chunks["release"], zip(chunks["fragments"], chunks["bytes"], chunks["first_date"],
+                                          chunks["last_date"]))
+        self.chunk = dict(rows) if inserted_chunks is None else {
+            release: row for release, row in rows if release in inserted_chunks}
 
-    def of(self, keys: list[int]) -> list[tuple]:
-        """(files, parts, fragments, bytes, first date, last date) for each release key."""
-        files, parts, chunk = self.files, self.parts, self.chunk
-        return [(files.get(key, 0), parts.get(key, 0), *chunk.get(key, NO_CHUNK)) for key in keys]
+    def columns(self, keys: list[int]) -> tuple:
+        """(files, parts, fragments, bytes, first dates, last dates), a sequence each, for the keys."""
+        if not keys:
+            return ((),) * 6
+        return (list(map(self.files.get, keys, repeat(0))), list(map(self.parts.get, keys, repeat(0))),
+                *zip(*map(self.chunk.get, keys, repeat(NO_CHUNK))))
 
 
 def _in_key_order(columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
@@ -528,18 +572,101 @@ def _in_key_order(columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
     return [(kind, list(pick(values))) for kind, values in columns]
 
 
-def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _Additions) -> tuple[list, list]:
+def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _Additions, text: str) -> list[bytes]:
     keys = list(compress(releases["key"], new))
-    added = additions.of(keys)
+    files, parts, fragments, size, first, last = additions.columns(keys)
     n = len(keys)
-    now = int(time.time())
-    return keys, list(binary_slices(_in_key_order([
-        ("int8", keys), ("text", list(compress(releases["name"], new))),
-        ("text", list(compress(releases["poster"], new))), ("int4", list(compress(releases["file_count"], new))),
-        ("int4", [group_id] * n), ("int4", [a[0] for a in added]), ("int8", [a[1] for a in added]),
-        ("int8", [a[2] for a in added]), ("int8", [a[3] for a in added]),
-        ("float4", [_completion(a[2], a[1]) for a in added]),
-        ("timestamp", [a[4] for a in added]), ("timestamp", [a[5] for a in added]), ("timestamp", [now] * n)])))
+    return list(binary_slices(_in_key_order([
+        ("int8", keys), (text, list(compress(releases["name"], new))),
+        (text, list(compress(releases["poster"], new))), ("int4", list(compress(releases["file_count"], new))),
+        ("int4", [group_id] * n), ("int4", files), ("int8", parts), ("int8", fragments), ("int8", size),
+        ("float4", list(map(_completion, fragments, parts))),
+        ("timestamp", first), ("timestamp", last), ("timestamp", [int(time.time())] * n)])))
+
+
+class _OtherRows:
+    """A batch's files, release chunks and releases as binary COPY payloads, less the files and
+    releases the catalog has already, and what the batch adds to each release's aggregates;
+    stored by store() while the fragments are packed, the known releases updated after them."""
+
+    def __init__(self, files: dict, releases: dict, chunks: dict, known_files: set, known_releases: set,
+                 group_id: int, range_id: int, batch_from: int, raw_text: bool):
+        self.tables = {"files": files, "release_chunks": chunks}
+        self.releases, self.group_id = releases, group_id
+        # Text as the batch holds it: UTF-8 bytes (StoredBatch.raw_text), else str.
+        self.text, no_name = ("utf8", b"") if raw_text else ("text", "")
+        file_keys = files["key"]
+        # A file's poster is its release's (stored there): NULL unless it differs.
+        release_poster = dict(zip(releases["key"], releases["poster"]))
+        file_columns = _in_key_order(_without(known_files, file_keys, [
+            ("int8", file_keys), ("int8", files["release"]), ("timestamp", files["date"]),
+            ("int4", files["index"]), ("int4", files["count"]), ("int4", files["parts"]),
+            (self.text, [name or no_name for name in files["name"]]), (self.text, files["subject"]),
+            (self.text, [None if poster == release_poster.get(release) else poster
+                         for release, poster in zip(files["release"], files["poster"])])]))
+        self.file_pieces = list(binary_slices(file_columns))
+        count = len(chunks["release"])
+        self.chunk_pieces = list(binary_slices([
+            ("int8", chunks["release"]), ("int8", [batch_from] * count), ("int8", [range_id] * count),
+            ("int8", chunks["bytes"]), ("timestamp", chunks["first_date"]),
+            ("timestamp", chunks["last_date"]), ("int4", chunks["files"]), ("int4", chunks["fragments"])]))
+        self.new_files = (file_columns[1][1], file_columns[5][1])  # release, parts
+        self.new = [key not in known_releases for key in releases["key"]]
+        # Should every row go in (nearly always; store() recounts when some did not).
+        self.additions = _Additions(self.tables, None, self.new_files, None)
+        self.release_pieces = _release_pieces(releases, self.new, group_id, self.additions, self.text)
+        self.to_update: list[int] = []
+
+    def store(self, cur) -> None:
+        """The files, the release chunks, then the new releases (their aggregates counting only
+        the rows that really went in)."""
+        group_id = self.group_id
+        inserted_files = _PendingCopy(cur, "files", partition_name("files", group_id), FILE_COLUMNS,
+                                      self.file_pieces, "key", binary=True).finish()
+        inserted_chunks = _PendingCopy(cur, "release_chunks", partition_name("release_chunks", group_id),
+                                       RELEASE_CHUNK_COLUMNS, self.chunk_pieces, "release_key", binary=True).finish()
+        if inserted_files is not None or inserted_chunks is not None:
+            self.additions = _Additions(self.tables, inserted_files, self.new_files, inserted_chunks)
+            self.release_pieces = _release_pieces(self.releases, self.new, group_id, self.additions, self.text)
+        inserted_releases = _PendingCopy(cur, "releases", "releases", RELEASE_COLUMNS, self.release_pieces,
+                                         "key", binary=True).finish()
+        # Releases stored before (or by a concurrent batch meanwhile) get this batch's part added.
+        self.to_update = sorted(key for key, is_new in zip(self.releases["key"], self.new)
+                                if not is_new or (inserted_releases is not None and key not in inserted_releases))
+
+    def update_known_releases(self, cur) -> None:
+        """Last, so that the locks on releases shared with other batches are held briefly."""
+        if not self.to_update:
+            return
+        add = self.additions.columns(self.to_update)
+        # Locked in key order first: the UPDATE's join visits rows in no set order, and two
+        # batches of one release stored at once must not deadlock.
+        cur.execute("SELECT 1 FROM releases WHERE group_id = %s AND key = ANY(%s::bigint[]) ORDER BY key"
+                    " FOR UPDATE", (self.group_id, _array_literal(self.to_update)))
+        cur.execute(
+            """
+            UPDATE releases r
+               SET files_seen = r.files_seen + d.files, parts_expected = r.parts_expected + d.parts,
+                   parts_seen = r.parts_seen + d.fragments, bytes = r.bytes + d.bytes,
+                   first_post = least(r.first_post, to_timestamp(d.first_post)),
+                   last_post = greatest(r.last_post, to_timestamp(d.last_post)),
+                   completion = CASE WHEN r.parts_expected + d.parts > 0
+                                     THEN least(100.0, 100.0 * (r.parts_seen + d.fragments)
+                                                       / (r.parts_expected + d.parts)) ELSE 0 END,
+                   gathered_at = now()
+              FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
+                          %s::bigint[]) AS d(key, files, parts, fragments, bytes, first_post, last_post)
+             WHERE r.group_id = %s AND r.key = d.key
+            """,
+            (_array_literal(self.to_update), *map(_array_literal, add), self.group_id))
+
+
+def _settle(future: Future) -> None:
+    """Wait for background work that is failing anyway (its error, if any, is not the one that counts)."""
+    try:
+        future.result()
+    except BaseException as exc:  # noqa: BLE001
+        log.warning("background store step ended with %s", exc)
 
 
 def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | StoredBatch) -> dict:
@@ -551,9 +678,10 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
     by adding what this batch stored: a new release goes in with them, a known one is updated
     by increments (safe against a concurrent batch: the row lock serialises the additions).
 
-    Client and server work side by side: the server looks up the known keys while the fragments
-    are decoded here, stores each slice of fragments as soon as it is packed, and goes on storing
-    them while the rest of the batch is decoded and checked and the other tables' rows are built.
+    Client and server work side by side, so that the server is idle as little as can be: it
+    looks up the known keys while the fragments are decoded here, stores the fragments slice by
+    slice as they are packed and goes on while the other tables' rows are built, then stores
+    those while the rest of the batch is checked here.
     """
     stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
     conn = session.connection().connection.driver_connection  # psycopg, for COPY
@@ -563,6 +691,7 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
         _check_keys(stored, file_keys, release_keys)
         known = _background(_known_keys, cur, group_id, file_keys, release_keys)
         try:
+            chunks = stored.table("release_chunks")
             fragment_table = stored.table("fragments")
             slices = _packed(stored, "fragments", fragment_slices(fragment_table))
             head = list(islice(slices, 2))  # the header and the first rows, while the look-up runs
@@ -571,81 +700,32 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
         fragments = _PendingCopy(cur, "fragments", partition_name("fragments", group_id), FRAGMENT_COLUMNS,
                                  chain(head, slices), "article", binary=True, rows=len(fragment_table["article"]))
         try:
-            # While the server stores the fragments: the rest of the batch, and the other tables' rows.
-            batch = stored.whole()
-            batch_from = batch["first"]
-            chunks = batch["release_chunks"]
-            try:
-                # A file's poster is its release's (stored there): NULL unless it differs.
-                release_poster = dict(zip(release_keys, releases["poster"]))
-                file_columns = _without(known_files, file_keys, [
-                    ("int8", file_keys), ("int8", files["release"]), ("timestamp", files["date"]),
-                    ("int4", files["index"]), ("int4", files["count"]), ("int4", files["parts"]),
-                    ("text", [name or "" for name in files["name"]]), ("text", files["subject"]),
-                    ("text", [None if poster == release_poster.get(release) else poster
-                              for release, poster in zip(files["release"], files["poster"])])])
-                file_columns = _in_key_order(file_columns)
-                file_pieces = list(binary_slices(file_columns))
-                count = len(chunks["release"])
-                chunk_pieces = list(binary_slices([
-                    ("int8", chunks["release"]), ("int8", [batch_from] * count), ("int8", [range_id] * count),
-                    ("int8", chunks["bytes"]), ("timestamp", chunks["first_date"]),
-                    ("timestamp", chunks["last_date"]), ("int4", chunks["files"]), ("int4", chunks["fragments"])]))
-                new_files = list(zip(file_columns[1][1], file_columns[5][1]))
-                additions = _Additions(batch, None, new_files, None)  # should every row go in (nearly always)
-                new = [key not in known_releases for key in release_keys]
-                new_keys, release_pieces = _release_pieces(releases, new, group_id, additions)
-            except (struct.error, TypeError, AttributeError) as exc:
-                check_batch(batch)  # says which column, when a value is past 32 bits
-                raise MalformedBatch(f"malformed batch: a value does not fit its column ({exc})") from None
+            # While the server stores the fragments: the other tables' rows.
+            others = _OtherRows(files, releases, chunks, known_files, known_releases, group_id, range_id,
+                                stored.field("first"), stored.raw_text)
         except BaseException as exc:
             try:
                 fragments.abort(exc)
             except Exception as ended:  # the COPY's own end: the error that brought us here counts
                 log.warning("fragments COPY ended with %s while failing on %s", ended, exc)
+            if isinstance(exc, (struct.error, TypeError, AttributeError)):
+                check_batch(stored.whole())  # says which column, when a value is past 32 bits
+                raise MalformedBatch(f"malformed batch: a value does not fit its column ({exc})") from None
             raise
         fragments.finish()
-
-        inserted_files = _PendingCopy(cur, "files", partition_name("files", group_id), FILE_COLUMNS,
-                                      file_pieces, "key", binary=True).finish()
-        inserted_chunks = _PendingCopy(cur, "release_chunks", partition_name("release_chunks", group_id),
-                                       RELEASE_CHUNK_COLUMNS, chunk_pieces, "release_key", binary=True).finish()
-        if inserted_files is not None or inserted_chunks is not None:
-            additions = _Additions(batch, inserted_files, new_files, inserted_chunks)
-            new_keys, release_pieces = _release_pieces(releases, new, group_id, additions)
-        inserted_releases = _PendingCopy(cur, "releases", "releases", RELEASE_COLUMNS, release_pieces,
-                                         "key", binary=True).finish()
-
-        # Releases stored before (or by a concurrent batch meanwhile): add this batch's part.
-        to_update = sorted(key for key, is_new in zip(release_keys, new)
-                           if not is_new or (inserted_releases is not None and key not in inserted_releases))
-        if to_update:
-            add = additions.of(to_update)
-            # Locked in key order first: the UPDATE's join visits rows in no set order, and two
-            # batches of one release stored at once must not deadlock.
-            cur.execute("SELECT 1 FROM releases WHERE group_id = %s AND key = ANY(%s::bigint[]) ORDER BY key"
-                        " FOR UPDATE", (group_id, _array_literal(to_update)))
-            cur.execute(
-                """
-                UPDATE releases r
-                   SET files_seen = r.files_seen + d.files, parts_expected = r.parts_expected + d.parts,
-                       parts_seen = r.parts_seen + d.fragments, bytes = r.bytes + d.bytes,
-                       first_post = least(r.first_post, to_timestamp(d.first_post)),
-                       last_post = greatest(r.last_post, to_timestamp(d.last_post)),
-                       completion = CASE WHEN r.parts_expected + d.parts > 0
-                                         THEN least(100.0, 100.0 * (r.parts_seen + d.fragments)
-                                                           / (r.parts_expected + d.parts)) ELSE 0 END,
-                       gathered_at = now()
-                  FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
-                              %s::bigint[]) AS d(key, files, parts, fragments, bytes, first_post, last_post)
-                 WHERE r.group_id = %s AND r.key = d.key
-                """,
-                (_array_literal(to_update), *(_array_literal([a[i] for a in add]) for i in range(6)), group_id))
-
+        # While the server stores the other tables: the rest of the batch, checked.
+        storing = _background(others.store, cur)
+        try:
+            batch = stored.whole()
+        except BaseException:
+            _settle(storing)  # the cursor is this thread's again before the error goes up
+            raise
+        storing.result()
+        others.update_known_releases(cur)
         cur.executemany(
             "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            [(range_id, batch_from, rule, group_id, *counts) for rule, counts in batch["rules"].items()],
+            [(range_id, batch["first"], rule, group_id, *counts) for rule, counts in batch["rules"].items()],
         )
     return batch
 

@@ -90,13 +90,10 @@ _PG_EPOCH = 946_684_800  # 2000-01-01 in unix seconds
 _pack_length = struct.Struct("!i").pack
 
 
-def _binary_rows(columns: Sequence[tuple[str, Sequence]]) -> bytes:
-    """Equal-length columns as binary COPY rows (no header)."""
-    try:
-        return _binary_rows_without_nulls(columns)
-    except (struct.error, TypeError, AttributeError):
-        # A NULL somewhere (or a value of the wrong type: the path below raises it again).
-        return _binary_rows_with_nulls(columns)
+def _binary_rows(columns: Sequence[tuple[str, Sequence]], nulls: bool) -> bytes:
+    """Equal-length columns as binary COPY rows (no header). nulls False: the columns must hold
+    no NULL, so none is looked for (a None is refused as a value of the wrong type is)."""
+    return _pack_rows(columns, scan=nulls)
 
 
 def _interleave(pieces: list[list]) -> bytes:
@@ -110,40 +107,20 @@ def _interleave(pieces: list[list]) -> bytes:
     return b"".join(rows)
 
 
-def _binary_rows_without_nulls(columns: Sequence[tuple[str, Sequence]]) -> bytes:
-    """The common case, no NULL anywhere: the fixed-width columns between two text columns are
-    packed together, one struct call a row, with the next text column's length; no column is
-    scanned for NULLs first (a None fails the packing or the encoding, and the caller falls back)."""
+def _pack_rows(columns: Sequence[tuple[str, Sequence]], scan: bool) -> bytes:
+    """Runs of columns without NULLs are packed together, one struct call a row, with the next
+    text column's length; a column with NULLs (looked for when `scan`) is packed value by value."""
     pieces: list = []
     fmt, args = "!h", [repeat(len(columns), len(columns[0][1]))]
-    for kind, values in columns:
-        if kind == "timestamp":
-            values = [(v - _PG_EPOCH) * 1_000_000 for v in values]
-        if kind in _FIXED:
-            code, size = _FIXED[kind]
-            fmt += "i" + code
-            args += [repeat(size), values]
-        elif kind == "text":
-            encoded = list(map(str.encode, values))  # refuses anything but str (None included)
-            fmt += "i"
-            args.append(map(len, encoded))
+
+    def flush():
+        nonlocal fmt, args
+        if len(fmt) > 1:
             pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
-            fmt, args = "!", []
-            pieces.append(encoded)
-        else:
-            raise ValueError(f"no binary COPY kind {kind!r}")
-    if len(fmt) > 1:
-        pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
-    return _interleave(pieces)
+        fmt, args = "!", []
 
-
-def _binary_rows_with_nulls(columns: Sequence[tuple[str, Sequence]]) -> bytes:
-    """Runs of columns without NULLs are packed together, one struct call a row; a column with
-    NULLs is packed value by value."""
-    pieces: list = []
-    fmt, args = "!h", [repeat(len(columns), len(columns[0][1]))]
     for kind, values in columns:
-        nullable = None in values
+        nullable = scan and None in values
         if kind == "timestamp":
             values = ([None if v is None else (v - _PG_EPOCH) * 1_000_000 for v in values] if nullable
                       else [(v - _PG_EPOCH) * 1_000_000 for v in values])
@@ -153,44 +130,44 @@ def _binary_rows_with_nulls(columns: Sequence[tuple[str, Sequence]]) -> bytes:
                 fmt += "i" + code
                 args += [repeat(size), values]
                 continue
-            if len(fmt) > 1:
-                pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
-            fmt, args = "!", []
+            flush()
             pack = struct.Struct("!i" + code).pack
             pieces.append([_NULL if v is None else pack(size, v) for v in values])
-        elif kind == "text":
+        elif kind in ("text", "utf8"):
+            if kind == "utf8":  # as they are: joining them below refuses anything but bytes
+                encoded = values
+            else:  # str.encode refuses anything but str (None included)
+                encoded = ([None if v is None else str.encode(v) for v in values] if nullable
+                           else list(map(str.encode, values)))
             if not nullable:
-                encoded = list(map(str.encode, values))
                 fmt += "i"
                 args.append(map(len, encoded))
-                pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
-                fmt, args = "!", []
+                flush()
                 pieces.append(encoded)
                 continue
-            if len(fmt) > 1:
-                pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
-            fmt, args = "!", []
-            encoded = [None if v is None else str.encode(v) for v in values]
+            flush()
             pieces.append([_NULL if b is None else _pack_length(len(b)) + b for b in encoded])
         else:
             raise ValueError(f"no binary COPY kind {kind!r}")
-    if len(fmt) > 1:
-        pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
+    flush()
     return _interleave(pieces)
 
 
-def binary_slices(columns: Sequence[tuple[str, Sequence]], rows: int = SLICE_ROWS) -> Iterator[bytes]:
+def binary_slices(columns: Sequence[tuple[str, Sequence]], rows: int = SLICE_ROWS,
+                  nulls: bool = True) -> Iterator[bytes]:
     """The rows of equal-length columns as a binary COPY payload (`COPY ... (FORMAT binary)`), in
     slices of `rows` rows: their concatenation is the whole payload, header and trailer included.
-    Kinds: 'int8', 'int4', 'float4', 'timestamp' (unix seconds, for a timestamptz column) and
-    'text'; None is NULL. A value out of its column's range raises struct.error."""
+    Kinds: 'int8', 'int4', 'float4', 'timestamp' (unix seconds, for a timestamptz column), 'text'
+    (str) and 'utf8' (text given as UTF-8 bytes, which the caller checked); None is NULL. A value
+    out of its column's range raises struct.error, one of the wrong type TypeError. nulls False
+    when the columns must hold no NULL: packed without looking for one (faster), a None refused."""
     count = len(columns[0][1]) if columns else 0
     yield BINARY_HEADER
     for start in range(0, count, rows):
         if count <= rows:
-            yield _binary_rows(columns)
+            yield _binary_rows(columns, nulls)
         else:
-            yield _binary_rows([(kind, values[start:start + rows]) for kind, values in columns])
+            yield _binary_rows([(kind, values[start:start + rows]) for kind, values in columns], nulls)
     yield BINARY_TRAILER
 
 

@@ -76,13 +76,13 @@ def test_binary_rows_without_nulls_equal_the_null_aware_packing():
 
     import pytest
 
-    from app.services.copytext import _binary_rows_with_nulls, _binary_rows_without_nulls, binary_payload
+    from app.services.copytext import _pack_rows, binary_payload, binary_slices
 
     columns = [("int8", [2**63 - 1, -5]), ("text", ["a", "é"]), ("int4", [1, 2]), ("float4", [1.5, 0.0]),
                ("timestamp", [1761982047, 0]), ("text", ["x", ""]), ("int8", [3, 4])]
-    assert _binary_rows_without_nulls(columns) == _binary_rows_with_nulls(columns)
+    assert _pack_rows(columns, scan=False) == _pack_rows(columns, scan=True)
     with_null = [(kind, values[:1] + [None]) for kind, values in columns]
-    assert binary_payload(with_null)[19:] == _binary_rows_with_nulls(with_null) + b"\xff\xff"
+    assert binary_payload(with_null)[19:] == _pack_rows(with_null, scan=True) + b"\xff\xff"
     with pytest.raises(TypeError):
         binary_payload([("text", ["a", 5])])  # not a string
     with pytest.raises(TypeError):
@@ -91,6 +91,19 @@ def test_binary_rows_without_nulls_equal_the_null_aware_packing():
         binary_payload([("int8", [1, "2"])])
     with pytest.raises(struct.error):
         binary_payload([("int8", [2**63])])
+    # Text given as UTF-8 bytes packs as the same text; anything else than bytes is refused.
+    as_bytes = [(kind, [v.encode() for v in values]) if kind == "text" else (kind, values) for kind, values in columns]
+    as_bytes = [("utf8" if kind == "text" else kind, values) for kind, values in as_bytes]
+    assert _pack_rows(as_bytes, scan=False) == _pack_rows(columns, scan=False)
+    assert b"".join(binary_slices(as_bytes, rows=1, nulls=False)) == binary_payload(columns)
+    assert binary_payload([("utf8", [b"a", None])]) == binary_payload([("text", ["a", None])])
+    for wrong in ("a", 5, [1]):
+        with pytest.raises(TypeError):
+            b"".join(binary_slices([("utf8", [b"a", wrong])], nulls=False))
+    # Where no NULL may be, a None is refused as a wrong value is.
+    for kind, values in with_null:
+        with pytest.raises((struct.error, TypeError)):
+            b"".join(binary_slices([(kind, values)], nulls=False))
 
 
 def test_binary_rows_with_a_null_in_the_first_column():

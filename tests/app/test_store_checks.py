@@ -9,7 +9,7 @@ import pytest
 from app.db import session_scope
 from app.services import batches
 from app.services.batches import MalformedBatch, StoredBatch, _array_literal, _in_key_order
-from edge.batch import BatchMalformed, decode_batch, encode_batch
+from edge.batch import TABLES, BatchMalformed, decode_batch, encode_batch
 from tests.app.factories import BIG, accept, lease_one_range
 from tests.app.overview import make_batch
 from tests.fixtures.queries import scalar
@@ -17,12 +17,17 @@ from tests.fixtures.queries import scalar
 
 @pytest.mark.parametrize("spoil, message", [
     (lambda b: b["fragments"]["message_id"].__setitem__(7, 5), "fragments"),
+    (lambda b: b["fragments"]["message_id"].__setitem__(7, "<a\x00b@x>"), "NUL"),
+    (lambda b: b["fragments"]["message_id"].__setitem__(7, b"<\xff@x>"), "utf-8"),  # sent as a string
     (lambda b: b["fragments"]["part"].__setitem__(7, 2**31), "past 32 bits"),
     (lambda b: b["fragments"]["bytes"].__setitem__(7, "9"), "fragments.bytes"),
     (lambda b: b["fragments"]["article"].__setitem__(7, None), "fragments.article"),
     (lambda b: b["fragments"]["file"].__setitem__(7, 2**63), "outside 64 bits"),
     (lambda b: b["fragments"]["file"].pop(), "one length"),
     (lambda b: b["files"]["subject"].__setitem__(0, 3), "files.subject"),
+    (lambda b: b["files"]["subject"].__setitem__(0, None), "files.subject"),
+    (lambda b: b["files"]["name"].__setitem__(0, 5), "files.name"),
+    (lambda b: b["releases"]["poster"].__setitem__(0, "a\x00b"), "releases.poster must hold UTF-8 strings without NUL"),
     (lambda b: b["files"]["index"].__setitem__(0, 2**40), "past 32 bits"),
     (lambda b: b["release_chunks"]["fragments"].__setitem__(0, -(2**31) - 1), "past 32 bits"),
     (lambda b: b["releases"]["key"].__setitem__(0, "k"), "releases.key"),
@@ -36,8 +41,9 @@ def test_a_poison_batch_fails_clearly_and_stores_nothing(clean_db, spoil, messag
     batch = make_batch(BIG, BIG + 999)
     spoil(batch)
     batch_id = accept(node, range_id, batch)  # as if the API had let it in
-    with session_scope() as s:
-        with pytest.raises((MalformedBatch, BatchMalformed), match=message):
+    # As the ingest task stores it: the error leaves the session, which rolls back.
+    with pytest.raises((MalformedBatch, BatchMalformed), match=message):
+        with session_scope() as s:
             batches.store_batch(s, batch_id)
     for table in ("fragments", "files", "releases", "release_chunks", "rule_counts"):
         assert scalar(clean_db, f"SELECT count(*) FROM {table}") == 0
@@ -67,8 +73,13 @@ def test_stored_batch_decodes_table_by_table_what_decode_batch_decodes():
     body = encode_batch(batch)
     whole = decode_batch(*body)
     stored = StoredBatch(*body)
-    assert stored.table("fragments") == whole["fragments"]
-    assert stored.whole() == whole
+    # Text stays the UTF-8 bytes the body holds: the COPY sends it as it is.
+    as_bytes = {name: {column: [None if v is None else v.encode() for v in values] if kind.startswith("str")
+                       else values for column, values in whole[name].items() for kind in [TABLES[name][column]]}
+                for name in TABLES}
+    assert stored.raw_text
+    assert stored.table("fragments") == as_bytes["fragments"]
+    assert stored.whole() == {**whole, **as_bytes}
     with pytest.raises(BatchMalformed):
         StoredBatch(b"\x93not a batch", "application/msgpack", "")
     with pytest.raises(BatchMalformed):
