@@ -39,6 +39,7 @@ from app.services.copytext import BINARY_HEADER, BINARY_TRAILER, StreamedCopy, b
 from app.services.errors import ServiceError
 from edge.batch import (GZIP, MAX_DECODED, MSGPACK_TYPES, TABLES, BatchError, BatchTooLarge, decode_batch,
                         validate_batch)
+from edge.batch import _check_table as check_table
 from edge.deflate import ERRORS as GZIP_ERRORS
 from edge.deflate import gunzipper
 
@@ -53,6 +54,7 @@ INT32_COLUMNS = {
     "release_chunks": ("files", "fragments"),
 }
 INT32 = (-(2**31), 2**31 - 1)
+assert array("i").itemsize == 4  # check_batch's 32-bit test
 STORE_SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
 
 
@@ -98,11 +100,11 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
         for column in columns:
             values = batch[table][column]
             try:
-                low, high = (min(values), max(values)) if values else (0, 0)
-            except TypeError:  # NULLs (a nullable column): leave them out
-                values = [v for v in values if v is not None]
-                low, high = (min(values), max(values)) if values else (0, 0)
-            if low < INT32[0] or high > INT32[1]:
+                try:
+                    array("i", values)  # one pass at C speed (int is 32 bits here, see INT32)
+                except TypeError:  # NULLs (a nullable column): leave them out
+                    array("i", [v for v in values if v is not None])
+            except OverflowError:
                 bad(f"{table}.{column} holds a value past 32 bits")
     if any(n < 0 for counts in batch["rules"].values() for n in counts):
         bad("rule counts cannot be negative")
@@ -123,14 +125,16 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
 
 
 def check_body(body: bytes, content_type: str, content_encoding: str, max_decoded: int) -> BatchHeader:
-    """Decode and check a posted body (413 too large, 400 malformed)."""
+    """Decode and check a posted body whole, as the store will read it (413 too large, 400
+    malformed): the format, the fragments' values included, and check_batch."""
     try:
-        batch = decode_batch(body, content_type, content_encoding, max_decoded=max_decoded)
+        stored = StoredBatch(body, content_type, content_encoding, max_decoded=max_decoded)
+        stored.check_fragments()
+        return check_batch(stored.whole(int32=True))
     except BatchTooLarge as exc:
         raise BatchBodyTooLarge(str(exc)) from None
     except BatchError as exc:
         raise MalformedBatch(str(exc)) from None
-    return check_batch(batch)
 
 
 def enqueue_store(batch_id: int) -> bool:
@@ -232,8 +236,10 @@ class StoredBatch:
     bytes, so each column is checked at once (UTF-8, no NUL) instead of decoded value by value
     and encoded again. Anything else than a msgpack map is decoded and checked whole, at once."""
 
-    def __init__(self, body: bytes, content_type: str, content_encoding: str | None):
+    def __init__(self, body: bytes, content_type: str, content_encoding: str | None, max_decoded: int | None = None):
+        """max_decoded: the API's limit (BatchTooLarge past it); the store's is never below it."""
         self._body, self._content_type, self._content_encoding = body, content_type, content_encoding
+        self._cap = max_decoded or _decoded_cap()
         self._data: memoryview | None = None
         self._spans: dict = {}
         self._columns: dict[str, dict] = {}
@@ -242,9 +248,11 @@ class StoredBatch:
         self.raw_text = False
         media_type = (content_type or "").split(";")[0].strip().lower()
         encoding = (content_encoding or "identity").strip().lower()
+        if encoding == "identity" and len(body) > self._cap:
+            raise BatchTooLarge(f"body of {len(body)} bytes is over the {self._cap} byte limit")
         if media_type in MSGPACK_TYPES and encoding in (GZIP, "identity"):
             try:
-                data = _gunzip(body) if encoding == GZIP else body
+                data = _gunzip(body, self._cap) if encoding == GZIP else body
                 unpacker = msgpack.Unpacker(None, raw=False, max_buffer_size=len(data) + 1)
                 unpacker.feed(data)
                 for _ in range(unpacker.read_map_header()):
@@ -264,10 +272,13 @@ class StoredBatch:
                 if unpacker.tell() == len(data) and all(type(key) is str for key in self._spans):
                     self._data = memoryview(data)
                     self.raw_text = True
+            except BatchTooLarge:
+                raise
             except (ValueError, TypeError, msgpack.UnpackException, *GZIP_ERRORS):
                 pass  # decoded whole below, which says what is wrong
         if self._data is None:
-            self._batch = decode_batch(body, content_type, content_encoding, max_decoded=_decoded_cap())
+            self._batch = decode_batch(body, content_type, content_encoding, max_decoded=self._cap)
+            _text_without_nul(self._batch)
             check_batch(self._batch)
 
     @classmethod
@@ -298,9 +309,9 @@ class StoredBatch:
             self._tables[name] = table
         return self._tables[name]
 
-    def whole(self) -> dict:
+    def whole(self, int32: bool = False) -> dict:
         """The whole batch, checked as the API checked it (the fragments' values aside, see the
-        class's doc)."""
+        class's doc); int32: check_batch's 32-bit columns too (else left to the COPY's packing)."""
         if self._batch is None:
             for name in TABLES:
                 self.table(name)
@@ -310,9 +321,18 @@ class StoredBatch:
             shapes = {name: {column: [""] * len(values) if TABLES[name][column].startswith("str") else values
                              for column, values in batch[name].items()} for name in TABLES if name != "fragments"}
             validate_batch({**batch, **shapes, "fragments": {column: [] for column in TABLES["fragments"]}})
-            check_batch(batch, int32=False)  # the COPY packs those columns as int4, refusing them
+            check_batch(batch, int32=int32)  # else: the COPY packs those columns as int4, refusing them
             self._batch = batch
         return self._batch
+
+    def check_fragments(self) -> None:
+        """The fragments' values checked too, as the API must before it accepts a batch (the
+        store leaves them to its COPY); their message-ids were checked by table()."""
+        if self._batch is not None:  # decoded and checked whole already
+            return
+        fragments = self.table("fragments")
+        check_table("fragments", {**fragments, "message_id": [""] * len(fragments["message_id"])},
+                    TABLES["fragments"])
 
     def field(self, key: str):
         """One of the batch's values outside the tables (first, last, group...), its type unchecked."""
@@ -350,8 +370,16 @@ class StoredBatch:
         """Decode and check the body whole (raises what is wrong with it, as the API would)."""
         if self._body is None:  # given decoded and checked
             return
-        check_batch(decode_batch(self._body, self._content_type, self._content_encoding,
-                                 max_decoded=_decoded_cap()))
+        check_batch(decode_batch(self._body, self._content_type, self._content_encoding, max_decoded=self._cap))
+
+
+def _text_without_nul(batch: dict) -> None:
+    """A decoded batch's text holds no NUL (PostgreSQL's text cannot); StoredBatch.table checks
+    the undecoded text of a msgpack body itself."""
+    for table, columns in TABLES.items():
+        for column, kind in columns.items():
+            if kind.startswith("str") and "\0" in "".join(filter(None, batch[table][column])):
+                raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
 
 
 def _decoded_cap() -> int:
@@ -360,12 +388,14 @@ def _decoded_cap() -> int:
     return max(get_settings().max_decoded_bytes, MAX_DECODED)
 
 
-def _gunzip(body: bytes) -> bytes:
+def _gunzip(body: bytes, cap: int) -> bytes:
+    """Inflates at most cap + 1 bytes: enough to know a body is too large (a gzip bomb)."""
     inflater = gunzipper()
-    cap = _decoded_cap()
     data = inflater.decompress(body, cap + 1)
-    if len(data) > cap or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
-        raise ValueError("not a whole gzip body within the decoded size limit")
+    if len(data) > cap or inflater.unconsumed_tail:
+        raise BatchTooLarge(f"body inflates past the {cap} byte limit")
+    if not inflater.eof or inflater.unused_data:
+        raise ValueError("not a whole gzip body")
     return data
 
 
