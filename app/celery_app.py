@@ -25,3 +25,11 @@ def _fresh_engine_after_fork(**_):
     from app.db import reset_engine
 
     reset_engine()
+
+
+def warm_broker_transport() -> None:
+    """Import the broker's transport now (kombu resolves it when a connection is first made):
+    called by the API's workers at start (ops/gunicorn.conf.py). Connects to nothing."""
+    from app.tasks.ingest import store_batch
+
+    store_batch.app.connection_for_write().release()

@@ -1,5 +1,8 @@
 """The API under gunicorn over HTTPS: the certificate verifies with its CA file, a wrong one does not."""
+import os
 import ssl
+import subprocess
+import sys
 import tempfile
 import urllib.request
 
@@ -24,3 +27,14 @@ def test_a_certificate_from_another_ca_is_refused(api_server):
     with pytest.raises(urllib.error.URLError) as failed:
         urllib.request.urlopen(f"{api_server.url}/healthz", context=context, timeout=10)
     assert isinstance(failed.value.reason, ssl.SSLCertVerificationError)
+
+
+def test_the_broker_transport_is_loaded_before_the_first_request():
+    """ops/gunicorn.conf.py warms each worker: the first batch does not pay for the import (and
+    warming connects to nothing: the broker here is a port nobody listens on)."""
+    code = ("import sys; from wsgi import app; from app.celery_app import warm_broker_transport;"
+            " assert 'kombu.transport.redis' not in sys.modules; warm_broker_transport();"
+            " print('kombu.transport.redis' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert out.stdout.strip() == "True"
