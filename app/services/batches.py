@@ -617,7 +617,8 @@ def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _
 class _OtherRows:
     """A batch's files, release chunks and releases as binary COPY payloads, less the files and
     releases the catalog has already, and what the batch adds to each release's aggregates;
-    stored by store() while the fragments are packed, the known releases updated after them."""
+    built while the server stores the fragments, stored by store() after them while the rest of
+    the batch is checked, the known releases updated last."""
 
     def __init__(self, files: dict, releases: dict, chunks: dict, known_files: set, known_releases: set,
                  group_id: int, range_id: int, batch_from: int, raw_text: bool):
@@ -695,7 +696,7 @@ def _settle(future: Future) -> None:
     """Wait for background work that is failing anyway (its error, if any, is not the one that counts)."""
     try:
         future.result()
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         log.warning("background store step ended with %s", exc)
 
 
