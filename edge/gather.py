@@ -61,8 +61,8 @@ _COUNTER_TAILS_MAX = 50_000
 
 # A file's subject around its segment counter -> _Subject: the raw bytes before the counter when
 # nothing follows the counter (nearly always), else (before, after). Floods repost the same
-# names batch after batch. About 650 bytes an entry: ~26 MB at the bound (a batch of 200,000
-# lines has some 12,000 distinct subjects).
+# names batch after batch. About 800 bytes an entry: ~32 MB at the bound (a batch of 200,000
+# lines has some 12,000 distinct subjects; of the e-book group, some 30,000).
 _SUBJECTS: dict[bytes | tuple[bytes, bytes], _Subject] = {}
 _SUBJECTS_MAX = 40_000
 
@@ -70,9 +70,9 @@ _SUBJECTS_MAX = 40_000
 # tuple (cheaper to make than a named one):
 # (ParsedSubject (its part and parts are None: they are the file's, not the subject's),
 #  the release identity beside the poster (release name case-folded, file count),
-#  edge.rules.file_kind of the file name).
-# The subject's text itself is decoded again (_decoded) for the few files that need it: the kept
-# ones and, with operator rules, the files they look at.
+#  edge.rules.file_kind of the file name,
+#  the subject's text before the segment counter and after it, decoded once: the subject column of
+#  the kept files and operator rules read it).
 _Subject = tuple
 _RELEASE_IDENTITY, _KIND = 1, 2
 
@@ -95,8 +95,12 @@ def stable_key(*parts: bytes) -> int:
 
 def release_key(poster: bytes, release: str, file_count: int | None) -> int:
     """From the raw From header, the release name (case-folded) and the file count [i/N]."""
+    return _release_key(poster, release.casefold(), file_count)
+
+
+def _release_key(poster: bytes, folded_release: str, file_count: int | None) -> int:
     count_text = b"" if file_count is None else str(file_count).encode()
-    return stable_key(b"release", poster, release.casefold().encode(), count_text)
+    return stable_key(b"release", poster, folded_release.encode(), count_text)
 
 
 _FILE_KEY_PREFIX = len(b"file").to_bytes(4, "big") + b"file" + (8).to_bytes(4, "big")  # then the release key
@@ -204,13 +208,14 @@ def _decoded(before_raw: bytes, after_raw: bytes = b"") -> tuple[str, str]:
     return _decode_pieces(before_raw, after_raw)
 
 
-def _read_subject(before_raw: bytes, after_raw: bytes = b"") -> _Subject:
-    parsed = parse_pieces(*_decoded(before_raw, after_raw), None, None)
-    return parsed, (parsed.release.casefold(), parsed.file_count), file_kind(parsed.filename)
-
-
 def _read_piece(piece: bytes | tuple[bytes, bytes]) -> _Subject:
-    return _read_subject(*piece) if type(piece) is tuple else _read_subject(piece)
+    """What a _SUBJECTS key says (see _Subject)."""
+    if type(piece) is tuple:
+        before, after = _decoded(*piece)
+    else:  # nothing after the counter (nearly always)
+        before, after = piece.decode("ascii") if piece.isascii() else decode_text(piece), ""
+    parsed = parse_pieces(before, after, None, None)
+    return parsed, (parsed.release.casefold(), parsed.file_count), file_kind(parsed.filename), before, after
 
 
 _MISSING = object()
@@ -474,9 +479,9 @@ class Gatherer:
         releases: list[list[int]] = [[] for _ in range(files.releases)]
         for number, release in enumerate(files.release_of_file):
             releases[release].append(number)
-        views = [FileView(subject[0], *_decoded(before, after), poster, self._message_ids[line])
-                 for subject, (poster, before, after), line
-                 in zip(files.subjects, self._file_numbers, files.first_lines)]
+        views = [FileView(parsed, before, after, poster, self._message_ids[line])
+                 for (parsed, _, _, before, after), poster, line
+                 in zip(files.subjects, files.posters, files.first_lines)]
         decisions = self.rules.decide(self.group, [list(map(views.__getitem__, numbers)) for numbers in releases])
         rule_of_file = [KEPT] * len(files.subjects)
         kept = []
@@ -500,40 +505,45 @@ class Gatherer:
         column tables, and how many kept files had an unreadable date. Files with the same key
         (a file reposted under another subject) are one row."""
         file_keys: list[int | None] = [None] * len(files.subjects)
-        keys = list(self._file_numbers)  # (poster, subject before the counter, after it) by file number
+        subjects, posters, first_dates, last_dates = files.subjects, files.posters, files.first_dates, files.last_dates
+        counters, first_lines = self._counters, files.first_lines
         file_rows, release_rows, chunk_rows = [], [], []
         bad_dates = 0
         for numbers in releases:
-            first = files.subjects[numbers[0]][0]
-            poster_raw = files.posters[numbers[0]]
-            rkey = release_key(poster_raw, first.release, first.file_count)
+            first, (folded_release, _) = subjects[numbers[0]][:2]
+            poster_raw = posters[numbers[0]]
+            rkey = _release_key(poster_raw, folded_release, first.file_count)
             key_prefix = _FILE_KEY_PREFIX + rkey.to_bytes(8, "big", signed=True)  # file_key's bytes
             poster = decode_text(poster_raw)
             rows: dict[int, list] = {}
+            earliest = latest = None  # the release's dates: those of its rows are among them
             for number in numbers:
-                parsed = files.subjects[number][0]
-                subject = file_subject(*_decoded(*keys[number][1:]))
+                parsed, _, _, before, after = subjects[number]
+                subject = file_subject(before, after)
                 identity = (parsed.filename or (f"#{parsed.file_index}" if parsed.file_index is not None else subject)
                             ).encode()
                 key = file_keys[number] = int.from_bytes(
                     blake2b(key_prefix + len(identity).to_bytes(4, "big") + identity, digest_size=8).digest(), "big",
                     signed=True)
-                first_raw, last_raw = files.first_dates[number], files.last_dates[number]
+                first_raw, last_raw = first_dates[number], last_dates[number]
                 date = parse_date(first_raw)
                 last_date = date if last_raw == first_raw else parse_date(last_raw)
-                bad_dates += date is None
+                if date is None:
+                    bad_dates += 1
+                elif earliest is None or date < earliest:
+                    earliest = date
+                if last_date is not None and (latest is None or last_date > latest):
+                    latest = last_date
                 row = rows.get(key)
                 if row is None:
                     rows[key] = [key, rkey, parsed.filename, subject, poster, date, parsed.file_index,
-                                 parsed.file_count, self._counters[files.first_lines[number]][1], last_date]
+                                 parsed.file_count, counters[first_lines[number]][1], last_date]
                 else:
                     row[5], row[9] = _earliest(row[5], date), _latest(row[9], last_date)
             file_rows.extend(rows.values())
             release_rows.append((rkey, first.release, poster, first.file_count))
             chunk_rows.append((rkey, len(rows), sum(map(files.fragments.__getitem__, numbers)),
-                               sum(map(files.bytes.__getitem__, numbers)),
-                               _earliest_of(row[5] for row in rows.values()),
-                               _latest_of(row[9] for row in rows.values())))
+                               sum(map(files.bytes.__getitem__, numbers)), earliest, latest))
         file_table = _column_table(("key", "release", "name", "subject", "poster", "date", "index", "count", "parts"),
                                    file_rows)
         release_table = _column_table(("key", "name", "poster", "file_count"), release_rows)
@@ -566,14 +576,6 @@ def _earliest(a: int | None, b: int | None) -> int | None:
 
 def _latest(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
-
-
-def _earliest_of(dates: Iterable[int | None]) -> int | None:
-    return min((date for date in dates if date is not None), default=None)
-
-
-def _latest_of(dates: Iterable[int | None]) -> int | None:
-    return max((date for date in dates if date is not None), default=None)
 
 
 def _missing_runs(first: int, last: int, numbers: list[int]) -> list[list[int]]:

@@ -210,20 +210,36 @@ def parse_date(raw: bytes) -> int | None:
     """An RFC 5322 date (obsolete forms too) as unix seconds, or None when unreadable.
     A date without a zone is taken as UTC.
 
-    Dates ending in `` HH:MM:SS +ZZZZ`` (nearly all) are read by hand, the day before the time
-    parsed once per distinct day; anything else goes through the standard library's parser.
+    Dates ending in `` HH:MM:SS +ZZZZ`` (nearly all) are read by hand: the time looked up in two
+    tables, the day with its zone parsed once per distinct pair; anything else goes through the
+    standard library's parser.
     """
-    clock = raw[-15:]
-    if len(raw) > 15 and clock[0] == clock[9] == 32 and clock[3] == clock[6] == 58 and clock[10] in (43, 45):
-        digits = clock[1:3] + clock[4:6] + clock[7:9] + clock[11:]
-        if digits.isdigit():
-            day = _day_start(raw[:-15])
+    if len(raw) > 15:
+        clock = raw[-15:]
+        hours_minutes, seconds = _HOURS_MINUTES.get(clock[:7]), _SECONDS.get(clock[7:9])
+        if hours_minutes is not None and seconds is not None and clock[9] == 32 and clock[10] in (43, 45):
+            day = _zoned_day_start(raw[:-15], clock[10:])
             if day is not None:
-                offset = int(digits[6:8]) * 3600 + int(digits[8:]) * 60
-                seconds = (day + int(digits[:2]) * 3600 + int(digits[2:4]) * 60 + int(digits[4:6])
-                           - (offset if clock[10] == 43 else -offset))
+                seconds += day + hours_minutes
                 return seconds if 0 <= seconds <= MAX_INT64 else None
     return _parse_any_date(raw)
+
+
+# b" HH:MM:" -> its seconds, b"SS" -> its value: any two digits, as the clock is read without
+# checking its ranges (10,100 entries, about 1 MB)
+_HOURS_MINUTES = {b" %02d:%02d:" % (hours, minutes): hours * 3600 + minutes * 60
+                  for hours in range(100) for minutes in range(100)}
+_SECONDS = {b"%02d" % seconds: seconds for seconds in range(100)}
+
+
+@lru_cache(maxsize=4096)
+def _zoned_day_start(day: bytes, zone: bytes) -> int | None:
+    """The unix seconds of the day's 00:00:00 in the zone (+ZZZZ or -ZZZZ), or None."""
+    start = _day_start(day) if zone[1:].isdigit() else None
+    if start is None:
+        return None
+    offset = int(zone[1:3]) * 3600 + int(zone[3:]) * 60
+    return start - offset if zone[0] == 43 else start + offset
 
 
 @lru_cache(maxsize=4096)
@@ -245,6 +261,7 @@ def _parse_any_date(raw: bytes) -> int | None:
 
 def clear_date_caches() -> None:
     """Forget the dates and sizes read so far (see edge.gather.clear_caches)."""
+    _zoned_day_start.cache_clear()
     _day_start.cache_clear()
     _parse_any_date.cache_clear()
     _SIZES.clear()

@@ -67,11 +67,11 @@ _NUMBERED_FIRST = frozenset("0123456789rRsSzZpPvV")  # what those can start with
 _NUMBERED_INNER_SUFFIX = re.compile(r"r\d{2,3}|s\d{2}|\d{3}|z\d{2}|p\d{2}|vol\d+[+-]\d+|part\d*", re.IGNORECASE)
 
 # [i/N] - "name" yEnc, with maybe text in front: most subjects of binary groups. The text in
-# front can only end at the space before the first quote or bracket, so its greedy repeat finds
-# the one match there is with less backtracking than a lazy one.
-_USUAL_SHAPE = re.compile(r'(?:([^"\[\]]*) )?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc')
+# front can only end at the space before the first quote or bracket: its repeat is possessive (it
+# never gives back what it took, so a subject of another shape fails at once), its group ends
+# with that space (cut off after the match).
+_USUAL_SHAPE = re.compile(r'(?:([^"\[\]]*+)(?<= ))?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc')
 _DOUBLED_QUOTES = re.compile(r'""([^"]+)""')
-_QUOTED = re.compile(r'"([^"]*)"')
 _BRACKETED = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])+)\]")  # one level of brackets inside
 _BRACKET_COUNTER = re.compile(r"\[\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\]")
 _OF_COUNTER = re.compile(r"\b(?:files?\s+)?(\d{1,6})\s+of\s+(\d{1,6})\b:?", re.IGNORECASE)
@@ -79,13 +79,24 @@ _ROUND_COUNTER = re.compile(r"\(\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\)")
 _REPLY_PREFIX = re.compile(r"(?:re|fwd?):\s*", re.IGNORECASE)
 # What is left around the counters but names nothing: yEnc (and a byte count after it), sizes,
 # uploader tags, N3wZ-style "\id\::" prefixes.
-_YENC = re.compile(r"\byEnc\b(?:\s+\d+\b)?", re.IGNORECASE)
-_SIZE = re.compile(r"\b\d+(?:[.,]\d+)?\s*(?:[KMGT]i?B|bytes|B)\b", re.IGNORECASE)
+#
+# _YENC, _SIZE and _SEPARATOR_RUN run on every text around the counters not cleaned yet
+# (_CLEANED). Each is written to start with a character class, which the regex engine looks for in
+# C, instead of trying the pattern at every position (\b, an optional group or IGNORECASE in front
+# prevent that): \b before a word character is a look-behind after it, and IGNORECASE is spelled
+# out, with the non-ASCII letters it also matches (KELVIN SIGN for k, dotted and dotless i, long
+# s). They match what these plain forms match (tests/edge/test_subjects.py compares them):
+#   _YENC            \byEnc\b(?:\s+\d+\b)?                          IGNORECASE
+#   _SIZE            \b\d+(?:[.,]\d+)?\s*(?:[KMGT]i?B|bytes|B)\b     IGNORECASE
+#   _SEPARATOR_RUN   (?: ?[-:|~]){2,} ?
+_YENC = re.compile(r"[yY](?<!\w[yY])[eE][nN][cC]\b(?:\s+\d+\b)?")
+_SIZE = re.compile(r"\d(?<!\w\d)\d*(?:[.,]\d+)?\s*"
+                   r"(?:[KMGTkmgt\u212a][iI\u0130\u0131]?[bB]|[bB][yY][tT][eE][sS\u017f]|[bB])\b")
 _TAG = re.compile(r"\[\s*(?:PRiVATE|WtFnZb|FULL|REPOST|N3wZ|\d+|#[^\]]*)\s*\]", re.IGNORECASE)
 _ID_PREFIX = re.compile(r"\S*\\::")
 _SIZE_ONLY = re.compile(r"[\s\-]*(?:\d+(?:[.,]\d+)?\s*(?:[KMGT]i?B|bytes|B)?)?[\s\-]*", re.IGNORECASE)
 _EMPTY_PAIRS = re.compile(r'\[\s*\]|\(\s*\)|\{\s*\}|""')
-_SEPARATOR_RUN = re.compile(r"(?: ?[-:|~]){2,} ?")
+_SEPARATOR_RUN = re.compile(r"[ \-:|~](?:(?<= )[-:|~]|(?<! ))(?: ?[-:|~])+ ?")  # a space then a separator, or one
 _EDGE_PUNCTUATION = " \t-:|~_.,;/\\<>"
 _WORD = re.compile(r"\w")
 _NOT_ALNUM = re.compile(r"[\W_]+")
@@ -110,9 +121,11 @@ def parse_pieces(before: str, after: str, part: int | None, parts: int | None) -
         text = _REPLY_PREFIX.sub("", text, count=1)
     if after and not _SIZE_ONLY.fullmatch(after):
         text = text + " " + after
-    usual = _USUAL_SHAPE.fullmatch(text)
+    usual = text.endswith('" yEnc') and _USUAL_SHAPE.fullmatch(text)  # most other shapes: no regex run
     if usual:  # a shortcut giving what the steps give, for the most common shapes
         around, file_index, file_count, filename = usual.groups()
+        if around is not None:
+            around = around[:-1]  # its space
         stem = base_name(filename)
         if (file_index or not around) and (
             not around or "yEnc" not in around and around.strip(_EDGE_PUNCTUATION) in ("", stem)
@@ -157,10 +170,18 @@ def base_name(filename: str) -> str:
 # A name's last dot-suffix -> whether base_name cuts it: suffixes repeat (rar, part01, exe...).
 _CUT_SUFFIXES: dict[str, bool] = {}
 
+# The text left around a subject's counters -> _clean_around of it. Every file of a release leaves
+# the same text (e-book postings: "Author - Title (1911) [FR] - ... yEnc"), as do releases that
+# differ only by name ("(1/3) "name.pdf" - 1,14 MB - yEnc"): a look-up instead of a dozen regex
+# passes. Cleared when it holds more than its bound at a miss (about 250 bytes an entry: ~5 MB).
+_CLEANED: dict[str, str] = {}
+_CLEANED_MAX = 20_000
+
 
 def clear_subject_caches() -> None:
-    """Forget the suffixes seen (see edge.gather.clear_caches)."""
+    """Forget the suffixes and texts seen (see edge.gather.clear_caches)."""
     _CUT_SUFFIXES.clear()
+    _CLEANED.clear()
 
 
 def _cuts(suffix: str) -> bool:
@@ -186,10 +207,16 @@ def _take_filename(text: str) -> tuple[str | None, str]:
     if '"' in text:
         if '""' in text:
             text = _DOUBLED_QUOTES.sub(r'"\1"', text)
-        for match in _QUOTED.finditer(text):
-            name = match[1].strip()
+        # the quoted strings, in order: each runs from a quote to the next one
+        start = text.find('"')
+        while start >= 0:
+            end = text.find('"', start + 1)
+            if end < 0:
+                break
+            name = text[start + 1:end].strip()
             if name:
-                return name, text[:match.start()] + " " + text[match.end():]
+                return name, text[:start] + " " + text[end + 1:]
+            start = text.find('"', end + 1)
     if "[" in text:
         for match in _BRACKETED.finditer(text):
             if extension(match[1]):
@@ -226,6 +253,15 @@ def _without_noise(text: str) -> str:
 
 
 def _clean_around(text: str) -> str:
+    cleaned = _CLEANED.get(text)
+    if cleaned is None:
+        if len(_CLEANED) > _CLEANED_MAX:
+            _CLEANED.clear()
+        cleaned = _CLEANED[text] = _cleaned(text)
+    return cleaned
+
+
+def _cleaned(text: str) -> str:
     text = " ".join(_without_noise(text).split())
     text = _SEPARATOR_RUN.sub(" - ", _EMPTY_PAIRS.sub(" ", text)).strip(_EDGE_PUNCTUATION)
     for opening, closing in ("[]", "()"):

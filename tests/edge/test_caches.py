@@ -6,6 +6,7 @@ import pytest
 
 from edge import gather as gather_module
 from edge import overview as overview_module
+from edge import subjects as subjects_module
 from edge.gather import Gatherer, clear_caches
 from edge.rules import RuleSet
 from simnews.generator import Config, generate
@@ -13,19 +14,20 @@ from simnews.scripted import overview_lines
 from tests.edge.helpers import as_received, block
 
 GROUP = "alt.binaries.test"
+EBOOKS = "alt.binaries.e-book.french"  # small releases: texts around their counters to clean (_CLEANED)
 FIRST = 6_000_000_001
 BLOCK_LINES = 300
 
 
-def lines_of(seed: int, count: int) -> list[bytes]:
-    return list(overview_lines(generate(count, Config(seed=seed, groups=(GROUP,))), GROUP, FIRST))
+def lines_of(seed: int, count: int, group: str = GROUP) -> list[bytes]:
+    return list(overview_lines(generate(count, Config(seed=seed, groups=(group,))), group, FIRST))
 
 
-def digest(lines, chunk=1000, per_batch=3, rules=None, watch=None):
+def digest(lines, chunk=1000, per_batch=3, rules=None, watch=None, group=GROUP):
     """Batches (as the coordinator decodes them); watch() is called after every chunk."""
     batches = []
     for batch_start in range(0, len(lines), chunk * per_batch):
-        gatherer = Gatherer(GROUP, rules=rules() if rules else RuleSet())
+        gatherer = Gatherer(group, rules=rules() if rules else RuleSet())
         for start in range(batch_start, min(len(lines), batch_start + chunk * per_batch), chunk):
             chunk_lines = lines[start:start + chunk]
             blocks = [block(chunk_lines[at:at + BLOCK_LINES]) for at in range(0, len(chunk_lines), BLOCK_LINES)]
@@ -41,32 +43,38 @@ def tiny_caches(monkeypatch):
     monkeypatch.setattr(gather_module, "_COUNTER_TAILS_MAX", 7)
     monkeypatch.setattr(gather_module, "_SUBJECTS_MAX", 5)
     monkeypatch.setattr(overview_module, "_SIZES_MAX", 3)
+    monkeypatch.setattr(subjects_module, "_CLEANED_MAX", 2)
     clear_caches()
     yield
     clear_caches()
 
 
+@pytest.mark.parametrize("group", [GROUP, EBOOKS])
 @pytest.mark.parametrize("rules", [RuleSet, lambda: RuleSet(executable=False), lambda: RuleSet.from_data(
     [{"name": "k", "field": "subject", "pattern": "rar", "action": "keep"},
      {"name": "d", "field": "poster", "pattern": "^[a-m]", "action": "drop"}])])
-def test_overflowing_caches_change_no_batch(rules, monkeypatch):
-    lines = lines_of(4, 9000)
+def test_overflowing_caches_change_no_batch(rules, group, monkeypatch):
+    lines = lines_of(4, 9000, group)
     clear_caches()
-    expected = digest(lines, rules=rules)
+    expected = digest(lines, rules=rules, group=group)
     with monkeypatch.context() as patched:
         patched.setattr(gather_module, "_COUNTER_TAILS_MAX", 7)
         patched.setattr(gather_module, "_SUBJECTS_MAX", 5)
         patched.setattr(overview_module, "_SIZES_MAX", 3)
+        patched.setattr(subjects_module, "_CLEANED_MAX", 2)
         clear_caches()
         sizes = []
-        got = digest(lines, rules=rules, watch=lambda: sizes.append(
-            (len(gather_module._COUNTER_TAILS), len(gather_module._SUBJECTS), len(overview_module._SIZES))))
+        got = digest(lines, rules=rules, group=group, watch=lambda: sizes.append(
+            (len(gather_module._COUNTER_TAILS), len(gather_module._SUBJECTS), len(overview_module._SIZES),
+             len(subjects_module._CLEANED))))
     clear_caches()
     assert got == expected
     # each stays within its bound plus what one block adds (one entry per line at most)
-    assert max(tails for tails, _, _ in sizes) <= 7 + BLOCK_LINES
-    assert max(subjects for _, subjects, _ in sizes) <= 5 + BLOCK_LINES
-    assert max(known for _, _, known in sizes) <= 3 + BLOCK_LINES
+    assert max(tails for tails, _, _, _ in sizes) <= 7 + BLOCK_LINES
+    assert max(subjects for _, subjects, _, _ in sizes) <= 5 + BLOCK_LINES
+    assert max(known for _, _, known, _ in sizes) <= 3 + BLOCK_LINES
+    # emptied when over its bound at a miss: at most one more
+    assert max(cleaned for _, _, _, cleaned in sizes) <= 2 + 1
 
 
 def test_the_caches_stay_bounded_over_a_long_range(monkeypatch):

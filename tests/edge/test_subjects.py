@@ -121,8 +121,36 @@ _SHAPE_NAME = st.one_of(st.text("ab.[]/ -1", max_size=8),
 @settings(max_examples=2000, deadline=None)
 @given(_SHAPE_FRONT, _SHAPE_COUNTER, _SHAPE_NAME, st.booleans())
 def test_the_usual_shape_matches_as_its_lazy_form_did(front, counter, name, quoted):
-    """The text in front of the usual shape is matched greedily (faster); the match is unique,
-    so the groups are those the lazy pattern found."""
+    """The text in front of the usual shape is matched possessively, with its space (faster); the
+    match is unique, so the groups, that space cut off, are those the lazy pattern found."""
     text = front + counter + ('"' + name + '" yEnc' if quoted else name)
-    lazy, greedy = _LAZY_USUAL_SHAPE.fullmatch(text), subjects._USUAL_SHAPE.fullmatch(text)
-    assert (greedy and greedy.groups()) == (lazy and lazy.groups())
+    lazy, possessive = _LAZY_USUAL_SHAPE.fullmatch(text), subjects._USUAL_SHAPE.fullmatch(text)
+    if possessive:
+        around, *rest = possessive.groups()
+        assert around is None or around.endswith(" ")
+        assert lazy and (around and around[:-1], *rest) == lazy.groups()
+    else:
+        assert not lazy
+
+
+# The plain forms of the patterns edge.subjects writes to start with a character class.
+_PLAIN_FORMS = {
+    "_YENC": re.compile(r"\byEnc\b(?:\s+\d+\b)?", re.IGNORECASE),
+    "_SIZE": re.compile(r"\b\d+(?:[.,]\d+)?\s*(?:[KMGT]i?B|bytes|B)\b", re.IGNORECASE),
+    "_SEPARATOR_RUN": re.compile(r"(?: ?[-:|~]){2,} ?"),
+}
+# what they look at, with every letter IGNORECASE matches beside ASCII (KELVIN SIGN, İ, ı, ſ),
+# other digits and word characters
+_NOISE_PIECES = ["y", "Y", "e", "E", "n", "N", "c", "C", "yEnc", "YENC", "yenc 123", " ", "\t", "\n", "1", "22", "٣",
+                 "²", ".", ",", "k", "K", "\u212a", "m", "G", "t", "T", "i", "I", "\u0130", "\u0131", "B", "b",
+                 "bytes", "BYTES", "s", "S", "\u017f", "-", ":", "|", "~", "_", "a", "é", "MB", "GiB", " 12 ", "x", "ǅ",
+                 "3\u212aB", "4 K\u0130B", "5m\u0131b", "6 byte\u017f"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_NOISE_PIECES), max_size=12).map("".join))
+def test_the_noise_patterns_match_as_their_plain_forms(text):
+    for name, plain in _PLAIN_FORMS.items():
+        fast = getattr(subjects, name)
+        assert [match.span() for match in fast.finditer(text)] == [match.span() for match in plain.finditer(text)]
+        assert fast.sub("<>", text) == plain.sub("<>", text)
