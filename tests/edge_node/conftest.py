@@ -56,9 +56,10 @@ def edge_bin(tmp_path_factory) -> Path:
     copy_build_context(REPO / source, context)
     env_dir = root / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
-    command = install.split()  # pip install [options] /src/edge
-    assert command[-1].rstrip("/") == target.rstrip("/"), "the image installs something else than it copies"
-    command[-1] = str(context)
+    command = install.split()  # pip install [options] "/src/edge[extras]"
+    path, extras = re.fullmatch(r"(.+?)(\[[\w,]+\])?", command[-1].strip("'\"")).groups()
+    assert path.rstrip("/") == target.rstrip("/"), "the image installs something else than it copies"
+    command[-1] = str(context) + (extras or "")
     subprocess.run([env_dir / "bin" / "python", "-m", *command, "-q", "--disable-pip-version-check"],
                    check=True, cwd=root)
     return env_dir / "bin" / "edge"

@@ -30,7 +30,11 @@ def test_the_image_installs_only_the_edge_and_runs_it_unprivileged(edge_bin):
     installed = subprocess.run([python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
                                check=True, capture_output=True, text=True).stdout
     names = {line.split("==")[0].lower() for line in installed.split()}
-    assert names - {"pip", "setuptools", "wheel"} == {"msgpack", "seed-edge"}
+    # The edge and its own few dependencies: msgpack, and ISA-L's gzip (the `fast` extra).
+    assert names - {"pip", "setuptools", "wheel"} == {"msgpack", "isal", "seed-edge"}
+    engine = subprocess.run([python, "-c", "from edge.deflate import ENGINE; print(ENGINE)"], check=True,
+                            capture_output=True, text=True, cwd=edge_bin.parent).stdout.strip()
+    assert engine == "isal"
     assert "run" in subprocess.run([edge_bin, "run", "--help"], capture_output=True, text=True, check=True).stdout
 
 
