@@ -296,6 +296,20 @@ class _Files(NamedTuple):
     last_dates: list[bytes]
 
 
+def _without_repeats(columns: OverviewColumns, seen: set[int], rejected: dict[str, int]) -> OverviewColumns:
+    """The lines whose number has not come before in the chunk (``seen``, updated); each other
+    one is counted as rejected ``repeated_number``."""
+    keep = []
+    for number in columns.numbers:
+        keep.append(number not in seen)
+        seen.add(number)
+    repeats = keep.count(False)
+    if not repeats:
+        return columns
+    rejected["repeated_number"] += repeats
+    return OverviewColumns(*(list(compress(column, keep)) for column in columns))
+
+
 class Gatherer:
     """Collects a batch's chunks (in order, contiguous), then builds the batch."""
 
@@ -334,13 +348,26 @@ class Gatherer:
         rejected_before = sum(self.rejected.values())
         accepted_before, blocks_before = self._accepted, len(self._articles)
         following = first  # while the blocks' numbers run on from the chunk's first: the next one
+        highest = first - 1  # the highest number so far in the chunk
+        seen: set[int] | None = None  # the chunk's numbers, once one may come twice
         for block in blocks:  # outside the collector's pause: the next block may be on its way
             with _collector_paused():
                 columns, in_order = parse_block_in_order(block, self.layout, self.rejected, first, last)
                 if self._ascii_ids and not block.isascii():  # a fast scan of the whole block
                     self._ascii_ids = all(map(bytes.isascii, columns.message_ids))
-                if following and columns.numbers:
-                    following = columns.numbers[-1] + 1 if in_order and columns.numbers[0] == following else 0
+                numbers = columns.numbers
+                if following and numbers:
+                    following = numbers[-1] + 1 if in_order and numbers[0] == following else 0
+                # A server that lists an article twice (a broken one): the line is kept once.
+                # Numbers that rise from block to block, as OVER gives them, cannot repeat.
+                if numbers and (seen is not None or numbers[0] <= highest or not (
+                        in_order or all(map(lt, numbers, islice(numbers, 1, None))))):
+                    if seen is None:
+                        seen = set(chain.from_iterable(self._articles[blocks_before:]))
+                    columns = _without_repeats(columns, seen, self.rejected)
+                    numbers = columns.numbers
+                if numbers:
+                    highest = max(highest, numbers[-1] if seen is None else max(numbers))
                 self._add(columns)
                 del columns  # freed inside the pause
         rejected = sum(self.rejected.values()) - rejected_before

@@ -21,7 +21,7 @@ MAX_INT64 = 2**63 - 1
 MAX_ARTICLE_BYTES = 2**31 - 1
 
 # Reasons a line is rejected, in the order they are checked.
-REJECT_REASONS = ("nul_byte", "too_few_fields", "bad_number", "empty_message_id", "out_of_range")
+REJECT_REASONS = ("nul_byte", "too_few_fields", "bad_number", "empty_message_id", "out_of_range", "repeated_number")
 
 
 

@@ -121,8 +121,33 @@ def test_missing_numbers_and_bad_lines():
     assert batch["chunks"] == [[FIRST, FIRST + 9, 8, 3], [FIRST + 10, FIRST + 19, 0, 0]]
     assert batch["missing"] == [[FIRST + 2, FIRST + 4], [FIRST + 7, FIRST + 8], [FIRST + 10, FIRST + 19]]
     assert batch["stats"]["rejected"] == {"nul_byte": 0, "too_few_fields": 1, "bad_number": 0,
-                                          "empty_message_id": 1, "out_of_range": 1}
+                                          "empty_message_id": 1, "out_of_range": 1, "repeated_number": 0}
     assert batch["stats"]["lines"] == 8 and (batch["first"], batch["last"]) == (FIRST, FIRST + 19)
+
+
+@pytest.mark.parametrize("numbers_per_block", [
+    [[0, 1, 2, 2, 3]],  # twice in a row, one block
+    [[0, 1, 2], [2, 3]],  # across blocks
+    [[0, 2, 1, 3, 1]],  # out of order
+    [range(0, 3), range(1, 4)],  # clean blocks that overlap
+])
+def test_an_article_listed_twice_is_kept_once(numbers_per_block):
+    """A broken server may list an article twice: kept once, the repeat counted as rejected, so
+    the file's and release's counts hold each article once."""
+    def line(n):
+        return overview_line(FIRST + n, f'Show [1/1] - "show.rar" yEnc ({n + 1}/4)', size=100 + n)
+
+    gatherer = Gatherer(GROUP, rules=RuleSet(executable=False))
+    gatherer.add_chunk(FIRST, FIRST + 9, [block(map(line, numbers)) for numbers in numbers_per_block])
+    batch = as_received(gatherer.build())
+    lines = sum(map(len, numbers_per_block))
+    assert sorted(batch["fragments"]["article"]) == [FIRST + n for n in range(4)]
+    assert sorted(batch["fragments"]["part"]) == [1, 2, 3, 4]
+    assert batch["stats"]["rejected"]["repeated_number"] == lines - 4
+    assert batch["chunks"] == [[FIRST, FIRST + 9, lines, lines - 4]]
+    assert batch["release_chunks"]["fragments"] == [4] and batch["release_chunks"]["bytes"] == [406]
+    assert batch["rules"][""] == [1, 1, 4, 406]
+    assert batch["missing"] == [[FIRST + 4, FIRST + 9]]
 
 
 def test_poster_separates_files_and_a_repost_is_one_file():
