@@ -292,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
                                  " AND (c.relname = ANY('{" + ",".join(CATALOG) + "}')"
                                  " OR c.relname ~ '^(files|fragments|release_chunks)_g[0-9]+$')",
                            capture_output=True, text=True).stdout.strip())
+        # Autovacuum's passes over the catalog (the partitions are made during the run, so these
+        # fell in it, or just after): each ANALYZE reads a sample of a table, on PostgreSQL's CPU.
+        autovacuum_passes = int(run("psql", "-qtA", "-h", "127.0.0.1", "-p", services.ports["pg"], "-U", "seed",
+                                    "-d", "seed", "-c", "SELECT coalesce(sum(autoanalyze_count + autovacuum_count), 0)"
+                                    " FROM pg_stat_user_tables WHERE relname ~ '^(files|fragments|release_chunks)_g'"
+                                    " OR relname = 'releases'", capture_output=True, text=True).stdout.strip())
     finally:
         services.stop()
 
@@ -307,13 +313,15 @@ def main(argv: list[str] | None = None) -> int:
         "e2e_seconds": round(e2e_seconds, 2), "share_of_raw": round(e2e_rate / raw_rate, 3),
         "cpu_us_per_article": us, "dc_us_per_article": dc_us,
         "db_bytes": db_bytes, "db_bytes_per_overview_byte": round(db_bytes / overview_bytes, 3),
+        "autovacuum_passes": autovacuum_passes,
         "acceptance": ACCEPTANCE,
     }
     print(f"end to end: {articles} articles in {e2e_seconds:.1f} s = {e2e_rate:,.0f} articles/s"
           f" ({figures['share_of_raw']:.0%} of the raw OVER rate {raw_rate:,.0f} lines/s, same {args.connections} connections)")
     print("CPU per article (µs): " + ", ".join(f"{name} {value}" for name, value in us.items())
           + f"; data center (API + workers + PostgreSQL) {dc_us}")
-    print(f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes")
+    print(f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes;"
+          f" autovacuum passes over the catalog: {autovacuum_passes}")
     print(json.dumps(figures))
     return 0
 
