@@ -1,6 +1,8 @@
 """The Celery app, bound to the Flask app (Flask's patterns/celery)."""
 from __future__ import annotations
 
+import logging
+
 from celery import Celery, Task
 from celery.signals import worker_process_init
 from flask import Flask
@@ -29,7 +31,11 @@ def _fresh_engine_after_fork(**_):
 
 def warm_broker_transport() -> None:
     """Import the broker's transport now (kombu resolves it when a connection is first made):
-    called by the API's workers at start (ops/gunicorn.conf.py). Connects to nothing."""
+    called by the API's workers at start (ops/gunicorn.conf.py). Connects to nothing, and never
+    keeps a worker from starting: should it fail, the first enqueue says why, as before."""
     from app.tasks.ingest import store_batch
 
-    store_batch.app.connection_for_write().release()
+    try:
+        store_batch.app.connection_for_write().release()
+    except Exception as exc:  # a bad broker URL, a transport that does not import
+        logging.getLogger(__name__).warning("could not load the broker transport at start: %s", exc)

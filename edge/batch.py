@@ -182,7 +182,7 @@ def validate_batch(batch) -> dict:
             raise BatchMalformed(f"{name} must be a list of [{width} integers]")
         _check_ints(name, [value for row in rows for value in row])
     for table, columns in TABLES.items():
-        _check_table(table, batch.get(table), columns)
+        check_table(table, batch.get(table), columns)
     rules = batch.get("rules")
     if not isinstance(rules, dict) or "" not in rules:
         raise BatchMalformed("rules must be a map with the '' (kept) entry")
@@ -197,7 +197,8 @@ def validate_batch(batch) -> dict:
     return batch
 
 
-def _check_table(table: str, value, columns: dict[str, str]) -> None:
+def check_table(table: str, value, columns: dict[str, str]) -> None:
+    """One column table of a batch: its columns, their lengths and their values' kinds (TABLES)."""
     if not isinstance(value, dict) or set(value) != set(columns):
         raise BatchMalformed(f"{table} must be a map of the columns {', '.join(columns)}")
     lengths = {len(column) if isinstance(column, list) else -1 for column in value.values()}

@@ -37,9 +37,8 @@ from app.db import ensure_group_partitions, partition_name
 from app.models import SeedBatch, SeedRange
 from app.services.copytext import BINARY_HEADER, BINARY_TRAILER, StreamedCopy, binary_slices
 from app.services.errors import ServiceError
-from edge.batch import (GZIP, MAX_DECODED, MSGPACK_TYPES, TABLES, BatchError, BatchTooLarge, decode_batch,
-                        validate_batch)
-from edge.batch import _check_table as check_table
+from edge.batch import (GZIP, MAX_DECODED, MSGPACK_TYPES, TABLES, BatchError, BatchTooLarge, check_table,
+                        decode_batch, validate_batch)
 from edge.deflate import ERRORS as GZIP_ERRORS
 from edge.deflate import gunzipper
 
@@ -55,7 +54,12 @@ INT32_COLUMNS = {
 }
 INT32 = (-(2**31), 2**31 - 1)
 assert array("i").itemsize == 4  # check_batch's 32-bit test
-STORE_SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
+# Dates the catalog's timestamptz columns hold (unix seconds: 4713 BC to 294276 AD, a margin kept).
+DATE_COLUMNS = (("files", "date"), ("release_chunks", "first_date"), ("release_chunks", "last_date"))
+DATES = (-210_000_000_000, 9_000_000_000_000)
+# The store's helper thread gets the GIL this often (seconds; Python's default: 0.005). Process-
+# wide: the workers are prefork, one store at a time in a process.
+STORE_SWITCH_INTERVAL = 0.0005
 
 
 class MalformedBatch(ServiceError):
@@ -106,10 +110,16 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
                     array("i", [v for v in values if v is not None])
             except OverflowError:
                 bad(f"{table}.{column} holds a value past 32 bits")
+    for table, column in DATE_COLUMNS if int32 else ():
+        dates = [d for d in batch[table][column] if d is not None]
+        if dates and not (DATES[0] <= min(dates) and max(dates) <= DATES[1]):
+            bad(f"{table}.{column} holds a date PostgreSQL cannot store")
     if any(n < 0 for counts in batch["rules"].values() for n in counts):
         bad("rule counts cannot be negative")
     if any(counts[0] > INT32[1] or counts[1] > INT32[1] for counts in batch["rules"].values()):
         bad("rule counts of releases and files must fit 32 bits")
+    if any("\0" in name or not _encodes(name) for name in batch["rules"]):
+        bad("rule names must be UTF-8 strings without NUL")
     # The catalog's keys: a row of each in a batch (the digest merges repeats before it builds).
     # Not fragments' articles: a server that lists an article twice gets it stored once (the
     # store's ON CONFLICT fallback), not its range refused.
@@ -339,13 +349,16 @@ class StoredBatch:
         return self._batch[key] if self._batch is not None else self._unpack(key)
 
     def _check_text(self, table: str, column: str, values: list, nullable: bool) -> None:
-        """A text column as bytes (msgpack strings, undecoded): UTF-8 without NUL, as the
-        catalog's text holds it; NULLs only where the format allows them."""
+        """A text column as bytes (msgpack strings, undecoded): each value UTF-8 without NUL, as
+        the catalog's text holds it; NULLs only where the format allows them. One pass: joined
+        with NUL between the values, a NUL inside one shows as one too many, and a character
+        cut between two values as invalid UTF-8."""
+        present = list(compress(values, map(is_not, values, repeat(None)))) if nullable else values
         try:
-            joined = b"".join(compress(values, map(is_not, values, repeat(None))) if nullable else values)
+            joined = b"\0".join(present)
         except TypeError:
             joined = None
-        bad = joined is None or b"\0" in joined
+        bad = joined is None or joined.count(b"\0") != max(len(present) - 1, 0)
         if not bad and not joined.isascii():
             try:
                 joined.decode("utf-8")
@@ -373,13 +386,28 @@ class StoredBatch:
         check_batch(decode_batch(self._body, self._content_type, self._content_encoding, max_decoded=self._cap))
 
 
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def _text_without_nul(batch: dict) -> None:
-    """A decoded batch's text holds no NUL (PostgreSQL's text cannot); StoredBatch.table checks
-    the undecoded text of a msgpack body itself."""
+    """A decoded batch's text holds no NUL (PostgreSQL's text cannot) and encodes as UTF-8 (a
+    JSON body may hold a lone surrogate); StoredBatch.table checks the undecoded text of a
+    msgpack body itself."""
     for table, columns in TABLES.items():
         for column, kind in columns.items():
-            if kind.startswith("str") and "\0" in "".join(filter(None, batch[table][column])):
-                raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
+            if kind.startswith("str"):
+                text = "".join(filter(None, batch[table][column]))
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    text = "\0"
+                if "\0" in text:
+                    raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
 
 
 def _decoded_cap() -> int:
@@ -748,10 +776,10 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
         storing = _background(others.store, cur)
         try:
             batch = stored.whole()
+            storing.result()
         except BaseException:
             _settle(storing)  # the cursor is this thread's again before the error goes up
             raise
-        storing.result()
         others.update_known_releases(cur)
         cur.executemany(
             "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"

@@ -112,8 +112,7 @@ def test_malformed_bodies_get_400_and_change_nothing(client, seeded, clean_db, b
     assert snapshot(clean_db) == before
 
 
-@pytest.mark.parametrize("fmt", ["json", "msgpack"])
-@pytest.mark.parametrize("spoil, message", [
+_DEEP_BOTH = [
     (lambda b: b["fragments"]["article"].__setitem__(7, "seven"), "fragments.article"),
     (lambda b: b["fragments"]["article"].__setitem__(3, 2**63), "64 bits"),
     (lambda b: b["fragments"]["part"].__setitem__(3, 2**31), "past 32 bits"),
@@ -123,7 +122,18 @@ def test_malformed_bodies_get_400_and_change_nothing(client, seeded, clean_db, b
     (lambda b: b["fragments"]["message_id"].__setitem__(5, "<a\x00b@x>"), "NUL"),
     (lambda b: b["files"]["subject"].__setitem__(0, "a\x00b"), "NUL"),
     (lambda b: b["releases"]["name"].__setitem__(0, "\x00"), "NUL"),
-])
+    (lambda b: b["rules"].__setitem__("a\x00b", [0, 0, 0, 0]), "rule names"),
+    # Dates past what a timestamptz holds.
+    (lambda b: b["files"]["date"].__setitem__(0, -(10**12)), "date"),
+    (lambda b: b["release_chunks"]["last_date"].__setitem__(0, 10**13), "date"),
+]
+_DEEP_CASES = [("json", *case) for case in _DEEP_BOTH] + [("msgpack", *case) for case in _DEEP_BOTH] + [
+    # msgpack text arrives as UTF-8 bytes: a character cut between two values is no string.
+    ("msgpack", lambda b: b["fragments"]["message_id"].__setitem__(slice(5, 7), [b"<a\xc3", b"\xa9b>"]), "utf-8"),
+]
+
+
+@pytest.mark.parametrize("fmt, spoil, message", _DEEP_CASES)
 def test_a_wrong_value_deep_in_a_batch_is_refused(client, seeded, clean_db, fmt, spoil, message):
     range_id = seeded["ranges"][0]
     client.post(f"{API}/lease", headers=seeded["a"])
@@ -132,6 +142,20 @@ def test_a_wrong_value_deep_in_a_batch_is_refused(client, seeded, clean_db, fmt,
     before = snapshot(clean_db)
     response = post_batch(client, seeded["a"], range_id, batch, fmt=fmt)
     assert response.status_code == 400 and message in response.get_json()["message"], response.get_json()
+    assert snapshot(clean_db) == before
+
+
+def test_a_lone_surrogate_in_json_text_is_refused(client, seeded, clean_db):
+    """JSON can say a lone surrogate (escaped), which no UTF-8 text holds."""
+    range_id = seeded["ranges"][0]
+    client.post(f"{API}/lease", headers=seeded["a"])
+    batch = make_batch(BIG + 1000, BIG + 1499)
+    batch["files"]["subject"][0] = "lone \ud800 surrogate"
+    body = json.dumps(batch, default=lambda v: v.decode()).encode()  # ASCII, the surrogate escaped
+    before = snapshot(clean_db)
+    response = client.post(f"{API}/ranges/{range_id}/batches", data=body,
+                           headers={**seeded["a"], "Content-Type": "application/json"})
+    assert response.status_code == 400 and "files.subject" in response.get_json()["message"]
     assert snapshot(clean_db) == before
 
 

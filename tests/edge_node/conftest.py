@@ -57,7 +57,7 @@ def edge_bin(tmp_path_factory) -> Path:
     env_dir = root / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     command = install.split()  # pip install [options] "/src/edge[extras]"
-    path, extras = re.fullmatch(r"(.+?)(\[[\w,]+\])?", command[-1].strip("'\"")).groups()
+    path, extras = re.fullmatch(r"(.+?)(\[[^\]]*\])?", command[-1].strip("'\"")).groups()
     assert path.rstrip("/") == target.rstrip("/"), "the image installs something else than it copies"
     command[-1] = str(context) + (extras or "")
     subprocess.run([env_dir / "bin" / "python", "-m", *command, "-q", "--disable-pip-version-check"],

@@ -2,6 +2,7 @@
 Celery workers and INN 2: a planned range is fetched, digested, posted and stored once."""
 from __future__ import annotations
 
+import platform
 import subprocess
 
 import pytest
@@ -30,11 +31,13 @@ def test_the_image_installs_only_the_edge_and_runs_it_unprivileged(edge_bin):
     installed = subprocess.run([python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
                                check=True, capture_output=True, text=True).stdout
     names = {line.split("==")[0].lower() for line in installed.split()}
-    # The edge and its own few dependencies: msgpack, and ISA-L's gzip (the `fast` extra).
-    assert names - {"pip", "setuptools", "wheel"} == {"msgpack", "isal", "seed-edge"}
+    # The edge and its own few dependencies: msgpack, and ISA-L's gzip (the `fast` extra, on the
+    # machines ISA-L has wheels for).
+    with_isal = platform.machine() in ("x86_64", "aarch64", "AMD64", "arm64")
+    assert names - {"pip", "setuptools", "wheel"} == {"msgpack", "seed-edge"} | ({"isal"} if with_isal else set())
     engine = subprocess.run([python, "-c", "from edge.deflate import ENGINE; print(ENGINE)"], check=True,
                             capture_output=True, text=True, cwd=edge_bin.parent).stdout.strip()
-    assert engine == "isal"
+    assert engine == ("isal" if with_isal else "zlib")
     assert "run" in subprocess.run([edge_bin, "run", "--help"], capture_output=True, text=True, check=True).stdout
 
 
