@@ -140,7 +140,8 @@ def check_body(body: bytes, content_type: str, content_encoding: str, max_decode
     try:
         stored = StoredBatch(body, content_type, content_encoding, max_decoded=max_decoded)
         stored.check_fragments()
-        return check_batch(stored.whole(int32=True))
+        batch = stored.whole(int32=True)  # check_batch included
+        return BatchHeader(batch_from=batch["first"], batch_to=batch["last"], group=batch["group"])
     except BatchTooLarge as exc:
         raise BatchBodyTooLarge(str(exc)) from None
     except BatchError as exc:
