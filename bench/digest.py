@@ -21,12 +21,16 @@ import re
 import statistics
 import sys
 import time
+import zlib
 from collections import defaultdict
 from pathlib import Path
 
+import msgpack
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge.batch import clear_packer, encode_batch  # noqa: E402
+from edge import deflate  # noqa: E402
+from edge.batch import GZIP_LEVEL, clear_packer, encode_batch  # noqa: E402
 from edge.gather import BATCH_FORMAT_VERSION, Gatherer, clear_caches, file_key, release_key  # noqa: E402
 from edge.nntp import RECV_SIZE  # noqa: E402
 from edge.overview import DEFAULT_LAYOUT, decode_text, parse_date  # noqa: E402
@@ -148,6 +152,33 @@ def naive_digest(group: str, chunks, rules: RuleSet) -> dict:
 
 # -- measuring -------------------------------------------------------------------------------
 
+def gzip_engines(packed: list[bytes], repeat: int) -> dict:
+    """CPU seconds (best of repeat) to gzip, then to inflate, the packed batches at GZIP_LEVEL with
+    the engine edge.deflate uses and with zlib, and the bytes each writes."""
+    def zlib_gzip(data):
+        packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, deflate.GZIP_WBITS)
+        return packer.compress(data) + packer.flush()
+
+    def best(job, items):
+        runs = []
+        for _ in range(repeat):
+            started = time.process_time()
+            for item in items:
+                job(item)
+            runs.append(time.process_time() - started)
+        return min(runs)
+
+    figures = {}
+    for name, gzip, gunzip in (
+        (deflate.ENGINE, lambda data: deflate.gzip(data, GZIP_LEVEL), lambda body: deflate.gunzipper().decompress(body)),
+        ("zlib", zlib_gzip, lambda body: zlib.decompress(body, deflate.GZIP_WBITS)),
+    ):
+        bodies = list(map(gzip, packed))
+        figures[name] = {"gzip_seconds": round(best(gzip, packed), 4), "gunzip_seconds": round(best(gunzip, bodies), 4),
+                         "bytes": sum(map(len, bodies))}
+    return figures
+
+
 def timed_runs(job, batches, group: str, rules: RuleSet, repeat: int) -> tuple[list[float], int]:
     """CPU seconds of each run over all batches (digest + encode), and the bytes encoded. Each
     run starts with the library's per-process caches empty (counter tails, subjects, name
@@ -200,9 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     runs, wire = timed_runs(digest, batches, args.group, rules, args.repeat)
     naive_runs, naive_wire = timed_runs(naive_digest, batches, args.group, rules, args.repeat)
     rate, naive_rate = len(lines) / min(runs), len(lines) / min(naive_runs)
+    engines = gzip_engines([msgpack.packb(digest(args.group, chunks, rules), use_bin_type=False) for chunks in batches],
+                           args.repeat)
     print(f"digest: {rate:,.0f} lines/s (best of {args.repeat}; median {len(lines) / statistics.median(runs):,.0f})"
           f", {wire:,} bytes on the wire")
     print(f"naive:  {naive_rate:,.0f} lines/s (best of {args.repeat}), {naive_wire:,} bytes on the wire")
+    print("gzip level 1 of the packed batches: " + "; ".join(
+        f"{name} {f['gzip_seconds']:.3f} s to write ({f['bytes']:,} bytes), {f['gunzip_seconds']:.3f} s to read"
+        for name, f in engines.items()))
 
     ratios = {args.group: release_chunk_rows(args.group, lines, args.chunk, args.batch_chunks)}
     per_chunk = release_chunk_rows(args.group, lines, args.chunk, 1)
@@ -225,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         "wire_ratio": round(wire / overview_bytes, 4),
         "chunk": args.chunk,
         "batch_chunks": args.batch_chunks,
+        "gzip": engines,
         "release_chunk_rows_per_release": ratios,
         "release_chunk_rows_per_release_one_chunk_per_batch": {args.group: per_chunk},
     }))

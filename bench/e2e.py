@@ -150,6 +150,11 @@ class Services:
                 time.sleep(0.2)
         raise RuntimeError("the API did not come up")
 
+    def sql_value(self, query: str) -> str:
+        """The one value a query of the seed database gives."""
+        return run("psql", "-qtA", "-h", "127.0.0.1", "-p", self.ports["pg"], "-U", "seed", "-d", "seed", "-c", query,
+                   capture_output=True, text=True).stdout.strip()
+
     def flask(self, *args: str) -> str:
         return run(REPO / ".venv/bin/flask", "seed", *args, env=self.env, capture_output=True, text=True).stdout
 
@@ -287,17 +292,14 @@ def main(argv: list[str] | None = None) -> int:
         after = {name: cpu_of(pid) for name, pid in pids.items()}
         status = json.loads(services.flask("status", "--json"))
         articles = sum(g["articles"] for g in status["groups"])
-        db_bytes = int(run("psql", "-qtA", "-h", "127.0.0.1", "-p", services.ports["pg"], "-U", "seed", "-d", "seed",
-                           "-c", "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relkind = 'r'"
-                                 " AND (c.relname = ANY('{" + ",".join(CATALOG) + "}')"
-                                 " OR c.relname ~ '^(files|fragments|release_chunks)_g[0-9]+$')",
-                           capture_output=True, text=True).stdout.strip())
+        db_bytes = int(services.sql_value(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relkind = 'r'"
+            " AND (c.relname = ANY('{" + ",".join(CATALOG) + "}') OR c.relname ~ '^(files|fragments|release_chunks)_g[0-9]+$')"))
         # Autovacuum's passes over the catalog (the partitions are made during the run, so these
         # fell in it, or just after): each ANALYZE reads a sample of a table, on PostgreSQL's CPU.
-        autovacuum_passes = int(run("psql", "-qtA", "-h", "127.0.0.1", "-p", services.ports["pg"], "-U", "seed",
-                                    "-d", "seed", "-c", "SELECT coalesce(sum(autoanalyze_count + autovacuum_count), 0)"
-                                    " FROM pg_stat_user_tables WHERE relname ~ '^(files|fragments|release_chunks)_g'"
-                                    " OR relname = 'releases'", capture_output=True, text=True).stdout.strip())
+        autovacuum_passes = int(services.sql_value(
+            "SELECT coalesce(sum(autoanalyze_count + autovacuum_count), 0) FROM pg_stat_user_tables"
+            " WHERE relname ~ '^(files|fragments|release_chunks)_g' OR relname = 'releases'"))
     finally:
         services.stop()
 

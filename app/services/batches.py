@@ -403,11 +403,7 @@ def _text_without_nul(batch: dict) -> None:
         for column, kind in columns.items():
             if kind.startswith("str"):
                 text = "".join(filter(None, batch[table][column]))
-                try:
-                    text.encode("utf-8")
-                except UnicodeEncodeError:
-                    text = "\0"
-                if "\0" in text:
+                if "\0" in text or not _encodes(text):
                     raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
 
 

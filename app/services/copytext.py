@@ -90,12 +90,6 @@ _PG_EPOCH = 946_684_800  # 2000-01-01 in unix seconds
 _pack_length = struct.Struct("!i").pack
 
 
-def _binary_rows(columns: Sequence[tuple[str, Sequence]], nulls: bool) -> bytes:
-    """Equal-length columns as binary COPY rows (no header). nulls False: the columns must hold
-    no NULL, so none is looked for (a None is refused as a value of the wrong type is)."""
-    return _pack_rows(columns, scan=nulls)
-
-
 def _interleave(pieces: list[list]) -> bytes:
     """The pieces' items row by row: pieces[0][0], pieces[1][0], ..., pieces[0][1], ..."""
     if len(pieces) == 1:
@@ -108,7 +102,8 @@ def _interleave(pieces: list[list]) -> bytes:
 
 
 def _pack_rows(columns: Sequence[tuple[str, Sequence]], scan: bool) -> bytes:
-    """Runs of columns without NULLs are packed together, one struct call a row, with the next
+    """Equal-length columns as binary COPY rows (no header). scan False: the columns hold no NULL,
+    so none is looked for (a None is refused as a value of the wrong type is). Runs of columns without NULLs are packed together, one struct call a row, with the next
     text column's length; a column with NULLs (looked for when `scan`) is packed value by value."""
     pieces: list = []
     fmt, args = "!h", [repeat(len(columns), len(columns[0][1]))]
@@ -165,9 +160,9 @@ def binary_slices(columns: Sequence[tuple[str, Sequence]], rows: int = SLICE_ROW
     yield BINARY_HEADER
     for start in range(0, count, rows):
         if count <= rows:
-            yield _binary_rows(columns, nulls)
+            yield _pack_rows(columns, scan=nulls)
         else:
-            yield _binary_rows([(kind, values[start:start + rows]) for kind, values in columns], nulls)
+            yield _pack_rows([(kind, values[start:start + rows]) for kind, values in columns], scan=nulls)
     yield BINARY_TRAILER
 
 

@@ -40,6 +40,14 @@ def lease_one_range(first: int, last: int):
         return node, seed_range.id
 
 
+def group_of_range(range_id: int) -> int:
+    from app.db import session_scope
+    from app.models import SeedRange
+
+    with session_scope() as session:
+        return session.get(SeedRange, range_id).group_id
+
+
 def accept(node, range_id: int, batch: dict, encoded: tuple | None = None) -> int:
     """The batch accepted for the range as the API accepts it, encoded as the edge posts it unless
     `encoded` (body, content type, content encoding) is given; its id."""

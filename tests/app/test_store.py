@@ -6,19 +6,15 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from app.db import session_scope
-from app.services import batches, orchestrator
-from tests.app.factories import BIG, accept, make_group, make_node, make_plan
+from app.services import batches
+from tests.app.factories import BIG, accept, group_of_range, lease_one_range
 from tests.app.overview import make_batch
 from tests.fixtures.queries import scalar
 
 
 def test_rows_already_there_are_kept_once(clean_db):
-    with session_scope() as s:
-        group = make_group(s)
-        node, _ = make_node(s)
-        (seed_range,) = make_plan(s, group, [(BIG, BIG + 1999)])
-        orchestrator.lease(s, node, max_leases=1)
-        range_id, group_id = seed_range.id, group.id
+    node, range_id = lease_one_range(BIG, BIG + 1999)
+    group_id = group_of_range(range_id)
     first = make_batch(BIG, BIG + 999)
     with session_scope() as s:
         batches.store_batch(s, accept(node, range_id, first))
@@ -62,12 +58,8 @@ def rows(engine, sql):
 
 def store_range(spans, skip=frozenset()):
     """Store batches of one range (as ingest does) and return (group_id, batches)."""
-    with session_scope() as s:
-        group = make_group(s)
-        node, _ = make_node(s)
-        (seed_range,) = make_plan(s, group, [(spans[0][0], spans[-1][1])])
-        orchestrator.lease(s, node, max_leases=1)
-        range_id, group_id = seed_range.id, group.id
+    node, range_id = lease_one_range(spans[0][0], spans[-1][1])
+    group_id = group_of_range(range_id)
     made = [make_batch(a, b, skip=skip) for a, b in spans]
     for batch in made:
         batch_id = accept(node, range_id, batch)
@@ -104,12 +96,8 @@ def test_a_release_stored_meanwhile_by_another_batch_gets_this_batchs_part(clean
     """Another worker stored a release of this batch between the look-up and the COPY (here: before,
     with its look-up defeated): the release goes through ON CONFLICT and gets this batch's part
     added, not lost."""
-    with session_scope() as s:
-        group = make_group(s)
-        node, _ = make_node(s)
-        (seed_range,) = make_plan(s, group, [(BIG, BIG + 999)])
-        orchestrator.lease(s, node, max_leases=1)
-        range_id, group_id = seed_range.id, group.id
+    node, range_id = lease_one_range(BIG, BIG + 999)
+    group_id = group_of_range(range_id)
     batch = make_batch(BIG, BIG + 999)
     key, name = batch["releases"]["key"][3], batch["releases"]["name"][3]
     with session_scope() as s:
