@@ -1,7 +1,8 @@
 """Batches: checked at the door, stored by ingest into the catalog tables, retried by beat.
 
 A batch goes accepted -> gathered: the store loads its rows and brings the releases it touched
-up to date in one transaction (the 'stored' state, stored but not yet gathered, is left by
+up to date in the task's transaction, the fragments on a connection of their own committed just
+before it (see load_catalog; the 'stored' state, stored but not yet gathered, is left by
 earlier versions only; the gather task finishes those). Each step is idempotent by
 construction: it runs under a row lock on the batch and only from the state before it, and
 moves the state in the same transaction, so a redelivered task finds the work done and does
@@ -24,12 +25,13 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from itertools import chain, compress, islice, repeat
+from itertools import compress, repeat
 from operator import is_not, itemgetter
 
 import msgpack
 
 from sqlalchemy import select, text
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, defer
 
 from app.config import get_settings
@@ -174,13 +176,15 @@ class StoreResult:
 
 def store_batch(session: Session, batch_id: int) -> StoreResult:
     """Load one accepted batch into the catalog and bring its releases' aggregates up to date,
-    in one transaction; idempotent (see the module's doc). The batch ends 'gathered'.
+    in the session's transaction (the fragments in one of their own, see load_catalog);
+    idempotent (see the module's doc). The batch ends 'gathered'.
 
     The cyclic garbage collector is paused meanwhile: the store makes some hundred thousand
     short-lived tuples and lists (none in a cycle), each few hundred of which would start a
-    collection that walks the whole heap of the worker now and then. And the helper thread that
-    talks to the server while this one packs rows gets the GIL sooner than every 5 ms: it has a
-    dozen short steps to take, each of which would otherwise wait out a full switch interval."""
+    collection that walks the whole heap of the worker now and then. And the threads that talk to
+    the server while this one packs rows (the look-up's, the COPYs' writers) get the GIL sooner
+    than every 5 ms: each has short steps to take that would otherwise wait out a full switch
+    interval."""
     paused = gc.isenabled()
     gc.disable()
     interval = sys.getswitchinterval()
@@ -208,7 +212,10 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
         (body,) = cur.fetchone()
     stored = StoredBatch(body, batch_row.content_type, batch_row.content_encoding)
     group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == range_id))
-    ensure_group_partitions(session, group_id)
+    # Committed on their own: the fragments' connection (load_catalog) must see them, and would
+    # wait forever on partitions made, uncommitted, by this session.
+    with _engine_of(session).begin() as partitions:
+        ensure_group_partitions(partitions, group_id)
     batch = load_catalog(session, group_id, range_id, stored)
 
     chunks = batch["chunks"]
@@ -641,14 +648,15 @@ def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _
 
 class _OtherRows:
     """A batch's files, release chunks and releases as binary COPY payloads, less the files and
-    releases the catalog has already, and what the batch adds to each release's aggregates;
-    built while the server stores the fragments, stored by store() after them while the rest of
-    the batch is checked, the known releases updated last."""
+    releases the catalog has already, and what the batch adds to each release's aggregates.
+    store() sends each table as soon as its rows are built, so the server stores one while the
+    next is built here; the known releases are updated last."""
 
     def __init__(self, files: dict, releases: dict, chunks: dict, known_files: set, known_releases: set,
                  group_id: int, range_id: int, batch_from: int, raw_text: bool):
         self.tables = {"files": files, "release_chunks": chunks}
         self.releases, self.group_id = releases, group_id
+        self.range_id, self.batch_from = range_id, batch_from
         # Text as the batch holds it: UTF-8 bytes (StoredBatch.raw_text), else str.
         self.text, no_name = ("utf8", b"") if raw_text else ("text", "")
         file_keys = files["key"]
@@ -661,31 +669,43 @@ class _OtherRows:
             (self.text, [None if poster == release_poster.get(release) else poster
                          for release, poster in zip(files["release"], files["poster"])])]))
         self.file_pieces = list(binary_slices(file_columns))
-        count = len(chunks["release"])
-        self.chunk_pieces = list(binary_slices([
-            ("int8", chunks["release"]), ("int8", [batch_from] * count), ("int8", [range_id] * count),
-            ("int8", chunks["bytes"]), ("timestamp", chunks["first_date"]),
-            ("timestamp", chunks["last_date"]), ("int4", chunks["files"]), ("int4", chunks["fragments"])]))
         self.new_files = (file_columns[1][1], file_columns[5][1])  # release, parts
         self.new = [key not in known_releases for key in releases["key"]]
-        # Should every row go in (nearly always; store() recounts when some did not).
-        self.additions = _Additions(self.tables, None, self.new_files, None)
-        self.release_pieces = _release_pieces(releases, self.new, group_id, self.additions, self.text)
         self.to_update: list[int] = []
 
-    def store(self, cur) -> None:
+    def _chunk_pieces(self) -> list[bytes]:
+        chunks = self.tables["release_chunks"]
+        count = len(chunks["release"])
+        return list(binary_slices([
+            ("int8", chunks["release"]), ("int8", [self.batch_from] * count), ("int8", [self.range_id] * count),
+            ("int8", chunks["bytes"]), ("timestamp", chunks["first_date"]),
+            ("timestamp", chunks["last_date"]), ("int4", chunks["files"]), ("int4", chunks["fragments"])]))
+
+    def store(self, cur, meanwhile=None) -> None:
         """The files, the release chunks, then the new releases (their aggregates counting only
-        the rows that really went in)."""
+        the rows that really went in). The other tables are built, and meanwhile() runs, while
+        the server stores the files."""
         group_id = self.group_id
-        inserted_files = _PendingCopy(cur, "files", partition_name("files", group_id), FILE_COLUMNS,
-                                      self.file_pieces, "key", binary=True).finish()
+        files = _PendingCopy(cur, "files", partition_name("files", group_id), FILE_COLUMNS, self.file_pieces,
+                             "key", binary=True)
+        try:
+            chunk_pieces = self._chunk_pieces()
+            # Should every row go in (nearly always; recounted below when some did not).
+            self.additions = _Additions(self.tables, None, self.new_files, None)
+            release_pieces = _release_pieces(self.releases, self.new, group_id, self.additions, self.text)
+            if meanwhile is not None:
+                meanwhile()
+        except BaseException as exc:
+            files.abort(exc)
+            raise
+        inserted_files = files.finish()
         inserted_chunks = _PendingCopy(cur, "release_chunks", partition_name("release_chunks", group_id),
-                                       RELEASE_CHUNK_COLUMNS, self.chunk_pieces, "release_key", binary=True).finish()
+                                       RELEASE_CHUNK_COLUMNS, chunk_pieces, "release_key", binary=True).finish()
         if inserted_files is not None or inserted_chunks is not None:
             self.additions = _Additions(self.tables, inserted_files, self.new_files, inserted_chunks)
-            self.release_pieces = _release_pieces(self.releases, self.new, group_id, self.additions, self.text)
-        inserted_releases = _PendingCopy(cur, "releases", "releases", RELEASE_COLUMNS, self.release_pieces,
-                                         "key", binary=True).finish()
+            release_pieces = _release_pieces(self.releases, self.new, group_id, self.additions, self.text)
+        inserted_releases = _PendingCopy(cur, "releases", "releases", RELEASE_COLUMNS, release_pieces, "key",
+                                         binary=True).finish()
         # Releases stored before (or by a concurrent batch meanwhile) get this batch's part added.
         self.to_update = sorted(key for key, is_new in zip(self.releases["key"], self.new)
                                 if not is_new or (inserted_releases is not None and key not in inserted_releases))
@@ -717,14 +737,6 @@ class _OtherRows:
             (_array_literal(self.to_update), *map(_array_literal, add), self.group_id))
 
 
-def _settle(future: Future) -> None:
-    """Wait for background work that is failing anyway (its error, if any, is not the one that counts)."""
-    try:
-        future.result()
-    except BaseException as exc:
-        log.warning("background store step ended with %s", exc)
-
-
 def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | StoredBatch) -> dict:
     """Files, fragments, releases, release chunks and rule counts of one batch, in bulk, and the
     releases' aggregates (what gathering computes) kept up to date as rows go in. Returns the
@@ -734,31 +746,47 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
     by adding what this batch stored: a new release goes in with them, a known one is updated
     by increments (safe against a concurrent batch: the row lock serialises the additions).
 
-    Client and server work side by side, so that the server is idle as little as can be: it
-    looks up the known keys while the fragments are decoded here, stores the fragments slice by
-    slice as they are packed and goes on while the other tables' rows are built, then stores
-    those while the rest of the batch is checked here.
+    The fragments (nine tenths of the rows) go in on a second connection of their own, so that
+    two server processes work at once: one stores the fragments while the session's looks up
+    the known keys, then stores the files, release chunks and releases and updates the known
+    releases. The fragments' transaction commits last, after everything else here has
+    succeeded and just before the caller commits the session's; should the session's fail after
+    it, the batch is still 'accepted' and its retry finds its fragments there (their COPY falls
+    back to ON CONFLICT DO NOTHING): nothing is stored twice. A reader may see a batch's
+    fragments a moment before their files and releases, never a release counting fragments
+    that are not there. The group's partitions must exist, committed (see store_batch).
     """
     stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
     conn = session.connection().connection.driver_connection  # psycopg, for COPY
-    with conn.cursor() as cur:
+    # The fragments' transaction: committed when the block ends without an error, else rolled back.
+    with _engine_of(session).begin() as side, conn.cursor() as cur, \
+            side.connection.driver_connection.cursor() as fragment_cur:
         files, releases = stored.table("files"), stored.table("releases")
         file_keys, release_keys = files["key"], releases["key"]
         _check_keys(stored, file_keys, release_keys)
-        known = _background(_known_keys, cur, group_id, file_keys, release_keys)
+        # On the fragments' connection, before their COPY: the session's is then free for the
+        # files as soon as they are built.
+        known = _background(_known_keys, fragment_cur, group_id, file_keys, release_keys)
         try:
-            chunks = stored.table("release_chunks")
             fragment_table = stored.table("fragments")
-            slices = _packed(stored, "fragments", fragment_slices(fragment_table))
-            head = list(islice(slices, 2))  # the header and the first rows, while the look-up runs
         finally:
             known_files, known_releases = known.result()  # the cursor is this thread's again
-        fragments = _PendingCopy(cur, "fragments", partition_name("fragments", group_id), FRAGMENT_COLUMNS,
-                                 chain(head, slices), "article", binary=True, rows=len(fragment_table["article"]))
+        fragments = _PendingCopy(fragment_cur, "fragments", partition_name("fragments", group_id),
+                                 FRAGMENT_COLUMNS, _packed(stored, "fragments", fragment_slices(fragment_table)),
+                                 "article", binary=True, rows=len(fragment_table["article"]))
         try:
             # While the server stores the fragments: the other tables' rows.
-            others = _OtherRows(files, releases, chunks, known_files, known_releases, group_id, range_id,
-                                stored.field("first"), stored.raw_text)
+            others = _OtherRows(files, releases, stored.table("release_chunks"), known_files, known_releases,
+                                group_id, range_id, stored.field("first"), stored.raw_text)
+            # While the server stores the files: the rest of the batch, checked.
+            others.store(cur, meanwhile=stored.whole)
+            batch = stored.whole()
+            others.update_known_releases(cur)
+            cur.executemany(
+                "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [(range_id, batch["first"], rule, group_id, *counts) for rule, counts in batch["rules"].items()],
+            )
         except BaseException as exc:
             try:
                 fragments.abort(exc)
@@ -769,21 +797,12 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
                 raise MalformedBatch(f"malformed batch: a value does not fit its column ({exc})") from None
             raise
         fragments.finish()
-        # While the server stores the other tables: the rest of the batch, checked.
-        storing = _background(others.store, cur)
-        try:
-            batch = stored.whole()
-            storing.result()
-        except BaseException:
-            _settle(storing)  # the cursor is this thread's again before the error goes up
-            raise
-        others.update_known_releases(cur)
-        cur.executemany(
-            "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            [(range_id, batch["first"], rule, group_id, *counts) for rule, counts in batch["rules"].items()],
-        )
     return batch
+
+
+def _engine_of(session: Session) -> Engine:
+    bind = session.get_bind()
+    return getattr(bind, "engine", bind)
 
 
 def gather_batch(session: Session, batch_id: int) -> int | None:

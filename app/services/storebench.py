@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from sqlalchemy import text
 
-from app.db import PARTITIONED_TABLES, partition_name, session_scope
+from app.db import PARTITIONED_TABLES, get_engine, partition_name, session_scope
 from app.models import SeedPlan, SeedRange
 from app.services import batches, orchestrator
 from app.services.batches import FRAGMENT_COPY, fragment_slices
@@ -184,3 +184,7 @@ def _remove(group_id: int) -> None:
         session.execute(text("DELETE FROM rule_counts WHERE group_id = :g"), {"g": group_id})
         session.execute(text("DELETE FROM releases WHERE group_id = :g"), {"g": group_id})
         session.execute(text("DELETE FROM groups WHERE id = :g"), {"g": group_id})
+    # The next round stores the same keys again: left dead in the releases' index, they would make
+    # every later round check them (the partitions are dropped whole, the raw COPY's table is new).
+    with get_engine().connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM releases"))

@@ -3,6 +3,7 @@
 releases' aggregates the store keeps up to date equal a recomputation from scratch."""
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import text
 
 from app.db import session_scope
@@ -119,3 +120,45 @@ def test_a_release_stored_meanwhile_by_another_batch_gets_this_batchs_part(clean
     assert tuple(row) == (1 + files, 5 + 15, 5 + batch["release_chunks"]["fragments"][i],
                           10 + batch["release_chunks"]["bytes"][i])
     assert scalar(clean_db, "SELECT count(*) FROM releases") == len(batch["releases"]["key"])
+
+
+def test_a_failure_after_the_fragments_committed_is_retried_without_storing_twice(clean_db):
+    """The fragments commit on their own connection just before the session does: should the
+    session then fail (the worker dies, the server goes away), the batch is still 'accepted'
+    and its retry finds its fragments there. Nothing is stored or counted twice."""
+    spans = [(BIG, BIG + 999), (BIG + 1000, BIG + 1999)]
+    node, range_id = lease_one_range(spans[0][0], spans[-1][1])
+    made = [make_batch(a, b, skip={BIG + 17}) for a, b in spans]
+    first = accept(node, range_id, made[0])
+    with session_scope() as s:
+        assert batches.store_batch(s, first).stored
+    second = accept(node, range_id, made[1])
+
+    class SessionFailed(Exception):
+        pass
+
+    with pytest.raises(SessionFailed):
+        with session_scope() as s:
+            assert batches.store_batch(s, second).stored
+            raise SessionFailed  # after load_catalog: the session's commit never happens
+    fragments = len(made[0]["fragments"]["article"]) + len(made[1]["fragments"]["article"])
+    assert scalar(clean_db, "SELECT count(*) FROM fragments") == fragments  # the second's committed
+    assert scalar(clean_db, "SELECT count(*) FROM files") == len(made[0]["files"]["key"])
+    assert scalar(clean_db, f"SELECT state FROM seed_batches WHERE id = {second}") == "accepted"
+    half = rows(clean_db, AGGREGATES)
+
+    with session_scope() as s:  # the retry
+        assert batches.store_batch(s, second).stored
+    assert scalar(clean_db, "SELECT count(*) FROM fragments") == fragments
+    assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == fragments
+    assert scalar(clean_db, "SELECT count(*) FROM files") == len({k for b in made for k in b["files"]["key"]})
+    assert scalar(clean_db, "SELECT count(*) FROM release_chunks") == sum(
+        len(b["release_chunks"]["release"]) for b in made)
+    assert scalar(clean_db, "SELECT count(*) FROM rule_counts WHERE rule = ''") == 2
+    assert scalar(clean_db, f"SELECT articles FROM seed_ranges WHERE id = {range_id}") == fragments
+    kept = rows(clean_db, AGGREGATES)
+    assert kept != half
+    with session_scope() as s:  # the aggregates equal a recomputation from scratch
+        keys = [r[0] for r in kept]
+        assert batches.gather_releases(s, group_of_range(range_id), keys) == len(keys)
+    assert rows(clean_db, AGGREGATES) == kept
