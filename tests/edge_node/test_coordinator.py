@@ -152,3 +152,52 @@ def test_backoff_grows_exponentially_with_jitter_up_to_its_cap():
     assert Backoff(base=2, cap=1).next_delay() <= 1
     with pytest.raises(ValueError):
         Backoff(base=0)
+
+
+class KeepAlive(Scripted):
+    """A scripted server speaking HTTP/1.1, counting the connections it takes; close_after: the
+    requests after which it closes the connection without saying so (as a keep-alive timeout does)."""
+
+    def __init__(self, script, close_after=()):
+        super().__init__(script)
+        self.connections = 0
+        handler, server = self.http.RequestHandlerClass, self
+
+        class Handler(handler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                server.connections += 1
+
+            def do_POST(self):
+                super().do_POST()
+                if len(server.requests) in close_after:
+                    self.close_connection = True
+
+        self.http.RequestHandlerClass = Handler
+
+
+def test_calls_keep_their_connection_and_survive_its_close(scripted):
+    server = KeepAlive([(200, {"status": "leased"})], close_after={3})
+    try:
+        retries = []
+        coordinator = client(server.url)
+        on_retry = lambda call, reason, delay: retries.append(reason)  # noqa: E731
+        for _ in range(3):
+            assert coordinator.heartbeat(3, deadline=5) == {"status": "leased"}
+        assert server.connections == 1  # one connection, three calls
+        time.sleep(0.1)  # the server has closed it after the third: the next call finds it out
+        assert coordinator.done(3, on_retry=on_retry) == {"status": "leased"}
+        assert coordinator.post_batch(3, b"x", "application/json", None, on_retry=on_retry) == {"status": "leased"}
+        assert server.connections == 2 and len(server.requests) == 5
+        assert retries == []  # made again at once, not after a backoff
+        # Each thread its own connection.
+        threads = [threading.Thread(target=coordinator.heartbeat, args=(3, 5)) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert server.connections == 4
+    finally:
+        server.close()
