@@ -8,9 +8,9 @@ batch is never dropped while the coordinator may still take it). Waits end early
 stops (:class:`edge.retry.Stopped`), except for the calls made while stopping (release).
 
 Each thread keeps its connection open between calls (HTTP keep-alive): a call costs no TCP and
-TLS handshake, round trips over a WAN, and the coordinator no handshake's CPU. A kept connection
-the coordinator has closed meanwhile (its keep-alive timeout) is found out by the next call's
-first read and that call made again at once on a new one.
+TLS handshake, round trips over a WAN, and the coordinator no handshake's CPU. One idle for
+longer than the coordinator keeps it is not used again; one the coordinator has closed meanwhile
+anyway is found out by the next call's first read and that call made again at once on a new one.
 """
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ USER_AGENT = "seed-edge/1"
 # Every answer but the spool stream is a small JSON object; more means something is wrong.
 MAX_ANSWER_BYTES = 1024 * 1024
 RETRIED_STATUSES = {408, 429, 500, 502, 503, 504}
+# A connection idle longer than this is not used again: the API keeps an idle one 30 s
+# (ops/gunicorn.conf.py keepalive).
+KEEP_IDLE = 20.0
 # How a kept connection the coordinator closed meanwhile shows on the next call.
 STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
                     ssl.SSLEOFError, ssl.SSLZeroReturnError)
@@ -156,7 +159,7 @@ class Coordinator:
         self.stop = stop or threading.Event()
         self.backoff_cap = backoff_cap
         self.last_contact = time.monotonic()
-        self._kept = threading.local()  # .connection: this thread's open connection, if any
+        self._kept = threading.local()  # .connection: this thread's open connection and its last use
 
     # -- the node API ----------------------------------------------------------------------
 
@@ -225,8 +228,15 @@ class Coordinator:
                     pause(self.stop, delay)
 
     def _attempt(self, method, path, body, headers, stream, timeout):
-        kept = None if stream else getattr(self._kept, "connection", None)
-        self._kept.connection = None  # taken; given back below once its answer is read whole
+        kept = None
+        if not stream:
+            kept, last_used = getattr(self._kept, "connection", None) or (None, 0.0)
+            self._kept.connection = None  # taken; given back below once its answer is read whole
+            if kept is not None and time.monotonic() - last_used > KEEP_IDLE:
+                # Idle longer than the coordinator keeps one (or a NAT on the way may have
+                # dropped it without a word, which would cost a whole timeout to find out).
+                kept.close()
+                kept = None
         if kept is not None:
             try:
                 return self._exchange(kept, method, path, body, headers, stream, timeout)
@@ -265,7 +275,7 @@ class Coordinator:
             if not keep_open:
                 connection.close()
         if keep_open:
-            self._kept.connection = connection
+            self._kept.connection = (connection, time.monotonic())
         return self._answer(response, data)
 
     def _connect(self, timeout: float) -> http.client.HTTPConnection:

@@ -31,7 +31,7 @@ from operator import is_not, itemgetter
 import msgpack
 
 from sqlalchemy import select, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, defer
 
 from app.config import get_settings
@@ -62,6 +62,8 @@ DATES = (-210_000_000_000, 9_000_000_000_000)
 # The store's helper thread gets the GIL this often (seconds; Python's default: 0.005). Process-
 # wide: the workers are prefork, one store at a time in a process.
 STORE_SWITCH_INTERVAL = 0.0005
+# How long making a group's partitions waits for its locks (see _store_batch).
+PARTITIONS_LOCK_TIMEOUT = "5s"
 
 
 class MalformedBatch(ServiceError):
@@ -212,12 +214,26 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
         (body,) = cur.fetchone()
     stored = StoredBatch(body, batch_row.content_type, batch_row.content_encoding)
     group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == range_id))
-    # Committed on their own: the fragments' connection (load_catalog) must see them, and would
-    # wait forever on partitions made, uncommitted, by this session.
-    with _engine_of(session).begin() as partitions:
+    engine = _engine_of(session)
+    # Committed on their own: the fragments' connection must see them, and would wait forever on
+    # partitions made, uncommitted, by this session. Making one locks its parent table whole:
+    # should a worker's fragments connection hold that parent while its session waits on this
+    # one (a wait across two connections the server cannot see as a deadlock), the lock timeout
+    # ends it and the task is retried.
+    with engine.begin() as partitions:
+        partitions.execute(text(f"SET LOCAL lock_timeout = '{PARTITIONS_LOCK_TIMEOUT}'"))
         ensure_group_partitions(partitions, group_id)
-    batch = load_catalog(session, group_id, range_id, stored)
+    # The fragments' transaction commits when this block ends without an error, after everything
+    # else of the batch is written and just before the caller commits the session (see load_catalog).
+    with engine.begin() as fragments:
+        _record_stored(session, batch_row, load_catalog(session, fragments, group_id, range_id, stored))
+        session.flush()
+    return StoreResult(batch_id, stored=True)
 
+
+def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> None:
+    """The batch's counts added to its range's, and the batch marked gathered."""
+    range_id = batch_row.range_id
     chunks = batch["chunks"]
     lines = sum(c[2] for c in chunks)
     rejected = sum(c[3] for c in chunks)
@@ -239,7 +255,6 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
     batch_row.error = None
     batch_row.body = None  # the catalog holds it now; the raw body would only take space
     batch_row.release_keys = None
-    return StoreResult(batch_id, stored=True)
 
 
 class StoredBatch:
@@ -737,7 +752,8 @@ class _OtherRows:
             (_array_literal(self.to_update), *map(_array_literal, add), self.group_id))
 
 
-def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | StoredBatch) -> dict:
+def load_catalog(session: Session, fragments_connection: Connection, group_id: int, range_id: int,
+                 batch: dict | StoredBatch) -> dict:
     """Files, fragments, releases, release chunks and rule counts of one batch, in bulk, and the
     releases' aggregates (what gathering computes) kept up to date as rows go in. Returns the
     batch (decoded whole).
@@ -746,21 +762,20 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
     by adding what this batch stored: a new release goes in with them, a known one is updated
     by increments (safe against a concurrent batch: the row lock serialises the additions).
 
-    The fragments (nine tenths of the rows) go in on a second connection of their own, so that
-    two server processes work at once: one stores the fragments while the session's looks up
-    the known keys, then stores the files, release chunks and releases and updates the known
-    releases. The fragments' transaction commits last, after everything else here has
-    succeeded and just before the caller commits the session's; should the session's fail after
-    it, the batch is still 'accepted' and its retry finds its fragments there (their COPY falls
-    back to ON CONFLICT DO NOTHING): nothing is stored twice. A reader may see a batch's
-    fragments a moment before their files and releases, never a release counting fragments
-    that are not there. The group's partitions must exist, committed (see store_batch).
+    The fragments (nine tenths of the rows) go in on a second connection of their own,
+    `fragments_connection`, in a transaction of its own, so that two server processes work at
+    once: that one looks up the known keys, then stores the fragments, while the session's
+    stores the files, release chunks and releases and updates the known releases. The caller
+    commits the fragments' transaction last, when everything else of the batch is written, just
+    before the session's (see _store_batch); should the session's commit fail after it, the batch
+    is still 'accepted' and its retry finds its fragments there (their COPY falls back to ON
+    CONFLICT DO NOTHING): nothing is stored twice, and nothing is counted from the fragments. A
+    reader may see a batch's fragments a moment before their files and releases, never a
+    release counting fragments that are not there. The group's partitions must exist, committed.
     """
     stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
     conn = session.connection().connection.driver_connection  # psycopg, for COPY
-    # The fragments' transaction: committed when the block ends without an error, else rolled back.
-    with _engine_of(session).begin() as side, conn.cursor() as cur, \
-            side.connection.driver_connection.cursor() as fragment_cur:
+    with conn.cursor() as cur, fragments_connection.connection.driver_connection.cursor() as fragment_cur:
         files, releases = stored.table("files"), stored.table("releases")
         file_keys, release_keys = files["key"], releases["key"]
         _check_keys(stored, file_keys, release_keys)
@@ -769,8 +784,10 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
         known = _background(_known_keys, fragment_cur, group_id, file_keys, release_keys)
         try:
             fragment_table = stored.table("fragments")
-        finally:
-            known_files, known_releases = known.result()  # the cursor is this thread's again
+        except BaseException:
+            _settle(known)  # the cursor is this thread's again before the error goes up
+            raise
+        known_files, known_releases = known.result()
         fragments = _PendingCopy(fragment_cur, "fragments", partition_name("fragments", group_id),
                                  FRAGMENT_COLUMNS, _packed(stored, "fragments", fragment_slices(fragment_table)),
                                  "article", binary=True, rows=len(fragment_table["article"]))
@@ -798,6 +815,14 @@ def load_catalog(session: Session, group_id: int, range_id: int, batch: dict | S
             raise
         fragments.finish()
     return batch
+
+
+def _settle(future: Future) -> None:
+    """Wait for background work when failing anyway (its error, if any, is not the one that counts)."""
+    try:
+        future.result()
+    except BaseException as exc:
+        log.warning("background store step ended with %s", exc)
 
 
 def _engine_of(session: Session) -> Engine:

@@ -6,6 +6,7 @@ import logging
 import psycopg
 from celery import shared_task
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.config import get_settings
 from app.db import session_scope
@@ -13,20 +14,23 @@ from app.services import batches
 
 log = logging.getLogger(__name__)
 
+MOMENT_ERRORS = (OperationalError, psycopg.OperationalError, PoolTimeout)
+
 
 @shared_task(
     name="ingest.store_batch", bind=True, acks_late=True,
-    # The database being away (restart, failover), a deadlock or a lock timeout is retried with
-    # backoff, without counting against the batch: the batch is fine, the moment is not. The
-    # store's COPYs and release locks run on the psycopg cursor: its errors come unwrapped.
-    autoretry_for=(OperationalError, psycopg.OperationalError), retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
+    # The database being away (restart, failover), a deadlock, a lock timeout or no free pooled
+    # connection is retried with backoff, without counting against the batch: the batch is fine,
+    # the moment is not. The store's COPYs and release locks run on the psycopg cursor: its errors
+    # come unwrapped.
+    autoretry_for=MOMENT_ERRORS, retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
     max_retries=None,
 )
 def store_batch(self, batch_id: int) -> dict:
     try:
         with session_scope() as session:
             result = batches.store_batch(session, batch_id)
-    except (OperationalError, psycopg.OperationalError):
+    except MOMENT_ERRORS:
         raise
     except Exception as exc:
         settings = get_settings()

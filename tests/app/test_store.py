@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from app.db import session_scope
 from app.services import batches
@@ -162,3 +163,28 @@ def test_a_failure_after_the_fragments_committed_is_retried_without_storing_twic
         keys = [r[0] for r in kept]
         assert batches.gather_releases(s, group_of_range(range_id), keys) == len(keys)
     assert rows(clean_db, AGGREGATES) == kept
+
+
+def test_making_a_groups_partitions_gives_up_on_a_lock_it_cannot_get(clean_db, monkeypatch):
+    """Making a partition locks its parent table whole. A worker whose fragments connection holds
+    that parent while its session waits on the maker would wait with it forever (across two
+    connections, no deadlock the server can see): the maker gives up after its lock timeout, the
+    task is retried (OperationalError), and the batch goes in once the lock is free."""
+    monkeypatch.setattr(batches, "PARTITIONS_LOCK_TIMEOUT", "200ms")
+    node, range_id = lease_one_range(BIG, BIG + 999)
+    group_id = group_of_range(range_id)
+    with session_scope() as s:  # as for a group whose partitions were never made
+        for table in ("files", "fragments", "release_chunks"):
+            s.execute(text(f'DROP TABLE "{table}_g{group_id}"'))
+    batch = make_batch(BIG, BIG + 999)
+    batch_id = accept(node, range_id, batch)
+    with clean_db.connect() as other:
+        other.execute(text("LOCK TABLE fragments IN ACCESS SHARE MODE"))  # held until the block ends
+        with pytest.raises(OperationalError, match="lock timeout"):
+            with session_scope() as s:
+                batches.store_batch(s, batch_id)
+    assert scalar(clean_db, f"SELECT state FROM seed_batches WHERE id = {batch_id}") == "accepted"
+    assert scalar(clean_db, f"SELECT to_regclass('files_g{group_id}') IS NULL")  # nothing half made
+    with session_scope() as s:
+        assert batches.store_batch(s, batch_id).stored
+    assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])

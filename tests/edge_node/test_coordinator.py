@@ -201,3 +201,18 @@ def test_calls_keep_their_connection_and_survive_its_close(scripted):
         assert server.connections == 4
     finally:
         server.close()
+
+
+def test_a_connection_idle_too_long_is_not_used_again(scripted, monkeypatch):
+    monkeypatch.setattr("edge.coordinator.KEEP_IDLE", 0.05)
+    server = KeepAlive([(200, {"status": "leased"})])
+    try:
+        coordinator = client(server.url)
+        coordinator.heartbeat(3, deadline=5)
+        coordinator.heartbeat(3, deadline=5)
+        assert server.connections == 1
+        time.sleep(0.1)
+        coordinator.heartbeat(3, deadline=5)
+        assert server.connections == 2 and len(server.requests) == 3
+    finally:
+        server.close()
