@@ -13,7 +13,8 @@ get half the generated articles each. Measured:
   (no compression, as the edge node is set up here), and the CPU our client spends a line;
 - end to end: from `edge run` starting to the last batch gathered (plan made before);
 - CPU seconds per article of each process tree (edge, API, workers, PostgreSQL, INN), from
-  /proc, over the end-to-end run;
+  /proc, over the end-to-end run, and how busy that kept the machine (their sum at the run's
+  rate over the cores it has);
 - DB bytes (the catalog tables and their indexes) per overview byte read.
 
 The last line printed is JSON with every figure.
@@ -308,12 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     us = {name: round(1e6 * seconds / articles, 2) for name, seconds in cpu.items()}
     dc_us = round(us["api"] + us["workers"] + us["postgresql"], 2)
     e2e_rate = articles / e2e_seconds
+    # How much of the machine the run kept busy: the CPU it spent over what its cores could give.
+    total_us = sum(us.values())
+    overlap = e2e_rate * total_us / 1e6 / os.cpu_count()
     figures = {
         "articles": articles, "connections": args.connections, "overview_bytes": overview_bytes,
         "raw_over_lines_per_second": round(raw_rate), "raw_reader_cpu_us_per_line": round(reader_us, 2),
         "e2e_articles_per_second": round(e2e_rate),
         "e2e_seconds": round(e2e_seconds, 2), "share_of_raw": round(e2e_rate / raw_rate, 3),
         "cpu_us_per_article": us, "dc_us_per_article": dc_us,
+        "cpu_us_per_article_total": round(total_us, 2), "overlap": round(overlap, 3),
         "db_bytes": db_bytes, "db_bytes_per_overview_byte": round(db_bytes / overview_bytes, 3),
         "autovacuum_passes": autovacuum_passes,
         "acceptance": ACCEPTANCE,
@@ -321,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"end to end: {articles} articles in {e2e_seconds:.1f} s = {e2e_rate:,.0f} articles/s"
           f" ({figures['share_of_raw']:.0%} of the raw OVER rate {raw_rate:,.0f} lines/s, same {args.connections} connections)")
     print("CPU per article (µs): " + ", ".join(f"{name} {value}" for name, value in us.items())
-          + f"; data center (API + workers + PostgreSQL) {dc_us}")
+          + f"; data center (API + workers + PostgreSQL) {dc_us}; all {total_us:.2f}, the machine"
+          f" {overlap:.0%} busy ({os.cpu_count()} cores)")
     print(f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes;"
           f" autovacuum passes over the catalog: {autovacuum_passes}")
     print(json.dumps(figures))
