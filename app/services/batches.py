@@ -797,7 +797,7 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
                                 group_id, range_id, stored.field("first"), stored.raw_text)
             # While the server stores the files: the rest of the batch, checked.
             others.store(cur, meanwhile=stored.whole)
-            batch = stored.whole()
+            batch = stored.whole()  # checked meanwhile above: kept from then
             others.update_known_releases(cur)
             cur.executemany(
                 "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"

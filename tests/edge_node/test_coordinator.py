@@ -178,7 +178,7 @@ class KeepAlive(Scripted):
         self.http.RequestHandlerClass = Handler
 
 
-def test_calls_keep_their_connection_and_survive_its_close(scripted):
+def test_calls_keep_their_connection_and_survive_its_close():
     server = KeepAlive([(200, {"status": "leased"})], close_after={3})
     try:
         retries = []
@@ -203,7 +203,7 @@ def test_calls_keep_their_connection_and_survive_its_close(scripted):
         server.close()
 
 
-def test_a_connection_idle_too_long_is_not_used_again(scripted, monkeypatch):
+def test_a_connection_idle_too_long_is_not_used_again(monkeypatch):
     monkeypatch.setattr("edge.coordinator.KEEP_IDLE", 0.05)
     server = KeepAlive([(200, {"status": "leased"})])
     try:
