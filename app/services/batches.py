@@ -570,20 +570,34 @@ def _packed(stored: StoredBatch, table: str, pieces: Iterator[bytes]) -> Iterato
         raise MalformedBatch(f"malformed batch: {table} hold a value that does not fit its column ({exc})") from None
 
 
-def _known_keys(cur, group_id: int, file_keys: list[int], release_keys: list[int]) -> tuple[set, set]:
+# One index probe a key (a LATERAL ... LIMIT 1 each): never a scan of the group's catalog, which
+# a planner may prefer for a few thousand keys (a hashed = ANY over every row of a partition: 0.1 s
+# a batch at a million files, and growing with the catalog), so the look-up grows with the batch.
+_PROBE = ('SELECT k.key FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL'
+          ' (SELECT FROM "{table}" t WHERE t.group_id = %s AND t.key = k.key LIMIT 1) AS hit')
+
+
+def _known_keys(cur, group_id: int, file_keys: list[int], file_releases: list[int],
+                release_keys: list[int]) -> tuple[set, set]:
     """Which of these files and releases the catalog has for the group already (those spanning
-    batches, ranges and nodes are stored by the first batch that saw them); one round trip."""
+    batches, ranges and nodes are stored by the first batch that saw them).
+
+    Releases first: a file is stored with its release (the same transaction), so only the files
+    of known releases are looked up, a tenth of a batch's or so. Should a file be there without
+    its release all the same, its COPY meets it and goes through ON CONFLICT (_PendingCopy):
+    slower, never stored twice."""
     known: tuple[set, set] = (set(), set())
-    if not file_keys and not release_keys:
+    if not release_keys:
         return known
     # The keys as array literals: parsed by the server in C, where a list of ints would be adapted
     # value by value here.
-    cur.execute(
-        f'SELECT false, key FROM "{partition_name("files", group_id)}" WHERE key = ANY(%s::bigint[])'
-        " UNION ALL SELECT true, key FROM releases WHERE group_id = %s AND key = ANY(%s::bigint[])",
-        (_array_literal(file_keys), group_id, _array_literal(release_keys)), binary=True)
-    for is_release, key in cur.fetchall():
-        known[is_release].add(key)
+    cur.execute(_PROBE.format(table="releases"), (_array_literal(release_keys), group_id), binary=True)
+    known[1].update(key for (key,) in cur.fetchall())
+    candidates = [key for key, release in zip(file_keys, file_releases) if release in known[1]] if known[1] else []
+    if candidates:
+        cur.execute(_PROBE.format(table=partition_name("files", group_id)), (_array_literal(candidates), group_id),
+                    binary=True)
+        known[0].update(key for (key,) in cur.fetchall())
     return known
 
 
@@ -730,10 +744,19 @@ class _OtherRows:
         if not self.to_update:
             return
         add = self.additions.columns(self.to_update)
-        # Locked in key order first: the UPDATE's join visits rows in no set order, and two
-        # batches of one release stored at once must not deadlock.
-        cur.execute("SELECT 1 FROM releases WHERE group_id = %s AND key = ANY(%s::bigint[]) ORDER BY key"
-                    " FOR UPDATE", (self.group_id, _array_literal(self.to_update)))
+        # Each release locked by an index probe, in key order first: two batches of one release
+        # stored at once then wait on each other in one order, never deadlock. The UPDATE is a
+        # statement of its own: its snapshot must see what a batch that held a lock before us
+        # wrote (a ctid found while locking may be of a version the locking statement's own
+        # snapshot does not see). Hash and merge joins are off for it: from a few thousand
+        # releases on, the planner would price a scan of the whole releases table, every group's,
+        # cheaper than probes (0.2 s at 7,000 releases among 350,000, against 0.07).
+        keys = _array_literal(self.to_update)
+        cur.execute("SELECT FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL"
+                    " (SELECT FROM releases r WHERE r.group_id = %s AND r.key = k.key FOR UPDATE) AS hit",
+                    (keys, self.group_id))
+        cur.execute("SET LOCAL enable_hashjoin = off")
+        cur.execute("SET LOCAL enable_mergejoin = off")
         cur.execute(
             """
             UPDATE releases r
@@ -749,7 +772,9 @@ class _OtherRows:
                           %s::bigint[]) AS d(key, files, parts, fragments, bytes, first_post, last_post)
              WHERE r.group_id = %s AND r.key = d.key
             """,
-            (_array_literal(self.to_update), *map(_array_literal, add), self.group_id))
+            (keys, *map(_array_literal, add), self.group_id))
+        cur.execute("RESET enable_hashjoin")
+        cur.execute("RESET enable_mergejoin")
 
 
 def load_catalog(session: Session, fragments_connection: Connection, group_id: int, range_id: int,
@@ -777,11 +802,11 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
     conn = session.connection().connection.driver_connection  # psycopg, for COPY
     with conn.cursor() as cur, fragments_connection.connection.driver_connection.cursor() as fragment_cur:
         files, releases = stored.table("files"), stored.table("releases")
-        file_keys, release_keys = files["key"], releases["key"]
-        _check_keys(stored, file_keys, release_keys)
+        file_keys, file_releases, release_keys = files["key"], files["release"], releases["key"]
+        _check_keys(stored, file_keys, file_releases, release_keys)
         # On the fragments' connection, before their COPY: the session's is then free for the
         # files as soon as they are built.
-        known = _background(_known_keys, fragment_cur, group_id, file_keys, release_keys)
+        known = _background(_known_keys, fragment_cur, group_id, file_keys, file_releases, release_keys)
         try:
             fragment_table = stored.table("fragments")
         except BaseException:

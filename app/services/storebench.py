@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from sqlalchemy import text
 
-from app.db import PARTITIONED_TABLES, get_engine, partition_name, session_scope
+from app.db import PARTITIONED_TABLES, ensure_group_partitions, get_engine, partition_name, session_scope
 from app.models import SeedPlan, SeedRange
 from app.services import batches, orchestrator
 from app.services.batches import FRAGMENT_COPY, fragment_slices
@@ -69,13 +69,15 @@ def _digest(group: str, articles: int, chunk_size: int, batch_chunks: int) -> li
 
 
 def run_store_bench(*, articles: int, source_group: str, chunk_size: int, batch_chunks: int,
-                    rounds: int = 3) -> StoreBench:
+                    rounds: int = 3, catalog: int = 0) -> StoreBench:
     """The best of `rounds` rounds for each timing (store, raw COPYs), so that another
-    process busy on the machine for a moment does not decide the figures."""
+    process busy on the machine for a moment does not decide the figures. catalog: the bench's
+    group holds that many files already (and a release per three of them), as a group some
+    years into indexing does: what the store looks up and updates then has a catalog to search."""
     built = _digest(source_group, articles, chunk_size, batch_chunks)
     encoded = [encode_batch(b) for b in built]
     decoded = [decode_batch(*e) for e in encoded]
-    timings = [_one_round(source_group, built, encoded, decoded) for _ in range(rounds)]
+    timings = [_one_round(source_group, built, encoded, decoded, catalog) for _ in range(rounds)]
     store_seconds = min(t.store for t in timings)
     raw_seconds = min(t.raw for t in timings)
     raw_text_seconds = min(t.raw_text for t in timings)
@@ -102,7 +104,8 @@ class _Round(NamedTuple):
     release_chunks: int
 
 
-def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decoded: list[dict]) -> _Round:
+def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decoded: list[dict],
+               catalog: int = 0) -> _Round:
     """(store seconds, gather seconds, raw COPY seconds, fragments, release chunks, raw text COPY
     seconds) of one round."""
     name = f"{source_group}.bench-{secrets.token_hex(4)}"
@@ -117,6 +120,8 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
         session.flush()
         range_id = seed_range.id
         orchestrator.lease_range(session, orchestrator.datacenter_node(session), range_id)
+    if catalog:
+        _fill_catalog(group_id, catalog)
     try:
         batch_ids = []
         for batch, (body, content_type, content_encoding) in zip(built, encoded):
@@ -141,6 +146,26 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
     finally:
         _remove(group_id)
     return _Round(store_seconds, raw_seconds, raw_text_seconds, fragments, release_chunks)
+
+
+def _fill_catalog(group_id: int, files: int) -> None:
+    """The group's catalog holds `files` files and a release per three of them, with keys no
+    generated batch has (the batches' keys are blake2b hashes, these hashtextextended ones), and
+    is analyzed, as autovacuum would have it."""
+    with session_scope() as session:
+        ensure_group_partitions(session, group_id)
+        session.execute(text(
+            f'INSERT INTO "{partition_name("files", group_id)}"'
+            " (key, release_key, posted_at, file_index, file_count, parts, name, subject)"
+            " SELECT hashtextextended(n::text, 1), hashtextextended((n / 3)::text, 2), now(), 1, 1, 10,"
+            " 'file ' || n, 'earlier file ' || n FROM generate_series(1, :files) AS n"), {"files": files})
+        session.execute(text(
+            "INSERT INTO releases (group_id, key, name, poster, file_count, files_seen, parts_expected, parts_seen)"
+            " SELECT :group_id, hashtextextended(n::text, 2), 'release ' || n, 'poster', 3, 3, 30, 30"
+            " FROM generate_series(0, :files / 3) AS n"), {"group_id": group_id, "files": files})
+    with get_engine().connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f'ANALYZE "{partition_name("files", group_id)}"'))
+        conn.execute(text("ANALYZE releases"))
 
 
 def _raw_copy(decoded: list[dict], group_id: int, text_format: bool = False) -> float:

@@ -121,8 +121,9 @@ def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retr
         assert (row.state, row.attempts) == ("accepted", 0)
 
 
-def test_store_bench_reports_and_leaves_nothing_behind(cli_runner, clean_db):
-    result = cli_runner.invoke(args=["seed", "bench", "--store", "--articles", "30000", "--rounds", "2"])
+@pytest.mark.parametrize("catalog", [[], ["--catalog", "3000"]], ids=["empty catalog", "catalog of 3000 files"])
+def test_store_bench_reports_and_leaves_nothing_behind(cli_runner, clean_db, catalog):
+    result = cli_runner.invoke(args=["seed", "bench", "--store", "--articles", "30000", "--rounds", "2", *catalog])
     assert result.exit_code == 0, result.output
     figures = json.loads(result.output.strip().splitlines()[-1])
     assert figures["batches"] == 1 and figures["fragments"] > 20_000 and figures["release_chunks"] > 100

@@ -49,6 +49,53 @@ def test_rows_already_there_are_kept_once(clean_db):
         second["release_chunks"]["release"])
 
 
+def test_the_look_up_finds_what_the_catalog_has_by_probing_its_keys(clean_db):
+    """Which of a batch's files and releases are known: exactly those the catalog has, found by
+    an index probe a key (never a scan of the group's catalog, whose cost would grow with it)."""
+    node, range_id = lease_one_range(BIG, BIG + 1999)
+    group_id = group_of_range(range_id)
+    with session_scope() as s:
+        batches.store_batch(s, accept(node, range_id, make_batch(BIG, BIG + 999)))
+    second = make_batch(BIG + 1000, BIG + 1999)  # releases straddle the two batches
+    files, releases = second["files"], second["releases"]
+    with clean_db.connect() as conn:
+        there = (
+            {k for (k,) in conn.execute(text("SELECT key FROM files WHERE key = ANY(:k)"), {"k": files["key"]})},
+            {k for (k,) in conn.execute(text("SELECT key FROM releases WHERE key = ANY(:k)"), {"k": releases["key"]})})
+        assert there[0] and there[1] and len(there[1]) < len(releases["key"])
+        cur = conn.connection.driver_connection.cursor()
+        assert batches._known_keys(cur, group_id, files["key"], files["release"], releases["key"]) == there
+        for table in ("releases", f"files_g{group_id}"):
+            cur.execute("EXPLAIN " + batches._PROBE.format(table=table),
+                        (batches._array_literal(releases["key"]), group_id))
+            plan = "\n".join(line for (line,) in cur.fetchall())
+            assert "Index" in plan and "Seq Scan" not in plan, plan
+
+
+def test_a_file_there_without_its_release_goes_in_once(clean_db):
+    """The look-up asks only for the files of known releases (a file is stored with its release).
+    One there all the same (written by hand, say) is met by the COPY, which falls back to ON
+    CONFLICT: stored once, the rest of the batch in whole."""
+    node, range_id = lease_one_range(BIG, BIG + 999)
+    group_id = group_of_range(range_id)
+    batch = make_batch(BIG, BIG + 999)
+    files = batch["files"]
+    with session_scope() as s:
+        s.execute(text("INSERT INTO files (group_id, key, release_key, name, subject) VALUES (:g, :k, :r, 'x', 'x')"),
+                  {"g": group_id, "k": files["key"][7], "r": files["release"][7]})
+    batch_id = accept(node, range_id, batch)
+    with session_scope() as s:
+        assert batches.store_batch(s, batch_id).stored
+    assert scalar(clean_db, "SELECT count(*) FROM files") == len(files["key"])
+    assert scalar(clean_db, "SELECT count(DISTINCT key) FROM files") == len(files["key"])
+    assert scalar(clean_db, "SELECT subject FROM files WHERE key = :k", k=files["key"][7]) == "x"
+    assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])
+    assert scalar(clean_db, "SELECT count(*) FROM releases") == len(batch["releases"]["key"])
+    # Its release counts the files this batch stored: not the one it found there.
+    assert scalar(clean_db, "SELECT files_seen FROM releases WHERE key = :k", k=files["release"][7]) == sum(
+        1 for r in files["release"] if r == files["release"][7]) - 1
+
+
 AGGREGATES = ("SELECT key, files_seen, parts_expected, parts_seen, bytes, completion, first_post, last_post"
               " FROM releases ORDER BY key")
 
@@ -106,7 +153,7 @@ def test_a_release_stored_meanwhile_by_another_batch_gets_this_batchs_part(clean
         s.execute(text("INSERT INTO releases (group_id, key, name, poster, files_seen, parts_expected, parts_seen,"
                        " bytes) VALUES (:g, :k, :n, 'p', 1, 5, 5, 10)"), {"g": group_id, "k": key, "n": name})
     real = batches._known_keys
-    batches._known_keys = lambda cur, g, f, r: (set(), set())
+    batches._known_keys = lambda cur, g, f, fr, r: (set(), set())
     try:
         batch_id = accept(node, range_id, batch)
         with session_scope() as s:
