@@ -571,6 +571,11 @@ class Gatherer:
             release_rows.append((rkey, first.release, poster, first.file_count))
             chunk_rows.append((rkey, len(rows), sum(map(files.fragments.__getitem__, numbers)),
                                sum(map(files.bytes.__getitem__, numbers)), earliest, latest))
+        # In key order: the data center stores new files and releases in that order (two workers
+        # sharing some then wait on each other in one order), and needs only check it then.
+        file_rows.sort(key=itemgetter(0))
+        release_rows.sort(key=itemgetter(0))
+        chunk_rows.sort(key=itemgetter(0))
         file_table = _column_table(("key", "release", "name", "subject", "poster", "date", "index", "count", "parts"),
                                    file_rows)
         release_table = _column_table(("key", "name", "poster", "file_count"), release_rows)

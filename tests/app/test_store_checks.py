@@ -97,3 +97,9 @@ def test_rows_go_in_in_key_order_whatever_order_the_batch_has():
     assert _in_key_order(columns) == [("int8", [-5, 7, 30, 2**62]), ("text", ["a", "b", "c", "d"]),
                                       ("int4", [1, 2, 3, None])]
     assert _in_key_order([("int8", [9]), ("text", ["x"])]) == [("int8", [9]), ("text", ["x"])]
+    # In order already (as the edge sends them): kept as they are, not copied.
+    ordered = [("int8", [-5, 7, 2**40]), ("text", ["a", "b", "c"])]
+    assert _in_key_order(ordered) is ordered
+    # A key twice is not "in order": sorted (check_batch refuses such a batch before).
+    assert _in_key_order([("int8", [7, 7, 1]), ("text", ["a", "b", "c"])])[0][1] == [1, 7, 7]
+

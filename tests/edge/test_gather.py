@@ -107,8 +107,18 @@ def test_release_chunks_sum_what_the_batch_saw():
                                        "bytes": [4006], "first_date": [1761982020], "last_date": [1761982023]}
     assert second["release_chunks"]["fragments"] == [2] and second["releases"]["key"] == first["releases"]["key"]
     assert first["files"]["parts"] == [3, 3] and first["files"]["count"] == [2, 2]
-    assert first["files"]["subject"][0] == 'Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc'
+    assert sorted(first["files"]["subject"]) == ['Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc',
+                                                 'Show.S01E01 [2/2] - "Show.S01E01.part2.rar" yEnc']
     assert first["releases"]["name"] == ["Show.S01E01"] and first["releases"]["file_count"] == [2]
+
+
+def test_files_releases_and_chunks_come_in_key_order():
+    """The order the data center stores them in (it then only checks it): docs/batch-format.md."""
+    for batch in gather(generated()[1]):
+        for table, key in (("files", "key"), ("releases", "key"), ("release_chunks", "release")):
+            keys = batch[table][key]
+            assert len(keys) > 100 and keys == sorted(keys), table
+        assert batch["release_chunks"]["release"] == batch["releases"]["key"]
 
 
 def test_missing_numbers_and_bad_lines():
@@ -160,7 +170,8 @@ def test_poster_separates_files_and_a_repost_is_one_file():
     batch = gather(lines, chunk=3, per_batch=1)[0]
     assert len(batch["files"]["key"]) == 2 and len(batch["releases"]["key"]) == 2
     assert batch["fragments"]["file"][0] == batch["fragments"]["file"][2] != batch["fragments"]["file"][1]
-    assert batch["files"]["key"][0] == file_key(release_key(b"A <a@x>", "same.name", 1), "same.name.rar")
+    assert batch["fragments"]["file"][0] == file_key(release_key(b"A <a@x>", "same.name", 1), "same.name.rar")
+    assert set(batch["files"]["key"]) == set(batch["fragments"]["file"])
 
 
 def test_eight_bit_subjects_and_unreadable_dates():
@@ -182,8 +193,8 @@ def test_subjects_without_counters_and_odd_parentheses():
     ]
     batch = gather(lines, chunk=4, per_batch=1)[0]
     assert batch["fragments"]["part"] == [1, 2, 3, 1]
-    assert batch["files"]["parts"] == [1, 3, 2]
-    assert batch["files"]["subject"] == ["A text post (no counter)", '"x.rar" yEnc (by someone)', ""]
+    files = sorted(zip(batch["files"]["subject"], batch["files"]["parts"]))
+    assert files == [("", 2), ('"x.rar" yEnc (by someone)', 3), ("A text post (no counter)", 1)]
 
 
 def test_chunks_follow_each_other():
