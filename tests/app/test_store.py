@@ -3,6 +3,8 @@
 releases' aggregates the store keeps up to date equal a recomputation from scratch."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
@@ -94,6 +96,70 @@ def test_a_file_there_without_its_release_goes_in_once(clean_db):
     # Its release counts the files this batch stored: not the one it found there.
     assert scalar(clean_db, "SELECT files_seen FROM releases WHERE key = :k", k=files["release"][7]) == sum(
         1 for r in files["release"] if r == files["release"][7]) - 1
+
+
+def test_a_release_another_batch_holds_gets_both_parts(clean_db):
+    """A known release another transaction is updating (its lock held): this batch's update waits
+    for it, then adds its part to what that one wrote, never to the version it started from."""
+    node, range_id = lease_one_range(BIG, BIG + 1999)
+    with session_scope() as s:
+        batches.store_batch(s, accept(node, range_id, make_batch(BIG, BIG + 999)))
+    second = make_batch(BIG + 1000, BIG + 1999)
+    with clean_db.connect() as conn:
+        shared = conn.execute(text("SELECT key, parts_seen FROM releases WHERE key = ANY(:k) ORDER BY key LIMIT 1"),
+                              {"k": second["releases"]["key"]}).one()
+    batch_id = accept(node, range_id, second)
+    holder = clean_db.connect()
+    holder.execute(text("UPDATE releases SET parts_seen = parts_seen + 1000 WHERE key = :k"), {"k": shared.key})
+    done = threading.Event()
+
+    def store():
+        with session_scope() as s:
+            batches.store_batch(s, batch_id)
+        done.set()
+
+    worker = threading.Thread(target=store)
+    worker.start()
+    try:
+        assert not done.wait(1.0)  # waiting on the lock
+    finally:
+        holder.commit()
+        holder.close()
+    worker.join(30)
+    assert done.is_set()
+    i = second["release_chunks"]["release"].index(shared.key)
+    assert scalar(clean_db, "SELECT parts_seen FROM releases WHERE key = :k", k=shared.key) == (
+        shared.parts_seen + 1000 + second["release_chunks"]["fragments"][i])
+
+
+def test_known_releases_are_probed_even_in_a_group_the_planner_knows_nothing_of(clean_db):
+    """Locked and updated by index probes, in a new group (no statistics: the planner would walk
+    the group's releases once for every release of the batch) as in a big one."""
+    node, range_id = lease_one_range(BIG, BIG + 999)
+    group_id = group_of_range(range_id)
+    with clean_db.connect() as conn:
+        conn.execute(text("INSERT INTO releases (group_id, key, name, poster) SELECT 999999, n, 'r', 'p'"
+                          " FROM generate_series(1, 20000) AS n"))
+        conn.execute(text("ANALYZE releases"))  # statistics of the other group's releases only
+        conn.commit()
+    with session_scope() as s:
+        batches.store_batch(s, accept(node, range_id, make_batch(BIG, BIG + 999)))
+    with clean_db.connect() as conn:
+        conn.execute(text("INSERT INTO releases (group_id, key, name, poster) SELECT :g, -n, 'r', 'p'"
+                          " FROM generate_series(1, 3000) AS n"), {"g": group_id})
+        keys = batches._array_literal(list(range(-3000, 0)))
+        cur = conn.connection.driver_connection.cursor()
+        cur.execute("EXPLAIN " + batches.LOCK_RELEASES, (keys, group_id))
+        plans = ["\n".join(line for (line,) in cur.fetchall())]
+        cur.execute("SET LOCAL enable_hashjoin = off")
+        cur.execute("SET LOCAL enable_mergejoin = off")
+        cur.execute("EXPLAIN " + batches.UPDATE_RELEASES, (keys, *([keys] * 6), group_id))
+        plans.append("\n".join(line for (line,) in cur.fetchall()))
+        conn.rollback()
+    for plan in plans:
+        assert "Seq Scan" not in plan and "Index Cond: ((group_id" in plan and "key = " in plan, plan
+        # The batch's keys drive the probes: the outer side of the loop, never rescanned.
+        assert plan.index("Function Scan") < plan.index("Index"), plan
 
 
 AGGREGATES = ("SELECT key, files_seen, parts_expected, parts_seen, bytes, completion, first_post, last_post"
