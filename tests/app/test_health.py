@@ -1,6 +1,4 @@
 """/healthz and JSON errors."""
-from app.config import Settings
-from app import create_app
 
 
 def test_healthz_checks_the_database(client):
