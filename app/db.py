@@ -39,12 +39,9 @@ def is_partition_name(name: str) -> bool:
 
 def make_engine(settings: Settings | None = None, **kwargs) -> Engine:
     settings = settings or get_settings()
-    # No JIT: it compiles a statement whose estimated cost is high, and ours are short bulk ones
-    # (a batch's look-ups and updates) where compiling costs tens of ms and saves less.
-    options = ["-cjit=off"]
+    connect_args = {}
     if settings.db_search_path:
-        options.append(f"-csearch_path={settings.db_search_path}")
-    connect_args = {"options": " ".join(options)}
+        connect_args["options"] = f"-csearch_path={settings.db_search_path}"
     return create_engine(
         settings.database_url,
         connect_args=connect_args,

@@ -570,6 +570,7 @@ def _packed(stored: StoredBatch, table: str, pieces: Iterator[bytes]) -> Iterato
         raise MalformedBatch(f"malformed batch: {table} hold a value that does not fit its column ({exc})") from None
 
 
+NO_JIT = "SELECT set_config('jit', 'off', true)"
 # One index probe a key (a LATERAL ... LIMIT 1 each): never a scan of the group's catalog, which
 # a planner may prefer for a few thousand keys (a hashed = ANY over every row of a partition: 0.1 s
 # a batch at a million files, and growing with the catalog), so the look-up grows with the batch.
@@ -747,11 +748,12 @@ class _OtherRows:
         add = self.additions.columns(self.to_update)
         keys = _array_literal(self.to_update)
         cur.execute(LOCK_RELEASES, (keys, self.group_id))
-        cur.execute("SET LOCAL enable_hashjoin = off")
-        cur.execute("SET LOCAL enable_mergejoin = off")
+        cur.execute(PROBES_ONLY)
         cur.execute(UPDATE_RELEASES, (keys, *map(_array_literal, add), self.group_id))
-        cur.execute("RESET enable_hashjoin")
-        cur.execute("RESET enable_mergejoin")
+        updated = cur.rowcount
+        cur.execute(PROBES_DONE)
+        if updated != len(self.to_update):  # each was locked, so each is there: never silently fewer
+            raise RuntimeError(f"updated {updated} of the batch's {len(self.to_update)} known releases")
 
 
 # A batch's part added to the releases stored before it. Each release is locked by an index probe,
@@ -762,6 +764,8 @@ class _OtherRows:
 # UPDATE: the planner would rather scan the releases table, every group's, from a few thousand
 # releases on (0.2 s at 7,000 among 350,000, against 0.07), or, for a group it has no statistics
 # of yet (a new one), walk the group's releases once for every release of the batch (2 s).
+PROBES_ONLY = "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
+PROBES_DONE = "RESET enable_hashjoin; RESET enable_mergejoin"
 LOCK_RELEASES = ("SELECT FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL"
                  " (SELECT FROM releases r WHERE r.group_id = %s AND r.key = k.key FOR UPDATE) AS hit")
 UPDATE_RELEASES = """
@@ -809,6 +813,11 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
     stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
     conn = session.connection().connection.driver_connection  # psycopg, for COPY
     with conn.cursor() as cur, fragments_connection.connection.driver_connection.cursor() as fragment_cur:
+        # No JIT for the store's statements: PostgreSQL compiles one it prices high, and these are
+        # short bulk ones (a look-up or update of a few thousand keys) where compiling costs tens
+        # of ms and saves less. For both transactions, to their end.
+        cur.execute(NO_JIT)
+        fragment_cur.execute(NO_JIT)
         files, releases = stored.table("files"), stored.table("releases")
         file_keys, file_releases, release_keys = files["key"], files["release"], releases["key"]
         _check_keys(stored, file_keys, file_releases, release_keys)

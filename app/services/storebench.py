@@ -120,9 +120,9 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
         session.flush()
         range_id = seed_range.id
         orchestrator.lease_range(session, orchestrator.datacenter_node(session), range_id)
-    if catalog:
-        _fill_catalog(group_id, catalog)
     try:
+        if catalog:
+            _fill_catalog(group_id, catalog)
         batch_ids = []
         for batch, (body, content_type, content_encoding) in zip(built, encoded):
             with session_scope() as session:
