@@ -11,7 +11,9 @@ get half the generated articles each. Measured:
 
 - raw OVER: the same chunks read by --connections of our NNTP client at once, lines only counted
   (no compression, as the edge node is set up here), and the CPU our client spends a line;
-- end to end: from `edge run` starting to the last batch gathered (plan made before);
+- end to end: from `edge run` starting to the last batch gathered (plan made before); and, to
+  show what filling and draining the pipeline costs, the rate from the first batch stored to the
+  last (the articles of the batches stored after the first), and when the first was stored;
 - CPU seconds per article of each process tree (edge, API, workers, PostgreSQL, INN), from
   /proc, over the end-to-end run, and how busy that kept the machine (their sum at the run's
   rate over the cores it has);
@@ -279,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                     # The same connections as the raw read: uncompressed. Over loopback, COMPRESS
                     # DEFLATE only moves CPU into INN (deflate) and the edge (inflate).
                     "NNTP_COMPRESS": "0", "NNTP_CONNECTIONS": str(args.connections)}
-        started = time.perf_counter()
+        started, started_wall = time.perf_counter(), time.time()
         edge = subprocess.Popen([str(REPO / ".venv/bin/edge"), "run", "--exit-when-idle"], env=edge_env, cwd=workdir,
                                 stdout=subprocess.DEVNULL, stderr=open(workdir / "edge.log", "wb"))
         edge_cpu = 0.0
@@ -291,6 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         wait_gathered(services)
         e2e_seconds = time.perf_counter() - started
         after = {name: cpu_of(pid) for name, pid in pids.items()}
+        # The pipeline once full: from the first batch stored to the last, the articles of the
+        # batches stored after the first (what the run's fill, before the first, and drain cost
+        # shows beside the end-to-end rate).
+        first_stored, last_stored, after_first = (float(v) for v in services.sql_value(
+            "SELECT extract(epoch FROM min(stored_at)) || ' ' || extract(epoch FROM max(stored_at)) || ' ' ||"
+            " (SELECT coalesce(sum(batch_to - batch_from + 1), 0) FROM seed_batches"
+            "   WHERE stored_at > (SELECT min(stored_at) FROM seed_batches)) FROM seed_batches").split())
         status = json.loads(services.flask("status", "--json"))
         articles = sum(g["articles"] for g in status["groups"])
         db_bytes = int(services.sql_value(
@@ -321,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_us_per_article_total": round(total_us, 2), "overlap": round(overlap, 3),
         "db_bytes": db_bytes, "db_bytes_per_overview_byte": round(db_bytes / overview_bytes, 3),
         "autovacuum_passes": autovacuum_passes,
+        "first_batch_stored_after_seconds": round(first_stored - started_wall, 2),
+        "full_pipeline_articles_per_second": round(after_first / (last_stored - first_stored)) if last_stored > first_stored else None,
+        "full_pipeline_share_of_raw": round(after_first / (last_stored - first_stored) / raw_rate, 3) if last_stored > first_stored else None,
         "acceptance": ACCEPTANCE,
     }
     print(f"end to end: {articles} articles in {e2e_seconds:.1f} s = {e2e_rate:,.0f} articles/s"
@@ -328,6 +340,10 @@ def main(argv: list[str] | None = None) -> int:
     print("CPU per article (µs): " + ", ".join(f"{name} {value}" for name, value in us.items())
           + f"; data center (API + workers + PostgreSQL) {dc_us}; all {total_us:.2f}, the machine"
           f" {overlap:.0%} busy ({os.cpu_count()} cores)")
+    if figures["full_pipeline_articles_per_second"]:
+        print(f"the pipeline full (from the first batch stored to the last): {figures['full_pipeline_articles_per_second']:,}"
+              f" articles/s = {figures['full_pipeline_share_of_raw']:.0%} of raw; the first batch was stored"
+              f" {figures['first_batch_stored_after_seconds']} s after the edge started")
     print(f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes;"
           f" autovacuum passes over the catalog: {autovacuum_passes}")
     print(json.dumps(figures))
