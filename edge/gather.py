@@ -338,9 +338,9 @@ class Gatherer:
         # still in the processor's cache then)
         self._by_file = _Files([], [], [], 0, [], [], [], [], [])
 
-    def add_chunk(self, first: int, last: int, blocks: Iterable[bytes]) -> None:
+    def add_chunk(self, first: int, last: int, blocks: Iterable[bytes]) -> int:
         """One OVER chunk ``first-last``: its CRLF-terminated lines, in blocks of any size (as
-        NNTPClient.over yields them)."""
+        NNTPClient.over yields them). Returns how many lines it had (accepted and rejected)."""
         if first > last:
             raise ValueError(f"empty chunk {first}-{last}")
         if self.chunks and first != self.chunks[-1][1] + 1:
@@ -376,6 +376,7 @@ class Gatherer:
         self.chunks.append([first, last, lines, rejected])
         if following != last + 1:  # else every number first..last came, in order: nothing missing
             self.missing.extend(_missing_runs(first, last, list(chain.from_iterable(self._articles[blocks_before:]))))
+        return lines
 
     def _add(self, columns: OverviewColumns) -> None:
         subjects = columns.subjects

@@ -75,7 +75,7 @@ class HeldRange:
     lease: Lease
     next_id: int
     state: str = "running"  # running, done, lost (409), failed (given back)
-    lines: int = 0  # overview lines received
+    lines: int = 0  # overview lines received and digested
     batches: int = 0
     retries: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -87,6 +87,9 @@ class HeldRange:
     def lines_per_second(self) -> float:
         elapsed = time.monotonic() - self.started
         return self.lines / elapsed if elapsed > 0 else 0.0
+
+    def add_lines(self, lines: int) -> None:
+        self.lines += lines
 
     def row(self) -> str:
         span = self.lease.last_id - self.lease.next_id + 1
@@ -127,7 +130,8 @@ class CoordinatorSink:
 
 
 class _TrackedSource:
-    """Counts what a range receives, for the display and the heartbeat's "still working"."""
+    """Notes when a range last received a chunk, for the heartbeat's "still working" (its lines
+    are counted by the digest: run_range's on_chunk)."""
 
     def __init__(self, source: ChunkSource, held: HeldRange):
         self.source = source
@@ -136,7 +140,6 @@ class _TrackedSource:
     def chunks(self, spans):
         with closing(self.source.chunks(spans)) as chunks:
             for first, last, blocks in chunks:
-                self.held.lines += sum(block.count(b"\n") for block in blocks)
                 self.held.last_activity = time.monotonic()
                 yield first, last, blocks
 
@@ -343,6 +346,7 @@ class Node:
                 batch_chunks=lease.batch_chunks, source=_TrackedSource(source, held),
                 sink=CoordinatorSink(self, held), rules=rules, layout=layout,
                 should_stop=lambda: self.stop.is_set() or held.state != "running", digest_slot=self._digest_slot,
+                on_chunk=held.add_lines,
             )
             if state.done:
                 self.coordinator.done(range_id, on_retry=self.retry_hook(range_id))

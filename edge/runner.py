@@ -91,12 +91,14 @@ def run_range(
     progress: Callable[[RangeProgress], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     digest_slot: Callable[[], AbstractContextManager] = nullcontext,
+    on_chunk: Callable[[int], None] | None = None,
 ) -> RangeProgress:
     """Digest [next_id, last_id] batch by batch into the sink; returns where it got to.
 
     Stops between batches when should_stop() says so; the returned next_id is the resume point.
     Each batch is gathered and built inside digest_slot() (the node lets one range at a time
-    digest, which bounds memory) and handed to the sink outside it.
+    digest, which bounds memory) and handed to the sink outside it. on_chunk(lines) follows each
+    chunk digested, with the lines it had (the digest counts them: nobody scans them again).
     """
     state = RangeProgress(first_id=next_id, last_id=last_id, next_id=next_id)
     batches = batch_spans(next_id, last_id, chunk_size, batch_chunks)
@@ -106,7 +108,7 @@ def run_range(
             if should_stop():
                 break
             with digest_slot():
-                batch = _digest(group, layout, rules, spans, chunks)
+                batch = _digest(group, layout, rules, spans, chunks, on_chunk)
             stats = batch["stats"]
             sink.submit(batch)
             del batch  # freed before the next batch is gathered
@@ -124,11 +126,13 @@ def run_range(
 
 
 def _digest(group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],
-            chunks: Iterator[tuple[int, int, Blocks]]) -> dict:
+            chunks: Iterator[tuple[int, int, Blocks]], on_chunk: Callable[[int], None] | None = None) -> dict:
     gatherer = Gatherer(group, layout, rules)
     for expected in spans:
         first, last, blocks = next(chunks, (None, None, None))
         if (first, last) != expected:
             raise RuntimeError(f"source gave chunk {first}-{last}, expected {expected[0]}-{expected[1]}")
-        gatherer.add_chunk(first, last, blocks)
+        lines = gatherer.add_chunk(first, last, blocks)
+        if on_chunk is not None:
+            on_chunk(lines)
     return gatherer.build()

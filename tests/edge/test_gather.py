@@ -125,8 +125,9 @@ def test_missing_numbers_and_bad_lines():
     good = [overview_line(FIRST + n) for n in (0, 1, 5, 6, 9)]
     bad = [b"garbage", overview_line(FIRST + 7, message_id=b""), overview_line(FIRST + 50)]
     gatherer = Gatherer(GROUP)
-    gatherer.add_chunk(FIRST, FIRST + 9, [block(good[:2] + bad[:1]), block(good[2:] + bad[1:])])
-    gatherer.add_chunk(FIRST + 10, FIRST + 19, [])
+    # Each chunk's lines, accepted and rejected, are what add_chunk returns (the node's count).
+    assert gatherer.add_chunk(FIRST, FIRST + 9, [block(good[:2] + bad[:1]), block(good[2:] + bad[1:])]) == 8
+    assert gatherer.add_chunk(FIRST + 10, FIRST + 19, []) == 0
     batch = as_received(gatherer.build())
     assert batch["chunks"] == [[FIRST, FIRST + 9, 8, 3], [FIRST + 10, FIRST + 19, 0, 0]]
     assert batch["missing"] == [[FIRST + 2, FIRST + 4], [FIRST + 7, FIRST + 8], [FIRST + 10, FIRST + 19]]

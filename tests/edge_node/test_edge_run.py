@@ -57,6 +57,8 @@ def test_a_planned_range_is_stored_whole_and_once(edge_api, celery_worker, inn, 
     assert batches[-1]["last"] == last_id
     assert sum(b["missing"] for b in batches) == last_id - posted.high
     assert [e["range"] for e in edge.named("done")] == [range_id]
+    # The lines the operator sees: every overview line the range had, counted once (by the digest).
+    assert edge.named("done")[0]["lines"] == sum(b["lines"] for b in batches) == len(posted.kept) + len(posted.dropped)
 
     assert wait_until(lambda: all_batches_stored(clean_db), timeout=120), "batches not stored"
     stored = stored_message_ids(clean_db, fresh_group)
