@@ -574,7 +574,7 @@ NO_JIT = "SELECT set_config('jit', 'off', true)"
 # One index probe a key (a LATERAL ... LIMIT 1 each): never a scan of the group's catalog, which
 # a planner may prefer for a few thousand keys (a hashed = ANY over every row of a partition: 0.1 s
 # a batch at a million files, and growing with the catalog), so the look-up grows with the batch.
-_PROBE = ('SELECT k.key FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL'
+PROBE_KEYS = ('SELECT k.key FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL'
           ' (SELECT FROM "{table}" t WHERE t.group_id = %s AND t.key = k.key LIMIT 1) AS hit')
 
 
@@ -592,11 +592,11 @@ def _known_keys(cur, group_id: int, file_keys: list[int], file_releases: list[in
         return known
     # The keys as array literals: parsed by the server in C, where a list of ints would be adapted
     # value by value here.
-    cur.execute(_PROBE.format(table="releases"), (_array_literal(release_keys), group_id), binary=True)
+    cur.execute(PROBE_KEYS.format(table="releases"), (_array_literal(release_keys), group_id), binary=True)
     known[1].update(key for (key,) in cur.fetchall())
     candidates = [key for key, release in zip(file_keys, file_releases) if release in known[1]] if known[1] else []
     if candidates:
-        cur.execute(_PROBE.format(table=partition_name("files", group_id)), (_array_literal(candidates), group_id),
+        cur.execute(PROBE_KEYS.format(table=partition_name("files", group_id)), (_array_literal(candidates), group_id),
                     binary=True)
         known[0].update(key for (key,) in cur.fetchall())
     return known

@@ -79,7 +79,7 @@ def test_the_look_up_finds_what_the_catalog_has_by_probing_its_keys(clean_db):
             cur.execute(f"EXPLAIN SELECT key FROM {table} WHERE group_id = %s AND key = ANY(%s::bigint[])",
                         (group_id, keys))
             assert "Seq Scan" in "\n".join(line for (line,) in cur.fetchall())  # what the probes avoid
-            cur.execute("EXPLAIN " + batches._PROBE.format(table=table), (keys, group_id))
+            cur.execute("EXPLAIN " + batches.PROBE_KEYS.format(table=table), (keys, group_id))
             plan = "\n".join(line for (line,) in cur.fetchall())
             assert "Seq Scan" not in plan and "Index Only Scan" in plan, plan
         conn.rollback()
