@@ -127,14 +127,29 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
     # The catalog's keys: a row of each in a batch (the digest merges repeats before it builds).
     # Not fragments' articles: a server that lists an article twice gets it stored once (the
     # store's ON CONFLICT fallback), not its range refused.
+    keys = {}
     for table, column in (("files", "key"), ("releases", "key"), ("release_chunks", "release")):
         values = batch[table][column]
         try:
-            unique = len(set(values)) == len(values)
+            keys[table] = set(values)
+            unique = len(keys[table]) == len(values)
         except TypeError:  # unhashable: the format check refuses it
             unique = False
         if not unique:
             bad(f"{table}.{column} holds a value twice")
+    # The tables are one batch's catalog, as the digest builds it: every file's release among the
+    # batch's releases, one release chunk for each release, every fragment's file among its files
+    # (int32 False: the store leaves the fragments' values to its COPY, see StoredBatch). A node
+    # that sent others would leave files no release counts, or fragments of no file.
+    try:
+        if not keys["releases"].issuperset(batch["files"]["release"]):
+            bad("a file's release is not among the batch's releases")
+        if keys["release_chunks"] != keys["releases"]:
+            bad("release_chunks must hold one row for each of the batch's releases")
+        if int32 and not keys["files"].issuperset(batch["fragments"]["file"]):
+            bad("a fragment's file is not among the batch's files")
+    except TypeError:  # unhashable: the format check refuses it
+        bad("files.release and fragments.file must hold integers")
     return BatchHeader(batch_from=first, batch_to=last, group=batch["group"])
 
 

@@ -126,6 +126,11 @@ _DEEP_BOTH = [
     # Dates past what a timestamptz holds.
     (lambda b: b["files"]["date"].__setitem__(0, -(10**12)), "date"),
     (lambda b: b["release_chunks"]["last_date"].__setitem__(0, 10**13), "date"),
+    # Tables that are not one batch's catalog: rows no release or file would count.
+    (lambda b: b["files"]["release"].__setitem__(0, 2**62 + 5), "a file's release is not among"),
+    (lambda b: b["release_chunks"]["release"].__setitem__(0, 2**62 + 5), "one row for each of the batch's releases"),
+    (lambda b: [b["release_chunks"][c].pop() for c in list(b["release_chunks"])], "one row for each"),
+    (lambda b: b["fragments"]["file"].__setitem__(3, 2**62 + 5), "a fragment's file is not among"),
 ]
 _DEEP_CASES = [("json", *case) for case in _DEEP_BOTH] + [("msgpack", *case) for case in _DEEP_BOTH] + [
     # msgpack text arrives as UTF-8 bytes: a character cut between two values is no string.

@@ -35,6 +35,8 @@ from tests.fixtures.queries import scalar
     (lambda b: b["files"]["key"].__setitem__(1, b["files"]["key"][0]), "files.key holds a value twice"),
     (lambda b: b["releases"]["key"].__setitem__(1, b["releases"]["key"][0]), "releases.key holds a value twice"),
     (lambda b: b["rules"].__setitem__("", [2**31, 0, 0, 0]), "rule counts"),
+    (lambda b: b["files"]["release"].__setitem__(0, 2**62 + 5), "a file's release is not among"),
+    (lambda b: b["release_chunks"]["release"].__setitem__(0, 2**62 + 5), "one row for each"),
 ])
 def test_a_poison_batch_fails_clearly_and_stores_nothing(clean_db, spoil, message):
     node, range_id = lease_one_range(BIG, BIG + 1999)
