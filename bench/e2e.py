@@ -318,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     us = {name: round(1e6 * seconds / articles, 2) for name, seconds in cpu.items()}
     dc_us = round(us["api"] + us["workers"] + us["postgresql"], 2)
     e2e_rate = articles / e2e_seconds
+    full_rate = after_first / (last_stored - first_stored) if last_stored > first_stored else None
     # How much of the machine the run kept busy: the CPU it spent over what its cores could give.
     total_us = sum(us.values())
     overlap = e2e_rate * total_us / 1e6 / os.cpu_count()
@@ -331,8 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         "db_bytes": db_bytes, "db_bytes_per_overview_byte": round(db_bytes / overview_bytes, 3),
         "autovacuum_passes": autovacuum_passes,
         "first_batch_stored_after_seconds": round(first_stored - started_wall, 2),
-        "full_pipeline_articles_per_second": round(after_first / (last_stored - first_stored)) if last_stored > first_stored else None,
-        "full_pipeline_share_of_raw": round(after_first / (last_stored - first_stored) / raw_rate, 3) if last_stored > first_stored else None,
+        "full_pipeline_articles_per_second": round(full_rate) if full_rate else None,
+        "full_pipeline_share_of_raw": round(full_rate / raw_rate, 3) if full_rate else None,
         "acceptance": ACCEPTANCE,
     }
     print(f"end to end: {articles} articles in {e2e_seconds:.1f} s = {e2e_rate:,.0f} articles/s"

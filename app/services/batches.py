@@ -587,10 +587,11 @@ def _packed(stored: StoredBatch, table: str, pieces: Iterator[bytes]) -> Iterato
 
 NO_JIT = "SELECT set_config('jit', 'off', true)"
 # One index probe a key (a LATERAL ... LIMIT 1 each): never a scan of the group's catalog, which
-# a planner may prefer for a few thousand keys (a hashed = ANY over every row of a partition: 0.1 s
-# a batch at a million files, and growing with the catalog), so the look-up grows with the batch.
+# a planner may prefer for a few thousand keys (a hashed = ANY over every row of a partition,
+# growing with the catalog), so the look-up grows with the batch (`flask seed bench --store
+# --catalog 1000000`, docs/benchmarks.md).
 PROBE_KEYS = ('SELECT k.key FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL'
-          ' (SELECT FROM "{table}" t WHERE t.group_id = %s AND t.key = k.key LIMIT 1) AS hit')
+              ' (SELECT FROM "{table}" t WHERE t.group_id = %s AND t.key = k.key LIMIT 1) AS hit')
 
 
 def _known_keys(cur, group_id: int, file_keys: list[int], file_releases: list[int],
@@ -777,8 +778,8 @@ class _OtherRows:
 # that held the lock before wrote, where a probe of that snapshot finds it (its ctid). Probes (with
 # LIMIT 1: a subquery the planner cannot fold into a join), with hash and merge joins off for the
 # UPDATE: the planner would rather scan the releases table, every group's, from a few thousand
-# releases on (0.2 s at 7,000 among 350,000, against 0.07), or, for a group it has no statistics
-# of yet (a new one), walk the group's releases once for every release of the batch (2 s).
+# releases on, or, for a group it has no statistics of yet (a new one), walk the group's releases
+# once for every release of the batch (tests/app/test_store.py shows the plans).
 PROBES_ONLY = "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
 PROBES_DONE = "RESET enable_hashjoin; RESET enable_mergejoin"
 LOCK_RELEASES = ("SELECT FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL"
