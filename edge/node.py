@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from edge.batch import encode_batch
@@ -138,10 +138,27 @@ class _TrackedSource:
         self.held = held
 
     def chunks(self, spans):
-        with closing(self.source.chunks(spans)) as chunks:
-            for first, last, blocks in chunks:
-                self.held.last_activity = time.monotonic()
-                yield first, last, blocks
+        # Asked for at once, not when first iterated: a prefetching source opens the range now.
+        return _TrackedChunks(self.source.chunks(spans), self.held)
+
+
+class _TrackedChunks:
+    def __init__(self, chunks, held: HeldRange):
+        self.chunks = iter(chunks)
+        self.held = held
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        chunk = next(self.chunks)
+        self.held.last_activity = time.monotonic()
+        return chunk
+
+    def close(self) -> None:
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()
 
 
 class Node:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ssl
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from edge.localspool import LocalSpool
@@ -326,10 +326,39 @@ class PrefetchSource:
         self.key = key
         self.group = group
 
-    def chunks(self, spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, list[bytes]]]:
-        state = self.prefetcher._open(self.key, self.group, spans)
+    def chunks(self, spans: list[tuple[int, int]]) -> RangeChunks:
+        """The range is opened here, at once: the connections fetch its chunks from now on, while
+        its loop may still wait for its turn to digest (a range opened only by its first take
+        would leave the connections idle until then, and its loop waiting on its first chunks)."""
+        return RangeChunks(self.prefetcher, self.prefetcher._open(self.key, self.group, spans))
+
+
+class RangeChunks:
+    """An open range's chunks, in order, as (first, last, blocks); the range is closed (forgotten
+    by the prefetcher, its chunks fetched ahead dropped) after the last, on an error, or by
+    close(), whether or not any was taken."""
+
+    def __init__(self, prefetcher: Prefetcher, state: _Range):
+        self.prefetcher = prefetcher
+        self.state = state
+        self.index = 0
+
+    def __iter__(self) -> RangeChunks:
+        return self
+
+    def __next__(self) -> tuple[int, int, list[bytes]]:
+        state = self.state
+        if self.index >= len(state.spans):
+            self.close()
+            raise StopIteration
+        first, last = state.spans[self.index]
         try:
-            for index, (first, last) in enumerate(state.spans):
-                yield first, last, self.prefetcher._take(state, index)
-        finally:
-            self.prefetcher.close_range(self.key)
+            blocks = self.prefetcher._take(state, self.index)
+        except BaseException:
+            self.close()
+            raise
+        self.index += 1
+        return first, last, blocks
+
+    def close(self) -> None:
+        self.prefetcher.close_range(self.state.key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -13,7 +14,7 @@ from edge.nntp import NNTPConnectionError, NNTPReplyError
 from edge.overview import DEFAULT_LAYOUT
 from edge.prefetch import ChunkUnavailable, FatalNNTPError, Prefetcher
 from edge.retry import Stopped
-from edge.runner import chunk_spans
+from edge.runner import chunk_spans, run_range
 from tests.edge.helpers import overview_line
 
 
@@ -183,3 +184,69 @@ def test_a_waiting_range_loop_stops_at_once_when_the_node_stops(make_prefetcher)
         next(chunks)
     assert time.monotonic() - started < 1
     server.gate.set()
+
+
+def _wait_for(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_a_range_is_fetched_from_as_soon_as_it_is_opened_before_any_chunk_is_taken(make_prefetcher):
+    server = FakeServer({"g": 300})
+    prefetcher = make_prefetcher(server, connections=2, in_flight=4)
+    chunks = prefetcher.source(1, "g").chunks(chunk_spans(1, 300, 100))
+    assert _wait_for(lambda: len(server.overs) == 3)  # nothing taken yet
+    assert [n for _, _, blocks in chunks for n in numbers(blocks)] == list(range(1, 301))
+    assert len(server.overs) == 3  # each fetched once
+
+
+def test_a_range_closed_before_any_chunk_was_taken_gives_its_slots_back(make_prefetcher):
+    server = FakeServer({"a": 300, "b": 300})
+    prefetcher = make_prefetcher(server, connections=2, in_flight=2)
+    dropped = prefetcher.source(1, "a").chunks(chunk_spans(1, 300, 100))
+    assert _wait_for(lambda: len(server.overs) == 2)  # the cap
+    dropped.close()
+    kept = prefetcher.source(2, "b").chunks(chunk_spans(1, 300, 100))
+    assert _wait_for(lambda: len([o for o in server.overs if o[0] == "b"]) == 2)
+    assert len([n for _, _, blocks in kept for n in numbers(blocks)]) == 300
+    assert [o for o in server.overs if o[0] == "a"] == [("a", 1, 100), ("a", 101, 200)]
+
+
+def test_a_range_loop_waiting_for_its_turn_to_digest_has_its_chunks_fetched_meanwhile(make_prefetcher):
+    """run_range asks its source for the chunks before it waits for the digest slot (the node lets
+    one range digest at a time): the connections work for the next range meanwhile."""
+    server = FakeServer({"g": 400})
+    prefetcher = make_prefetcher(server, connections=2, in_flight=8)
+    fetched_before_the_turn = []
+
+    @contextmanager
+    def slot():
+        fetched_before_the_turn.append(_wait_for(lambda: len(server.overs) == 4, seconds=3))
+        yield
+
+    batches = []
+    state = run_range(group="g", next_id=1, last_id=400, chunk_size=100, batch_chunks=4,
+                      source=prefetcher.source(1, "g"), sink=type("Sink", (), {"submit": lambda _, b: batches.append(b)})(),
+                      digest_slot=slot)
+    assert fetched_before_the_turn == [True]
+    assert state.done and len(batches[0]["fragments"]["article"]) + sum(
+        counts[2] for rule, counts in batches[0]["rules"].items() if rule) == 400
+
+
+def test_the_node_s_range_loop_opens_its_range_when_it_asks_for_the_chunks(make_prefetcher):
+    from edge.node import HeldRange, _TrackedSource
+
+    server = FakeServer({"g": 300})
+    prefetcher = make_prefetcher(server, connections=2, in_flight=4)
+    held = HeldRange(lease=None, next_id=1)
+    chunks = _TrackedSource(prefetcher.source(1, "g"), held).chunks(chunk_spans(1, 300, 100))
+    assert _wait_for(lambda: len(server.overs) == 3)  # before the loop takes any
+    before = held.last_activity
+    assert [first for first, _, _ in chunks] == [1, 101, 201]
+    assert held.last_activity > before  # each chunk taken is the range's sign of life
+    chunks.close()
+    assert 1 not in prefetcher._ranges
