@@ -23,7 +23,8 @@ Blocks = Iterable[bytes]  # CRLF-terminated overview lines, as NNTPClient.over y
 
 class ChunkSource(Protocol):
     def chunks(self, spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, Blocks]]:
-        """The overview lines of each span, yielded in the order given."""
+        """The overview lines of each span, yielded in the order given. run_range asks for them
+        before it waits for its turn to digest: a source that fetches ahead starts then."""
 
 
 class BatchSink(Protocol):
