@@ -40,9 +40,7 @@ class EdgeConfig:
     nntp_connections: int = 8
     nntp_compress: bool = True
     nntp_timeout: float = 30.0
-    # Three: while one range digests and one posts its batch, the next one's chunks are fetched
-    # (with two, each range began by waiting for its first chunks: bench/e2e.py).
-    max_leases: int = 3
+    max_leases: int = 2
     max_chunks_in_flight: int | None = None  # None: connections + 4
     batch_format: str = "msgpack"
     spool_dir: str | None = None
