@@ -4,8 +4,9 @@ Each connection takes the next missing chunk: ranges in the order they were open
 chunks in article order; the range loops take their chunks in order. One connection per range
 (~26k lines/s at a provider) would keep the digest waiting; N connections on the same range do
 not. Memory stays bounded: at most `max_in_flight` chunks are fetched or being fetched and not
-yet taken, plus, beyond that cap, the one chunk a range loop is waiting for (so a range that
-opened late is never starved by the look-ahead of another).
+yet taken, plus, beyond that cap, as many chunks as there are connections for the range loop
+that waits for its next one (so a range that opened late is never starved by the look-ahead of
+another: only one range digests at a time, so only one waits so).
 
 A lost connection is reopened with backoff and its chunk fetched again; a connection switches
 group (GROUP) when its next chunk is in another group. With a local spool, chunks found there
@@ -173,8 +174,10 @@ class Prefetcher:
     def _pick(self) -> tuple[_Range, int] | None:
         if self._in_flight < self.max_in_flight:
             candidates = [s for s in self._ranges.values() if s.assigned < len(s.spans)]
-        else:  # beyond the cap, only the chunk a range loop waits for: no range starves
-            candidates = [s for s in self._ranges.values() if s.waiting and s.assigned == s.taken < len(s.spans)]
+        else:  # beyond the cap, only for a range loop waiting for its next chunk: no range starves,
+            # and it has the connections' worth of its chunks fetched at once, not one at a time
+            candidates = [s for s in self._ranges.values()
+                          if s.waiting and s.assigned < min(len(s.spans), s.taken + self.connections)]
         if not candidates:
             return None
         state = candidates[0]

@@ -8,8 +8,10 @@ connections, or the coordinator's spool stream.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -93,37 +95,83 @@ def run_range(
     should_stop: Callable[[], bool] = lambda: False,
     digest_slot: Callable[[], AbstractContextManager] = nullcontext,
     on_chunk: Callable[[int], None] | None = None,
+    post_ahead: bool = False,
 ) -> RangeProgress:
     """Digest [next_id, last_id] batch by batch into the sink; returns where it got to.
 
-    Stops between batches when should_stop() says so; the returned next_id is the resume point.
-    Each batch is gathered and built inside digest_slot() (the node lets one range at a time
-    digest, which bounds memory) and handed to the sink outside it. on_chunk(lines) follows each
-    chunk digested, with the lines it had (the digest counts them: nobody scans them again).
+    Stops between batches when should_stop() says so; the returned next_id is the resume point
+    (the end of the last batch the sink took). Each batch is gathered and built inside
+    digest_slot() (the node lets one range at a time digest, which bounds memory) and handed to
+    the sink outside it. on_chunk(lines) follows each chunk digested, with the lines it had (the
+    digest counts them: nobody scans them again).
+
+    post_ahead: the sink takes each batch on a thread of its own while the next batch is
+    digested (the node's: posting a batch takes the coordinator a while, and the digest is the
+    node's bottleneck). Batches still reach the sink one at a time and in order: a batch is
+    handed over once the sink took the one before, whose error, if any, ends the range here.
     """
     state = RangeProgress(first_id=next_id, last_id=last_id, next_id=next_id)
     batches = batch_spans(next_id, last_id, chunk_size, batch_chunks)
     chunks = iter(source.chunks([span for batch in batches for span in batch]))
+    poster = _Poster(sink) if post_ahead else None
+
+    def taken(spans: list[tuple[int, int]], stats: dict) -> None:
+        state.next_id = spans[-1][1] + 1
+        state.batches += 1
+        state.lines += stats["lines"]
+        state.rejected += sum(stats["rejected"].values())
+        if progress is not None:
+            progress(state)
+
     try:
         for spans in batches:
             if should_stop():
                 break
             with digest_slot():
                 batch = _digest(group, layout, rules, spans, chunks, on_chunk)
-            stats = batch["stats"]
-            sink.submit(batch)
-            del batch  # freed before the next batch is gathered
-            state.next_id = spans[-1][1] + 1
-            state.batches += 1
-            state.lines += stats["lines"]
-            state.rejected += sum(stats["rejected"].values())
-            if progress is not None:
-                progress(state)
+            if poster is None:
+                sink.submit(batch)
+                taken(spans, batch["stats"])
+            else:
+                poster.wait(taken)
+                poster.post(batch, spans)
+            del batch  # freed before the next batch is gathered (a posted one, once taken)
+        if poster is not None:
+            poster.wait(taken)
     finally:
+        if poster is not None:
+            poster.close()  # a post under way ends first (taken or not): nothing is sent after
         close = getattr(chunks, "close", None)
         if close is not None:
             close()
     return state
+
+
+class _Poster:
+    """One range's batches handed to the sink by a thread of its own (one for the range: the
+    node's coordinator client keeps a connection per thread), one at a time."""
+
+    def __init__(self, sink: BatchSink):
+        self.sink = sink
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{threading.current_thread().name}-post")
+        self.pending: Future | None = None
+        self.spans: list[tuple[int, int]] = []
+        self.stats: dict = {}
+
+    def post(self, batch: dict, spans: list[tuple[int, int]]) -> None:
+        self.spans, self.stats = spans, batch["stats"]
+        self.pending = self.executor.submit(self.sink.submit, batch)
+
+    def wait(self, taken: Callable[[list[tuple[int, int]], dict], None]) -> None:
+        """Until the batch posted last was taken (then counted by taken()), or raise why it was not."""
+        if self.pending is None:
+            return
+        pending, self.pending = self.pending, None
+        pending.result()
+        taken(self.spans, self.stats)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True)
 
 
 def _digest(group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],

@@ -133,7 +133,7 @@ def test_chunks_in_flight_are_capped_but_a_waiting_range_is_never_starved(make_p
     next(slow)  # takes one chunk, then takes nothing more for now
     time.sleep(0.3)
     assert len(server.overs) == 1 + 4  # the one taken, and the cap
-    late = list(prefetcher.source(2, "b").chunks(chunk_spans(1, 300, 100)))  # beyond the cap, one at a time
+    late = list(prefetcher.source(2, "b").chunks(chunk_spans(1, 300, 100)))  # beyond the cap, as it waits
     assert [first for first, _, _ in late] == [1, 101, 201]
     assert len(server.overs) == 5 + 3
     slow.close()
@@ -246,7 +246,33 @@ def test_the_node_s_range_loop_opens_its_range_when_it_asks_for_the_chunks(make_
     chunks = _TrackedSource(prefetcher.source(1, "g"), held).chunks(chunk_spans(1, 300, 100))
     assert _wait_for(lambda: len(server.overs) == 3)  # before the loop takes any
     before = held.last_activity
-    assert [first for first, _, _ in chunks] == [1, 101, 201]
+    assert next(chunks)[:2] == (1, 100)
     assert held.last_activity > before  # each chunk taken is the range's sign of life
-    chunks.close()
-    assert 1 not in prefetcher._ranges
+    chunks.close()  # read in part: the range is closed all the same, its chunks fetched ahead dropped
+    assert 1 not in prefetcher._ranges and prefetcher._in_flight == 0
+
+
+def test_beyond_the_cap_a_waiting_range_has_a_connection_s_worth_of_chunks_fetched_at_once(make_prefetcher):
+    """An older range's look-ahead fills the cap; the range that digests (the one waiting for its
+    next chunk) still has every connection work for it, not one chunk at a time."""
+    server = FakeServer({"a": 10_000, "b": 10_000})
+    prefetcher = make_prefetcher(server, connections=3, in_flight=2)
+    ahead = prefetcher.source(1, "a").chunks(chunk_spans(1, 10_000, 100))
+    assert _wait_for(lambda: len(server.overs) == 2)  # the cap, nothing taken
+    server.gate.clear()
+    while server.asked.acquire(blocking=False):  # what was asked so far
+        pass
+    late = prefetcher.source(2, "b").chunks(chunk_spans(1, 1_000, 100))
+    got = []
+    reader = threading.Thread(target=lambda: got.append(next(late)))
+    reader.start()
+    for _ in range(3):  # asked at once, before the server answers any
+        assert server.asked.acquire(timeout=5)
+    time.sleep(0.2)
+    assert not server.asked.acquire(blocking=False)  # no more than the connections
+    server.gate.set()
+    reader.join(5)
+    assert got[0][:2] == (1, 100)
+    late.close()
+    ahead.close()
+    assert prefetcher._in_flight == 0

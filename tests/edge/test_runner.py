@@ -1,0 +1,163 @@
+"""The range loop's posting ahead (edge.runner.run_range's post_ahead) and the node's digest turns
+(edge.node.DigestTurns): plain threads and an in-memory source, no server."""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+
+from edge.node import DigestTurns
+from edge.retry import Stopped
+from edge.runner import run_range
+from tests.edge.helpers import overview_line
+
+BIG = 2**32 + 10_000  # article numbers past 32 bits
+
+
+class Source:
+    """Every span's lines at once (article numbers first..last)."""
+
+    def chunks(self, spans):
+        for first, last in spans:
+            yield first, last, [b"".join(overview_line(n) + b"\r\n" for n in range(first, last + 1))]
+
+
+class Sink:
+    """Records the batches it takes; `hold` makes each submit wait for an event; `fail_at` raises
+    on that batch (by its first article)."""
+
+    def __init__(self, hold: threading.Event | None = None, fail_at: int | None = None):
+        self.taken: list[int] = []
+        self.asked: list[int] = []
+        self.hold, self.fail_at = hold, fail_at
+        self.busy = 0
+        self.most_at_once = 0
+        self.lock = threading.Lock()
+
+    def submit(self, batch: dict) -> None:
+        with self.lock:
+            self.asked.append(batch["first"])
+            self.busy += 1
+            self.most_at_once = max(self.most_at_once, self.busy)
+        try:
+            if self.hold is not None:
+                assert self.hold.wait(5)
+            time.sleep(0.02)
+            if batch["first"] == self.fail_at:
+                raise RuntimeError("refused")
+            self.taken.append(batch["first"])
+        finally:
+            with self.lock:
+                self.busy -= 1
+
+
+def run(sink, **options):
+    return run_range(group="alt.binaries.test", next_id=BIG, last_id=BIG + 399, chunk_size=50, batch_chunks=2,
+                     source=Source(), sink=sink, **options)
+
+
+def test_posting_ahead_the_next_batch_is_digested_while_the_sink_takes_one():
+    turns = []
+    second_turn = threading.Event()
+
+    @contextmanager
+    def slot():
+        turns.append(time.monotonic())
+        if len(turns) == 2:
+            second_turn.set()
+        yield
+
+    sink = Sink(hold=second_turn)  # the first batch is taken only once the second is being digested
+    state = run(sink, post_ahead=True, digest_slot=slot)
+    assert second_turn.is_set() and len(turns) == 4
+    assert sink.taken == [BIG + 100 * i for i in range(4)]  # in order
+    assert sink.most_at_once == 1  # one at a time
+    assert (state.done, state.next_id, state.batches, state.lines) == (True, BIG + 400, 4, 400)
+
+
+def test_without_posting_ahead_the_sink_takes_a_batch_before_the_next_is_digested():
+    turns = []
+    sink = Sink()
+
+    @contextmanager
+    def slot():
+        turns.append(len(sink.taken))  # batches taken when each digest begins
+        yield
+
+    assert run(sink, digest_slot=slot).done
+    assert turns == [0, 1, 2, 3]
+
+
+def test_posting_ahead_a_batch_the_sink_refuses_ends_the_range_and_nothing_after_it_is_posted():
+    sink = Sink(fail_at=BIG + 100)
+    progress = []
+    with pytest.raises(RuntimeError, match="refused"):
+        run(sink, post_ahead=True, progress=lambda state: progress.append(state.next_id))
+    assert sink.asked == [BIG, BIG + 100]  # the batch digested meanwhile is never posted
+    assert sink.taken == [BIG]
+    assert progress == [BIG + 100]  # only what was taken is counted
+
+
+def test_posting_ahead_a_stop_waits_for_the_batch_under_way_and_counts_it():
+    sink = Sink()
+    stop = threading.Event()
+
+    @contextmanager
+    def slot():
+        yield
+        stop.set()  # asked to stop while the first batch is still being posted
+
+    state = run(sink, post_ahead=True, digest_slot=slot, should_stop=stop.is_set)
+    assert sink.taken == [BIG]
+    assert (state.next_id, state.batches, state.done) == (BIG + 100, 1, False)  # the resume point
+
+
+def test_digest_turns_go_to_the_longest_held_range_first():
+    turns = DigestTurns(threading.Event())
+    order = []
+    first_in = threading.Event()
+    release_first = threading.Event()
+
+    def holder():
+        with turns.turn(5):
+            first_in.set()
+            assert release_first.wait(5)
+
+    def waiter(number):
+        with turns.turn(number):
+            order.append(number)
+
+    threading.Thread(target=holder).start()
+    assert first_in.wait(5)
+    waiters = [threading.Thread(target=waiter, args=(n,)) for n in (9, 3, 7)]  # ask in this order
+    for thread in waiters:
+        thread.start()
+    time.sleep(0.2)
+    release_first.set()
+    for thread in waiters:
+        thread.join(5)
+    assert order == [3, 7, 9]
+
+
+def test_a_range_waiting_for_its_turn_stops_when_the_node_stops():
+    stop = threading.Event()
+    turns = DigestTurns(stop)
+    held = threading.Event()
+    release = threading.Event()
+
+    def holder():
+        with turns.turn(1):
+            held.set()
+            release.wait(5)
+
+    threading.Thread(target=holder).start()
+    assert held.wait(5)
+    threading.Timer(0.2, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(Stopped):
+        with turns.turn(2):
+            pass
+    assert time.monotonic() - started < 2
+    release.set()
