@@ -49,7 +49,9 @@ class Settings:
     db_search_path: str | None = None
     redis_url: str = "redis://127.0.0.1:6379/0"
     lease_timeout: int = 900
-    max_leases_per_node: int = 4
+    # Twice a node's own default (MAX_LEASES, 3): a node restarted after a crash still gets its
+    # ranges while the leases of its last run wait out LEASE_TIMEOUT.
+    max_leases_per_node: int = 6
     chunk_size: int = 20_000
     batch_chunks: int = 10
     range_size: int = 1_000_000

@@ -40,7 +40,10 @@ class EdgeConfig:
     nntp_connections: int = 8
     nntp_compress: bool = True
     nntp_timeout: float = 30.0
-    max_leases: int = 2
+    # Three: while the range digesting posts its last batch, the next has its chunks fetched and
+    # digests, and a third is leased and fetched in turn (ranges of one or two batches; longer
+    # ones digest batch after batch, their posts overlapping, see DigestTurns).
+    max_leases: int = 3
     max_chunks_in_flight: int | None = None  # None: connections + 4
     batch_format: str = "msgpack"
     spool_dir: str | None = None

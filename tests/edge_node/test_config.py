@@ -14,7 +14,7 @@ def test_two_settings_are_enough():
     config = load_config(env=REQUIRED)
     assert config == EdgeConfig(coordinator_url="https://seed.example.net:8443", node_token="seed_abc")
     assert (config.nntp_ssl, config.nntp_port_or_default, config.nntp_connections) == (True, 563, 8)
-    assert (config.max_leases, config.chunks_in_flight, config.batch_format) == (2, 12, "msgpack")
+    assert (config.max_leases, config.chunks_in_flight, config.batch_format) == (3, 12, "msgpack")
     assert config.spool_dir is None
     assert "seed_abc" not in repr(config)
 
