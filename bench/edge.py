@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from edge import nntp  # noqa: E402
 from edge.batch import encode_batch  # noqa: E402
+from edge.node import DigestTurns  # noqa: E402
 from edge.prefetch import Prefetcher  # noqa: E402
 from edge.rules import RuleSet  # noqa: E402
 from edge.runner import run_range  # noqa: E402
@@ -59,16 +60,52 @@ MAX_RSS_MIB = 300
 # -- the child: one range, N connections ---------------------------------------------------------
 
 class EncodingSink:
-    """Encodes each batch as the node's sink does before posting it; keeps only the sizes."""
+    """Encodes each batch as the node's sink does before posting it; keeps only the sizes. The
+    coordinator is left out; post_seconds stands for its answer (a wait, no CPU)."""
 
-    def __init__(self):
+    def __init__(self, post_seconds: float = 0.0):
         self.batches = 0
         self.bytes = 0
+        self.post_seconds = post_seconds
+        self.lock = threading.Lock()
 
     def submit(self, batch: dict) -> None:
         body, _, _ = encode_batch(batch)
-        self.batches += 1
-        self.bytes += len(body)
+        if self.post_seconds:
+            time.sleep(self.post_seconds)
+        with self.lock:
+            self.batches += 1
+            self.bytes += len(body)
+
+
+def run_ranges(args: argparse.Namespace, prefetcher: Prefetcher, layout, sink: EncodingSink) -> int:
+    """[first, last] as args.ranges ranges held args.leases at a time, as the node holds them: a
+    thread each, one digesting at a time (the longest held first), each posting ahead. Returns
+    the lines digested."""
+    size = -(-(args.last - args.first + 1) // args.ranges)
+    spans = [(a, min(a + size - 1, args.last)) for a in range(args.first, args.last + 1, size)]
+    turns, leases, lines, threads = DigestTurns(prefetcher.stop), threading.Semaphore(args.leases), [], []
+
+    def work(order: int, first: int, last: int) -> None:
+        try:
+            state = run_range(group=GROUP, next_id=first, last_id=last, chunk_size=CHUNK_SIZE,
+                              batch_chunks=BATCH_CHUNKS, source=prefetcher.source(order, GROUP), sink=sink,
+                              rules=RuleSet.from_data([]), layout=layout,
+                              digest_slot=functools.partial(turns.turn, order), post_ahead=True)
+            lines.append(state.lines)
+        finally:
+            prefetcher.close_range(order)
+            leases.release()
+
+    for order, (first, last) in enumerate(spans):
+        leases.acquire()  # a new lease as soon as a range ends
+        threads.append(threading.Thread(target=work, args=(order, first, last)))
+        threads[-1].start()
+    for thread in threads:
+        thread.join()
+    if len(lines) != len(spans):
+        raise RuntimeError("a range failed")
+    return sum(lines)
 
 
 def peak_rss_mib() -> float:
@@ -90,24 +127,28 @@ def run_child(args: argparse.Namespace) -> dict:
     connect = functools.partial(nntp.connect, "127.0.0.1", args.port)
     prefetcher = Prefetcher(connect, args.child, args.child + 4, stop=stop)  # the node's default cap
     layout = prefetcher.layout()
-    sink = EncodingSink()
+    sink = EncodingSink(args.post_seconds)
     profiler = cProfile.Profile() if args.profile else None
     cpu_before, digest_before, started = os.times(), time.thread_time(), time.perf_counter()
     if profiler:
         profiler.enable()
-    state = run_range(group=GROUP, next_id=args.first, last_id=args.last, chunk_size=CHUNK_SIZE,
-                      batch_chunks=BATCH_CHUNKS, source=prefetcher.source(1, GROUP), sink=sink,
-                      rules=RuleSet.from_data([]), layout=layout)
+    if args.ranges > 1:
+        lines = run_ranges(args, prefetcher, layout, sink)
+    else:
+        lines = run_range(group=GROUP, next_id=args.first, last_id=args.last, chunk_size=CHUNK_SIZE,
+                          batch_chunks=BATCH_CHUNKS, source=prefetcher.source(1, GROUP), sink=sink,
+                          rules=RuleSet.from_data([]), layout=layout, post_ahead=bool(args.post_seconds)).lines
     if profiler:
         profiler.disable()
     seconds = time.perf_counter() - started
-    digest_cpu = time.thread_time() - digest_before
+    digest_cpu = time.thread_time() - digest_before  # one range: the digest runs on this thread
     cpu_after = os.times()
     stop.set()
     process_cpu = (cpu_after.user - cpu_before.user) + (cpu_after.system - cpu_before.system)
-    result = {"connections": args.child, "seconds": round(seconds, 2), "lines": state.lines,
-              "lines_per_second": round(state.lines / seconds), "batches": sink.batches, "batch_bytes": sink.bytes,
-              "node_cpu_seconds": round(process_cpu, 2), "digest_thread_cpu_seconds": round(digest_cpu, 2),
+    result = {"connections": args.child, "ranges": args.ranges, "seconds": round(seconds, 2), "lines": lines,
+              "lines_per_second": round(lines / seconds), "batches": sink.batches, "batch_bytes": sink.bytes,
+              "node_cpu_seconds": round(process_cpu, 2),
+              "digest_thread_cpu_seconds": round(digest_cpu, 2) if args.ranges == 1 else None,
               "peak_rss_mib": round(peak_rss_mib(), 1), "cache_entries": cache_entries()}
     if profiler:
         out = io.StringIO()
@@ -168,11 +209,12 @@ def machine_busy_ticks() -> tuple[int, int]:
 
 
 def run_one(connections: int, proxy: subprocess.Popen, proxy_port: int, nnrpd: int, first: int, last: int,
-            profile: bool = False) -> dict:
+            profile: bool = False, ranges: int = 1, leases: int = 1, post_seconds: float = 0.0) -> dict:
     proxy_before, inn_before = cpu_ticks_of(proxy.pid), cpu_ticks_of(nnrpd, children=True)
     busy_before, total_before = machine_busy_ticks()
     command = [sys.executable, __file__, "--child", str(connections), "--port", str(proxy_port),
-               "--first", str(first), "--last", str(last)] + (["--profile"] if profile else [])
+               "--first", str(first), "--last", str(last), "--ranges", str(ranges), "--leases", str(leases),
+               "--post-seconds", str(post_seconds)] + (["--profile"] if profile else [])
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     result = json.loads(done.stdout.splitlines()[-1])
     busy_after, total_after = machine_busy_ticks()
@@ -196,6 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inn-dir", default="/tmp/edge-bench-inn")
     parser.add_argument("--keep-inn", action="store_true", help="leave INN running afterwards")
     parser.add_argument("--no-profile", action="store_true", help="do not profile the largest run")
+    parser.add_argument("--ranges", type=int, default=1,
+                        help="also run the articles as this many ranges held --leases at a time, as the node holds"
+                             " them, beside the one range at each connection count")
+    parser.add_argument("--leases", type=int, default=3, help="ranges held at once with --ranges (MAX_LEASES)")
+    parser.add_argument("--post-seconds", type=float, default=0.0,
+                        help="the coordinator's answer to a batch (a wait; it is left out); batches are then"
+                             " posted ahead, as the node posts them")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, help=argparse.SUPPRESS)
@@ -215,21 +264,27 @@ def main(argv: list[str] | None = None) -> int:
     (proxy_port,) = free_ports(1)
     proxy = subprocess.Popen([sys.executable, "-m", "simnews.proxy", "--upstream-port", str(ports["INN_READER_PORT"]),
                               "--port", str(proxy_port), "--lines-per-sec", str(args.lines_per_sec)], cwd=REPO)
-    runs, profile = [], None
+    runs, range_runs, profile = [], [], None
     try:
         time.sleep(1)
         print(f"range {first}-{last} of {GROUP}: {args.articles} articles, {-(-args.articles // CHUNK_SIZE)} chunks;"
               f" proxy capped at {args.lines_per_sec:.0f} lines/s per connection; {os.cpu_count()} cores", flush=True)
         nnrpd = int((inn_dir / "run" / f"nnrpd-{ports['INN_READER_PORT']}.pid").read_text())
         for connections in counts:
-            result = run_one(connections, proxy, proxy_port, nnrpd, first, last)
-            runs.append(result)
-            print(f"  {connections} connection(s): {result['seconds']:7.2f} s  {result['lines_per_second']:>9,} lines/s"
-                  f"  CPU s: node {result['node_cpu_seconds']:.1f}"
-                  f" (digest thread {result['digest_thread_cpu_seconds']:.1f})"
-                  f" proxy {result['proxy_cpu_seconds']:.1f} INN {result['inn_cpu_seconds']:.1f}"
-                  f" other {result['other_cpu_seconds']:.1f}; machine {100 * result['machine_cpu_busy_share']:.0f}% busy"
-                  f"  peak RSS {result['peak_rss_mib']:.0f} MiB; cache entries {result['cache_entries']}", flush=True)
+            shapes = [(1, 1)] + ([(args.ranges, args.leases)] if args.ranges > 1 else [])
+            for ranges, leases in shapes:
+                result = run_one(connections, proxy, proxy_port, nnrpd, first, last, ranges=ranges, leases=leases,
+                                 post_seconds=args.post_seconds)
+                (runs if ranges == 1 else range_runs).append(result)
+                digest = result["digest_thread_cpu_seconds"]
+                print(f"  {connections} connection(s){f', {ranges} ranges, {leases} held' if ranges > 1 else ''}:"
+                      f" {result['seconds']:7.2f} s  {result['lines_per_second']:>9,} lines/s"
+                      f"  CPU s: node {result['node_cpu_seconds']:.1f}"
+                      f"{f' (digest thread {digest:.1f})' if digest is not None else ''}"
+                      f" proxy {result['proxy_cpu_seconds']:.1f} INN {result['inn_cpu_seconds']:.1f}"
+                      f" other {result['other_cpu_seconds']:.1f}; machine {100 * result['machine_cpu_busy_share']:.0f}% busy"
+                      f"  peak RSS {result['peak_rss_mib']:.0f} MiB; cache entries {result['cache_entries']}",
+                      flush=True)
         # Profiled apart: cProfile slows the digest thread, the timed runs above are clean.
         profile = None if args.no_profile else run_one(max(counts), proxy, proxy_port, nnrpd, first, last,
                                                        profile=True)["profile"]
@@ -242,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     base = next((r for r in runs if r["connections"] == 1), None)
     for run in runs:
         run["speedup"] = round(base["seconds"] / run["seconds"], 2) if base else None
+    for run in range_runs:  # the same articles as ranges, against one range at the same connections
+        one = next(r for r in runs if r["connections"] == run["connections"])
+        run["vs_one_range"] = round(one["seconds"] / run["seconds"], 2)
+        print(f"  {run['ranges']} ranges against one range, {run['connections']} connection(s): {run['vs_one_range']}x")
     if profile:
         print("where the digest thread's time goes at the largest connection count (cProfile, by own time):")
         print("\n".join(line for line in profile.splitlines() if line.strip())[:4000])
@@ -252,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         print(f"  speedup with {run['connections']}: {run['speedup']}x")
     print(json.dumps({"articles": args.articles, "lines_per_sec_cap": args.lines_per_sec, "cores": os.cpu_count(),
-                      "runs": runs, "checks": checks}))
+                      "runs": runs, "range_runs": range_runs, "post_seconds": args.post_seconds, "checks": checks}))
     return 0
 
 

@@ -18,7 +18,7 @@ def test_bench_prints_its_figures_last():
     shutil.rmtree(inn_dir)  # the benchmark makes its INN there
     try:
         result = subprocess.run([sys.executable, str(BENCH), "--articles", "3000", "--connections", "1,2",
-                                 "--inn-dir", inn_dir], capture_output=True, text=True, timeout=600)
+                                 "--ranges", "3", "--leases", "2", "--post-seconds", "0.01", "--inn-dir", inn_dir], capture_output=True, text=True, timeout=600)
     finally:
         subprocess.run([str(BENCH.parents[1] / "ops" / "inn"), "stop", inn_dir], capture_output=True)
         shutil.rmtree(inn_dir, ignore_errors=True)
@@ -29,4 +29,7 @@ def test_bench_prints_its_figures_last():
     assert [run["connections"] for run in figures["runs"]] == [1, 2]
     assert all(run["lines"] == 3000 and run["batches"] == 1 and run["peak_rss_mib"] > 0 for run in figures["runs"])
     assert figures["runs"][0]["speedup"] == 1.0
+    # the same articles as three ranges, two held at once: every line digested once, a batch a range
+    assert [(run["connections"], run["ranges"]) for run in figures["range_runs"]] == [(1, 3), (2, 3)]
+    assert all(run["lines"] == 3000 and run["batches"] == 3 and run["vs_one_range"] > 0 for run in figures["range_runs"])
     assert "where the digest thread's time goes" in result.stdout
