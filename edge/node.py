@@ -257,8 +257,10 @@ class Node:
         self.prefetcher.wake()
 
     def _on_signal(self, signum: int, _frame) -> None:
-        if self.stop.is_set():  # asked twice: no more waiting
-            sys.exit(128 + signum)
+        if self.stop.is_set():  # asked twice: no more waiting (not even for a post under way)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + signum)
         self.finish(128 + signum, reason=signal.Signals(signum).name)
 
     def _shut_down(self) -> None:
@@ -388,10 +390,10 @@ class Node:
             rules = RuleSet.from_data(lease.rules)
             if lease.spooled:
                 source = SpoolStreamSource(self.coordinator, range_id,
-                                           lambda: self.prefetcher.source(range_id, lease.group), self.event)
+                                           lambda: self.prefetcher.source(range_id, lease.group, held.order), self.event)
                 layout = DEFAULT_LAYOUT  # the spool holds the lines as the data center's server sent them
             else:
-                source = self.prefetcher.source(range_id, lease.group)
+                source = self.prefetcher.source(range_id, lease.group, held.order)
                 layout = self.prefetcher.layout()
             state = run_range(
                 group=lease.group, next_id=lease.next_id, last_id=lease.last_id, chunk_size=lease.chunk_size,

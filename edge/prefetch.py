@@ -1,9 +1,9 @@
 """The prefetcher: N NNTP connections kept busy on the chunks of every held range.
 
-Each connection takes the next missing chunk: ranges in the order they were opened (leased),
-chunks in article order; the range loops take their chunks in order. One connection per range
-(~26k lines/s at a provider) would keep the digest waiting; N connections on the same range do
-not. Memory stays bounded: at most `max_in_flight` chunks are fetched or being fetched and not
+Each connection takes the next missing chunk: ranges by priority (the node's: the order it leased
+them, which its digest turns follow too; by default the order opened), chunks in article order;
+the range loops take their chunks in order. One connection per range (~26k lines/s at a
+provider) would keep the digest waiting; N connections on the same range do not. Memory stays bounded: at most `max_in_flight` chunks are fetched or being fetched and not
 yet taken, plus, beyond that cap, as many chunks as there are connections for the range loop
 that waits for its next one (so a range that opened late is never starved by the look-ahead of
 another: only one range digests at a time, so only one waits so).
@@ -18,6 +18,7 @@ import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from edge.localspool import LocalSpool
 from edge.nntp import NNTPClient, NNTPConnectionError, NNTPError, NNTPReplyError
@@ -52,6 +53,7 @@ class _Range:
     results: dict[int, list[bytes]] = field(default_factory=dict)
     error: Exception | None = None
     closed: bool = False
+    priority: int = 0  # lower first (the node's lease order)
 
 
 class Prefetcher:
@@ -78,6 +80,7 @@ class Prefetcher:
         self._cond = threading.Condition()
         self._ranges: dict[object, _Range] = {}  # in the order opened: the fetch priority
         self._in_flight = 0
+        self._opened = 0
         self._layout: OverviewLayout | None = None
         self._threads: list[threading.Thread] = []
         # What stops every range: FatalNNTPError, or a bug in a connection thread (never a silent hang).
@@ -95,9 +98,10 @@ class Prefetcher:
         for thread in self._threads:
             thread.start()
 
-    def source(self, key: object, group: str) -> PrefetchSource:
-        """A chunk source (edge.runner.ChunkSource) for one range, fed by every connection."""
-        return PrefetchSource(self, key, group)
+    def source(self, key: object, group: str, priority: int | None = None) -> PrefetchSource:
+        """A chunk source (edge.runner.ChunkSource) for one range, fed by every connection; the
+        ranges' chunks are fetched lowest priority first (by default: in the order opened)."""
+        return PrefetchSource(self, key, group, priority)
 
     def layout(self) -> OverviewLayout:
         """The server's overview layout, once a connection has read it."""
@@ -125,12 +129,14 @@ class Prefetcher:
 
     # -- for the range loops ---------------------------------------------------------------
 
-    def _open(self, key: object, group: str, spans: list[tuple[int, int]]) -> _Range:
+    def _open(self, key: object, group: str, spans: list[tuple[int, int]], priority: int | None = None) -> _Range:
         self.start()
         with self._cond:
             if key in self._ranges:
                 raise ValueError(f"range {key} is already open")
-            state = self._ranges[key] = _Range(key, group, list(spans))
+            self._opened += 1
+            state = self._ranges[key] = _Range(key, group, list(spans),
+                                               priority=self._opened if priority is None else priority)
             self._cond.notify_all()
             return state
 
@@ -180,7 +186,7 @@ class Prefetcher:
                           if s.waiting and s.assigned < min(len(s.spans), s.taken + self.connections)]
         if not candidates:
             return None
-        state = candidates[0]
+        state = min(candidates, key=attrgetter("priority"))
         state.assigned += 1
         self._in_flight += 1
         return state, state.assigned - 1
@@ -324,16 +330,17 @@ class _Connection:
 class PrefetchSource:
     """One range's view of the prefetcher (edge.runner.ChunkSource)."""
 
-    def __init__(self, prefetcher: Prefetcher, key: object, group: str):
+    def __init__(self, prefetcher: Prefetcher, key: object, group: str, priority: int | None = None):
         self.prefetcher = prefetcher
         self.key = key
         self.group = group
+        self.priority = priority
 
     def chunks(self, spans: list[tuple[int, int]]) -> RangeChunks:
         """The range is opened here, at once: the connections fetch its chunks from now on, while
         its loop may still wait for its turn to digest (a range opened only by its first take
         would leave the connections idle until then, and its loop waiting on its first chunks)."""
-        return RangeChunks(self.prefetcher, self.prefetcher._open(self.key, self.group, spans))
+        return RangeChunks(self.prefetcher, self.prefetcher._open(self.key, self.group, spans, self.priority))
 
 
 class RangeChunks:

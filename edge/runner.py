@@ -108,7 +108,10 @@ def run_range(
     post_ahead: the sink takes each batch on a thread of its own while the next batch is
     digested (the node's: posting a batch takes the coordinator a while, and the digest is the
     node's bottleneck). Batches still reach the sink one at a time and in order: a batch is
-    handed over once the sink took the one before, whose error, if any, ends the range here.
+    handed over once the sink took the one before, whose error, if any, ends the range here
+    (and, seen before the range's next turn to digest, ends it then). Once should_stop() says
+    so, no batch is handed over: the one digested meanwhile is dropped, the resume point is the
+    end of the last one taken.
     """
     state = RangeProgress(first_id=next_id, last_id=last_id, next_id=next_id)
     batches = batch_spans(next_id, last_id, chunk_size, batch_chunks)
@@ -125,6 +128,8 @@ def run_range(
 
     try:
         for spans in batches:
+            if poster is not None and poster.finished():
+                poster.wait(taken)  # a refused batch ends the range before it waits for its turn again
             if should_stop():
                 break
             with digest_slot():
@@ -134,6 +139,8 @@ def run_range(
                 taken(spans, batch["stats"])
             else:
                 poster.wait(taken)
+                if should_stop():  # asked while the batch before was posted: this one stays unposted
+                    break
                 poster.post(batch, spans)
             del batch  # freed before the next batch is gathered (a posted one, once taken)
         if poster is not None:
@@ -161,6 +168,9 @@ class _Poster:
     def post(self, batch: dict, spans: list[tuple[int, int]]) -> None:
         self.spans, self.stats = spans, batch["stats"]
         self.pending = self.executor.submit(self.sink.submit, batch)
+
+    def finished(self) -> bool:
+        return self.pending is not None and self.pending.done()
 
     def wait(self, taken: Callable[[list[tuple[int, int]], dict], None]) -> None:
         """Until the batch posted last was taken (then counted by taken()), or raise why it was not."""

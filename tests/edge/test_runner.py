@@ -103,15 +103,32 @@ def test_posting_ahead_a_batch_the_sink_refuses_ends_the_range_and_nothing_after
 def test_posting_ahead_a_stop_waits_for_the_batch_under_way_and_counts_it():
     sink = Sink()
     stop = threading.Event()
+    turns = []
+
+    @contextmanager
+    def slot():
+        turns.append(None)
+        if len(turns) == 2:
+            stop.set()  # asked to stop while the first batch is being posted and the second digested
+        yield
+
+    state = run(sink, post_ahead=True, digest_slot=slot, should_stop=stop.is_set)
+    assert sink.asked == sink.taken == [BIG]  # the first taken and counted; the second never posted
+    assert (state.next_id, state.batches, state.done) == (BIG + 100, 1, False)  # the resume point
+
+
+def test_a_stop_asked_while_the_first_batch_is_digested_posts_nothing():
+    sink = Sink()
+    stop = threading.Event()
 
     @contextmanager
     def slot():
         yield
-        stop.set()  # asked to stop while the first batch is still being posted
+        stop.set()
 
     state = run(sink, post_ahead=True, digest_slot=slot, should_stop=stop.is_set)
-    assert sink.taken == [BIG]
-    assert (state.next_id, state.batches, state.done) == (BIG + 100, 1, False)  # the resume point
+    assert sink.asked == []
+    assert (state.next_id, state.batches) == (BIG, 0)
 
 
 def test_digest_turns_go_to_the_longest_held_range_first():
@@ -161,3 +178,36 @@ def test_a_range_waiting_for_its_turn_stops_when_the_node_stops():
             pass
     assert time.monotonic() - started < 2
     release.set()
+
+
+def test_posting_ahead_a_stop_asked_while_a_batch_is_posted_leaves_the_next_one_unposted():
+    stop = threading.Event()
+
+    class StoppingSink(Sink):
+        def submit(self, batch):
+            if batch["first"] == BIG:
+                stop.set()  # SIGTERM (or the range dropped) while the first batch is on its way
+                time.sleep(0.1)  # the second is digested meanwhile
+            super().submit(batch)
+
+    sink = StoppingSink()
+    state = run(sink, post_ahead=True, should_stop=stop.is_set)
+    assert sink.asked == [BIG]  # the batch digested meanwhile is never posted
+    assert (state.next_id, state.batches) == (BIG + 100, 1)
+
+
+def test_posting_ahead_a_refusal_ends_the_range_before_it_waits_for_its_next_turn():
+    sink = Sink(fail_at=BIG)
+    turns = []
+
+    @contextmanager
+    def slot():
+        turns.append(len(turns))
+        if len(turns) == 2:
+            time.sleep(0.2)  # the first batch is refused meanwhile
+        yield
+
+    with pytest.raises(RuntimeError, match="refused"):
+        run(sink, post_ahead=True, digest_slot=slot)
+    assert sink.asked == [BIG]
+    assert len(turns) == 2  # not a third turn after the refusal was known

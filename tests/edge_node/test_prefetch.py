@@ -268,11 +268,26 @@ def test_beyond_the_cap_a_waiting_range_has_a_connection_s_worth_of_chunks_fetch
     reader.start()
     for _ in range(3):  # asked at once, before the server answers any
         assert server.asked.acquire(timeout=5)
-    time.sleep(0.2)
-    assert not server.asked.acquire(blocking=False)  # no more than the connections
     server.gate.set()
     reader.join(5)
     assert got[0][:2] == (1, 100)
+    time.sleep(0.3)  # the loop takes no more: nothing beyond a connection's worth is fetched for it
+    assert len([o for o in server.overs if o[0] == "b"]) == 3
     late.close()
     ahead.close()
     assert prefetcher._in_flight == 0
+
+
+def test_ranges_are_fetched_by_priority_not_by_the_order_they_were_opened(make_prefetcher):
+    """The node opens its ranges from their own threads, in any order; its digest turns follow
+    the lease order, and so does the fetching (the priority it gives)."""
+    server = FakeServer({"a": 200, "b": 200})
+    prefetcher = make_prefetcher(server, connections=1, in_flight=10)
+    server.gate.clear()
+    later = prefetcher.source(2, "b", priority=2).chunks(chunk_spans(1, 200, 100))
+    assert server.asked.acquire(timeout=5)  # the connection is on b's first chunk already
+    earlier = prefetcher.source(1, "a", priority=1).chunks(chunk_spans(1, 200, 100))
+    server.gate.set()
+    assert [first for first, _, _ in earlier] == [1, 101]
+    assert [first for first, _, _ in later] == [1, 101]
+    assert [(g, f) for g, f, _ in server.overs] == [("b", 1), ("a", 1), ("a", 101), ("b", 101)]
