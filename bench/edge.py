@@ -310,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     checks[f"peak_rss_under_{MAX_RSS_MIB}_mib"] = all(
         r["peak_rss_mib"] < MAX_RSS_MIB for r in runs + range_runs if r["connections"] == largest)
     for run in runs:
-        print(f"  speedup with {run['connections']}: {run['speedup']}x")
+        if run["speedup"] is not None:
+            print(f"  speedup with {run['connections']}: {run['speedup']}x")
     print(json.dumps({"articles": args.articles, "lines_per_sec_cap": args.lines_per_sec, "cores": os.cpu_count(),
                       "runs": runs, "range_runs": range_runs, "post_seconds": args.post_seconds, "checks": checks}))
     return 0
