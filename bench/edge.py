@@ -69,8 +69,12 @@ class EncodingSink:
         self.post_seconds = post_seconds
         self.lock = threading.Lock()
 
-    def submit(self, batch: dict) -> None:
-        body, _, _ = encode_batch(batch)
+    def prepare(self, batch: dict) -> bytes:
+        """As the node's sink: encoded on the range's thread, the body waits for the post."""
+        return encode_batch(batch)[0]
+
+    def submit(self, batch: dict | bytes) -> None:
+        body = batch if isinstance(batch, bytes) else self.prepare(batch)
         if self.post_seconds:
             time.sleep(self.post_seconds)
         with self.lock:

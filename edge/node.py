@@ -103,32 +103,55 @@ class HeldRange:
 TABLE_HEADER = f"{'range':>7} {'group':<36} {'done':>6} {'articles':>12} {'lines/s':>10} {'batches':>7} {'retries':>7}"
 
 
+@dataclass(frozen=True)
+class EncodedBatch:
+    """A batch as posted: its body, and what the node says of it once taken."""
+
+    body: bytes
+    content_type: str
+    encoding: str
+    group: str
+    first: int
+    last: int
+    lines: int
+    missing: int
+
+
 class CoordinatorSink:
-    """The range loop's sink: each batch encoded, gzip'd and posted until the coordinator takes it."""
+    """The range loop's sink: each batch encoded, gzip'd and posted until the coordinator takes it.
+
+    prepare() encodes a batch on the range's thread, so that only its body (a few MB) waits
+    while the batch before is posted, not the batch (some tens of MB in objects)."""
 
     def __init__(self, node: Node, held: HeldRange):
         self.node = node
         self.held = held
 
-    def submit(self, batch: dict) -> None:
-        held, node = self.held, self.node
-        body, content_type, encoding = encode_batch(batch, fmt=node.config.batch_format)
-        limit = held.lease.max_body_bytes
+    def prepare(self, batch: dict) -> EncodedBatch:
+        body, content_type, encoding = encode_batch(batch, fmt=self.node.config.batch_format)
+        limit = self.held.lease.max_body_bytes
         if limit is not None and len(body) > limit:
             # The coordinator would answer 413 and close before reading it: a send that fails
             # the same way every time. The range fails here instead of being retried for ever.
             raise Refused(413, "batch_too_large", f"batch of {len(body)} bytes is over the coordinator's"
                                                   f" {limit} byte limit")
-        answer = node.coordinator.post_batch(held.lease.range_id, body, content_type, encoding,
-                                             on_retry=node.retry_hook(held.lease.range_id))
+        return EncodedBatch(body, content_type, encoding, batch["group"], batch["first"], batch["last"],
+                            batch["stats"]["lines"], sum(b - a + 1 for a, b in batch["missing"]))
+
+    def submit(self, batch: dict | EncodedBatch) -> None:
+        held, node = self.held, self.node
+        encoded = batch if isinstance(batch, EncodedBatch) else self.prepare(batch)
+        del batch
+        answer = node.coordinator.post_batch(held.lease.range_id, encoded.body, encoded.content_type,
+                                             encoded.encoding, on_retry=node.retry_hook(held.lease.range_id))
         held.last_contact = time.monotonic()
         held.batches += 1
-        held.next_id = batch["last"] + 1
+        held.next_id = encoded.last + 1
         if node.spool is not None:
-            node.spool.discard(batch["group"], batch["first"], batch["last"])
-        node.event("batch", range=held.lease.range_id, first=batch["first"], last=batch["last"],
-                   lines=batch["stats"]["lines"], missing=sum(b - a + 1 for a, b in batch["missing"]),
-                   bytes=len(body), status=answer.get("status"), lines_per_second=round(held.lines_per_second))
+            node.spool.discard(encoded.group, encoded.first, encoded.last)
+        node.event("batch", range=held.lease.range_id, first=encoded.first, last=encoded.last, lines=encoded.lines,
+                   missing=encoded.missing, bytes=len(encoded.body), status=answer.get("status"),
+                   lines_per_second=round(held.lines_per_second))
 
 
 class _TrackedSource:

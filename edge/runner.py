@@ -31,7 +31,10 @@ class ChunkSource(Protocol):
 
 class BatchSink(Protocol):
     def submit(self, batch: dict) -> None:
-        """Take one batch; raise to stop the range (the batch was not taken)."""
+        """Take one batch; raise to stop the range (the batch was not taken). With run_range's
+        post_ahead, a sink may also have prepare(batch), called on the range's thread as soon as
+        the batch is built: submit() then gets what prepare returned (raising there stops the
+        range too)."""
 
 
 def chunk_spans(first: int, last: int, chunk_size: int) -> list[tuple[int, int]]:
@@ -137,12 +140,18 @@ def run_range(
             if poster is None:
                 sink.submit(batch)
                 taken(spans, batch["stats"])
-            else:
-                poster.wait(taken)
-                if should_stop():  # asked while the batch before was posted: this one stays unposted
-                    break
-                poster.post(batch, spans)
-            del batch  # freed before the next batch is gathered (a posted one, once taken)
+                del batch  # freed before the next batch is gathered
+                continue
+            stats = batch["stats"]
+            # What waits for the post before is the sink's prepared form (the node's: the encoded
+            # body), not the batch, when the sink prepares one.
+            item = sink.prepare(batch) if hasattr(sink, "prepare") else batch
+            del batch
+            poster.wait(taken)
+            if should_stop():  # asked while the batch before was posted: this one stays unposted
+                break
+            poster.post(item, spans, stats)
+            del item
         if poster is not None:
             poster.wait(taken)
     finally:
@@ -165,9 +174,9 @@ class _Poster:
         self.spans: list[tuple[int, int]] = []
         self.stats: dict = {}
 
-    def post(self, batch: dict, spans: list[tuple[int, int]]) -> None:
-        self.spans, self.stats = spans, batch["stats"]
-        self.pending = self.executor.submit(self.sink.submit, batch)
+    def post(self, item, spans: list[tuple[int, int]], stats: dict) -> None:
+        self.spans, self.stats = spans, stats
+        self.pending = self.executor.submit(self.sink.submit, item)
 
     def finished(self) -> bool:
         return self.pending is not None and self.pending.done()

@@ -211,3 +211,41 @@ def test_posting_ahead_a_refusal_ends_the_range_before_it_waits_for_its_next_tur
         run(sink, post_ahead=True, digest_slot=slot)
     assert sink.asked == [BIG]
     assert len(turns) == 2  # not a third turn after the refusal was known
+
+
+def test_posting_ahead_a_sink_s_prepared_form_waits_for_the_post_not_the_batch():
+    """The node's sink encodes a batch on the range's thread (prepare): only the body waits while
+    the batch before is posted."""
+    range_thread = threading.current_thread()
+
+    class PreparingSink(Sink):
+        def __init__(self):
+            super().__init__()
+            self.prepared_on = []
+
+        def prepare(self, batch):
+            self.prepared_on.append(threading.current_thread())
+            return {"first": batch["first"], "stats": batch["stats"], "prepared": True}
+
+        def submit(self, item):
+            assert item["prepared"] and threading.current_thread() is not range_thread
+            super().submit(item)
+
+    sink = PreparingSink()
+    state = run(sink, post_ahead=True)
+    assert sink.prepared_on == [range_thread] * 4
+    assert sink.taken == [BIG + 100 * i for i in range(4)]
+    assert (state.done, state.lines) == (True, 400)
+
+
+def test_posting_ahead_a_batch_the_sink_cannot_prepare_ends_the_range_and_is_never_posted():
+    class TooLarge(Sink):
+        def prepare(self, batch):
+            if batch["first"] == BIG + 100:
+                raise ValueError("batch too large")
+            return batch
+
+    sink = TooLarge()
+    with pytest.raises(ValueError, match="too large"):
+        run(sink, post_ahead=True)
+    assert sink.asked == [BIG]  # the first posted (and waited for), the second never
