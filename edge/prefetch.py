@@ -3,10 +3,11 @@
 Each connection takes the next missing chunk: ranges by priority (the node's: the order it leased
 them, which its digest turns follow too; by default the order opened), chunks in article order;
 the range loops take their chunks in order. One connection per range (~26k lines/s at a
-provider) would keep the digest waiting; N connections on the same range do not. Memory stays bounded: at most `max_in_flight` chunks are fetched or being fetched and not
-yet taken, plus, beyond that cap, as many chunks as there are connections for the range loop
-that waits for its next one (so a range that opened late is never starved by the look-ahead of
-another: only one range digests at a time, so only one waits so).
+provider) would keep the digest waiting; N connections on the same range do not. Memory stays
+bounded: at most `max_in_flight` chunks are fetched or being fetched and not yet taken, plus,
+beyond that cap, as many chunks as there are connections for the range loop that waits for its
+next one (so a range that opened late is never starved by the look-ahead of another: only one
+range digests at a time, so only one waits so).
 
 A lost connection is reopened with backoff and its chunk fetched again; a connection switches
 group (GROUP) when its next chunk is in another group. With a local spool, chunks found there
@@ -78,7 +79,7 @@ class Prefetcher:
         self._on_event = on_event or (lambda name, **fields: None)
         self._backoff_cap = backoff_cap
         self._cond = threading.Condition()
-        self._ranges: dict[object, _Range] = {}  # in the order opened: the fetch priority
+        self._ranges: dict[object, _Range] = {}  # the open ones (fetched by their priority)
         self._in_flight = 0
         self._opened = 0
         self._layout: OverviewLayout | None = None
