@@ -113,3 +113,127 @@ def test_binary_rows_with_a_null_in_the_first_column():
     assert payload[19:] == (b"\x00\x02" + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x01a"
                             + b"\x00\x02" + b"\x00\x00\x00\x08" + (1).to_bytes(8, "big") + b"\xff\xff\xff\xff"
                             + b"\xff\xff")
+
+
+# -- the compiled packing (app/services/_copyrows.c) against the Python one ------------------------
+
+def test_the_compiled_packing_is_built_and_used():
+    """setup.py builds it on every machine of ours (a C compiler is part of ops/setup's machine);
+    copytext packs with it."""
+    from app.services import copytext
+
+    assert copytext._pack_rows_c is not None
+
+
+_KINDS = ("int8", "int4", "float4", "timestamp", "text", "utf8")
+
+
+def _values(kind: str, draw_from):
+    from hypothesis import strategies as st
+
+    value = {
+        "int8": st.integers(-(2**63), 2**63 - 1),
+        "int4": st.integers(-(2**31), 2**31 - 1),
+        "float4": st.floats(width=32, allow_nan=False),
+        "timestamp": st.integers(-(2**63) // 1_000_000 + 946_684_801, (2**63 - 1) // 1_000_000 + 946_684_799),
+        "text": st.text(),
+        "utf8": st.text().map(str.encode),
+    }[kind]
+    return st.one_of(st.none(), value) if draw_from else value
+
+
+def _columns_strategy(nulls: bool):
+    from hypothesis import strategies as st
+
+    @st.composite
+    def columns(draw):
+        kinds = draw(st.lists(st.sampled_from(_KINDS), min_size=1, max_size=7))
+        rows = draw(st.integers(0, 12))
+        return [(kind, draw(st.lists(_values(kind, nulls), min_size=rows, max_size=rows))) for kind in kinds]
+
+    return columns()
+
+
+def test_compiled_and_python_packing_give_the_same_bytes():
+    """Any columns of any kinds, with and without NULLs, 64-bit extremes, any text (the surrogate-
+    free str hypothesis draws, as UTF-8 bytes too)."""
+    from hypothesis import given, settings
+
+    from app.services.copytext import _pack_rows_c, _pack_rows_python
+
+    def kinds_values(columns):
+        return [kind for kind, _ in columns], [values for _, values in columns]
+
+    @settings(max_examples=400, deadline=None)
+    @given(_columns_strategy(nulls=True))
+    def with_nulls(columns):
+        assert _pack_rows_c(*kinds_values(columns), True) == _pack_rows_python(columns, scan=True)
+
+    @settings(max_examples=400, deadline=None)
+    @given(_columns_strategy(nulls=False))
+    def without_nulls(columns):
+        packed = _pack_rows_python(columns, scan=False)
+        assert _pack_rows_c(*kinds_values(columns), False) == packed
+        assert _pack_rows_c(*kinds_values(columns), True) == packed
+
+    with_nulls()
+    without_nulls()
+
+
+def test_compiled_packing_refuses_what_the_python_packing_refuses():
+    """The same refusals, of the classes the store turns into a malformed batch (struct.error,
+    TypeError), for each kind of wrong value, and the caller's mistakes as ValueError."""
+    import struct
+
+    import pytest
+
+    from app.services.copytext import _pack_rows_c, _pack_rows_python
+
+    class Index:  # an integer that is not an int, as struct takes it
+        def __index__(self):
+            return 7
+
+    assert _pack_rows_c(["int8", "int4"], [[Index()], [Index()]], False) == _pack_rows_python(
+        [("int8", [7]), ("int4", [7])], scan=False)
+    assert _pack_rows_c(["float4", "int8"], [[3], [True]], False) == _pack_rows_python(
+        [("float4", [3]), ("int8", [True])], scan=False)
+    wrong = [
+        ("int8", 2**63), ("int8", -(2**63) - 1), ("int8", "1"), ("int8", 1.5), ("int4", 2**31), ("int4", -(2**31) - 1),
+        ("timestamp", 2**62), ("timestamp", -(2**62)), ("timestamp", 2**64), ("float4", "x"), ("float4", None),
+        ("int8", None), ("int4", None), ("timestamp", None), ("text", None), ("utf8", None),
+        ("text", b"bytes"), ("text", 5), ("utf8", "str"), ("utf8", [1]), ("utf8", 5),
+    ]
+    for kind, value in wrong:
+        with pytest.raises((struct.error, TypeError)):
+            _pack_rows_python([(kind, [value])], scan=False)
+        with pytest.raises((struct.error, TypeError)):
+            _pack_rows_c([kind], [[value]], False)
+    for kind, value in wrong[:10]:  # with NULLs allowed, the same numbers are still refused
+        with pytest.raises((struct.error, TypeError)):
+            _pack_rows_c([kind], [[None, value]], True)
+    with pytest.raises(UnicodeEncodeError):
+        _pack_rows_c(["text"], [["\udc80"]], False)
+    with pytest.raises(ValueError):
+        _pack_rows_c(["epoch"], [[1]], False)
+    with pytest.raises(ValueError):
+        _pack_rows_c(["int8", "int8"], [[1, 2], [1]], False)
+    with pytest.raises(ValueError):
+        _pack_rows_c([], [], False)
+
+
+def test_compiled_packing_bounds_a_column_changed_while_packing():
+    """A value's __index__ is Python code, which could change a column between the two passes:
+    the packing then fails, never writes past what it sized."""
+    import pytest
+
+    from app.services.copytext import _pack_rows_c
+
+    texts = ["a"] * 3
+
+    class Grows:
+        def __index__(self):
+            texts[2] = "a much longer text than was sized"
+            return 1
+
+    with pytest.raises(RuntimeError):
+        _pack_rows_c(["int8", "text"], [[Grows(), 1, 2], texts], False)

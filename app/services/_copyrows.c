@@ -1,0 +1,308 @@
+/* Binary COPY rows at C speed: app.services.copytext's _pack_rows, without a Python object a
+ * value (struct calls, per-row tuples and the join that interleaves the columns).
+ *
+ * pack_rows(kinds, columns, scan) -> bytes
+ *   kinds:   a sequence of kind names, one a column: "int8", "int4", "float4", "timestamp"
+ *            (unix seconds, for a timestamptz column), "text" (str, sent as UTF-8) or "utf8"
+ *            (text given as UTF-8 bytes, which the caller checked);
+ *   columns: a sequence of equally long sequences, one a kind;
+ *   scan:    None is NULL when true; when false a None is refused like a value of the wrong type.
+ *
+ * The rows, no header or trailer: per row an int16 field count, then per field an int32 length
+ * (-1: NULL) and the value, big-endian (timestamptz as int8 microseconds since 2000-01-01 UTC).
+ * The same bytes as the Python packing, and the same refusals: struct.error for a number of the
+ * wrong type or past its column's width, TypeError for text that is not str (or bytes, for
+ * utf8), ValueError for an unknown kind or columns of different lengths.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum kind { K_INT8, K_INT4, K_FLOAT4, K_TIMESTAMP, K_TEXT, K_UTF8 };
+
+static PyObject *struct_error; /* struct.error */
+
+#define PG_EPOCH 946684800LL /* 2000-01-01 in unix seconds */
+
+static int kind_of(PyObject *name, enum kind *out)
+{
+    static const struct { const char *name; enum kind kind; } names[] = {
+        {"int8", K_INT8}, {"int4", K_INT4}, {"float4", K_FLOAT4},
+        {"timestamp", K_TIMESTAMP}, {"text", K_TEXT}, {"utf8", K_UTF8},
+    };
+    const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (text != NULL) {
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            if (strcmp(text, names[i].name) == 0) {
+                *out = names[i].kind;
+                return 0;
+            }
+        }
+    }
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "no binary COPY kind %R", name);
+    return -1;
+}
+
+/* An integer as struct packs one: an int, or anything with __index__; else struct.error. */
+static int as_int64(PyObject *value, long long *out)
+{
+    int overflow = 0;
+    if (PyLong_Check(value)) {
+        *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    } else if (PyIndex_Check(value)) {
+        PyObject *index = PyNumber_Index(value);
+        if (index == NULL)
+            return -1;
+        *out = PyLong_AsLongLongAndOverflow(index, &overflow);
+        Py_DECREF(index);
+    } else {
+        PyErr_SetString(struct_error, "required argument is not an integer");
+        return -1;
+    }
+    if (*out == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow) {
+        PyErr_SetString(struct_error, "argument out of range");
+        return -1;
+    }
+    return 0;
+}
+
+static inline void put32(char *p, uint32_t v)
+{
+    p[0] = (char)(v >> 24); p[1] = (char)(v >> 16); p[2] = (char)(v >> 8); p[3] = (char)v;
+}
+
+static inline void put64(char *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+/* The bytes a value takes in a row (its length word included), checking it; text is left where
+ * *text, *size say (valid while the value lives). -1 on error. */
+static Py_ssize_t field_size(enum kind kind, PyObject *value, int scan, const char **text, Py_ssize_t *size)
+{
+    if (value == Py_None) {
+        if (scan)
+            return 4;
+        if (kind == K_TEXT || kind == K_UTF8)
+            PyErr_SetString(PyExc_TypeError, "a NULL where the column may hold none");
+        else
+            PyErr_SetString(struct_error, "required argument is not an integer");
+        return -1;
+    }
+    switch (kind) {
+    case K_INT8:
+    case K_INT4:
+    case K_TIMESTAMP:
+    case K_FLOAT4:
+        return kind == K_INT8 || kind == K_TIMESTAMP ? 12 : 8;
+    case K_TEXT:
+        if (!PyUnicode_Check(value)) {
+            PyErr_Format(PyExc_TypeError, "text must be str, not %.100s", Py_TYPE(value)->tp_name);
+            return -1;
+        }
+        *text = PyUnicode_AsUTF8AndSize(value, size);
+        if (*text == NULL)
+            return -1;
+        break;
+    case K_UTF8:
+        if (!PyBytes_Check(value)) {
+            PyErr_Format(PyExc_TypeError, "utf8 text must be bytes, not %.100s", Py_TYPE(value)->tp_name);
+            return -1;
+        }
+        *text = PyBytes_AS_STRING(value);
+        *size = PyBytes_GET_SIZE(value);
+        break;
+    }
+    if (*size > INT32_MAX) {
+        PyErr_SetString(struct_error, "a text value past 2 GiB");
+        return -1;
+    }
+    return 4 + *size;
+}
+
+/* Writes a value (not None) of a fixed kind at p; checks its range. 0, or -1 on error. */
+static int put_fixed(enum kind kind, PyObject *value, char *p)
+{
+    long long n;
+    switch (kind) {
+    case K_INT8:
+        if (as_int64(value, &n) < 0)
+            return -1;
+        put32(p, 8);
+        put64(p + 4, (uint64_t)n);
+        return 0;
+    case K_INT4:
+        if (as_int64(value, &n) < 0)
+            return -1;
+        if (n < INT32_MIN || n > INT32_MAX) {
+            PyErr_SetString(struct_error, "'i' format requires -2147483648 <= number <= 2147483647");
+            return -1;
+        }
+        put32(p, 4);
+        put32(p + 4, (uint32_t)(int32_t)n);
+        return 0;
+    case K_TIMESTAMP: {
+        long long micros;
+        if (as_int64(value, &n) < 0)
+            return -1;
+        if (__builtin_sub_overflow(n, PG_EPOCH, &n) || __builtin_mul_overflow(n, 1000000LL, &micros)) {
+            PyErr_SetString(struct_error, "argument out of range");
+            return -1;
+        }
+        put32(p, 8);
+        put64(p + 4, (uint64_t)micros);
+        return 0;
+    }
+    case K_FLOAT4: {
+        double x = PyFloat_Check(value) ? PyFloat_AS_DOUBLE(value) : PyFloat_AsDouble(value);
+        if (x == -1.0 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_SetString(struct_error, "required argument is not a float");
+            }
+            return -1;
+        }
+        put32(p, 4);
+        return PyFloat_Pack4(x, p + 4, 0); /* big-endian; OverflowError past a float's range */
+    }
+    default:
+        return -1;
+    }
+}
+
+static PyObject *pack_rows(PyObject *module, PyObject *args)
+{
+    PyObject *kinds_arg, *columns_arg, *result = NULL;
+    PyObject *kinds_seq = NULL, *columns_seq = NULL;
+    PyObject **fast = NULL; /* each column as a list or tuple (PySequence_Fast) */
+    enum kind *kinds = NULL;
+    int scan;
+    Py_ssize_t ncols = 0, nrows = 0, c, r;
+
+    if (!PyArg_ParseTuple(args, "OOp:pack_rows", &kinds_arg, &columns_arg, &scan))
+        return NULL;
+    kinds_seq = PySequence_Fast(kinds_arg, "kinds must be a sequence");
+    columns_seq = kinds_seq ? PySequence_Fast(columns_arg, "columns must be a sequence") : NULL;
+    if (columns_seq == NULL)
+        goto done;
+    ncols = PySequence_Fast_GET_SIZE(columns_seq);
+    if (ncols != PySequence_Fast_GET_SIZE(kinds_seq) || ncols == 0 || ncols > INT16_MAX) {
+        PyErr_SetString(PyExc_ValueError, "one kind a column, and 1 to 32767 columns");
+        goto done;
+    }
+    fast = PyMem_Calloc((size_t)ncols, sizeof *fast);
+    kinds = PyMem_Calloc((size_t)ncols, sizeof *kinds);
+    if (fast == NULL || kinds == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (c = 0; c < ncols; c++) {
+        if (kind_of(PySequence_Fast_GET_ITEM(kinds_seq, c), &kinds[c]) < 0)
+            goto done;
+        fast[c] = PySequence_Fast(PySequence_Fast_GET_ITEM(columns_seq, c), "a column must be a sequence");
+        if (fast[c] == NULL)
+            goto done;
+        if (c == 0)
+            nrows = PySequence_Fast_GET_SIZE(fast[0]);
+        else if (PySequence_Fast_GET_SIZE(fast[c]) != nrows) {
+            PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+            goto done;
+        }
+    }
+
+    /* First pass: the payload's size. Only text, and NULLs where they may be, change a row's
+     * size: the other columns' values are checked as they are written. */
+    Py_ssize_t total = 0;
+    for (c = 0; c < ncols; c++) {
+        PyObject **items = PySequence_Fast_ITEMS(fast[c]);
+        int fixed = kinds[c] != K_TEXT && kinds[c] != K_UTF8;
+        if (fixed && !scan) {
+            total += nrows * (kinds[c] == K_INT8 || kinds[c] == K_TIMESTAMP ? 12 : 8);
+            continue;
+        }
+        for (r = 0; r < nrows; r++) {
+            const char *text;
+            Py_ssize_t size, bytes = field_size(kinds[c], items[r], scan, &text, &size);
+            if (bytes < 0)
+                goto done;
+            total += bytes;
+        }
+    }
+    total += 2 * nrows;
+    result = PyBytes_FromStringAndSize(NULL, total);
+    if (result == NULL)
+        goto done;
+
+    /* Second pass: the rows. A value's __index__ or __float__ (Python code) could have changed a
+     * column since the first: every write is bounded by the size that pass found. */
+    char *p = PyBytes_AS_STRING(result), *end = p + total;
+    for (r = 0; r < nrows; r++) {
+        p[0] = (char)(ncols >> 8);
+        p[1] = (char)ncols;
+        p += 2;
+        for (c = 0; c < ncols; c++) {
+            if (PySequence_Fast_GET_SIZE(fast[c]) != nrows)
+                goto changed;
+            PyObject *value = PySequence_Fast_ITEMS(fast[c])[r];
+            const char *text = NULL;
+            Py_ssize_t size = 0, bytes = field_size(kinds[c], value, scan, &text, &size);
+            if (bytes < 0)
+                goto fail;
+            if (bytes > end - p - (nrows - r - 1) * 2)
+                goto changed;
+            if (value == Py_None) {
+                put32(p, 0xFFFFFFFFu);
+            } else if (text != NULL) {
+                put32(p, (uint32_t)size);
+                memcpy(p + 4, text, (size_t)size);
+            } else if (put_fixed(kinds[c], value, p) < 0) {
+                goto fail;
+            }
+            p += bytes;
+        }
+    }
+    if (p != end)
+        goto changed;
+    goto done;
+changed:
+    PyErr_SetString(PyExc_RuntimeError, "a column changed while it was packed");
+fail:
+    Py_CLEAR(result);
+done:
+    if (fast != NULL)
+        for (c = 0; c < ncols; c++)
+            Py_XDECREF(fast[c]);
+    PyMem_Free(fast);
+    PyMem_Free(kinds);
+    Py_XDECREF(kinds_seq);
+    Py_XDECREF(columns_seq);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"pack_rows", pack_rows, METH_VARARGS,
+     "pack_rows(kinds, columns, scan) -> bytes: equal-length columns as binary COPY rows."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_copyrows", "Binary COPY rows at C speed (see copytext.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__copyrows(void)
+{
+    PyObject *structmod = PyImport_ImportModule("struct");
+    if (structmod == NULL)
+        return NULL;
+    struct_error = PyObject_GetAttrString(structmod, "error");
+    Py_DECREF(structmod);
+    if (struct_error == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}
