@@ -1,8 +1,15 @@
-"""The one compiled part of the data center: binary COPY rows at C speed (app/services/_copyrows.c).
+"""The compiled parts of the data center, each with its Python twin beside it (the same results,
+slower), everything else being declared in pyproject.toml:
 
-Everything else is declared in pyproject.toml. Optional: where no C compiler is at hand the
-install goes on, and app.services.copytext packs rows in Python (the same bytes, slower)."""
+- app/services/_copyrows.c: binary COPY rows (app.services.copytext);
+- app/services/_msgcolumns.c: a batch's msgpack columns read and checked (app.services.batches).
+
+Optional: where no C compiler is at hand the install goes on and the Python twins serve."""
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("app.services._copyrows", ["app/services/_copyrows.c"], optional=True,
-                             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"])])
+FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+
+setup(ext_modules=[
+    Extension(f"app.services.{name}", [f"app/services/{name}.c"], optional=True, extra_compile_args=FLAGS)
+    for name in ("_copyrows", "_msgcolumns")
+])

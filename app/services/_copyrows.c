@@ -5,7 +5,8 @@
  *   kinds:   a sequence of kind names, one a column: "int8", "int4", "float4", "timestamp"
  *            (unix seconds, for a timestamptz column), "text" (str, sent as UTF-8) or "utf8"
  *            (text given as UTF-8 bytes, which the caller checked);
- *   columns: a sequence of equally long sequences, one a kind;
+ *   columns: a sequence of equally long sequences, one a kind (an integer column may be an
+ *            array.array of 'q' or 'i' instead: read as C integers, no int object a value);
  *   scan:    None is NULL when true; when false a None is refused like a value of the wrong type.
  *
  * The rows, no header or trailer: per row an int16 field count, then per field an int32 length
@@ -175,12 +176,74 @@ static int put_fixed(enum kind kind, PyObject *value, char *p)
     }
 }
 
+/* A column: a list or tuple of values (PySequence_Fast), or for an integer kind an array of
+ * signed 64- or 32-bit integers (array.array 'q' or 'i', read through the buffer protocol: no
+ * int object a value). */
+struct column {
+    enum kind kind;
+    PyObject *fast;
+    Py_buffer view;
+    int itemsize; /* of view; 0: fast */
+};
+
+static int open_column(struct column *col, PyObject *kind, PyObject *values, Py_ssize_t *rows)
+{
+    if (kind_of(kind, &col->kind) < 0)
+        return -1;
+    if ((col->kind == K_INT8 || col->kind == K_INT4) && PyObject_CheckBuffer(values) && !PyBytes_Check(values)
+            && !PyByteArray_Check(values)) {
+        if (PyObject_GetBuffer(values, &col->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+            return -1;
+        const char *format = col->view.format ? col->view.format : "B";
+        if (format[0] == '@' || format[0] == '=')
+            format++;
+        if (format[1] != '\0' || !((col->view.itemsize == 8 && strchr("qln", format[0]) != NULL)
+                                   || (col->view.itemsize == 4 && format[0] == 'i'))) {
+            PyBuffer_Release(&col->view);
+            PyErr_SetString(PyExc_TypeError, "an integer column given as an array must be of 'q' or 'i'");
+            return -1;
+        }
+        col->itemsize = (int)col->view.itemsize;
+        *rows = col->view.len / col->itemsize;
+        return 0;
+    }
+    col->fast = PySequence_Fast(values, "a column must be a sequence");
+    if (col->fast == NULL)
+        return -1;
+    *rows = PySequence_Fast_GET_SIZE(col->fast);
+    return 0;
+}
+
+static void close_column(struct column *col)
+{
+    if (col->itemsize)
+        PyBuffer_Release(&col->view);
+    Py_XDECREF(col->fast);
+}
+
+/* Writes row r of an array column at p (its kind int8 or int4). */
+static int put_from_array(const struct column *col, Py_ssize_t r, char *p)
+{
+    long long n = col->itemsize == 8 ? ((const int64_t *)col->view.buf)[r] : ((const int32_t *)col->view.buf)[r];
+    if (col->kind == K_INT8) {
+        put32(p, 8);
+        put64(p + 4, (uint64_t)n);
+        return 12;
+    }
+    if (n < INT32_MIN || n > INT32_MAX) {
+        PyErr_SetString(struct_error, "'i' format requires -2147483648 <= number <= 2147483647");
+        return -1;
+    }
+    put32(p, 4);
+    put32(p + 4, (uint32_t)(int32_t)n);
+    return 8;
+}
+
 static PyObject *pack_rows(PyObject *module, PyObject *args)
 {
     PyObject *kinds_arg, *columns_arg, *result = NULL;
     PyObject *kinds_seq = NULL, *columns_seq = NULL;
-    PyObject **fast = NULL; /* each column as a list or tuple (PySequence_Fast) */
-    enum kind *kinds = NULL;
+    struct column *cols = NULL;
     int scan;
     Py_ssize_t ncols = 0, nrows = 0, c, r;
 
@@ -195,21 +258,22 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "one kind a column, and 1 to 32767 columns");
         goto done;
     }
-    fast = PyMem_Calloc((size_t)ncols, sizeof *fast);
-    kinds = PyMem_Calloc((size_t)ncols, sizeof *kinds);
-    if (fast == NULL || kinds == NULL) {
+    cols = PyMem_Calloc((size_t)ncols, sizeof *cols);
+    if (cols == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     for (c = 0; c < ncols; c++) {
-        if (kind_of(PySequence_Fast_GET_ITEM(kinds_seq, c), &kinds[c]) < 0)
+        Py_ssize_t rows;
+        if (open_column(&cols[c], PySequence_Fast_GET_ITEM(kinds_seq, c), PySequence_Fast_GET_ITEM(columns_seq, c),
+                        &rows) < 0) {
+            ncols = c; /* the columns opened so far are closed below */
             goto done;
-        fast[c] = PySequence_Fast(PySequence_Fast_GET_ITEM(columns_seq, c), "a column must be a sequence");
-        if (fast[c] == NULL)
-            goto done;
+        }
         if (c == 0)
-            nrows = PySequence_Fast_GET_SIZE(fast[0]);
-        else if (PySequence_Fast_GET_SIZE(fast[c]) != nrows) {
+            nrows = rows;
+        else if (rows != nrows) {
+            ncols = c + 1;
             PyErr_SetString(PyExc_ValueError, "columns of different lengths");
             goto done;
         }
@@ -219,15 +283,16 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
      * size: the other columns' values are checked as they are written. */
     Py_ssize_t total = 0;
     for (c = 0; c < ncols; c++) {
-        PyObject **items = PySequence_Fast_ITEMS(fast[c]);
-        int fixed = kinds[c] != K_TEXT && kinds[c] != K_UTF8;
-        if (fixed && !scan) {
-            total += nrows * (kinds[c] == K_INT8 || kinds[c] == K_TIMESTAMP ? 12 : 8);
+        enum kind kind = cols[c].kind;
+        int fixed = kind != K_TEXT && kind != K_UTF8;
+        if (fixed && (!scan || cols[c].itemsize)) {
+            total += nrows * (kind == K_INT8 || kind == K_TIMESTAMP ? 12 : 8);
             continue;
         }
+        PyObject **items = PySequence_Fast_ITEMS(cols[c].fast);
         for (r = 0; r < nrows; r++) {
             const char *text;
-            Py_ssize_t size, bytes = field_size(kinds[c], items[r], scan, &text, &size);
+            Py_ssize_t size, bytes = field_size(kind, items[r], scan, &text, &size);
             if (bytes < 0)
                 goto done;
             total += bytes;
@@ -246,11 +311,19 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
         p[1] = (char)ncols;
         p += 2;
         for (c = 0; c < ncols; c++) {
-            if (PySequence_Fast_GET_SIZE(fast[c]) != nrows)
+            const struct column *col = &cols[c];
+            if (col->itemsize) { /* fixed widths, sized exactly by the first pass */
+                int bytes = put_from_array(col, r, p);
+                if (bytes < 0)
+                    goto fail;
+                p += bytes;
+                continue;
+            }
+            if (PySequence_Fast_GET_SIZE(col->fast) != nrows)
                 goto changed;
-            PyObject *value = PySequence_Fast_ITEMS(fast[c])[r];
+            PyObject *value = PySequence_Fast_ITEMS(col->fast)[r];
             const char *text = NULL;
-            Py_ssize_t size = 0, bytes = field_size(kinds[c], value, scan, &text, &size);
+            Py_ssize_t size = 0, bytes = field_size(col->kind, value, scan, &text, &size);
             if (bytes < 0)
                 goto fail;
             if (bytes > end - p - (nrows - r - 1) * 2)
@@ -260,7 +333,7 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
             } else if (text != NULL) {
                 put32(p, (uint32_t)size);
                 memcpy(p + 4, text, (size_t)size);
-            } else if (put_fixed(kinds[c], value, p) < 0) {
+            } else if (put_fixed(col->kind, value, p) < 0) {
                 goto fail;
             }
             p += bytes;
@@ -274,11 +347,10 @@ changed:
 fail:
     Py_CLEAR(result);
 done:
-    if (fast != NULL)
+    if (cols != NULL)
         for (c = 0; c < ncols; c++)
-            Py_XDECREF(fast[c]);
-    PyMem_Free(fast);
-    PyMem_Free(kinds);
+            close_column(&cols[c]);
+    PyMem_Free(cols);
     Py_XDECREF(kinds_seq);
     Py_XDECREF(columns_seq);
     return result;

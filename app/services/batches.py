@@ -44,6 +44,11 @@ from edge.batch import (GZIP, MAX_DECODED, MSGPACK_TYPES, TABLES, BatchError, Ba
 from edge.deflate import ERRORS as GZIP_ERRORS
 from edge.deflate import gunzipper
 
+try:  # built by setup.py where a C compiler is at hand; else the fragments are read by msgpack
+    from app.services import _msgcolumns
+except ImportError:  # pragma: no cover - an install without the compiled parts
+    _msgcolumns = None
+
 log = logging.getLogger(__name__)
 
 # Columns stored as PostgreSQL integer: the digest's format allows 64 bits everywhere, the
@@ -277,12 +282,15 @@ class StoredBatch:
     soon as the fragments are decoded and the rest is decoded and checked while the server
     stores them.
 
-    The API decoded and checked the body whole before accepting it; the store checks it again,
-    less the fragments' values (nine tenths of the work): their COPY refuses a value of the wrong
-    type or past its column's width as it packs it (struct, bytes.join), and the table's NOT
-    NULL refuses a null. Text stays the UTF-8 bytes the body holds (`raw_text`): the COPY sends
-    bytes, so each column is checked at once (UTF-8, no NUL) instead of decoded value by value
-    and encoded again. Anything else than a msgpack map is decoded and checked whole, at once."""
+    The fragments (nine tenths of a batch's values) are read and checked in C where it is built
+    (_msgcolumns.c: integers as arrays, text as its UTF-8 bytes checked UTF-8 without NUL), for
+    the API and the store alike. Without it the API decodes and checks the body whole before
+    accepting it, and the store checks it again less the fragments' values: their COPY refuses a
+    value of the wrong type or past its column's width as it packs it (struct, bytes.join), and
+    the table's NOT NULL refuses a null. Text stays the UTF-8 bytes the body holds (`raw_text`):
+    the COPY sends bytes, so each column is checked at once (UTF-8, no NUL) instead of decoded
+    value by value and encoded again. Anything else than a msgpack map is decoded and checked
+    whole, at once."""
 
     def __init__(self, body: bytes, content_type: str, content_encoding: str | None, max_decoded: int | None = None):
         """max_decoded: the API's limit (BatchTooLarge past it); the store's is never below it."""
@@ -337,21 +345,28 @@ class StoredBatch:
         return stored
 
     def table(self, name: str) -> dict:
-        """A table of the batch, its structure checked (columns, lengths), not its values."""
+        """A table of the batch, its structure checked (columns, lengths), not its values (the
+        fragments' values too, when read in C: see _read_checked)."""
         if self._batch is not None:
             return self._batch[name]
         if name not in self._tables:
-            # Column by column: between two, the helper thread gets its turn (the look-up's).
             kinds = TABLES[name]
-            table = {column: self._unpack(name, span, raw=kinds.get(column, "").startswith("str"))
-                     for column, span in self._columns[name].items()} if name in self._columns else self._unpack(name)
-            columns = TABLES[name]
-            if not isinstance(table, dict) or set(table) != set(columns) or not all(
-                    type(column) is list for column in table.values()) or len(set(map(len, table.values()))) != 1:
+            in_c = name == "fragments" and _msgcolumns is not None and name in self._columns
+            # Column by column: between two, the helper thread gets its turn (the look-up's).
+            if in_c:
+                table = {column: self._read_checked(name, column, span, kinds.get(column, ""))
+                         for column, span in self._columns[name].items()}
+            elif name in self._columns:
+                table = {column: self._unpack(name, span, raw=kinds.get(column, "").startswith("str"))
+                         for column, span in self._columns[name].items()}
+            else:
+                table = self._unpack(name)
+            if not isinstance(table, dict) or set(table) != set(kinds) or not all(
+                    type(column) in (list, array) for column in table.values()) or len(set(map(len, table.values()))) != 1:
                 self._whole()  # raises BatchMalformed
-                raise MalformedBatch(f"malformed batch: {name} is not a table of the columns {', '.join(columns)}")
-            if name in self._columns:
-                for column, kind in columns.items():
+                raise MalformedBatch(f"malformed batch: {name} is not a table of the columns {', '.join(kinds)}")
+            if name in self._columns and not in_c:
+                for column, kind in kinds.items():
                     if kind.startswith("str"):
                         self._check_text(name, column, table[column], nullable=kind.endswith("?"))
             self._tables[name] = table
@@ -375,10 +390,13 @@ class StoredBatch:
 
     def check_fragments(self) -> None:
         """The fragments' values checked too, as the API must before it accepts a batch (the
-        store leaves them to its COPY); their message-ids were checked by table()."""
+        store leaves them to its COPY, when they are not read in C); their message-ids were
+        checked by table()."""
         if self._batch is not None:  # decoded and checked whole already
             return
         fragments = self.table("fragments")
+        if _msgcolumns is not None:  # read and checked in C (table())
+            return
         check_table("fragments", {**fragments, "message_id": [""] * len(fragments["message_id"])},
                     TABLES["fragments"])
 
@@ -405,6 +423,20 @@ class StoredBatch:
         if bad:
             self._whole()
             raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
+
+    def _read_checked(self, table: str, column: str, span: tuple[int, int], kind: str):
+        """A column of a table without NULLs, read and its values checked in C (_msgcolumns.c):
+        integers as an array ('i' for the catalog's 32-bit columns), text as its UTF-8 bytes."""
+        start, end = span
+        try:
+            if kind == "int":
+                return _msgcolumns.ints(self._data, start, end, 32 if column in INT32_COLUMNS.get(table, ()) else 64)
+            if kind == "str":
+                return _msgcolumns.texts(self._data, start, end, True)
+        except ValueError as exc:
+            self._whole()  # says what is wrong as the API would
+            raise MalformedBatch(f"malformed batch: {table}.{column} {exc}") from None
+        raise ValueError(f"{table}.{column} is not read in C")
 
     def _unpack(self, key: str, span: tuple[int, int] | None = None, raw: bool = False):
         if span is None and key not in self._spans:

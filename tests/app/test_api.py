@@ -139,7 +139,7 @@ _DEEP_CASES = [("json", *case) for case in _DEEP_BOTH] + [("msgpack", *case) for
 
 
 @pytest.mark.parametrize("fmt, spoil, message", _DEEP_CASES)
-def test_a_wrong_value_deep_in_a_batch_is_refused(client, seeded, clean_db, fmt, spoil, message):
+def test_a_wrong_value_deep_in_a_batch_is_refused(client, seeded, clean_db, store_parts, fmt, spoil, message):
     range_id = seeded["ranges"][0]
     client.post(f"{API}/lease", headers=seeded["a"])
     batch = make_batch(BIG + 1000, BIG + 1499)

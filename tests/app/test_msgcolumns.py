@@ -1,0 +1,137 @@
+"""A batch's msgpack columns read and checked in C (app/services/_msgcolumns.c): the same values
+msgpack reads, and exactly the values the Python checks refuse refused."""
+import struct
+from array import array
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.services import _msgcolumns
+from edge.batch import BatchMalformed, check_table
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+def test_the_compiled_reader_is_built():
+    """setup.py builds it on every machine of ours; StoredBatch reads the fragments with it."""
+    from app.services import batches
+
+    assert batches._msgcolumns is _msgcolumns
+
+
+def whole(data: bytes, *args):
+    return _msgcolumns.ints(data, 0, len(data), *args)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(INT64, max_size=40))
+def test_ints_read_what_msgpack_reads(values):
+    data = msgpack.packb(values)
+    assert whole(data, 64) == array("q", values)
+    assert whole(data, 64).typecode == "q"
+    if all(-(2**31) <= v < 2**31 for v in values):
+        assert whole(data, 32) == array("i", values)
+    else:
+        with pytest.raises(ValueError, match="32 bits"):
+            whole(data, 32)
+
+
+def test_ints_take_every_msgpack_integer_encoding():
+    """Each width, signed or not, whatever the value's own size (a packer may write 1 as int64)."""
+    encodings = [b"\x05", b"\xff", b"\xcc\x05", b"\xcd\x00\x05", b"\xce\x00\x00\x00\x05", b"\xcf" + (5).to_bytes(8, "big"),
+                 b"\xd0\xfb", b"\xd1\xff\xfb", b"\xd2\xff\xff\xff\xfb", b"\xd3" + (-5).to_bytes(8, "big", signed=True),
+                 b"\xcf" + (2**63 - 1).to_bytes(8, "big"), b"\xd3" + (-(2**63)).to_bytes(8, "big", signed=True)]
+    data = b"\xdc" + len(encodings).to_bytes(2, "big") + b"".join(encodings)
+    assert list(whole(data, 64)) == msgpack.unpackb(data) == [5, -1, 5, 5, 5, 5, -5, -5, -5, -5, 2**63 - 1, -(2**63)]
+    big = b"\xdd" + (70000).to_bytes(4, "big") + b"\x01" * 70000  # array32
+    assert whole(big, 64) == array("q", [1] * 70000)
+
+
+@pytest.mark.parametrize("value, message", [
+    (b"\xcf" + (2**63).to_bytes(8, "big"), "outside 64 bits"),  # uint64 past int64
+    (b"\xc0", "integers"), (b"\xc2", "integers"), (b"\xc3", "integers"),  # nil, false, true
+    (b"\xcb" + struct.pack(">d", 1.0), "integers"), (b"\xa1a", "integers"), (b"\x90", "integers"),
+])
+def test_ints_refuse_what_is_not_a_64_bit_integer(value, message):
+    data = b"\x92\x01" + value
+    with pytest.raises(ValueError, match=message):
+        whole(data, 64)
+    with pytest.raises(BatchMalformed):  # as the Python check does
+        check_table("t", {"c": msgpack.unpackb(data)}, {"c": "int"})
+
+
+@pytest.mark.parametrize("data", [
+    b"\x93\x01\x02",  # one value short
+    b"\x92\x01\xcd\x00",  # a value cut short
+    b"\xdd\x7f\xff\xff\xff\x01",  # a length far past the data
+    b"\x01",  # not an array
+    b"\x81\xa1a\x01",  # a map
+    b"\x91\x01\x02",  # more than the array in the span
+    b"",
+])
+def test_ints_refuse_a_malformed_column(data):
+    with pytest.raises(ValueError):
+        whole(data, 64)
+
+
+def test_a_column_is_read_from_its_span_only():
+    data = msgpack.packb({"a": [1, 2], "b": ["x"]})
+    unpacker = msgpack.Unpacker()
+    unpacker.feed(data)
+    unpacker.read_map_header()
+    unpacker.unpack()
+    start = unpacker.tell()
+    unpacker.skip()
+    end = unpacker.tell()
+    assert _msgcolumns.ints(data, start, end, 64) == array("q", [1, 2])
+    assert _msgcolumns.ints(memoryview(data), start, end, 64) == array("q", [1, 2])
+    for bad in ((start, end + 1), (start, len(data) + 1), (-1, end), (end, start)):
+        with pytest.raises(ValueError):
+            _msgcolumns.ints(data, *bad, 64)
+    with pytest.raises(ValueError):
+        _msgcolumns.ints(data, start, end, 16)
+
+
+def python_takes(text: bytes) -> bool:
+    """What StoredBatch's Python check takes as text: UTF-8 (strict) without NUL."""
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return b"\0" not in text
+
+
+UTF8_EDGES = [b"", b"a", b"\0", b"a\0", b"abcdefgh\0", b"\xc2\x80", b"\xc1\xbf", b"\xe0\xa0\x80", b"\xe0\x9f\xbf",
+              b"\xed\x9f\xbf", b"\xed\xa0\x80", b"\xef\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf0\x8f\xbf\xbf",
+              b"\xf4\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xc3", b"\xe2\x82", b"\x80",
+              b"\xc3\x28", "é ü \u2603 \U0001f600".encode(), b"12345678\xc3\xa9", b"\xff" * 9]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=24), st.text(max_size=12).map(str.encode), st.sampled_from(UTF8_EDGES)),
+                max_size=8), st.booleans())
+def test_texts_take_exactly_what_the_python_check_takes(values, as_bin):
+    data = msgpack.packb(values, use_bin_type=as_bin)  # str (as the edge writes) or bin
+    if all(map(python_takes, values)):
+        assert _msgcolumns.texts(data, 0, len(data), True) == values
+        assert _msgcolumns.texts(data, 0, len(data), False) == len(values)
+    else:
+        with pytest.raises(ValueError, match="UTF-8 strings without NUL"):
+            _msgcolumns.texts(data, 0, len(data), True)
+
+
+def test_texts_take_every_msgpack_string_encoding_and_nothing_else():
+    long = "x" * 70000
+    values = ["", "a" * 31, "b" * 32, "c" * 300, long]
+    data = msgpack.packb(values)  # fixstr, str8, str16, str32
+    assert _msgcolumns.texts(data, 0, len(data), True) == [v.encode() for v in values]
+    data = msgpack.packb([v.encode() for v in values], use_bin_type=True)  # bin8, bin16, bin32
+    assert _msgcolumns.texts(data, 0, len(data), True) == [v.encode() for v in values]
+    for wrong in ([None], [1], [["a"]], [True]):
+        data = msgpack.packb(["a", *wrong])
+        with pytest.raises(ValueError, match="strings"):
+            _msgcolumns.texts(data, 0, len(data), True)
+    with pytest.raises(ValueError):
+        _msgcolumns.texts(b"\x91\xa5abc", 0, 5, True)  # a string cut short
