@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import struct
 import sys
 import time
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import compress, islice, repeat
@@ -64,8 +62,8 @@ assert array("i").itemsize == 4  # check_batch's 32-bit test
 # Dates the catalog's timestamptz columns hold (unix seconds: 4713 BC to 294276 AD, a margin kept).
 DATE_COLUMNS = (("files", "date"), ("release_chunks", "first_date"), ("release_chunks", "last_date"))
 DATES = (-210_000_000_000, 9_000_000_000_000)
-# The store's helper thread gets the GIL this often (seconds; Python's default: 0.005). Process-
-# wide: the workers are prefork, one store at a time in a process.
+# The COPYs' writer threads get the GIL this often during a store (seconds; Python's default:
+# 0.005). Process-wide: the workers are prefork, one store at a time in a process.
 STORE_SWITCH_INTERVAL = 0.0005
 # How long making a group's partitions waits for its locks (see _store_batch).
 PARTITIONS_LOCK_TIMEOUT = "5s"
@@ -204,7 +202,7 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
     The cyclic garbage collector is paused meanwhile: the store makes some hundred thousand
     short-lived tuples and lists (none in a cycle), each few hundred of which would start a
     collection that walks the whole heap of the worker now and then. And the threads that talk to
-    the server while this one packs rows (the look-up's, the COPYs' writers) get the GIL sooner
+    the server while this one packs rows (the COPYs' writers) get the GIL sooner
     than every 5 ms: each has short steps to take that would otherwise wait out a full switch
     interval."""
     paused = gc.isenabled()
@@ -352,7 +350,7 @@ class StoredBatch:
         if name not in self._tables:
             kinds = TABLES[name]
             in_c = name == "fragments" and _msgcolumns is not None and name in self._columns
-            # Column by column: between two, the helper thread gets its turn (the look-up's).
+            # Column by column: between two, the COPY writers' threads get their turn.
             if in_c:
                 table = {column: self._read_checked(name, column, span, kinds.get(column, ""))
                          for column, span in self._columns[name].items()}
@@ -512,18 +510,6 @@ FILE_COLUMNS = "key, release_key, posted_at, file_index, file_count, parts, name
 RELEASE_CHUNK_COLUMNS = "release_key, batch_from, range_id, bytes, first_post, last_post, files, fragments"
 RELEASE_COLUMNS = ("key, name, poster, file_count, group_id, files_seen, parts_expected, parts_seen, bytes,"
                    " completion, first_post, last_post, gathered_at")
-
-_background_pool: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _background(fn, *args) -> Future:
-    """Run fn(*args) on this process's helper thread (made after any fork): a database call there
-    waits on the server while this thread builds the next payload."""
-    global _background_pool
-    if _background_pool is None or _background_pool[0] != os.getpid():
-        _background_pool = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="store"))
-    return _background_pool[1].submit(fn, *args)
-
 
 class _PendingCopy:
     """A COPY of rows the caller believes new straight into `target`, under a savepoint, sent in
@@ -849,10 +835,10 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
 
     The fragments (nine tenths of the rows) go in on a second connection of their own,
     `fragments_connection`, in a transaction of its own, so that two server processes work at
-    once: that one looks up the known keys, then stores the fragments, while the session's
-    stores the files, release chunks and releases and updates the known releases. The caller
-    commits the fragments' transaction last, when everything else of the batch is written, just
-    before the session's (see _store_batch); should the session's commit fail after it, the batch
+    once: their COPY starts as soon as they are read, the longest part of the store, while the
+    session's looks up the known keys, stores the files, release chunks and releases and updates
+    the known releases. The caller commits the fragments' transaction last, when everything else
+    of the batch is written, just before the session's (see _store_batch); should the session's commit fail after it, the batch
     is still 'accepted' and its retry finds its fragments there (their COPY falls back to ON
     CONFLICT DO NOTHING): nothing is stored twice, and nothing is counted from the fragments. A
     reader may see a batch's fragments a moment before their files and releases, never a
@@ -866,22 +852,17 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
         # of ms and saves less. For both transactions, to their end.
         cur.execute(NO_JIT)
         fragment_cur.execute(NO_JIT)
-        files, releases = stored.table("files"), stored.table("releases")
-        file_keys, file_releases, release_keys = files["key"], files["release"], releases["key"]
-        _check_keys(stored, file_keys, file_releases, release_keys)
-        # On the fragments' connection, before their COPY: the session's is then free for the
-        # files as soon as they are built.
-        known = _background(_known_keys, fragment_cur, group_id, file_keys, file_releases, release_keys)
-        try:
-            fragment_table = stored.table("fragments")
-        except BaseException:
-            _settle(known)  # the cursor is this thread's again before the error goes up
-            raise
-        known_files, known_releases = known.result()
+        # The fragments first: their COPY is the longest part of a batch's store, and the server
+        # stores them while the rest of the batch is read, looked up and stored on the session's.
+        fragment_table = stored.table("fragments")
         fragments = _PendingCopy(fragment_cur, "fragments", partition_name("fragments", group_id),
                                  FRAGMENT_COLUMNS, _packed(stored, "fragments", fragment_slices(fragment_table)),
                                  "article", binary=True, rows=len(fragment_table["article"]))
         try:
+            files, releases = stored.table("files"), stored.table("releases")
+            file_keys, file_releases, release_keys = files["key"], files["release"], releases["key"]
+            _check_keys(stored, file_keys, file_releases, release_keys)
+            known_files, known_releases = _known_keys(cur, group_id, file_keys, file_releases, release_keys)
             # While the server stores the fragments: the other tables' rows.
             others = _OtherRows(files, releases, stored.table("release_chunks"), known_files, known_releases,
                                 group_id, range_id, stored.field("first"), stored.raw_text)
@@ -905,14 +886,6 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
             raise
         fragments.finish()
     return batch
-
-
-def _settle(future: Future) -> None:
-    """Wait for background work when failing anyway (its error, if any, is not the one that counts)."""
-    try:
-        future.result()
-    except BaseException as exc:
-        log.warning("background store step ended with %s", exc)
 
 
 def _engine_of(session: Session) -> Engine:
