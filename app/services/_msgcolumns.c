@@ -10,6 +10,10 @@
  *
  * Anything else raises ValueError saying what is wrong (the caller then says it as the whole
  * batch's check would).
+ *
+ * And two checks over such arrays, without an int object a value:
+ * bounds(values) -> (min, max), or None when empty
+ * among(values, keys) -> whether every value is one of keys (arrays of 'q')
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -311,7 +315,107 @@ fail:
     return NULL;
 }
 
+/* An array of 'q' or 'i' (the buffer protocol) as int64 values; 0, or -1 with TypeError. */
+static int int_view(PyObject *values, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(values, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    const char *format = view->format ? view->format : "B";
+    if ((format[0] != 'q' && format[0] != 'i') || format[1] != '\0'
+            || view->itemsize != (format[0] == 'q' ? 8 : 4)) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_TypeError, "an array of 'q' or 'i' is needed");
+        return -1;
+    }
+    return 0;
+}
+
+static inline long long item(const Py_buffer *view, Py_ssize_t i)
+{
+    return view->itemsize == 8 ? ((const int64_t *)view->buf)[i] : ((const int32_t *)view->buf)[i];
+}
+
+static PyObject *bounds(PyObject *module, PyObject *values)
+{
+    Py_buffer view;
+    if (int_view(values, &view) < 0)
+        return NULL;
+    Py_ssize_t n = view.len / view.itemsize;
+    if (n == 0) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    long long lo = item(&view, 0), hi = lo;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        long long v = item(&view, i);
+        if (v < lo)
+            lo = v;
+        else if (v > hi)
+            hi = v;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(LL)", lo, hi);
+}
+
+static PyObject *among(PyObject *module, PyObject *args)
+{
+    PyObject *values_arg, *keys_arg, *result = NULL;
+    Py_buffer values, keys;
+    if (!PyArg_ParseTuple(args, "OO:among", &values_arg, &keys_arg))
+        return NULL;
+    if (int_view(values_arg, &values) < 0)
+        return NULL;
+    if (int_view(keys_arg, &keys) < 0) {
+        PyBuffer_Release(&values);
+        return NULL;
+    }
+    Py_ssize_t nkeys = keys.len / keys.itemsize, n = values.len / values.itemsize;
+    /* The keys in an open-addressing hash table at most half full. */
+    int bits = 4;
+    while (((Py_ssize_t)1 << bits) < 2 * nkeys)
+        bits++;
+    size_t size = (size_t)1 << bits, mask = size - 1;
+    int64_t *slots = PyMem_Malloc(size * sizeof *slots);
+    unsigned char *used = PyMem_Calloc(size, 1);
+    if (slots == NULL || used == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+#define SLOT_OF(v) ((size_t)(((uint64_t)(v) * 0x9E3779B97F4A7C15ULL) >> (64 - bits)))
+    for (Py_ssize_t i = 0; i < nkeys; i++) {
+        int64_t v = item(&keys, i);
+        size_t at = SLOT_OF(v);
+        while (used[at] && slots[at] != v)
+            at = (at + 1) & mask;
+        used[at] = 1;
+        slots[at] = v;
+    }
+    int all = 1, have_last = 0;
+    int64_t last = 0;
+    for (Py_ssize_t i = 0; i < n && all; i++) {
+        int64_t v = item(&values, i);
+        if (have_last && v == last) /* a file's fragments mostly come one after another */
+            continue;
+        size_t at = SLOT_OF(v);
+        while (used[at] && slots[at] != v)
+            at = (at + 1) & mask;
+        all = used[at];
+        last = v;
+        have_last = 1;
+    }
+#undef SLOT_OF
+    result = PyBool_FromLong(all);
+done:
+    PyMem_Free(slots);
+    PyMem_Free(used);
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&keys);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"bounds", bounds, METH_O, "bounds(values) -> (min, max) of an array of 'q' or 'i', or None when empty."},
+    {"among", among, METH_VARARGS, "among(values, keys) -> bool: every value is one of keys (arrays)."},
     {"ints", ints, METH_VARARGS, "ints(data, start, end, bits) -> array: a msgpack array of integers, checked."},
     {"texts", texts, METH_VARARGS,
      "texts(data, start, end, keep) -> list of bytes, or their count: a msgpack array of UTF-8 text without NUL."},

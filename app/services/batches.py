@@ -101,9 +101,9 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
         bad("chunks must cover first..last in order, without gaps")
     if not all(first <= a <= b <= last for a, b in batch["missing"]):
         bad("missing spans must lie inside first..last")
-    articles = batch["fragments"]["article"]
     try:
-        if articles and not (first <= min(articles) and max(articles) <= last):
+        bounds = _bounds(batch["fragments"]["article"])
+        if bounds and not (first <= bounds[0] and bounds[1] <= last):
             bad("a fragment's article number is outside first..last")
     except TypeError:  # the store checks the fragments' values itself, as it packs them
         bad("fragments.article must hold integers")
@@ -149,11 +149,29 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
             bad("a file's release is not among the batch's releases")
         if keys["release_chunks"] != keys["releases"]:
             bad("release_chunks must hold one row for each of the batch's releases")
-        if int32 and not keys["files"].issuperset(batch["fragments"]["file"]):
+        if int32 and not _among(batch["fragments"]["file"], keys["files"], batch["files"]["key"]):
             bad("a fragment's file is not among the batch's files")
     except TypeError:  # unhashable: the format check refuses it
         bad("files.release and fragments.file must hold integers")
     return BatchHeader(batch_from=first, batch_to=last, group=batch["group"])
+
+
+def _bounds(values) -> tuple[int, int] | None:
+    """(min, max) of a column (None when empty): at C speed for one read as an array."""
+    if _msgcolumns is not None and type(values) is array:
+        return _msgcolumns.bounds(values)
+    return (min(values), max(values)) if values else None
+
+
+def _among(values, keys: set, key_list: list) -> bool:
+    """Every value of a column is one of the keys (the set of key_list): at C speed for a column
+    read as an array."""
+    if _msgcolumns is not None and type(values) is array:
+        try:
+            return _msgcolumns.among(values, array("q", key_list))
+        except (TypeError, OverflowError):  # not all 64-bit integers: the set says which
+            pass
+    return keys.issuperset(values)
 
 
 def check_body(body: bytes, content_type: str, content_encoding: str, max_decoded: int) -> BatchHeader:

@@ -135,3 +135,26 @@ def test_texts_take_every_msgpack_string_encoding_and_nothing_else():
             _msgcolumns.texts(data, 0, len(data), True)
     with pytest.raises(ValueError):
         _msgcolumns.texts(b"\x91\xa5abc", 0, 5, True)  # a string cut short
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(INT64, max_size=30), st.lists(INT64, min_size=1, max_size=30), st.data())
+def test_bounds_and_among_answer_as_min_max_and_a_set(keys, others, data):
+    values = data.draw(st.lists(st.sampled_from(keys + others), max_size=40))
+    column = array("q", values)
+    assert _msgcolumns.bounds(column) == ((min(values), max(values)) if values else None)
+    assert _msgcolumns.among(column, array("q", keys)) == set(keys).issuperset(values)
+    if all(-(2**31) <= v < 2**31 for v in values):
+        assert _msgcolumns.bounds(array("i", values)) == _msgcolumns.bounds(column)
+
+
+def test_among_and_bounds_take_only_integer_arrays():
+    assert _msgcolumns.among(array("q", [5, 5, 5, 7]), array("q", [7, 5])) is True
+    assert _msgcolumns.among(array("q", [5, 5, 6]), array("q", [5])) is False
+    assert _msgcolumns.among(array("q", []), array("q", [])) is True
+    assert _msgcolumns.among(array("q", [1]), array("q", [])) is False
+    for wrong in ([1, 2], array("d", [1.0]), b"12345678", array("h", [1])):
+        with pytest.raises(TypeError):
+            _msgcolumns.bounds(wrong)
+        with pytest.raises(TypeError):
+            _msgcolumns.among(wrong, array("q", [1]))
