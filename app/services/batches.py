@@ -367,7 +367,8 @@ class StoredBatch:
             return self._batch[name]
         if name not in self._tables:
             kinds = TABLES[name]
-            in_c = name == "fragments" and _msgcolumns is not None and name in self._columns
+            in_c = (name == "fragments" and _msgcolumns is not None and name in self._columns
+                    and set(self._columns[name]) == set(kinds))  # else refused below, as it is
             # Column by column: between two, the COPY writers' threads get their turn.
             if in_c:
                 table = {column: self._read_checked(name, column, span, kinds.get(column, ""))

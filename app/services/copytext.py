@@ -108,7 +108,7 @@ except ImportError:  # pragma: no cover - an install without the compiled part
 
 
 def _pack_rows(columns: Sequence[tuple[str, Sequence]], scan: bool) -> bytes:
-    """Equal-length columns as binary COPY rows (no header): in C (_copyrows.c, a fifth of the
+    """Equal-length columns as binary COPY rows (no header): in C (_copyrows.c, a quarter of the
     time: no Python object a value), else in Python."""
     if _pack_rows_c is not None:
         return _pack_rows_c([kind for kind, _ in columns], [values for _, values in columns], scan)

@@ -118,6 +118,8 @@ _DEEP_BOTH = [
     (lambda b: b["fragments"]["part"].__setitem__(3, 2**31), "past 32 bits"),
     (lambda b: b["fragments"]["bytes"].__setitem__(3, None), "fragments.bytes"),
     (lambda b: b["fragments"]["message_id"].__setitem__(5, 12), "message_id"),
+    (lambda b: b["fragments"].__setitem__("extra", [1] * len(b["fragments"]["file"])), "fragments"),
+    (lambda b: b["fragments"].pop("part"), "fragments"),
     # PostgreSQL's text holds no NUL: refused at the door, not left to fail the store.
     (lambda b: b["fragments"]["message_id"].__setitem__(5, "<a\x00b@x>"), "NUL"),
     (lambda b: b["files"]["subject"].__setitem__(0, "a\x00b"), "NUL"),

@@ -24,6 +24,8 @@ from tests.fixtures.queries import scalar
     (lambda b: b["fragments"]["article"].__setitem__(7, None), "fragments.article"),
     (lambda b: b["fragments"]["file"].__setitem__(7, 2**63), "outside 64 bits"),
     (lambda b: b["fragments"]["file"].pop(), "one length"),
+    (lambda b: b["fragments"].__setitem__("extra", [1] * len(b["fragments"]["file"])), "fragments"),
+    (lambda b: b["fragments"].pop("bytes"), "fragments"),
     (lambda b: b["files"]["subject"].__setitem__(0, 3), "files.subject"),
     (lambda b: b["files"]["subject"].__setitem__(0, None), "files.subject"),
     (lambda b: b["files"]["name"].__setitem__(0, 5), "files.name"),
