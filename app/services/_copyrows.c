@@ -11,9 +11,12 @@
  *
  * The rows, no header or trailer: per row an int16 field count, then per field an int32 length
  * (-1: NULL) and the value, big-endian (timestamptz as int8 microseconds since 2000-01-01 UTC).
- * The same bytes as the Python packing, and the same refusals: struct.error for a number of the
- * wrong type or past its column's width, TypeError for text that is not str (or bytes, for
- * utf8), ValueError for an unknown kind or columns of different lengths.
+ * The same bytes as the Python packing, and refusals of the classes the store takes for a
+ * malformed batch: struct.error for a number of the wrong type or past its column's width,
+ * TypeError for text that is not str (or bytes, for utf8), ValueError for an unknown kind or
+ * columns of different lengths. Narrower than the Python packing in two ways no caller meets: an
+ * integer column given as a buffer must be an array of 'q' or 'i', and utf8 text must be bytes
+ * (the Python packing takes other integer arrays and any bytes-like object).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -32,10 +35,11 @@ static int kind_of(PyObject *name, enum kind *out)
         {"int8", K_INT8}, {"int4", K_INT4}, {"float4", K_FLOAT4},
         {"timestamp", K_TIMESTAMP}, {"text", K_TEXT}, {"utf8", K_UTF8},
     };
-    const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    Py_ssize_t size = 0;
+    const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &size) : NULL;
     if (text != NULL) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-            if (strcmp(text, names[i].name) == 0) {
+            if ((size_t)size == strlen(names[i].name) && memcmp(text, names[i].name, (size_t)size) == 0) {
                 *out = names[i].kind;
                 return 0;
             }
@@ -149,6 +153,10 @@ static int put_fixed(enum kind kind, PyObject *value, char *p)
         return 0;
     case K_TIMESTAMP: {
         long long micros;
+        if (!PyLong_Check(value)) { /* the Python twin subtracts the epoch: an int (or bool) only */
+            PyErr_SetString(struct_error, "required argument is not an integer");
+            return -1;
+        }
         if (as_int64(value, &n) < 0)
             return -1;
         if (__builtin_sub_overflow(n, PG_EPOCH, &n) || __builtin_mul_overflow(n, 1000000LL, &micros)) {
@@ -162,7 +170,7 @@ static int put_fixed(enum kind kind, PyObject *value, char *p)
     case K_FLOAT4: {
         double x = PyFloat_Check(value) ? PyFloat_AS_DOUBLE(value) : PyFloat_AsDouble(value);
         if (x == -1.0 && PyErr_Occurred()) {
-            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_OverflowError)) {
                 PyErr_Clear();
                 PyErr_SetString(struct_error, "required argument is not a float");
             }
@@ -176,9 +184,10 @@ static int put_fixed(enum kind kind, PyObject *value, char *p)
     }
 }
 
-/* A column: a list or tuple of values (PySequence_Fast), or for an integer kind an array of
- * signed 64- or 32-bit integers (array.array 'q' or 'i', read through the buffer protocol: no
- * int object a value). */
+/* A column: its values as a tuple of their own (PySequence_Tuple: a copy of the pointers, so that
+ * no Python code a value runs, __index__ or __float__, can change what is packed), or for an
+ * integer kind an array of signed 64- or 32-bit integers (array.array 'q' or 'i', read through
+ * the buffer protocol, which keeps it from being resized meanwhile: no int object a value). */
 struct column {
     enum kind kind;
     PyObject *fast;
@@ -207,10 +216,10 @@ static int open_column(struct column *col, PyObject *kind, PyObject *values, Py_
         *rows = col->view.len / col->itemsize;
         return 0;
     }
-    col->fast = PySequence_Fast(values, "a column must be a sequence");
+    col->fast = PySequence_Tuple(values);
     if (col->fast == NULL)
         return -1;
-    *rows = PySequence_Fast_GET_SIZE(col->fast);
+    *rows = PyTuple_GET_SIZE(col->fast);
     return 0;
 }
 
@@ -249,12 +258,12 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "OOp:pack_rows", &kinds_arg, &columns_arg, &scan))
         return NULL;
-    kinds_seq = PySequence_Fast(kinds_arg, "kinds must be a sequence");
-    columns_seq = kinds_seq ? PySequence_Fast(columns_arg, "columns must be a sequence") : NULL;
+    kinds_seq = PySequence_Tuple(kinds_arg);
+    columns_seq = kinds_seq ? PySequence_Tuple(columns_arg) : NULL;
     if (columns_seq == NULL)
         goto done;
-    ncols = PySequence_Fast_GET_SIZE(columns_seq);
-    if (ncols != PySequence_Fast_GET_SIZE(kinds_seq) || ncols == 0 || ncols > INT16_MAX) {
+    ncols = PyTuple_GET_SIZE(columns_seq);
+    if (ncols != PyTuple_GET_SIZE(kinds_seq) || ncols == 0 || ncols > INT16_MAX) {
         PyErr_SetString(PyExc_ValueError, "one kind a column, and 1 to 32767 columns");
         goto done;
     }
@@ -265,7 +274,7 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
     }
     for (c = 0; c < ncols; c++) {
         Py_ssize_t rows;
-        if (open_column(&cols[c], PySequence_Fast_GET_ITEM(kinds_seq, c), PySequence_Fast_GET_ITEM(columns_seq, c),
+        if (open_column(&cols[c], PyTuple_GET_ITEM(kinds_seq, c), PyTuple_GET_ITEM(columns_seq, c),
                         &rows) < 0) {
             ncols = c; /* the columns opened so far are closed below */
             goto done;
@@ -286,42 +295,49 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
         enum kind kind = cols[c].kind;
         int fixed = kind != K_TEXT && kind != K_UTF8;
         if (fixed && (!scan || cols[c].itemsize)) {
-            total += nrows * (kind == K_INT8 || kind == K_TIMESTAMP ? 12 : 8);
+            Py_ssize_t bytes;
+            if (__builtin_mul_overflow(nrows, (Py_ssize_t)(kind == K_INT8 || kind == K_TIMESTAMP ? 12 : 8), &bytes)
+                    || __builtin_add_overflow(total, bytes, &total))
+                goto too_large;
             continue;
         }
-        PyObject **items = PySequence_Fast_ITEMS(cols[c].fast);
+        PyObject **items = &PyTuple_GET_ITEM(cols[c].fast, 0);
         for (r = 0; r < nrows; r++) {
             const char *text;
             Py_ssize_t size, bytes = field_size(kind, items[r], scan, &text, &size);
             if (bytes < 0)
                 goto done;
-            total += bytes;
+            if (__builtin_add_overflow(total, bytes, &total))
+                goto too_large;
         }
     }
-    total += 2 * nrows;
+    if (nrows > PY_SSIZE_T_MAX / 2 || __builtin_add_overflow(total, 2 * nrows, &total))
+        goto too_large;
     result = PyBytes_FromStringAndSize(NULL, total);
     if (result == NULL)
         goto done;
 
-    /* Second pass: the rows. A value's __index__ or __float__ (Python code) could have changed a
-     * column since the first: every write is bounded by the size that pass found. */
+    /* Second pass: the rows, every write bounded by the size the first pass found (the columns are
+     * tuples of their own or held arrays, so nothing should differ: this is the last guard). */
     char *p = PyBytes_AS_STRING(result), *end = p + total;
     for (r = 0; r < nrows; r++) {
+        if (end - p < 2)
+            goto changed;
         p[0] = (char)(ncols >> 8);
         p[1] = (char)ncols;
         p += 2;
         for (c = 0; c < ncols; c++) {
             const struct column *col = &cols[c];
             if (col->itemsize) { /* fixed widths, sized exactly by the first pass */
+                if (end - p < (col->kind == K_INT8 ? 12 : 8))
+                    goto changed;
                 int bytes = put_from_array(col, r, p);
                 if (bytes < 0)
                     goto fail;
                 p += bytes;
                 continue;
             }
-            if (PySequence_Fast_GET_SIZE(col->fast) != nrows)
-                goto changed;
-            PyObject *value = PySequence_Fast_ITEMS(col->fast)[r];
+            PyObject *value = PyTuple_GET_ITEM(col->fast, r);
             const char *text = NULL;
             Py_ssize_t size = 0, bytes = field_size(col->kind, value, scan, &text, &size);
             if (bytes < 0)
@@ -342,8 +358,11 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
     if (p != end)
         goto changed;
     goto done;
+too_large:
+    PyErr_NoMemory();
+    goto done;
 changed:
-    PyErr_SetString(PyExc_RuntimeError, "a column changed while it was packed");
+    PyErr_SetString(PyExc_RuntimeError, "a value packed to another size than it was measured at");
 fail:
     Py_CLEAR(result);
 done:

@@ -13,7 +13,8 @@
  *
  * And two checks over such arrays, without an int object a value:
  * bounds(values) -> (min, max), or None when empty
- * among(values, keys) -> whether every value is one of keys (arrays of 'q')
+ * among(values, keys) -> whether every value is one of keys (arrays of 'q'), or None when the
+ *     keys collide too much for its table (then a set must say)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 
 static PyObject *array_type; /* array.array */
+static uint64_t hash_seed;   /* among()'s, random for the process: keys a body chose cannot collide */
 
 struct reader {
     const unsigned char *p, *end;
@@ -45,7 +47,10 @@ static int read_length(struct reader *in, int bytes, Py_ssize_t *n)
 {
     if (in->end - in->p < bytes)
         return truncated();
-    *n = (Py_ssize_t)big(in->p, bytes);
+    uint64_t length = big(in->p, bytes);
+    if (length > (uint64_t)(in->end - in->p)) /* each item takes a byte at least */
+        return truncated();
+    *n = (Py_ssize_t)length;
     in->p += bytes;
     return 0;
 }
@@ -242,6 +247,10 @@ static PyObject *ints(PyObject *module, PyObject *args)
     }
     if (open_column(data, start, end, &view, &in, &n) < 0)
         return NULL;
+    if (n > PY_SSIZE_T_MAX / 8) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
     packed = PyBytes_FromStringAndSize(NULL, n * (bits / 8));
     if (packed == NULL) {
         PyBuffer_Release(&view);
@@ -357,6 +366,19 @@ static PyObject *bounds(PyObject *module, PyObject *values)
     return Py_BuildValue("(LL)", lo, hi);
 }
 
+#define MAX_PROBES 64
+
+static inline size_t slot_of(int64_t v, int bits)
+{
+    uint64_t h = (uint64_t)v ^ hash_seed;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDULL;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 33;
+    return (size_t)(h >> (64 - bits));
+}
+
 static PyObject *among(PyObject *module, PyObject *args)
 {
     PyObject *values_arg, *keys_arg, *result = NULL;
@@ -370,40 +392,47 @@ static PyObject *among(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_ssize_t nkeys = keys.len / keys.itemsize, n = values.len / values.itemsize;
-    /* The keys in an open-addressing hash table at most half full. */
+    /* The keys in an open-addressing table at most half full, placed by a keyed mix (murmur3's
+     * finalizer of the key xor a random seed). Should a probe still run long, the table is given
+     * up and None returned: the caller asks a set instead. */
     int bits = 4;
     while (((Py_ssize_t)1 << bits) < 2 * nkeys)
         bits++;
     size_t size = (size_t)1 << bits, mask = size - 1;
     int64_t *slots = PyMem_Malloc(size * sizeof *slots);
     unsigned char *used = PyMem_Calloc(size, 1);
+    int all = 1, have_last = 0, gave_up = 0;
     if (slots == NULL || used == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-#define SLOT_OF(v) ((size_t)(((uint64_t)(v) * 0x9E3779B97F4A7C15ULL) >> (64 - bits)))
-    for (Py_ssize_t i = 0; i < nkeys; i++) {
+    for (Py_ssize_t i = 0; i < nkeys && !gave_up; i++) {
         int64_t v = item(&keys, i);
-        size_t at = SLOT_OF(v);
-        while (used[at] && slots[at] != v)
+        size_t at = slot_of(v, bits), probes = 0;
+        while (used[at] && slots[at] != v && !(gave_up = ++probes > MAX_PROBES))
             at = (at + 1) & mask;
+        if (gave_up)
+            break;
         used[at] = 1;
         slots[at] = v;
     }
-    int all = 1, have_last = 0;
     int64_t last = 0;
-    for (Py_ssize_t i = 0; i < n && all; i++) {
+    for (Py_ssize_t i = 0; i < n && all && !gave_up; i++) {
         int64_t v = item(&values, i);
         if (have_last && v == last) /* a file's fragments mostly come one after another */
             continue;
-        size_t at = SLOT_OF(v);
-        while (used[at] && slots[at] != v)
+        size_t at = slot_of(v, bits), probes = 0;
+        while (used[at] && slots[at] != v && !(gave_up = ++probes > MAX_PROBES))
             at = (at + 1) & mask;
-        all = used[at];
+        all = used[at] && slots[at] == v;
         last = v;
         have_last = 1;
     }
-#undef SLOT_OF
+    if (gave_up) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
     result = PyBool_FromLong(all);
 done:
     PyMem_Free(slots);
@@ -415,7 +444,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"bounds", bounds, METH_O, "bounds(values) -> (min, max) of an array of 'q' or 'i', or None when empty."},
-    {"among", among, METH_VARARGS, "among(values, keys) -> bool: every value is one of keys (arrays)."},
+    {"among", among, METH_VARARGS,
+     "among(values, keys) -> bool: every value is one of keys (arrays); None: ask a set instead."},
     {"ints", ints, METH_VARARGS, "ints(data, start, end, bits) -> array: a msgpack array of integers, checked."},
     {"texts", texts, METH_VARARGS,
      "texts(data, start, end, keep) -> list of bytes, or their count: a msgpack array of UTF-8 text without NUL."},
@@ -436,5 +466,12 @@ PyMODINIT_FUNC PyInit__msgcolumns(void)
     Py_DECREF(arraymod);
     if (array_type == NULL)
         return NULL;
+    PyObject *osmod = PyImport_ImportModule("os");
+    PyObject *seed = osmod ? PyObject_CallMethod(osmod, "urandom", "i", 8) : NULL;
+    Py_XDECREF(osmod);
+    if (seed == NULL)
+        return NULL;
+    memcpy(&hash_seed, PyBytes_AS_STRING(seed), sizeof hash_seed);
+    Py_DECREF(seed);
     return PyModule_Create(&module);
 }

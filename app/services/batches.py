@@ -168,9 +168,11 @@ def _among(values, keys: set, key_list: list) -> bool:
     read as an array."""
     if _msgcolumns is not None and type(values) is array:
         try:
-            return _msgcolumns.among(values, array("q", key_list))
+            among = _msgcolumns.among(values, array("q", key_list))
         except (TypeError, OverflowError):  # not all 64-bit integers: the set says which
-            pass
+            among = None
+        if among is not None:  # None: keys that collide in its table (chosen to), the set decides
+            return among
     return keys.issuperset(values)
 
 

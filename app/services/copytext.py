@@ -119,6 +119,8 @@ def _pack_rows_python(columns: Sequence[tuple[str, Sequence]], scan: bool) -> by
     """Equal-length columns as binary COPY rows (no header). scan False: the columns hold no NULL,
     so none is looked for (a None is refused as a value of the wrong type is). Runs of columns without NULLs are packed together, one struct call a row, with the next
     text column's length; a column with NULLs (looked for when `scan`) is packed value by value."""
+    if len({len(values) for _, values in columns}) != 1:  # zip below would drop rows silently
+        raise ValueError("columns of different lengths")
     pieces: list = []
     fmt, args = "!h", [repeat(len(columns), len(columns[0][1]))]
 

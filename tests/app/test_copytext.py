@@ -221,12 +221,11 @@ def test_compiled_packing_refuses_what_the_python_packing_refuses():
         _pack_rows_c([], [], False)
 
 
-def test_compiled_packing_bounds_a_column_changed_while_packing():
-    """A value's __index__ is Python code, which could change a column between the two passes:
-    the packing then fails, never writes past what it sized."""
-    import pytest
-
-    from app.services.copytext import _pack_rows_c
+def test_compiled_packing_packs_the_columns_as_they_were_when_called():
+    """A value's __index__ and a column's __iter__ are Python code, which could change a column
+    while it is packed: the packing works on copies of the columns (tuples of their values), so
+    it packs them as they were, never reads or writes past what it sized."""
+    from app.services.copytext import _pack_rows_c, _pack_rows_python
 
     texts = ["a"] * 3
 
@@ -235,8 +234,34 @@ def test_compiled_packing_bounds_a_column_changed_while_packing():
             texts[2] = "a much longer text than was sized"
             return 1
 
-    with pytest.raises(RuntimeError):
-        _pack_rows_c(["int8", "text"], [[Grows(), 1, 2], texts], False)
+    packed = _pack_rows_c(["int8", "text"], [[Grows(), 1, 2], texts], False)
+    assert packed == _pack_rows_python([("int8", [1, 1, 2]), ("text", ["a"] * 3)], scan=False)
+
+    first = ["a"] * 1000
+
+    class Clears:  # opened after `first`, it empties it
+        def __iter__(self):
+            first.clear()
+            return iter([1] * 1000)
+
+    packed = _pack_rows_c(["text", "int8"], [first, Clears()], False)
+    assert packed == _pack_rows_python([("text", ["a"] * 1000), ("int8", [1] * 1000)], scan=False)
+
+
+def test_both_packings_refuse_columns_of_different_lengths_and_unknown_kinds():
+    import pytest
+
+    from app.services.copytext import _pack_rows_c, _pack_rows_python
+
+    with pytest.raises(ValueError):
+        _pack_rows_python([("int8", [1, 2]), ("int8", [1])], scan=False)  # zip would drop a row
+    with pytest.raises(ValueError):
+        _pack_rows_c(["int8", "int8"], [[1, 2], [1]], False)
+    for kind in ("int8\0junk", "INT8", "int"):
+        with pytest.raises(ValueError):
+            _pack_rows_c([kind], [[1]], False)
+        with pytest.raises(ValueError):
+            _pack_rows_python([(kind, [1])], scan=False)
 
 
 def test_compiled_packing_takes_integer_arrays_as_lists():

@@ -158,3 +158,32 @@ def test_among_and_bounds_take_only_integer_arrays():
             _msgcolumns.bounds(wrong)
         with pytest.raises(TypeError):
             _msgcolumns.among(wrong, array("q", [1]))
+
+
+def test_among_answers_for_keys_chosen_to_collide():
+    """Keys a body could choose to land in one slot of a table placed by a fixed public hash
+    (multiples of the inverse of the golden-ratio constant: all in slot 0 of a multiplicative
+    hash, which made 160,000 of them take seconds): among places keys by a keyed mix (a random
+    seed a process) and gives up to a set should probes still run long; its answer is the set's."""
+    inverse = pow(0x9E3779B97F4A7C15, -1, 2**64)
+    keys = [(i * inverse) % 2**64 for i in range(1, 160_001)]
+    keys = [k - 2**64 if k >= 2**63 else k for k in keys]
+    present = array("q", keys[::7] + keys[:1000])
+    assert _msgcolumns.among(present, array("q", keys)) in (True, None)
+    assert _msgcolumns.among(array("q", [*keys[:10], 12345]), array("q", keys)) in (False, None)
+
+
+def test_a_fragment_file_check_falls_back_to_the_set_when_among_gives_up(monkeypatch):
+    from app.services import batches
+
+    class GivesUp:
+        def __getattr__(self, name):
+            return getattr(_msgcolumns, name)
+
+        @staticmethod
+        def among(values, keys):
+            return None
+
+    monkeypatch.setattr(batches, "_msgcolumns", GivesUp())
+    assert batches._among(array("q", [1, 2, 2]), {1, 2}, [1, 2]) is True
+    assert batches._among(array("q", [1, 3]), {1, 2}, [1, 2]) is False
