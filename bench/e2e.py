@@ -44,7 +44,7 @@ from simnews.inject import inject  # noqa: E402
 from simnews.ports import free_ports  # noqa: E402
 
 GROUPS = ("alt.binaries.e-book.french", "alt.binaries.cd.image.playstation2.dvdiso")
-CATALOG = ("files", "fragments", "releases", "release_chunks", "rule_counts")
+CATALOG = ("files", "fragments", "releases", "release_chunks", "rule_counts", "message_hosts")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 ACCEPTANCE = {"share_of_raw": 0.30, "dc_us_per_article": 6.0, "db_bytes_per_overview_byte": 0.50}
 

@@ -1,6 +1,6 @@
 """The catalog's tables; importing this package registers every model on Base.metadata."""
 from app.models.batches import SeedBatch
-from app.models.catalog import File, Fragment, Release, ReleaseChunk, RuleCount
+from app.models.catalog import File, Fragment, MessageHost, Release, ReleaseChunk, RuleCount
 from app.models.groups import Group
 from app.models.nodes import SeedNode
 from app.models.ranges import SeedPlan, SeedRange
@@ -8,6 +8,6 @@ from app.models.rules import SeedRule
 from app.models.spool import SpoolChunk
 
 __all__ = [
-    "File", "Fragment", "Group", "Release", "ReleaseChunk", "RuleCount", "SeedBatch",
+    "File", "Fragment", "Group", "MessageHost", "Release", "ReleaseChunk", "RuleCount", "SeedBatch",
     "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk",
 ]

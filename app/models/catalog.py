@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import REAL, BigInteger, DateTime, Integer, PrimaryKeyConstraint, Text, func
+from sqlalchemy import REAL, BigInteger, DateTime, Identity, Integer, PrimaryKeyConstraint, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -50,7 +50,8 @@ class Fragment(Base):
 
     The columns are in the table's order, 8-byte ones first so that no alignment padding is
     stored; the primary key's pages are filled whole (fillfactor 100,
-    set by migration 0006): fragments go in in article order, a range at a time.
+    set by migration 0006): fragments go in in article order, a range at a time. A message-id's
+    host is stored once, in message_hosts (migration 0007).
     """
 
     __tablename__ = "fragments"
@@ -61,7 +62,20 @@ class Fragment(Base):
     group_id: Mapped[int] = mapped_column(Integer)
     part: Mapped[int] = mapped_column(Integer)
     bytes: Mapped[int] = mapped_column(Integer)
-    message_id: Mapped[str] = mapped_column(Text)
+    # The message-id is message_local || message_hosts.host (the view fragments_with_ids).
+    host_id: Mapped[int] = mapped_column(Integer)
+    message_local: Mapped[str] = mapped_column(Text)
+
+
+class MessageHost(Base):
+    """A message-id's host, stored once: from its last '@' to its end ('>' included; '' for a
+    message-id without an '@'). Posting tools write a handful of hosts, so most of a
+    message-id's bytes were the same in every fragment (migration 0007)."""
+
+    __tablename__ = "message_hosts"
+
+    id: Mapped[int] = mapped_column(Integer, Identity(always=False), primary_key=True)
+    host: Mapped[str] = mapped_column(Text, unique=True)
 
 
 class Release(Base):

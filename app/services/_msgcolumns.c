@@ -15,6 +15,13 @@
  * bounds(values) -> (min, max), or None when empty
  * among(values, keys) -> whether every value is one of keys (arrays of 'q'), or None when the
  *     keys collide too much for its table (then a set must say)
+ *
+ * And the catalog's message-ids, stored as a local part and the number of a host:
+ * split_hosts(ids) -> (locals, numbers, hosts)
+ *     each message-id (bytes) cut before its last '@' (the host: from that '@' to the end, or
+ *     b'' without one): the local parts, an array('i') of host numbers, and the hosts, in the
+ *     order first seen (number i is hosts[i]);
+ * take(numbers, table) -> array('i'): table[n] for each n of numbers (both arrays of 'i').
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -442,7 +449,127 @@ done:
     return result;
 }
 
+static PyObject *split_hosts(PyObject *module, PyObject *ids_arg)
+{
+    PyObject *ids = PySequence_Tuple(ids_arg), *locals = NULL, *hosts = NULL, *numbers = NULL, *seen = NULL;
+    PyObject *packed = NULL, *result = NULL;
+    if (ids == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(ids);
+    locals = PyList_New(n);
+    hosts = PyList_New(0);
+    seen = PyDict_New();
+    packed = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int32_t));
+    if (locals == NULL || hosts == NULL || seen == NULL || packed == NULL)
+        goto done;
+    int32_t *out = (int32_t *)PyBytes_AS_STRING(packed), last_number = -1;
+    const char *last_host = NULL;
+    Py_ssize_t last_size = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PyTuple_GET_ITEM(ids, i);
+        if (!PyBytes_Check(id)) {
+            PyErr_Format(PyExc_TypeError, "a message-id must be bytes, not %.100s", Py_TYPE(id)->tp_name);
+            goto done;
+        }
+        const char *text = PyBytes_AS_STRING(id);
+        Py_ssize_t size = PyBytes_GET_SIZE(id), at = size;
+        while (at > 0 && text[at - 1] != '@')
+            at--;
+        at = at > 0 ? at - 1 : size; /* the last '@', or none: an empty host */
+        PyObject *local = PyBytes_FromStringAndSize(text, at);
+        if (local == NULL)
+            goto done;
+        PyList_SET_ITEM(locals, i, local);
+        const char *host = text + at;
+        Py_ssize_t host_size = size - at;
+        /* A poster's articles come one after another: most hosts are the one before. */
+        if (host_size != last_size || memcmp(host, last_host, (size_t)host_size) != 0) {
+            PyObject *key = PyBytes_FromStringAndSize(host, host_size), *number;
+            if (key == NULL)
+                goto done;
+            number = PyDict_GetItemWithError(seen, key);
+            if (number == NULL && PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto done;
+            }
+            if (number == NULL) {
+                Py_ssize_t count = PyList_GET_SIZE(hosts);
+                if (count >= INT32_MAX) {
+                    Py_DECREF(key);
+                    PyErr_SetString(PyExc_ValueError, "too many hosts");
+                    goto done;
+                }
+                number = PyLong_FromSsize_t(count);
+                int failed = number == NULL || PyDict_SetItem(seen, key, number) < 0 || PyList_Append(hosts, key) < 0;
+                Py_XDECREF(number);
+                if (failed) {
+                    Py_DECREF(key);
+                    goto done;
+                }
+                last_number = (int32_t)count;
+            } else {
+                last_number = (int32_t)PyLong_AsLong(number);
+            }
+            Py_DECREF(key);
+            last_host = host;
+            last_size = host_size;
+        }
+        out[i] = last_number;
+    }
+    numbers = PyObject_CallFunction(array_type, "sO", "i", packed);
+    if (numbers != NULL)
+        result = PyTuple_Pack(3, locals, numbers, hosts);
+done:
+    Py_XDECREF(ids);
+    Py_XDECREF(locals);
+    Py_XDECREF(hosts);
+    Py_XDECREF(seen);
+    Py_XDECREF(packed);
+    Py_XDECREF(numbers);
+    return result;
+}
+
+static PyObject *take(PyObject *module, PyObject *args)
+{
+    PyObject *numbers_arg, *table_arg, *packed = NULL, *result = NULL;
+    Py_buffer numbers, table;
+    if (!PyArg_ParseTuple(args, "OO:take", &numbers_arg, &table_arg))
+        return NULL;
+    if (int_view(numbers_arg, &numbers) < 0)
+        return NULL;
+    if (int_view(table_arg, &table) < 0) {
+        PyBuffer_Release(&numbers);
+        return NULL;
+    }
+    if (numbers.itemsize != 4 || table.itemsize != 4) {
+        PyErr_SetString(PyExc_TypeError, "take needs arrays of 'i'");
+        goto done;
+    }
+    Py_ssize_t n = numbers.len / 4, size = table.len / 4;
+    packed = PyBytes_FromStringAndSize(NULL, numbers.len);
+    if (packed == NULL)
+        goto done;
+    int32_t *out = (int32_t *)PyBytes_AS_STRING(packed);
+    const int32_t *in = numbers.buf, *lut = table.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (in[i] < 0 || in[i] >= size) {
+            PyErr_SetString(PyExc_IndexError, "a number past the table");
+            goto done;
+        }
+        out[i] = lut[in[i]];
+    }
+    result = PyObject_CallFunction(array_type, "sO", "i", packed);
+done:
+    Py_XDECREF(packed);
+    PyBuffer_Release(&numbers);
+    PyBuffer_Release(&table);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"split_hosts", split_hosts, METH_O,
+     "split_hosts(ids) -> (locals, numbers, hosts): message-ids cut before their last '@'."},
+    {"take", take, METH_VARARGS, "take(numbers, table) -> array('i'): table[n] for each n."},
     {"bounds", bounds, METH_O, "bounds(values) -> (min, max) of an array of 'q' or 'i', or None when empty."},
     {"among", among, METH_VARARGS,
      "among(values, keys) -> bool: every value is one of keys (arrays); None: ask a set instead."},

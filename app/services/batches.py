@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import compress, islice, repeat
 from operator import is_not, itemgetter, lt
+from typing import NamedTuple
 
 import msgpack
 
@@ -258,13 +259,15 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
     # should a worker's fragments connection hold that parent while its session waits on this
     # one (a wait across two connections the server cannot see as a deadlock), the lock timeout
     # ends it and the task is retried.
+    hosts = stored.message_hosts()  # the fragments read (and checked) first: their COPY starts first
     with engine.begin() as partitions:
         partitions.execute(text(f"SET LOCAL lock_timeout = '{PARTITIONS_LOCK_TIMEOUT}'"))
         ensure_group_partitions(partitions, group_id)
+        host_ids = message_host_ids(partitions, hosts.names)
     # The fragments' transaction commits when this block ends without an error, after everything
     # else of the batch is written and just before the caller commits the session (see load_catalog).
     with engine.begin() as fragments:
-        _record_stored(session, batch_row, load_catalog(session, fragments, group_id, range_id, stored))
+        _record_stored(session, batch_row, load_catalog(session, fragments, group_id, range_id, stored, host_ids))
         session.flush()
     return StoreResult(batch_id, stored=True)
 
@@ -319,6 +322,7 @@ class StoredBatch:
         self._columns: dict[str, dict] = {}
         self._tables: dict = {}
         self._batch: dict | None = None
+        self._hosts: MessageHosts | None = None
         self.raw_text = False
         media_type = (content_type or "").split(";")[0].strip().lower()
         encoding = (content_encoding or "identity").strip().lower()
@@ -359,7 +363,7 @@ class StoredBatch:
     def of(cls, batch: dict) -> StoredBatch:
         """A batch decoded and checked already (check_batch included)."""
         stored = cls.__new__(cls)
-        stored._body, stored._batch, stored.raw_text = None, batch, False
+        stored._body, stored._batch, stored.raw_text, stored._hosts = None, batch, False, None
         return stored
 
     def table(self, name: str) -> dict:
@@ -418,6 +422,12 @@ class StoredBatch:
             return
         check_table("fragments", {**fragments, "message_id": [""] * len(fragments["message_id"])},
                     TABLES["fragments"])
+
+    def message_hosts(self) -> MessageHosts:
+        """The fragments' message-ids cut as the catalog stores them (split_message_ids), once."""
+        if self._hosts is None:
+            self._hosts = split_message_ids(self.table("fragments")["message_id"])
+        return self._hosts
 
     def field(self, key: str):
         """One of the batch's values outside the tables (first, last, group...), its type unchecked."""
@@ -514,17 +524,72 @@ def _gunzip(body: bytes, cap: int) -> bytes:
 
 # Fragments' columns in the table's order (no alignment padding: 8-byte columns first); the
 # partition's own default gives group_id. They go in by binary COPY (the bulk of every batch).
-FRAGMENT_COLUMNS = "article, file_key, part, bytes, message_id"
+FRAGMENT_COLUMNS = "article, file_key, part, bytes, host_id, message_local"
 FRAGMENT_COPY = "COPY {table} (" + FRAGMENT_COLUMNS + ") FROM STDIN (FORMAT binary)"
 
 
-def fragment_slices(fragments: dict) -> Iterator[bytes]:
+class MessageHosts(NamedTuple):
+    """A batch's message-ids as the catalog stores them (migration 0007)."""
+
+    locals: list[bytes]  # each fragment's message-id up to its host
+    numbers: array  # each fragment's host, as its index in names
+    names: list[bytes]  # the hosts, in the order first seen
+
+
+def split_message_ids(ids: list) -> MessageHosts:
+    """Message-ids (str, or UTF-8 bytes: checked text) cut before their last '@': the fragment
+    keeps the local part, the host ('' for an id without an '@') is stored once, in
+    message_hosts. In C where it is built (_msgcolumns.split_hosts)."""
+    if ids and type(ids[0]) is not bytes:  # decoded text: a JSON body, a batch built here
+        ids = [value.encode() for value in ids]
+    if _msgcolumns is not None:
+        return MessageHosts(*_msgcolumns.split_hosts(ids))
+    hosts: dict[bytes, int] = {}
+    locals_, numbers = [], array("i")
+    for value in ids:
+        at = value.rfind(b"@")
+        host = value[at:] if at >= 0 else b""
+        locals_.append(value[:len(value) - len(host)])
+        numbers.append(hosts.setdefault(host, len(hosts)))
+    return MessageHosts(locals_, numbers, list(hosts))
+
+
+# Each host's id, added where new. A host another transaction adds meanwhile is skipped by ON
+# CONFLICT and not seen by this statement's snapshot: asked again (message_host_ids).
+HOST_IDS = ("WITH added AS (INSERT INTO message_hosts (host) SELECT h FROM unnest(CAST(:hosts AS text[])) AS h"
+            " ORDER BY h ON CONFLICT (host) DO NOTHING RETURNING host, id)"
+            " SELECT host, id FROM added UNION ALL"
+            " SELECT host, id FROM message_hosts WHERE host = ANY(CAST(:hosts AS text[]))")
+
+
+def message_host_ids(conn: Connection, names: list[bytes]) -> array:
+    """The message_hosts ids of these hosts (added where new), in their order: committed with the
+    caller's short transaction (the group's partitions'), before either of the store's
+    transactions needs them, so a new host never waits on another worker's store."""
+    wanted = [name.decode() for name in names]
+    found: dict[str, int] = {}
+    for _ in range(5):
+        missing = sorted(set(wanted).difference(found))
+        if not missing:
+            return array("i", map(found.__getitem__, wanted))
+        found.update((host, id_) for host, id_ in conn.execute(text(HOST_IDS), {"hosts": missing}))
+    raise RuntimeError(f"message hosts not found after adding them: {missing[:3]}")
+
+
+def host_column(numbers: array, ids: array) -> array:
+    """Each fragment's host id, from its host's number."""
+    if _msgcolumns is not None:
+        return _msgcolumns.take(numbers, ids)
+    return array("i", map(ids.__getitem__, numbers))
+
+
+def fragment_slices(fragments: dict, locals_: list[bytes], host_ids: array) -> Iterator[bytes]:
     """The fragments as a binary COPY payload for FRAGMENT_COPY, in slices (check_batch first:
-    part and bytes must fit 32 bits). Message-ids as str, or as UTF-8 bytes (StoredBatch's)."""
-    ids = fragments["message_id"]
+    part and bytes must fit 32 bits), their message-ids as split_message_ids cut them and the
+    hosts' ids."""
     return binary_slices([("int8", fragments["article"]), ("int8", fragments["file"]),
                           ("int4", fragments["part"]), ("int4", fragments["bytes"]),
-                          ("utf8" if ids and type(ids[0]) is bytes else "text", ids)], nulls=False)
+                          ("int4", host_ids), ("utf8", locals_)], nulls=False)
 
 
 FILE_COLUMNS = "key, release_key, posted_at, file_index, file_count, parts, name, subject, poster"
@@ -845,7 +910,7 @@ UPDATE_RELEASES = """
 
 
 def load_catalog(session: Session, fragments_connection: Connection, group_id: int, range_id: int,
-                 batch: dict | StoredBatch) -> dict:
+                 batch: dict | StoredBatch, host_ids: array) -> dict:
     """Files, fragments, releases, release chunks and rule counts of one batch, in bulk, and the
     releases' aggregates (what gathering computes) kept up to date as rows go in. Returns the
     batch (decoded whole).
@@ -863,7 +928,8 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
     is still 'accepted' and its retry finds its fragments there (their COPY falls back to ON
     CONFLICT DO NOTHING): nothing is stored twice, and nothing is counted from the fragments. A
     reader may see a batch's fragments a moment before their files and releases, never a
-    release counting fragments that are not there. The group's partitions must exist, committed.
+    release counting fragments that are not there. The group's partitions must exist, committed,
+    and host_ids hold the message_hosts id of each of the batch's hosts (message_host_ids).
     """
     stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
     conn = session.connection().connection.driver_connection  # psycopg, for COPY
@@ -875,9 +941,10 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
         fragment_cur.execute(NO_JIT)
         # The fragments first: their COPY is the longest part of a batch's store, and the server
         # stores them while the rest of the batch is read, looked up and stored on the session's.
-        fragment_table = stored.table("fragments")
+        fragment_table, hosts = stored.table("fragments"), stored.message_hosts()
+        fragment_rows = fragment_slices(fragment_table, hosts.locals, host_column(hosts.numbers, host_ids))
         fragments = _PendingCopy(fragment_cur, "fragments", partition_name("fragments", group_id),
-                                 FRAGMENT_COLUMNS, _packed(stored, "fragments", fragment_slices(fragment_table)),
+                                 FRAGMENT_COLUMNS, _packed(stored, "fragments", fragment_rows),
                                  "article", binary=True, rows=len(fragment_table["article"]))
         try:
             files, releases = stored.table("files"), stored.table("releases")

@@ -19,7 +19,7 @@ from sqlalchemy import text
 from app.db import PARTITIONED_TABLES, ensure_group_partitions, get_engine, partition_name, session_scope
 from app.models import SeedPlan, SeedRange
 from app.services import batches, orchestrator
-from app.services.batches import FRAGMENT_COPY, fragment_slices
+from app.services.batches import FRAGMENT_COPY, fragment_slices, host_column, message_host_ids, split_message_ids
 from app.services.copytext import copy_payload
 from app.services.groups import add_groups
 from edge.batch import decode_batch, encode_batch
@@ -171,30 +171,34 @@ def _fill_catalog(group_id: int, files: int) -> None:
 def _raw_copy(decoded: list[dict], group_id: int, text_format: bool = False) -> float:
     """The same fragments COPYed into a table shaped like a fragments partition (with its key
     and its group_id default), the same way the store sends them (binary, in slices), one
-    transaction per batch as the store has."""
+    transaction per batch as the store has. Their message-ids are cut and their hosts' ids found
+    before the clock starts (the store's timing includes both)."""
     table = f"bench_raw_fragments_{secrets.token_hex(4)}"
     with session_scope() as session:
         session.execute(text(f"CREATE TABLE {table} (LIKE fragments INCLUDING ALL)"))
         # As a partition: its group_id defaults to its group.
         session.execute(text(f"ALTER TABLE {table} ALTER COLUMN group_id SET DEFAULT {int(group_id)}"))
+        hosts = [split_message_ids(batch["fragments"]["message_id"]) for batch in decoded]
+        host_ids = [host_column(h.numbers, message_host_ids(session.connection(), h.names)) for h in hosts]
+        local_texts = [[local.decode() for local in h.locals] for h in hosts] if text_format else [None] * len(hosts)
     try:
         started = time.perf_counter()
-        for batch in decoded:
+        for batch, cut, ids, locals_text in zip(decoded, hosts, host_ids, local_texts):
             with session_scope() as session:
                 conn = session.connection().connection.driver_connection
                 with conn.cursor() as cur:
                     if text_format:  # as the store sent them before
                         fragments = batch["fragments"]
                         columns = [("int", fragments["article"]), ("int", fragments["file"]),
-                                   ("int", fragments["part"]), ("int", fragments["bytes"]),
-                                   ("text", fragments["message_id"]),
+                                   ("int", fragments["part"]), ("int", fragments["bytes"]), ("int", list(ids)),
+                                   ("text", locals_text),
                                    ("int", [group_id] * len(fragments["article"]))]
-                        with cur.copy(f"COPY {table} (article, file_key, part, bytes, message_id, group_id)"
+                        with cur.copy(f"COPY {table} (article, file_key, part, bytes, host_id, message_local, group_id)"
                                       " FROM STDIN") as copy:
                             copy.write(copy_payload(columns))
                         continue
                     with cur.copy(FRAGMENT_COPY.format(table=table)) as copy:
-                        for piece in fragment_slices(batch["fragments"]):  # as the store sends them
+                        for piece in fragment_slices(batch["fragments"], cut.locals, ids):  # as the store sends them
                             copy.write(piece)
         return time.perf_counter() - started
     finally:

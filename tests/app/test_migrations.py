@@ -57,8 +57,8 @@ def test_partitions_are_idempotent_and_hold_numbers_past_2_32(db_session):
     assert ensure_group_partitions(db_session, 4242) is False
     big = 2**32 + 17
     db_session.execute(text(
-        "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
-        " VALUES (4242, :a, -9223372036854775808, 1, 700000, '<x@y>')"
+        "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
+        " VALUES (4242, :a, -9223372036854775808, 1, 700000, 1, '<x')"
     ), {"a": big})
     stored = db_session.execute(text("SELECT article FROM fragments_g4242")).scalar_one()
     assert stored == big
@@ -152,6 +152,61 @@ def test_0006_carries_the_catalog_over_and_back(postgres, settings):
         reset_engine()
 
 
+def test_0007_stores_each_message_id_host_once_and_carries_the_fragments_over_and_back(postgres, settings):
+    """0007 cuts every fragment's message-id before its last '@': the local part stays in the row,
+    the host goes to message_hosts once; fragments_with_ids gives the message-ids back, and
+    downgrade puts them back whole. Every row survives both ways, ids of any shape included."""
+    url = postgres.create_database("seed_migration_0007")
+    override_settings(Settings(database_url=url))
+    engine = create_engine(url)
+    rows = "SELECT group_id, article, file_key, part, bytes, message_id FROM {} ORDER BY group_id, article"
+    odd = ["<a@b@two.example>", "<no-at-sign>", "<@>", "<é ü@hôte.example>", "<x@>", "@lead>"]
+    try:
+        command.upgrade(alembic_config(), "0006")
+        with engine.begin() as conn:
+            for group_id in (3, 11):
+                conn.execute(text(f'CREATE TABLE "fragments_g{group_id}" PARTITION OF fragments'
+                                  f" FOR VALUES IN ({group_id}) "))
+                conn.execute(text(
+                    "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
+                    " SELECT :g, 2^32::bigint + n, -n, n % 7 + 1, 700000 + n,"
+                    " '<part' || n || 'of9.' || n * 7 || '@host' || (n % 3) || '.example>'"
+                    " FROM generate_series(1, 300) n"), {"g": group_id})
+                for n, message_id in enumerate(odd):
+                    conn.execute(text("INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
+                                      " VALUES (:g, :a, 1, 1, 1, :m)"), {"g": group_id, "a": 2**40 + n, "m": message_id})
+        with engine.connect() as conn:
+            before = conn.execute(text(rows.format("fragments"))).all()
+        command.upgrade(alembic_config(), "0007")
+        with engine.connect() as conn:
+            assert conn.execute(text(rows.format("fragments_with_ids"))).all() == before
+            hosts = set(conn.execute(text("SELECT host FROM message_hosts")).scalars())
+            assert hosts == {"@host0.example>", "@host1.example>", "@host2.example>", "@two.example>", "", "@>",
+                             "@hôte.example>", "@lead>"}
+            assert conn.execute(text("SELECT message_local FROM fragments WHERE article = :a"),
+                                {"a": 2**40}).scalars().all() == ["<a@b", "<a@b"]
+            columns = conn.execute(text(
+                "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
+                " WHERE attrelid = 'fragments_g11'::regclass AND attnum > 0 AND NOT attisdropped")).scalar_one()
+            assert columns == "article,file_key,group_id,part,bytes,host_id,message_local"
+            assert conn.execute(text(
+                "SELECT reloptions FROM pg_class WHERE relname = 'fragments_g11_pkey'")).scalar_one() == ["fillfactor=100"]
+        with engine.begin() as conn:  # rows COPYed without group_id land with their partition's
+            conn.execute(text("INSERT INTO fragments_g11 (article, file_key, part, bytes, host_id, message_local)"
+                              " VALUES (1, 2, 3, 4, 1, '<x')"))
+            assert conn.execute(text("SELECT group_id FROM fragments WHERE article = 1")).scalar_one() == 11
+            conn.execute(text("DELETE FROM fragments WHERE article = 1"))
+        command.downgrade(alembic_config(), "0006")
+        with engine.connect() as conn:
+            assert conn.execute(text(rows.format("fragments"))).all() == before
+            assert "message_hosts" not in set(inspect(engine).get_table_names())
+        command.downgrade(alembic_config(), "base")
+    finally:
+        engine.dispose()
+        override_settings(settings)
+        reset_engine()
+
+
 def test_a_partition_made_without_its_group_default_gets_it(db_session):
     """A partition made by an earlier version (no group_id default) is given one, so rows COPYed
     without group_id land in it."""
@@ -159,5 +214,5 @@ def test_a_partition_made_without_its_group_default_gets_it(db_session):
     assert ensure_group_partitions(db_session, 4343) is True
     assert ensure_group_partitions(db_session, 4343) is False
     db_session.execute(text(
-        "INSERT INTO fragments_g4343 (article, file_key, part, bytes, message_id) VALUES (1, 2, 3, 4, '<x@y>')"))
+        "INSERT INTO fragments_g4343 (article, file_key, part, bytes, host_id, message_local) VALUES (1, 2, 3, 4, 1, '<x')"))
     assert db_session.execute(text("SELECT group_id FROM fragments_g4343")).scalar_one() == 4343

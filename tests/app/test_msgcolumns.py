@@ -187,3 +187,44 @@ def test_a_fragment_file_check_falls_back_to_the_set_when_among_gives_up(monkeyp
     monkeypatch.setattr(batches, "_msgcolumns", GivesUp())
     assert batches._among(array("q", [1, 2, 2]), {1, 2}, [1, 2]) is True
     assert batches._among(array("q", [1, 3]), {1, 2}, [1, 2]) is False
+
+
+_IDS = st.lists(st.one_of(
+    st.sampled_from(["<a@h.example>", "<b@h.example>", "<a@b@two.example>", "<no-at>", "<@>", "@lead>", "<x@>",
+                     "<é ü@hôte.example>", ""]),
+    st.text(alphabet="ab@<>.é", max_size=8)).map(str.encode), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_IDS)
+def test_split_hosts_cuts_each_message_id_before_its_last_at_as_the_python_twin(ids):
+    """A message-id is its local part and its host (from its last '@' on, b'' without one);
+    hosts are numbered in the order first seen, the same in C and in Python."""
+    from app.services import batches
+
+    locals_, numbers, hosts = _msgcolumns.split_hosts(ids)
+    assert [local + hosts[n] for local, n in zip(locals_, numbers)] == ids
+    for local, n in zip(locals_, numbers):
+        assert b"@" not in hosts[n][1:] and (hosts[n][:1] == b"@" or hosts[n] == b"")
+        assert hosts[n] or b"@" not in local
+    assert len(set(hosts)) == len(hosts) and numbers.typecode == "i"
+    assert [hosts[n] for n in sorted(set(numbers), key=list(numbers).index)] == hosts
+    python = batches.MessageHosts(*_msgcolumns.split_hosts(ids))
+    import pytest
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batches, "_msgcolumns", None)
+        assert batches.split_message_ids(ids) == python
+        assert batches.split_message_ids([i.decode() for i in ids]) == python
+
+
+def test_split_hosts_and_take_refuse_what_is_not_theirs():
+    with pytest.raises(TypeError):
+        _msgcolumns.split_hosts([b"<a@b>", "<str@b>"])
+    assert _msgcolumns.take(array("i", [1, 0, 1]), array("i", [7, 9])) == array("i", [9, 7, 9])
+    with pytest.raises(IndexError):
+        _msgcolumns.take(array("i", [2]), array("i", [7, 9]))
+    with pytest.raises(IndexError):
+        _msgcolumns.take(array("i", [-1]), array("i", [7, 9]))
+    with pytest.raises(TypeError):
+        _msgcolumns.take(array("q", [0]), array("i", [7]))

@@ -42,7 +42,7 @@ def test_range_runs_in_the_data_center_into_the_tables(cli_runner, posted_range,
     summary = json.loads(result.output.strip().splitlines()[-1])
     assert summary["next_id"] == 3_001 and summary["batches"] == 3  # 8 chunks of 400, 3 per batch
     with clean_db.connect() as conn:
-        stored = conn.execute(text("SELECT message_id FROM fragments")).scalars().all()
+        stored = conn.execute(text("SELECT message_id FROM fragments_with_ids")).scalars().all()
         dropped = conn.execute(text(
             "SELECT coalesce(sum(fragments), 0) FROM rule_counts WHERE rule = 'executable'")).scalar_one()
         status = conn.execute(text("SELECT status, next_id FROM seed_ranges")).one()

@@ -24,12 +24,13 @@ def test_rows_already_there_are_kept_once(clean_db):
     first = make_batch(BIG, BIG + 999)
     with session_scope() as s:
         batches.store_batch(s, accept(node, range_id, first))
+        s.execute(text("INSERT INTO message_hosts (host) VALUES ('@x>') ON CONFLICT DO NOTHING"))
     second = make_batch(BIG + 1000, BIG + 1999)
     # Another writer got there first with one fragment, one file and one release of this batch.
     with session_scope() as s:
         s.execute(text(
-            "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
-            " VALUES (:g, :a, :f, 1, 1, '<raced@x>')"),
+            "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
+            " VALUES (:g, :a, :f, 1, 1, (SELECT id FROM message_hosts WHERE host = '@x>'), '<raced')"),
             {"g": group_id, "a": second["fragments"]["article"][5], "f": second["fragments"]["file"][5]})
         s.execute(text(
             "INSERT INTO files (group_id, key, release_key, name, subject, poster)"
@@ -43,7 +44,7 @@ def test_rows_already_there_are_kept_once(clean_db):
         assert batches.gather_batch(s, batch_id) is None  # the store gathered it already
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == 2000
     assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 2000
-    assert scalar(clean_db, "SELECT count(*) FROM fragments WHERE message_id = '<raced@x>'") == 1
+    assert scalar(clean_db, "SELECT count(*) FROM fragments_with_ids WHERE message_id = '<raced@x>'") == 1
     assert scalar(clean_db, "SELECT count(*) FROM files") == scalar(clean_db, "SELECT count(DISTINCT key) FROM files")
     # Posters are stored once, with the release (the raced row aside).
     assert scalar(clean_db, "SELECT count(*) FROM files WHERE poster IS NOT NULL") == 1

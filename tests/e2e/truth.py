@@ -190,7 +190,7 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
 
     # -- fragments: the kept articles, each once, at its number --------------------------------
     fragments = _rows(conn, "SELECT f.article, f.message_id, f.part, f.bytes, f.file_key, fi.release_key"
-                            " FROM fragments f LEFT JOIN files fi ON fi.group_id = f.group_id AND fi.key = f.file_key"
+                            " FROM fragments_with_ids f LEFT JOIN files fi ON fi.group_id = f.group_id AND fi.key = f.file_key"
                             " WHERE f.group_id = :g", g=group_id)
     ids = Counter(f.message_id for f in fragments)
     twice = [m for m, n in ids.items() if n > 1]

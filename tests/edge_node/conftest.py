@@ -113,7 +113,7 @@ def all_batches_stored(engine) -> bool:
 
 
 def stored_message_ids(engine, group: str) -> list[str]:
-    rows = query(engine, "SELECT f.message_id FROM fragments f JOIN groups g ON g.id = f.group_id"
+    rows = query(engine, "SELECT f.message_id FROM fragments_with_ids f JOIN groups g ON g.id = f.group_id"
                          " WHERE g.name = :group", group=group)
     return [r[0] for r in rows]
 
