@@ -924,11 +924,11 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
     once: their COPY starts as soon as they are read, the longest part of the store, while the
     session's looks up the known keys, stores the files, release chunks and releases and updates
     the known releases. The caller commits the fragments' transaction last, when everything else
-    of the batch is written, just before the session's (see _store_batch); should the session's commit fail after it, the batch
-    is still 'accepted' and its retry finds its fragments there (their COPY falls back to ON
-    CONFLICT DO NOTHING): nothing is stored twice, and nothing is counted from the fragments. A
-    reader may see a batch's fragments a moment before their files and releases, never a
-    release counting fragments that are not there. The group's partitions must exist, committed,
+    of the batch is written, just before the session's (see _store_batch); should the session's
+    commit fail after it, the batch is still 'accepted' and its retry finds its fragments there
+    (their COPY falls back to ON CONFLICT DO NOTHING): nothing is stored twice, and nothing is
+    counted from the fragments. A reader may see a batch's fragments a moment before their files
+    and releases, never a release counting fragments that are not there. The group's partitions must exist, committed,
     and host_ids hold the message_hosts id of each of the batch's hosts (message_host_ids).
     """
     stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
