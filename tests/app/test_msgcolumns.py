@@ -209,13 +209,13 @@ def test_split_hosts_cuts_each_message_id_before_its_last_at_as_the_python_twin(
         assert hosts[n] or b"@" not in local
     assert len(set(hosts)) == len(hosts) and numbers.typecode == "i"
     assert [hosts[n] for n in sorted(set(numbers), key=list(numbers).index)] == hosts
-    python = batches.MessageHosts(*_msgcolumns.split_hosts(ids))
+    compiled = batches.MessageHosts(*_msgcolumns.split_hosts(ids))
     import pytest
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(batches, "_msgcolumns", None)
-        assert batches.split_message_ids(ids) == python
-        assert batches.split_message_ids([i.decode() for i in ids]) == python
+        assert batches.split_message_ids(ids) == compiled  # the Python twin
+        assert batches.split_message_ids([i.decode() for i in ids]) == compiled
 
 
 def test_split_hosts_and_take_refuse_what_is_not_theirs():
