@@ -30,6 +30,11 @@ from typing import NamedTuple
 
 from edge.overview import OverviewLayout, parse_date
 
+try:
+    from edge._overview import dot_line as _dot_line_c  # edge/_overview.c
+except ImportError:  # pragma: no cover - an install without the compiled part
+    _dot_line_c = None
+
 DEFAULT_TIMEOUT = 30.0
 RECV_SIZE = 256 * 1024
 # Output per inflate step: bounds memory whatever the compression ratio of what arrives.
@@ -40,6 +45,16 @@ MAX_LINE = 1024 * 1024
 CRLF = b"\r\n"
 TERMINATOR = b"\r\n.\r\n"
 _DOT_AFTER_LF = re.compile(rb"\n\.")
+
+
+def _dot_line_python(data: bytes) -> int:
+    """Where the first line after the first starts with a dot: the index of the dot, or -1 (a
+    regex: twice as fast as bytes.find here; _overview.dot_line, its twin, one memchr a line)."""
+    found = _DOT_AFTER_LF.search(data)
+    return -1 if found is None else found.end() - 1
+
+
+_dot_line = _dot_line_c or _dot_line_python
 
 
 class NNTPError(Exception):
@@ -146,10 +161,9 @@ class _DotTerminatedBody:
         if data[:1] == b".":
             dot = 0
         else:
-            found = _DOT_AFTER_LF.search(data)  # a regex: twice as fast as bytes.find here
-            if found is None:  # no line starts with a dot: nothing to unstuff, no terminator yet
+            dot = _dot_line(data)
+            if dot < 0:  # no line starts with a dot: nothing to unstuff, no terminator yet
                 return self._complete_lines(data)
-            dot = found.end() - 1
         if data[dot:dot + 3] == b".\r\n" and (dot == 0 or data[dot - 2:dot] == CRLF):
             # the terminator, with no stuffed line before it
             block, self.rest, self._pending, self.done = data[:dot], data[dot + 3:], b"", True

@@ -57,10 +57,15 @@ def test_edge_installs_alone_into_a_bare_virtualenv(tmp_path):
     names = {line.split("==")[0].lower() for line in installed.split()}
     assert names - {"pip", "setuptools", "wheel"} == {"msgpack", "seed-edge"}
     # Every edge module imports in that environment (run outside the repo so nothing leaks in).
-    modules = [f"edge.{p.stem}" for p in sorted((REPO / "edge").glob("*.py")) if p.stem not in ("__init__", "__main__")]
+    modules = [f"edge.{p.stem}" for p in sorted((REPO / "edge").glob("*.py")) if p.stem not in ("__init__", "__main__", "setup")]
     code = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\nprint('ok')"
     out = subprocess.run([python, "-c", code, *modules], check=True, capture_output=True, text=True, cwd=tmp_path)
     assert out.stdout.strip() == "ok"
+    # Its compiled part is built there too (ops/setup makes sure of a C compiler); the build
+    # script is not installed with the package.
+    compiled = "import importlib.util, edge._overview; print(importlib.util.find_spec('edge.setup') is None)"
+    assert subprocess.run([python, "-c", compiled], check=True, capture_output=True, text=True,
+                          cwd=tmp_path).stdout.strip() == "True"
     help_text = subprocess.run([env_dir / "bin" / "edge", "--help"], capture_output=True, text=True, cwd=tmp_path)
     assert "edge" in (help_text.stdout + help_text.stderr)
     # Alone it gzips with zlib; with the `fast` extra (as the image installs it), with ISA-L.

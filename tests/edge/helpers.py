@@ -1,9 +1,23 @@
 """Overview lines and batches for the edge tests."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
+from edge import nntp, overview
 from edge.batch import decode_batch, encode_batch
+
+
+@contextmanager
+def python_twins() -> Iterator[None]:
+    """The digest's Python code in place of its compiled part (edge/_overview.c), as an install
+    without a C compiler runs it. Not a fixture: property tests switch inside an example."""
+    compiled, dot_line = overview._compiled, nntp._dot_line
+    overview._compiled, nntp._dot_line = None, nntp._dot_line_python
+    try:
+        yield
+    finally:
+        overview._compiled, nntp._dot_line = compiled, dot_line
 
 
 def block(lines: Iterable[bytes]) -> bytes:

@@ -3,10 +3,14 @@ comes out once, unstuffed, the terminator is found wherever the cuts fall, and w
 it is kept."""
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from edge import nntp
 from edge.nntp import _DotTerminatedBody
+from tests.edge.helpers import python_twins
 
 # Lines as servers send them: mostly overview-like, some starting with dots (stuffed on the wire).
 line_text = st.one_of(
@@ -37,9 +41,18 @@ def read(data: bytes, cuts: list[int]) -> tuple[bytes, bytes]:
 @given(st.lists(line_text, max_size=30), st.lists(st.integers(min_value=0), max_size=12),
        st.sampled_from([b"", b"211 next reply\r\n"]))
 def test_every_line_comes_out_once_unstuffed_wherever_the_reply_is_cut(lines, cuts, after):
-    got, rest = read(wire(lines) + after, cuts)
-    assert got == b"".join(line + b"\r\n" for line in lines)
-    assert rest == after
+    for twins in (False, True):  # the dot lines found in C (edge/_overview.c), then in Python
+        with python_twins() if twins else nullcontext():
+            got, rest = read(wire(lines) + after, cuts)
+        assert got == b"".join(line + b"\r\n" for line in lines)
+        assert rest == after
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=60).map(lambda raw: raw.replace(b"a", b"\n").replace(b"b", b".")))
+def test_the_compiled_dot_search_equals_the_python_one(data):
+    assert nntp._dot_line_c is not None
+    assert nntp._dot_line_c(data) == nntp._dot_line_python(data)
 
 
 def test_an_empty_reply_and_a_terminator_split_over_three_pieces():

@@ -10,7 +10,7 @@ from edge import overview
 from edge.overview import (
     DEFAULT_LAYOUT, MAX_ARTICLE_BYTES, MAX_INT64, OverviewLayout, decode_text, new_reject_counts, parse_block, parse_date,
 )
-from tests.edge.helpers import block, overview_line
+from tests.edge.helpers import block, overview_line, python_twins
 
 INN_FORMAT = ["Subject:", "From:", "Date:", "Message-ID:", "References:", "Bytes:", "Lines:", "Xref:full"]
 INN = OverviewLayout.from_format(INN_FORMAT)
@@ -190,6 +190,69 @@ def test_the_fast_path_reads_blocks_like_the_line_by_line_path(data, highest):
     assert lines.pop() == b""
     expected = overview._parse_lines(lines, INN, expected_rejects, 1, highest)
     assert columns == expected and rejects == expected_rejects
+
+
+def test_the_compiled_part_is_built_and_reads_clean_blocks():
+    """ops/setup builds edge/_overview.c; a clean block is cut by it (not handed back)."""
+    assert overview._compiled is not None
+    data = block(overview_line(n) for n in range(2**40, 2**40 + 3))
+    found = overview._compiled.clean_columns(data, INN.subject, INN.poster, INN.date, INN.message_id, INN.bytes,
+                                             INN.min_fields, 1, MAX_INT64, MAX_ARTICLE_BYTES)
+    assert found is not None and found[0] == range(2**40, 2**40 + 3) and found[6] is True
+    assert found[4] == [b"<%d@example.net>" % n for n in range(2**40, 2**40 + 3)] and found[5] == [716800] * 3
+
+
+def _both_ways(data: bytes, layout: OverviewLayout, lowest: int, highest: int):
+    compiled_rejects, python_rejects = new_reject_counts(), new_reject_counts()
+    compiled = overview.parse_block_in_order(data, layout, compiled_rejects, lowest, highest)
+    with python_twins():
+        python = overview.parse_block_in_order(data, layout, python_rejects, lowest, highest)
+    return (compiled, compiled_rejects), (python, python_rejects)
+
+
+@settings(max_examples=800, deadline=None)
+@given(odd_blocks(), st.integers(min_value=-5, max_value=2**40), st.integers(min_value=-5, max_value=2**64))
+def test_the_compiled_columns_equal_the_python_ones(data, lowest, highest):
+    """Odd blocks (leading zeros, gaps, repeats, CR, LF, NUL, tabs, sizes past 2^63) cut in C
+    and in Python: the same columns, the same order flag, the same rejects."""
+    compiled, python = _both_ways(data, INN, lowest, highest)
+    assert compiled == python
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=60).filter(lambda line: b"\r\n" not in line), max_size=20),
+       st.sampled_from([b"\r\n", b"\n", b""]))
+def test_the_compiled_columns_equal_the_python_ones_on_random_bytes(lines, end):
+    data = b"\r\n".join(lines) + end
+    for layout in (INN, DEFAULT_LAYOUT, OverviewLayout.from_format(["From:", "Subject:", "Message-ID:", "Date:", ":bytes"])):
+        compiled, python = _both_ways(data, layout, 1, MAX_INT64)
+        assert compiled == python
+
+
+def test_the_compiled_columns_on_edges_of_the_fast_path():
+    good = [overview_line(n) for n in (5, 6, 7)]
+    cases = [
+        block(good),
+        block(good)[:-2],  # the last CRLF missing
+        block(good)[:-1],  # the last LF missing
+        block(good) + b"\n",  # an LF alone at the end
+        block(good).replace(b"\t4\t", b"\t4\r\t", 1),  # a CR alone inside a field
+        block(good).replace(b"\r\n", b"\n", 1),  # a line ended by an LF alone
+        block([good[0], good[1] + b"\textra", good[2]]),  # a line with one field more
+        block([good[0] + b"\textra", good[1], good[2]]),
+        block([overview_line(5).replace(b"5\t", b"05\t", 1), *good[1:]]),  # leading zero: not consecutive
+        block([overview_line(9), overview_line(10), overview_line(11)]),  # lengths differ
+        block([overview_line(MAX_INT64 - 1), overview_line(MAX_INT64)]),
+        block([overview_line(1).replace(b"1\t", b"00000000000000000000000001\t", 1)]),  # 26 digits, value 1
+        block([overview_line(1).replace(b"1\t", b"99999999999999999999\t", 1)]),  # past 2^64
+        block([overview_line(1, size=MAX_ARTICLE_BYTES + 1)]),
+        block([overview_line(1, message_id=b"")]),
+        b"\r\n", b"\r\n\r\n", b"\t\t\t\t\t\t\r\n",
+    ]
+    for data in cases:
+        for lowest, highest in ((1, MAX_INT64), (6, 6), (5, 7), (8, 4)):
+            compiled, python = _both_ways(data, INN, lowest, highest)
+            assert compiled == python, data
 
 
 def test_consecutive_numbers_are_proven_not_assumed():

@@ -34,7 +34,7 @@ def dockerfile_steps() -> tuple[str, str, str]:
     """(what the image copies, where to, the pip install command), read from ops/Dockerfile.edge."""
     text = DOCKERFILE.read_text()
     copy = re.search(r"^COPY\s+(\S+)\s+(\S+)\s*$", text, re.M)
-    install = re.search(r"^RUN\s+(pip install [^&\n]+?)\s*(?:&&.*)?$", text, re.M)
+    install = re.search(r"^(?:RUN|\s+&&)\s+(pip install [^&\n\\]+?)\s*(?:&&.*|\\)?$", text, re.M)
     assert copy and install, "ops/Dockerfile.edge no longer copies and pip-installs the edge"
     return copy.group(1), copy.group(2), install.group(1)
 

@@ -1,0 +1,235 @@
+/* The edge's per-line hot loops in C, each the twin of Python code beside it (same results):
+ *
+ *   clean_columns(data, subject, poster, date, message_id, size, min_fields, lowest, highest,
+ *                 max_size)
+ *       the fast path of edge.overview.parse_block_in_order: a clean block of CRLF-terminated
+ *       overview lines (no NUL, every line with as many fields as the first, the last field not
+ *       one of those read, every number and size ASCII digits, every message-id non-empty,
+ *       numbers in lowest..highest, sizes at most max_size) as its columns:
+ *       (numbers, subjects, posters, dates, message_ids, sizes, consecutive), numbers a range
+ *       when they are consecutive (digit strings of one length, each one more than the last),
+ *       else a list. Any other block gives None: the Python code then reads it line by line,
+ *       counting its rejects.
+ *   dot_line(data)
+ *       where the first line that starts with a dot starts in data (data starting at a line
+ *       start; the index of that dot, after an LF), or -1: edge.nntp's _DOT_AFTER_LF search.
+ *
+ * Only bytes objects are read (callers make sure); a block is read once, the objects made are
+ * the columns' own. Optional: without a C compiler the install goes on and the Python serves.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#define MAX_INT64_VALUE 9223372036854775807LL
+
+/* ASCII digits (at least one) as a value; 0 on success, -1 when not digits or above max */
+static int read_digits(const char *p, Py_ssize_t n, long long max, long long *out)
+{
+    unsigned long long value = 0;
+    if (n <= 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i] - '0';
+        if (c > 9)
+            return -1;
+        if (value > ((unsigned long long)max - c) / 10)
+            return -1;  /* beyond max (leading zeros stay fine: value stays 0) */
+        value = value * 10 + c;
+    }
+    *out = (long long)value;
+    return 0;
+}
+
+typedef struct {
+    PyObject *subjects, *posters, *dates, *message_ids, *sizes, *numbers;
+} Columns;
+
+static void columns_clear(Columns *c)
+{
+    Py_CLEAR(c->subjects);
+    Py_CLEAR(c->posters);
+    Py_CLEAR(c->dates);
+    Py_CLEAR(c->message_ids);
+    Py_CLEAR(c->sizes);
+    Py_CLEAR(c->numbers);
+}
+
+static PyObject *clean_columns(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    Py_ssize_t subject, poster, date, message_id, size_field, min_fields;
+    long long lowest, highest, max_size;
+    if (!PyArg_ParseTuple(args, "O!nnnnnnLLL", &PyBytes_Type, &data, &subject, &poster, &date, &message_id,
+                          &size_field, &min_fields, &lowest, &highest, &max_size))
+        return NULL;
+    const char *start = PyBytes_AS_STRING(data);
+    Py_ssize_t length = PyBytes_GET_SIZE(data);
+    if (length < 2 || start[length - 2] != '\r' || start[length - 1] != '\n' || memchr(start, 0, length))
+        Py_RETURN_NONE;
+    if (lowest < 1)
+        lowest = 1;
+    if (subject < 1 || poster < 1 || date < 1 || message_id < 1 || size_field < 1)
+        Py_RETURN_NONE;
+
+    /* the first line's width: its tabs, up to its CRLF */
+    const char *first_end = memchr(start, '\n', length);
+    if (first_end == NULL || first_end == start || first_end[-1] != '\r')
+        Py_RETURN_NONE;
+    Py_ssize_t width = 1;
+    for (const char *p = start; p < first_end - 1; p++)
+        width += (*p == '\t');
+    if (width < min_fields || width - 1 == subject || width - 1 == poster || width - 1 == date
+        || width - 1 == message_id || width - 1 == size_field)
+        Py_RETURN_NONE;
+
+    Columns c = {PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0), NULL};
+    if (!c.subjects || !c.posters || !c.dates || !c.message_ids || !c.sizes) {
+        columns_clear(&c);
+        return NULL;
+    }
+    /* the numbers, until they are known not to be consecutive */
+    long long first_number = 0, previous = 0;
+    Py_ssize_t number_length = -1, lines = 0;
+    int consecutive = 1;
+    PyObject *number_list = NULL;  /* made once they are not consecutive */
+
+    const char *line = start, *end = start + length;
+    /* field spans of one line; width can be large, only the ones read are kept */
+    while (line < end) {
+        const char *eol = memchr(line, '\n', end - line);
+        if (eol == NULL || eol == line || eol[-1] != '\r')
+            goto unclean;
+        const char *field = line, *stop = eol - 1;  /* the CR: the last field ends there */
+        const char *spans[5] = {NULL, NULL, NULL, NULL, NULL};
+        Py_ssize_t lengths[5] = {0, 0, 0, 0, 0};
+        const Py_ssize_t wanted[5] = {subject, poster, date, message_id, size_field};
+        const char *number_field = NULL;
+        Py_ssize_t number_len = 0, index = 0;
+        for (;;) {
+            const char *tab = memchr(field, '\t', stop - field);
+            const char *field_end = tab ? tab : stop;
+            if (index == 0) {
+                number_field = field;
+                number_len = field_end - field;
+            }
+            for (int k = 0; k < 5; k++) {
+                if (wanted[k] == index) {
+                    spans[k] = field;
+                    lengths[k] = field_end - field;
+                }
+            }
+            index++;
+            if (tab == NULL)
+                break;
+            field = tab + 1;
+        }
+        if (index != width)
+            goto unclean;
+        long long number, size;
+        if (read_digits(number_field, number_len, MAX_INT64_VALUE, &number) < 0
+            || read_digits(spans[4], lengths[4], MAX_INT64_VALUE, &size) < 0 || lengths[3] == 0)
+            goto unclean;
+        if (number < lowest || number > highest || size > max_size)
+            goto unclean;
+        if (lines == 0) {
+            first_number = number;
+            number_length = number_len;
+        } else {
+            if (consecutive && (previous == MAX_INT64_VALUE || number != previous + 1 || number_len != number_length)) {
+                /* the numbers so far were first_number.. previous: a list from here */
+                consecutive = 0;
+                number_list = PyList_New(lines);
+                if (number_list == NULL)
+                    goto error;
+                for (Py_ssize_t i = 0; i < lines; i++) {
+                    PyObject *value = PyLong_FromLongLong(first_number + i);
+                    if (value == NULL)
+                        goto error;
+                    PyList_SET_ITEM(number_list, i, value);
+                }
+            }
+        }
+        if (!consecutive) {
+            PyObject *value = PyLong_FromLongLong(number);
+            if (value == NULL || PyList_Append(number_list, value) < 0) {
+                Py_XDECREF(value);
+                goto error;
+            }
+            Py_DECREF(value);
+        }
+        previous = number;
+        PyObject *items[5] = {
+            PyBytes_FromStringAndSize(spans[0], lengths[0]), PyBytes_FromStringAndSize(spans[1], lengths[1]),
+            PyBytes_FromStringAndSize(spans[2], lengths[2]), PyBytes_FromStringAndSize(spans[3], lengths[3]),
+            PyLong_FromLongLong(size)};
+        PyObject *lists[5] = {c.subjects, c.posters, c.dates, c.message_ids, c.sizes};
+        int failed = 0;
+        for (int k = 0; k < 5; k++) {
+            if (items[k] == NULL || (!failed && PyList_Append(lists[k], items[k]) < 0))
+                failed = 1;
+            Py_XDECREF(items[k]);
+        }
+        if (failed)
+            goto error;
+        lines++;
+        line = eol + 1;
+    }
+    if (consecutive) {
+        /* its stop may be 2^63: unsigned */
+        c.numbers = PyObject_CallFunction((PyObject *)&PyRange_Type, "LK", first_number,
+                                          (unsigned long long)previous + 1);
+        if (c.numbers == NULL)
+            goto error;
+    } else {
+        c.numbers = number_list;
+        number_list = NULL;
+    }
+    PyObject *result = Py_BuildValue("(OOOOOOO)", c.numbers, c.subjects, c.posters, c.dates, c.message_ids,
+                                     c.sizes, consecutive ? Py_True : Py_False);
+    columns_clear(&c);
+    return result;
+
+unclean:
+    Py_XDECREF(number_list);
+    columns_clear(&c);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(number_list);
+    columns_clear(&c);
+    return NULL;
+}
+
+static PyObject *dot_line(PyObject *self, PyObject *arg)
+{
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "dot_line reads bytes");
+        return NULL;
+    }
+    const char *start = PyBytes_AS_STRING(arg), *end = start + PyBytes_GET_SIZE(arg), *p = start;
+    while (p < end) {
+        const char *lf = memchr(p, '\n', end - p);
+        if (lf == NULL || lf + 1 >= end)
+            break;
+        if (lf[1] == '.')
+            return PyLong_FromSsize_t(lf + 1 - start);
+        p = lf + 1;
+    }
+    return PyLong_FromLong(-1);
+}
+
+static PyMethodDef methods[] = {
+    {"clean_columns", clean_columns, METH_VARARGS, "A clean overview block's columns, or None."},
+    {"dot_line", dot_line, METH_O, "Index of the first dot after an LF, or -1."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_overview", "Overview blocks cut into columns, dot lines found, at C speed.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__overview(void)
+{
+    return PyModule_Create(&module);
+}
