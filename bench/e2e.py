@@ -2,12 +2,16 @@
 PostgreSQL, beside the raw OVER read rate from the same server with the same connections.
 
     .venv/bin/python bench/e2e.py [--articles 600000] [--connections 4] [--workdir /tmp/e2e-bench]
+                                  [--chunk-size 20000] [--batch-chunks 10] [--range-size 100000]
 
 Everything runs on this machine, as ops/run starts it: a private PostgreSQL (fsync off), Redis and
 INN 2 (ops/pg, ops/redis, ops/inn), gunicorn over HTTPS (2 workers), one Celery worker on the
 ingest queue and one on gather+control, and one `edge run` with --connections NNTP connections.
 The two seed test groups (alt.binaries.e-book.french, alt.binaries.cd.image.playstation2.dvdiso)
-get half the generated articles each. Measured:
+get half the generated articles each. The coordinator hands out ranges of --range-size articles
+(its default is 1,000,000: 600,000 articles would make one range a group, fetched, posted and
+stored one after the other), in chunks of --chunk-size, a batch every --batch-chunks chunks (its
+defaults); the raw read reads the same chunks. Measured:
 
 - raw OVER: the same chunks read by --connections of our NNTP client at once, lines only counted
   (no compression, as the edge node is set up here), and the CPU our client spends a line;
@@ -90,7 +94,7 @@ def tree_cpu(root: int) -> float:
 # -- the services --------------------------------------------------------------------------------
 
 class Services:
-    def __init__(self, workdir: Path, connections: int):
+    def __init__(self, workdir: Path, connections: int, chunk_size: int, batch_chunks: int, range_size: int):
         self.workdir = workdir
         self.connections = connections
         pg_port, redis_port, reader, feed, tls, api = free_ports(6)
@@ -104,8 +108,8 @@ class Services:
             "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(reader),
             "API_BIND": f"127.0.0.1:{api}", "API_WORKERS": "2",
             "API_CERTFILE": str(workdir / "cert.pem"), "API_KEYFILE": str(workdir / "key.pem"),
-            # Several ranges per group, so fetching, posting and storing overlap as in production.
-            "RANGE_SIZE": "100000",
+            # Several ranges per group, so fetching, posting and storing overlap as in a long run.
+            "RANGE_SIZE": str(range_size), "CHUNK_SIZE": str(chunk_size), "BATCH_CHUNKS": str(batch_chunks),
         }
 
     def start(self, articles: int) -> None:
@@ -248,12 +252,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--articles", type=int, default=600_000)
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--workdir", default="/tmp/e2e-bench")
+    parser.add_argument("--chunk-size", type=int, default=20_000, help="articles per OVER chunk")
+    parser.add_argument("--batch-chunks", type=int, default=10, help="chunks per batch")
+    parser.add_argument("--range-size", type=int, default=100_000, help="articles per leased range")
     args = parser.parse_args(argv)
-    print(f"command: .venv/bin/python bench/e2e.py --articles {args.articles} --connections {args.connections}")
+    print(f"command: .venv/bin/python bench/e2e.py --articles {args.articles} --connections {args.connections}"
+          f" --chunk-size {args.chunk_size} --batch-chunks {args.batch_chunks} --range-size {args.range_size}")
     workdir = Path(args.workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    services = Services(workdir, args.connections)
+    services = Services(workdir, args.connections, args.chunk_size, args.batch_chunks, args.range_size)
     try:
         services.start(args.articles)
         services.flask("groups", "add", *GROUPS)
@@ -263,15 +271,17 @@ def main(argv: list[str] | None = None) -> int:
         with connect("127.0.0.1", services.ports["reader"], compress=False) as client:
             for group in GROUPS:
                 info = client.group(group)
-                spans += [(group, a, b) for a, b in chunk_spans(info.first, info.last, 20_000)]
+                spans += [(group, a, b) for a, b in chunk_spans(info.first, info.last, args.chunk_size)]
+        inn_before = cpu_of(services.pids()["inn"])
         cpu_before = os.times()
         lines, overview_bytes, raw_seconds = raw_over(services.ports["reader"], spans, args.connections)
         cpu_after = os.times()
+        raw_inn_us = 1e6 * (cpu_of(services.pids()["inn"]) - inn_before) / lines
         raw_rate = lines / raw_seconds
         # This process only reads then: its CPU is our NNTP client's cost of reading a line.
         reader_us = 1e6 * (cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system) / lines
         say(f"raw OVER: {lines} lines, {overview_bytes} bytes in {raw_seconds:.2f} s = {raw_rate:,.0f} lines/s;"
-            f" our reader's CPU {reader_us:.2f} µs a line")
+            f" our reader's CPU {reader_us:.2f} µs a line, INN's {raw_inn_us:.2f}")
 
         pids = services.pids()
         before = {name: cpu_of(pid) for name, pid in pids.items()}
@@ -323,8 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     total_us = sum(us.values())
     overlap = e2e_rate * total_us / 1e6 / os.cpu_count()
     figures = {
-        "articles": articles, "connections": args.connections, "overview_bytes": overview_bytes,
+        "articles": articles, "connections": args.connections, "chunk_size": args.chunk_size,
+        "batch_chunks": args.batch_chunks, "range_size": args.range_size, "overview_bytes": overview_bytes,
         "raw_over_lines_per_second": round(raw_rate), "raw_reader_cpu_us_per_line": round(reader_us, 2),
+        "raw_inn_cpu_us_per_line": round(raw_inn_us, 2),
         "e2e_articles_per_second": round(e2e_rate),
         "e2e_seconds": round(e2e_seconds, 2), "share_of_raw": round(e2e_rate / raw_rate, 3),
         "cpu_us_per_article": us, "dc_us_per_article": dc_us,
