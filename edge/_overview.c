@@ -10,6 +10,8 @@
  *       when they are consecutive (digit strings of one length, each one more than the last),
  *       else a list. Any other block gives None: the Python code then reads it line by line,
  *       counting its rejects.
+ *   number_lines(subjects, posters, tails, read_tail, file_numbers)
+ *       edge.gather's numbering of a block's lines into files (see the function).
  *   dot_line(data)
  *       where the first line that starts with a dot starts in data (data starting at a line
  *       start; the index of that dot, after an LF), or -1: edge.nntp's _DOT_AFTER_LF search.
@@ -218,7 +220,87 @@ static PyObject *dot_line(PyObject *self, PyObject *arg)
     return PyLong_FromLong(-1);
 }
 
+/* number_lines(subjects, posters, tails, read_tail, file_numbers): edge.gather's numbering of a
+ * block's lines into files. Each subject is cut at its last "(": the text after it is looked up in
+ * tails (read_tail(text) read into it when missing), which gives (part, parts, text after the
+ * counter) or False; the file is file_numbers[(poster, text before, text after the counter)] (a
+ * defaultdict numbering new keys). Gives (file numbers, counters), or None as soon as a line has
+ * no "(" or no counter after its last one: the Python code then numbers the whole block (the
+ * lines numbered here got the numbers it gives them too, in the same order). */
+static PyObject *number_lines(PyObject *self, PyObject *args)
+{
+    PyObject *subjects, *posters, *tails, *read_tail, *file_numbers;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO", &PyList_Type, &subjects, &PyList_Type, &posters, &PyDict_Type, &tails,
+                          &read_tail, &file_numbers))
+        return NULL;
+    Py_ssize_t lines = PyList_GET_SIZE(subjects);
+    if (PyList_GET_SIZE(posters) != lines)
+        Py_RETURN_NONE;
+    PyObject *numbers = PyList_New(lines), *counters = PyList_New(lines);
+    if (numbers == NULL || counters == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < lines; i++) {
+        PyObject *subject = PyList_GET_ITEM(subjects, i);
+        if (!PyBytes_Check(subject))
+            goto fallback;
+        const char *text = PyBytes_AS_STRING(subject);
+        Py_ssize_t length = PyBytes_GET_SIZE(subject), paren = length - 1;
+        while (paren >= 0 && text[paren] != '(')
+            paren--;
+        if (paren < 0)
+            goto fallback;
+        PyObject *tail = PyBytes_FromStringAndSize(text + paren + 1, length - paren - 1);
+        if (tail == NULL)
+            goto error;
+        PyObject *counter = PyDict_GetItemWithError(tails, tail);  /* borrowed */
+        if (counter != NULL) {
+            Py_INCREF(counter);
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(tail);
+            goto error;
+        } else {
+            counter = PyObject_CallOneArg(read_tail, tail);
+            if (counter == NULL || PyDict_SetItem(tails, tail, counter) < 0) {
+                Py_XDECREF(counter);
+                Py_DECREF(tail);
+                goto error;
+            }
+        }
+        Py_DECREF(tail);
+        if (!PyTuple_Check(counter) || PyTuple_GET_SIZE(counter) != 3) {  /* False: no counter there */
+            Py_DECREF(counter);
+            goto fallback;
+        }
+        PyList_SET_ITEM(counters, i, counter);  /* the list's reference now */
+        PyObject *before = PyBytes_FromStringAndSize(text, paren);
+        if (before == NULL)
+            goto error;
+        PyObject *key = PyTuple_Pack(3, PyList_GET_ITEM(posters, i), before, PyTuple_GET_ITEM(counter, 2));
+        Py_DECREF(before);
+        if (key == NULL)
+            goto error;
+        PyObject *number = PyObject_GetItem(file_numbers, key);  /* a defaultdict: numbers a new key */
+        Py_DECREF(key);
+        if (number == NULL)
+            goto error;
+        PyList_SET_ITEM(numbers, i, number);
+    }
+    PyObject *result = PyTuple_Pack(2, numbers, counters);
+    Py_DECREF(numbers);
+    Py_DECREF(counters);
+    return result;
+fallback:
+    Py_DECREF(numbers);
+    Py_DECREF(counters);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(numbers);
+    Py_XDECREF(counters);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"number_lines", number_lines, METH_VARARGS, "A block's lines numbered into files, or None."},
     {"clean_columns", clean_columns, METH_VARARGS, "A clean overview block's columns, or None."},
     {"dot_line", dot_line, METH_O, "Index of the first dot after an LF, or -1."},
     {NULL, NULL, 0, NULL},

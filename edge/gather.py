@@ -45,6 +45,11 @@ from edge.overview import (
 from edge.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, clear_rule_caches, file_kind
 from edge.subjects import ParsedSubject, clear_subject_caches, file_subject, find_segment_counter, parse_pieces
 
+try:
+    from edge._overview import number_lines as _number_lines  # edge/_overview.c: Gatherer._numbered in C
+except ImportError:  # pragma: no cover - an install without the compiled part
+    _number_lines = None
+
 BATCH_FORMAT_VERSION = 1
 
 # The per-process caches are bounded, so that a process's memory does not grow with the data it
@@ -384,22 +389,11 @@ class Gatherer:
             return
         if len(_COUNTER_TAILS) > _COUNTER_TAILS_MAX:
             _trim(_COUNTER_TAILS, _COUNTER_TAILS_MAX)
-        pieces = list(map(bytes.rpartition, subjects, repeat(b"(")))
-        befores = list(map(itemgetter(0), pieces))
-        tails = list(map(itemgetter(2), pieces))
-        try:
-            counters = list(map(_COUNTER_TAILS.__getitem__, tails))
-        except KeyError:  # tails not read yet: few once the cache is warm
-            for tail in set(tails).difference(_COUNTER_TAILS):
-                _COUNTER_TAILS[tail] = _counter_after_paren(tail)
-            counters = _looked_up(_COUNTER_TAILS, tails, _counter_after_paren)
-        # no counter after the last "(" (False), or no "(" at all (an empty before: maybe)
-        if not all(counters) or not all(befores):
-            for line, (before, paren, _) in enumerate(pieces):
-                if counters[line] is False or not paren:
-                    befores[line], counters[line] = _counter_anywhere(subjects[line])
-        numbers = list(map(self._file_numbers.__getitem__, zip(columns.posters, befores,
-                                                                 map(itemgetter(2), counters))))
+        found = None
+        if _number_lines is not None and type(subjects) is list and type(columns.posters) is list:
+            # the same in C, without the pieces (None: a line without a counter after its last "(")
+            found = _number_lines(subjects, columns.posters, _COUNTER_TAILS, _counter_after_paren, self._file_numbers)
+        numbers, counters = found if found is not None else self._numbered(columns)
         files = self._by_file
         new = len(self._file_numbers) - len(files.subjects)
         if new:
@@ -422,6 +416,27 @@ class Gatherer:
                 line = numbers.index(file, line + 1)
                 first_lines.append(offset + line)
                 first_dates.append(dates[line])
+
+    def _numbered(self, columns: OverviewColumns) -> tuple[list[int], list[tuple[int, int, bytes]]]:
+        """Each line's file number and segment counter (part, parts, subject after it)."""
+        subjects = columns.subjects
+        pieces = list(map(bytes.rpartition, subjects, repeat(b"(")))
+        befores = list(map(itemgetter(0), pieces))
+        tails = list(map(itemgetter(2), pieces))
+        try:
+            counters = list(map(_COUNTER_TAILS.__getitem__, tails))
+        except KeyError:  # tails not read yet: few once the cache is warm
+            for tail in set(tails).difference(_COUNTER_TAILS):
+                _COUNTER_TAILS[tail] = _counter_after_paren(tail)
+            counters = _looked_up(_COUNTER_TAILS, tails, _counter_after_paren)
+        # no counter after the last "(" (False), or no "(" at all (an empty before: maybe)
+        if not all(counters) or not all(befores):
+            for line, (before, paren, _) in enumerate(pieces):
+                if counters[line] is False or not paren:
+                    befores[line], counters[line] = _counter_anywhere(subjects[line])
+        numbers = list(map(self._file_numbers.__getitem__, zip(columns.posters, befores,
+                                                                 map(itemgetter(2), counters))))
+        return numbers, counters
 
     def _add_files(self, new: int) -> None:
         """The files first seen in the block just read: their subjects read (once per process)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from edge import nntp, overview
+from edge import gather, nntp, overview
 from edge.batch import decode_batch, encode_batch
 
 
@@ -12,12 +12,12 @@ from edge.batch import decode_batch, encode_batch
 def python_twins() -> Iterator[None]:
     """The digest's Python code in place of its compiled part (edge/_overview.c), as an install
     without a C compiler runs it. Not a fixture: property tests switch inside an example."""
-    compiled, dot_line = overview._compiled, nntp._dot_line
-    overview._compiled, nntp._dot_line = None, nntp._dot_line_python
+    compiled, dot_line, number_lines = overview._compiled, nntp._dot_line, gather._number_lines
+    overview._compiled, nntp._dot_line, gather._number_lines = None, nntp._dot_line_python, None
     try:
         yield
     finally:
-        overview._compiled, nntp._dot_line = compiled, dot_line
+        overview._compiled, nntp._dot_line, gather._number_lines = compiled, dot_line, number_lines
 
 
 def block(lines: Iterable[bytes]) -> bytes:

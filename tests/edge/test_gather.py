@@ -1,6 +1,8 @@
 """Gathering a batch: files with their fragments, releases, stable keys, rules, release chunks."""
+import itertools
 import json
 import threading
+from contextlib import nullcontext
 from collections import defaultdict
 from functools import cache
 from pathlib import Path
@@ -14,7 +16,7 @@ from edge.gather import Gatherer, file_key, release_key
 from edge.rules import RuleSet
 from simnews.generator import Config, generate
 from simnews.scripted import overview_lines
-from tests.edge.helpers import as_received, block, overview_line
+from tests.edge.helpers import as_received, block, overview_line, python_twins
 
 GROUP = "alt.binaries.test"
 FIRST = 7_000_000_000
@@ -283,6 +285,44 @@ def test_block_boundaries_change_nothing(lines, rules):
         batches.append(gatherer.build())
     assert batches[0] == batches[1]
     assert as_received(batches[0])["rules"][""][2] == len(batches[0]["fragments"]["file"])
+
+
+def _digest_both_ways(blocks: list[bytes]):
+    """A chunk's blocks digested with the compiled part (edge/_overview.c) and with its Python
+    twins, each from empty caches: the batch and the lines' numbering into files."""
+    results = []
+    for twins in (False, True):
+        gather_module.clear_caches()
+        with python_twins() if twins else nullcontext():
+            gatherer = Gatherer(GROUP)
+            gatherer.add_chunk(FIRST, FIRST + 40, blocks)
+            results.append((gatherer.build(), gatherer._files, gatherer._counters, dict(gatherer._file_numbers)))
+    return results
+
+
+@settings(max_examples=300, deadline=None)
+@given(odd_lines(), st.booleans())
+def test_the_compiled_numbering_equals_the_python_one(lines, one_block):
+    """Subjects without "(", with one but no counter after it, counters in the middle, empty
+    text before the counter: numbered in C or in Python, the same files and batch."""
+    assert gather_module._number_lines is not None
+    compiled, python = _digest_both_ways([block(lines)] if one_block else [block([line]) for line in lines])
+    assert compiled == python
+
+
+def test_the_compiled_numbering_hands_odd_blocks_back():
+    tails, numbers = {}, defaultdict(itertools.count().__next__)
+    number_lines = gather_module._number_lines
+    read = gather_module._counter_after_paren
+    assert number_lines([b"a (1/2)", b"b (2/2) x"], [b"P", b"P"], tails, read, numbers) == (
+        [0, 1], [(1, 2, b""), (2, 2, b" x")])
+    assert numbers == {(b"P", b"a ", b""): 0, (b"P", b"b ", b" x"): 1}
+    assert number_lines([b"a (1/2)", b"no counter"], [b"P", b"P"], tails, read, numbers) is None
+    assert number_lines([b"a (1/2)", b"(x) y"], [b"P", b"P"], tails, read, numbers) is None  # "x) y": no counter
+    assert tails[b"x) y"] is False
+    assert number_lines([b"a (1/2)"], [b"P", b"Q"], tails, read, numbers) is None  # columns of unequal length
+    assert number_lines(["str (1/2)"], [b"P"], tails, read, numbers) is None
+    assert number_lines([b"(1/1)"], [b"P"], tails, read, numbers) == ([2], [(1, 1, b"")])  # nothing before it
 
 
 def test_a_cache_emptied_meanwhile_changes_nothing():
