@@ -25,8 +25,8 @@
 
 #define MAX_INT64_VALUE 9223372036854775807LL
 
-/* ASCII digits (at least one) as a value; 0 on success, -1 when not digits or above max */
-static int read_digits(const char *p, Py_ssize_t n, long long max, long long *out)
+/* ASCII digits (at least one) as a value; 0 on success, -1 when not digits or past 2^63 - 1 */
+static int read_digits(const char *p, Py_ssize_t n, long long *out)
 {
     unsigned long long value = 0;
     if (n <= 0)
@@ -35,8 +35,8 @@ static int read_digits(const char *p, Py_ssize_t n, long long max, long long *ou
         unsigned char c = (unsigned char)p[i] - '0';
         if (c > 9)
             return -1;
-        if (value > ((unsigned long long)max - c) / 10)
-            return -1;  /* beyond max (leading zeros stay fine: value stays 0) */
+        if (value > ((unsigned long long)MAX_INT64_VALUE - c) / 10)
+            return -1;  /* past it (leading zeros stay fine: value stays 0) */
         value = value * 10 + c;
     }
     *out = (long long)value;
@@ -71,6 +71,8 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
         Py_RETURN_NONE;
     if (lowest < 1)
         lowest = 1;
+    if (highest < lowest)
+        Py_RETURN_NONE;
     if (subject < 1 || poster < 1 || date < 1 || message_id < 1 || size_field < 1)
         Py_RETURN_NONE;
 
@@ -90,11 +92,10 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
         columns_clear(&c);
         return NULL;
     }
-    /* the numbers, until they are known not to be consecutive */
+    /* the numbers: first_number.. previous while they are consecutive, c.numbers a list once not */
     long long first_number = 0, previous = 0;
     Py_ssize_t number_length = -1, lines = 0;
     int consecutive = 1;
-    PyObject *number_list = NULL;  /* made once they are not consecutive */
 
     const char *line = start, *end = start + length;
     /* field spans of one line; width can be large, only the ones read are kept */
@@ -129,10 +130,8 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
         if (index != width)
             goto unclean;
         long long number, size;
-        if (read_digits(number_field, number_len, MAX_INT64_VALUE, &number) < 0
-            || read_digits(spans[4], lengths[4], MAX_INT64_VALUE, &size) < 0 || lengths[3] == 0)
-            goto unclean;
-        if (number < lowest || number > highest || size > max_size)
+        if (read_digits(number_field, number_len, &number) < 0 || read_digits(spans[4], lengths[4], &size) < 0
+            || lengths[3] == 0 || number < lowest || number > highest || size > max_size)
             goto unclean;
         if (lines == 0) {
             first_number = number;
@@ -141,20 +140,20 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
             if (consecutive && (previous == MAX_INT64_VALUE || number != previous + 1 || number_len != number_length)) {
                 /* the numbers so far were first_number.. previous: a list from here */
                 consecutive = 0;
-                number_list = PyList_New(lines);
-                if (number_list == NULL)
+                c.numbers = PyList_New(lines);
+                if (c.numbers == NULL)
                     goto error;
                 for (Py_ssize_t i = 0; i < lines; i++) {
                     PyObject *value = PyLong_FromLongLong(first_number + i);
                     if (value == NULL)
                         goto error;
-                    PyList_SET_ITEM(number_list, i, value);
+                    PyList_SET_ITEM(c.numbers, i, value);
                 }
             }
         }
         if (!consecutive) {
             PyObject *value = PyLong_FromLongLong(number);
-            if (value == NULL || PyList_Append(number_list, value) < 0) {
+            if (value == NULL || PyList_Append(c.numbers, value) < 0) {
                 Py_XDECREF(value);
                 goto error;
             }
@@ -183,9 +182,6 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
                                           (unsigned long long)previous + 1);
         if (c.numbers == NULL)
             goto error;
-    } else {
-        c.numbers = number_list;
-        number_list = NULL;
     }
     PyObject *result = Py_BuildValue("(OOOOOOO)", c.numbers, c.subjects, c.posters, c.dates, c.message_ids,
                                      c.sizes, consecutive ? Py_True : Py_False);
@@ -193,11 +189,9 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
     return result;
 
 unclean:
-    Py_XDECREF(number_list);
     columns_clear(&c);
     Py_RETURN_NONE;
 error:
-    Py_XDECREF(number_list);
     columns_clear(&c);
     return NULL;
 }
