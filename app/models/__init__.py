@@ -1,5 +1,5 @@
 """The catalog's tables; importing this package registers every model on Base.metadata."""
-from app.models.batches import SeedBatch
+from app.models.batches import SeedBatch, StoredFragments
 from app.models.catalog import File, Fragment, MessageHost, Release, ReleaseChunk, RuleCount
 from app.models.groups import Group
 from app.models.nodes import SeedNode
@@ -9,5 +9,5 @@ from app.models.spool import SpoolChunk
 
 __all__ = [
     "File", "Fragment", "Group", "MessageHost", "Release", "ReleaseChunk", "RuleCount", "SeedBatch",
-    "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk",
+    "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk", "StoredFragments",
 ]

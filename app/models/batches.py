@@ -48,3 +48,16 @@ class SeedBatch(Base):
         # The requeue sweep looks only at batches not done yet.
         Index("ix_seed_batches_pending", "accepted_at", postgresql_where=text("state IN ('accepted', 'stored')")),
     )
+
+
+class StoredFragments(Base):
+    """A batch whose fragments are in the catalog: added in the transaction that stores them, so a
+    retry of a batch that failed after that commit leaves them as they are (the fragments keep no
+    key that would refuse them a second time: migration 0008, docs/store.md).
+
+    The store holds its batch's row FOR NO KEY UPDATE, which lets this row's foreign key check
+    (FOR KEY SHARE), made on the fragments' own connection, go through."""
+
+    __tablename__ = "stored_fragments"
+
+    batch_id: Mapped[int] = mapped_column(ForeignKey("seed_batches.id", ondelete="CASCADE"), primary_key=True)

@@ -48,14 +48,15 @@ class File(Base):
 class Fragment(Base):
     """One article of a file; an article number appears once per group.
 
-    The columns are in the table's order, 8-byte ones first so that no alignment padding is
-    stored; the primary key's pages are filled whole (fillfactor 100,
-    set by migration 0006): fragments go in in article order, a range at a time. A message-id's
-    host is stored once, in message_hosts (migration 0007).
+    No key in the table (migration 0008): its upkeep was half of the server's work a batch, and
+    an article is stored once without it (one batch holds it, once; a batch's fragments go in
+    whole, recorded in stored_fragments). The mapper's primary key is (group_id, article) all
+    the same. The columns are in the table's order, 8-byte ones first so that no alignment
+    padding is stored. A message-id's host is stored once, in message_hosts (migration 0007).
     """
 
     __tablename__ = "fragments"
-    __table_args__ = (PrimaryKeyConstraint("group_id", "article"), PARTITION_BY_GROUP)
+    __table_args__ = (PARTITION_BY_GROUP,)
 
     article: Mapped[int] = mapped_column(BigInteger)
     file_key: Mapped[int] = mapped_column(BigInteger)
@@ -65,6 +66,8 @@ class Fragment(Base):
     # The message-id is message_local || message_hosts.host (the view fragments_with_ids).
     host_id: Mapped[int] = mapped_column(Integer)
     message_local: Mapped[str] = mapped_column(Text)
+
+    __mapper_args__ = {"primary_key": [group_id, article]}
 
 
 class MessageHost(Base):

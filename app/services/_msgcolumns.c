@@ -13,6 +13,7 @@
  *
  * And two checks over such arrays, without an int object a value:
  * bounds(values) -> (min, max), or None when empty
+ * ascending(values) -> whether each value is greater than the one before (so none comes twice)
  * among(values, keys) -> whether every value is one of keys (arrays of 'q'), or None when the
  *     keys collide too much for its table (then a set must say)
  *
@@ -373,6 +374,19 @@ static PyObject *bounds(PyObject *module, PyObject *values)
     return Py_BuildValue("(LL)", lo, hi);
 }
 
+static PyObject *ascending(PyObject *module, PyObject *values)
+{
+    Py_buffer view;
+    if (int_view(values, &view) < 0)
+        return NULL;
+    Py_ssize_t n = view.len / view.itemsize;
+    int ascending = 1;
+    for (Py_ssize_t i = 1; i < n && ascending; i++)
+        ascending = item(&view, i - 1) < item(&view, i);
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(ascending);
+}
+
 #define MAX_PROBES 64
 
 static inline size_t slot_of(int64_t v, int bits)
@@ -571,6 +585,8 @@ static PyMethodDef methods[] = {
      "split_hosts(ids) -> (locals, numbers, hosts): message-ids cut before their last '@'."},
     {"take", take, METH_VARARGS, "take(numbers, table) -> array('i'): table[n] for each n."},
     {"bounds", bounds, METH_O, "bounds(values) -> (min, max) of an array of 'q' or 'i', or None when empty."},
+    {"ascending", ascending, METH_O,
+     "ascending(values) -> bool: each value of an array of 'q' or 'i' greater than the one before."},
     {"among", among, METH_VARARGS,
      "among(values, keys) -> bool: every value is one of keys (arrays); None: ask a set instead."},
     {"ints", ints, METH_VARARGS, "ints(data, start, end, bits) -> array: a msgpack array of integers, checked."},

@@ -9,7 +9,10 @@ moves the state in the same transaction, so a redelivered task finds the work do
 nothing. Rows go in by COPY straight into the group's partitions, less the files and releases
 already there (they span batches); should another worker store one of them meanwhile, that table
 falls back to staging and INSERT ... ON CONFLICT DO NOTHING, and only the rows that went in are
-added to the releases' aggregates. Nothing is stored or counted twice either way.
+added to the releases' aggregates. The fragments keep no key (the bulk of the rows: its upkeep
+was half of PostgreSQL's work a batch): a batch's articles are its own, each once (the API's
+check), and its fragments go in whole in a transaction that records the batch in
+stored_fragments, so a retry knows they are in. Nothing is stored or counted twice either way.
 """
 from __future__ import annotations
 
@@ -103,9 +106,15 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
     if not all(first <= a <= b <= last for a, b in batch["missing"]):
         bad("missing spans must lie inside first..last")
     try:
-        bounds = _bounds(batch["fragments"]["article"])
+        articles = batch["fragments"]["article"]
+        bounds = _bounds(articles)
         if bounds and not (first <= bounds[0] and bounds[1] <= last):
             bad("a fragment's article number is outside first..last")
+        # The catalog keeps no key on the fragments (migration 0008): an article is stored once
+        # because it is in one batch only (a range's batches follow each other, ranges do not
+        # overlap) and once in it. The digest keeps one line of an article a server listed twice.
+        if not _each_once(articles):
+            bad("fragments.article holds an article twice")
     except TypeError:  # the store checks the fragments' values itself, as it packs them
         bad("fragments.article must hold integers")
     for table, columns in INT32_COLUMNS.items() if int32 else ():
@@ -129,8 +138,6 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
     if any("\0" in name or not _encodes(name) for name in batch["rules"]):
         bad("rule names must be UTF-8 strings without NUL")
     # The catalog's keys: a row of each in a batch (the digest merges repeats before it builds).
-    # Not fragments' articles: a server that lists an article twice gets it stored once (the
-    # store's ON CONFLICT fallback), not its range refused.
     keys = {}
     for table, column in (("files", "key"), ("releases", "key"), ("release_chunks", "release")):
         values = batch[table][column]
@@ -162,6 +169,17 @@ def _bounds(values) -> tuple[int, int] | None:
     if _msgcolumns is not None and type(values) is array:
         return _msgcolumns.bounds(values)
     return (min(values), max(values)) if values else None
+
+
+def _each_once(values) -> bool:
+    """No value of a column comes twice: at C speed for one read as an array in ascending order
+    (the digest's articles), else by a set."""
+    if _msgcolumns is not None and type(values) is array:
+        if _msgcolumns.ascending(values):
+            return True
+    elif all(map(lt, values, islice(values, 1, None))):
+        return True
+    return len(set(values)) == len(values)
 
 
 def _among(values, keys: set, key_list: list) -> bool:
@@ -239,8 +257,10 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
 
 
 def _store_batch(session: Session, batch_id: int) -> StoreResult:
+    # FOR NO KEY UPDATE: it keeps a second store of the batch off, and lets the fragments'
+    # connection add the batch to stored_fragments (its foreign key's check: FOR KEY SHARE).
     batch_row = session.scalar(
-        select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update()
+        select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update(key_share=True)
         .options(defer(SeedBatch.body)).execution_options(populate_existing=True)
     )
     if batch_row is None or batch_row.state != "accepted":
@@ -267,7 +287,8 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
     # The fragments' transaction commits when this block ends without an error, after everything
     # else of the batch is written and just before the caller commits the session (see load_catalog).
     with engine.begin() as fragments:
-        _record_stored(session, batch_row, load_catalog(session, fragments, group_id, range_id, stored, host_ids))
+        _record_stored(session, batch_row, load_catalog(session, fragments, group_id, range_id, stored, host_ids,
+                                                        batch_id))
         session.flush()
     return StoreResult(batch_id, stored=True)
 
@@ -522,6 +543,9 @@ def _gunzip(body: bytes, cap: int) -> bytes:
     return data
 
 
+# Whether a batch's fragments are in (committed with them, see load_catalog).
+FRAGMENTS_STORED = "SELECT FROM stored_fragments WHERE batch_id = %s"
+RECORD_FRAGMENTS_STORED = "INSERT INTO stored_fragments (batch_id) VALUES (%s)"
 # Fragments' columns in the table's order (no alignment padding: 8-byte columns first); the
 # partition's own default gives group_id. They go in by binary COPY (the bulk of every batch).
 FRAGMENT_COLUMNS = "article, file_key, part, bytes, host_id, message_local"
@@ -910,7 +934,7 @@ UPDATE_RELEASES = """
 
 
 def load_catalog(session: Session, fragments_connection: Connection, group_id: int, range_id: int,
-                 batch: dict | StoredBatch, host_ids: array) -> dict:
+                 batch: dict | StoredBatch, host_ids: array, batch_id: int) -> dict:
     """Files, fragments, releases, release chunks and rule counts of one batch, in bulk, and the
     releases' aggregates (what gathering computes) kept up to date as rows go in. Returns the
     batch (decoded whole).
@@ -924,10 +948,11 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
     once: their COPY starts as soon as they are read, the longest part of the store, while the
     session's looks up the known keys, stores the files, release chunks and releases and updates
     the known releases. The caller commits the fragments' transaction last, when everything else
-    of the batch is written, just before the session's (see _store_batch); should the session's
-    commit fail after it, the batch is still 'accepted' and its retry finds its fragments there
-    (their COPY falls back to ON CONFLICT DO NOTHING): nothing is stored twice, and nothing is
-    counted from the fragments. A reader may see a batch's fragments a moment before their files
+    of the batch is written, just before the session's (see _store_batch). That transaction
+    also records the batch in stored_fragments (the catalog keeps no key on the fragments,
+    migration 0008): should the session's commit fail after it, the batch is still 'accepted'
+    and its retry finds it there and leaves its fragments as they are, all in. Nothing is
+    stored twice, and nothing is counted from the fragments. A reader may see a batch's fragments a moment before their files
     and releases, never a release counting fragments that are not there. The group's partitions must exist, committed,
     and host_ids hold the message_hosts id of each of the batch's hosts (message_host_ids).
     """
@@ -942,10 +967,16 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
         # The fragments first: their COPY is the longest part of a batch's store, and the server
         # stores them while the rest of the batch is read, looked up and stored on the session's.
         fragment_table, hosts = stored.table("fragments"), stored.message_hosts()
-        fragment_rows = fragment_slices(fragment_table, hosts.locals, host_column(hosts.numbers, host_ids))
-        fragments = _PendingCopy(fragment_cur, "fragments", partition_name("fragments", group_id),
-                                 FRAGMENT_COLUMNS, _packed(stored, "fragments", fragment_rows),
-                                 "article", binary=True, rows=len(fragment_table["article"]))
+        fragments = None
+        cur.execute(FRAGMENTS_STORED, (batch_id,))
+        if cur.fetchone() is None:  # else a retry after the fragments committed: they are in
+            # Committed with the fragments, so it tells their commit (a second store of the batch
+            # would wait on this row and fail, should the batch's lock not have kept it off).
+            fragment_cur.execute(RECORD_FRAGMENTS_STORED, (batch_id,))
+            fragment_rows = fragment_slices(fragment_table, hosts.locals, host_column(hosts.numbers, host_ids))
+            fragments = _PendingCopy(fragment_cur, "fragments", partition_name("fragments", group_id),
+                                     FRAGMENT_COLUMNS, _packed(stored, "fragments", fragment_rows),
+                                     "article", binary=True, rows=len(fragment_table["article"]))
         try:
             files, releases = stored.table("files"), stored.table("releases")
             file_keys, file_releases, release_keys = files["key"], files["release"], releases["key"]
@@ -965,14 +996,16 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
             )
         except BaseException as exc:
             try:
-                fragments.abort(exc)
+                if fragments is not None:
+                    fragments.abort(exc)
             except Exception as ended:  # the COPY's own end: the error that brought us here counts
                 log.warning("fragments COPY ended with %s while failing on %s", ended, exc)
             if isinstance(exc, (struct.error, TypeError, AttributeError)):
                 check_batch(stored.whole())  # says which column, when a value is past 32 bits
                 raise MalformedBatch(f"malformed batch: a value does not fit its column ({exc})") from None
             raise
-        fragments.finish()
+        if fragments is not None:
+            fragments.finish()
     return batch
 
 

@@ -117,6 +117,9 @@ _DEEP_BOTH = [
     (lambda b: b["fragments"]["article"].__setitem__(3, 2**63), "64 bits"),
     (lambda b: b["fragments"]["part"].__setitem__(3, 2**31), "past 32 bits"),
     (lambda b: b["fragments"]["bytes"].__setitem__(3, None), "fragments.bytes"),
+    # The catalog keeps no key on the fragments: an article listed twice is refused at the door.
+    (lambda b: b["fragments"]["article"].__setitem__(4, b["fragments"]["article"][3]), "an article twice"),
+    (lambda b: b["fragments"]["article"].__setitem__(1, b["fragments"]["article"][-1]), "an article twice"),
     (lambda b: b["fragments"]["message_id"].__setitem__(5, 12), "message_id"),
     (lambda b: b["fragments"].__setitem__("extra", [1] * len(b["fragments"]["file"])), "fragments"),
     (lambda b: b["fragments"].pop("part"), "fragments"),

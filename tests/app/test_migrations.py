@@ -207,6 +207,64 @@ def test_0007_stores_each_message_id_host_once_and_carries_the_fragments_over_an
         reset_engine()
 
 
+def test_0008_drops_the_fragments_key_and_records_the_batches_whose_fragments_are_in(postgres, settings):
+    """0008 drops the fragments' key. A batch that may still be stored (accepted, or failed and
+    retried later) whose fragments are in (its store failed after their commit) is recorded in
+    stored_fragments, so its retry leaves them as they are; the others are not. Downgrade puts the
+    key back."""
+    url = postgres.create_database("seed_migration_0008")
+    override_settings(Settings(database_url=url))
+    engine = create_engine(url)
+    big = 2**32
+    try:
+        command.upgrade(alembic_config(), "0007")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO groups (id, name) VALUES (5, 'alt.binaries.test')"))
+            ensure_group_partitions(conn, 5)
+            conn.execute(text("INSERT INTO seed_plans (id, group_id, first_id, last_id) VALUES (1, 5, :a, :b)"),
+                         {"a": big, "b": big + 9999})
+            conn.execute(text("INSERT INTO seed_ranges (id, plan_id, group_id, first_id, last_id, next_id)"
+                              " VALUES (1, 1, 5, :a, :b, :a)"), {"a": big, "b": big + 9999})
+            # (id, from, to, state, fragments in)
+            batches = [(1, 0, 999, "gathered", True), (2, 1000, 1999, "accepted", True),
+                       (3, 2000, 2999, "accepted", False), (4, 3000, 3999, "failed", True),
+                       (5, 4000, 4999, "failed", False)]
+            host = conn.execute(text("INSERT INTO message_hosts (host) VALUES ('@x>') RETURNING id")).scalar_one()
+            for batch_id, first, last, state, fragments in batches:
+                conn.execute(text(
+                    "INSERT INTO seed_batches (id, range_id, batch_from, batch_to, content_type, body_bytes, state)"
+                    " VALUES (:id, 1, :a, :b, 'application/msgpack', 0, :s)"),
+                    {"id": batch_id, "a": big + first, "b": big + last, "s": state})
+                if fragments:
+                    conn.execute(text(
+                        "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
+                        " SELECT 5, :a + n, 7, 1, 100, :h, '<p' || n FROM generate_series(0, 9) n"),
+                        {"a": big + first, "h": host})
+        command.upgrade(alembic_config(), "0008")
+        with engine.connect() as conn:
+            assert set(conn.execute(text("SELECT batch_id FROM stored_fragments")).scalars()) == {2, 4}
+            assert conn.execute(text(
+                "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid"
+                " WHERE c.relname IN ('fragments', 'fragments_g5')")).scalar_one() == 0
+        with engine.begin() as conn:  # without the key, rows of an article already there go in
+            conn.execute(text("INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id,"
+                              " message_local) VALUES (5, :a, 1, 1, 1, 1, '<x')"), {"a": big})
+            conn.execute(text("DELETE FROM fragments WHERE message_local = '<x'"))
+            conn.execute(text("DELETE FROM seed_batches WHERE id = 4"))  # its record goes with it
+            assert set(conn.execute(text("SELECT batch_id FROM stored_fragments")).scalars()) == {2}
+        command.downgrade(alembic_config(), "0007")
+        with engine.connect() as conn:
+            assert "stored_fragments" not in set(inspect(engine).get_table_names())
+            assert conn.execute(text(
+                "SELECT reloptions FROM pg_class WHERE relname = 'fragments_g5_pkey'")).scalar_one() == ["fillfactor=100"]
+            assert conn.execute(text("SELECT count(*) FROM fragments")).scalar_one() == 30
+        command.downgrade(alembic_config(), "base")
+    finally:
+        engine.dispose()
+        override_settings(settings)
+        reset_engine()
+
+
 def test_a_partition_made_without_its_group_default_gets_it(db_session):
     """A partition made by an earlier version (no group_id default) is given one, so rows COPYed
     without group_id land in it."""

@@ -146,6 +146,10 @@ def test_bounds_and_among_answer_as_min_max_and_a_set(keys, others, data):
     assert _msgcolumns.among(column, array("q", keys)) == set(keys).issuperset(values)
     if all(-(2**31) <= v < 2**31 for v in values):
         assert _msgcolumns.bounds(array("i", values)) == _msgcolumns.bounds(column)
+        assert _msgcolumns.ascending(array("i", values)) == _msgcolumns.ascending(column)
+    assert _msgcolumns.ascending(column) == all(a < b for a, b in zip(values, values[1:]))
+    ascending = sorted(set(values))
+    assert _msgcolumns.ascending(array("q", ascending)) is True
 
 
 def test_among_and_bounds_take_only_integer_arrays():
@@ -153,9 +157,14 @@ def test_among_and_bounds_take_only_integer_arrays():
     assert _msgcolumns.among(array("q", [5, 5, 6]), array("q", [5])) is False
     assert _msgcolumns.among(array("q", []), array("q", [])) is True
     assert _msgcolumns.among(array("q", [1]), array("q", [])) is False
+    assert _msgcolumns.ascending(array("q", [-(2**63), 0, 2**32 + 1, 2**63 - 1])) is True
+    assert _msgcolumns.ascending(array("q", [2**32 + 1, 2**32 + 1])) is False
+    assert _msgcolumns.ascending(array("q", [])) is True
     for wrong in ([1, 2], array("d", [1.0]), b"12345678", array("h", [1])):
         with pytest.raises(TypeError):
             _msgcolumns.bounds(wrong)
+        with pytest.raises(TypeError):
+            _msgcolumns.ascending(wrong)
         with pytest.raises(TypeError):
             _msgcolumns.among(wrong, array("q", [1]))
 

@@ -1,5 +1,6 @@
-"""The store itself (what ingest.store_batch runs), on the real database: rows already there
-(another worker raced it, or an overlapping plan) fall back to ON CONFLICT, never twice; the
+"""The store itself (what ingest.store_batch runs), on the real database: files and releases
+already there (another worker raced it, or an overlapping plan) fall back to ON CONFLICT, never
+twice; a batch's fragments go in once, recorded with their commit; the
 releases' aggregates the store keeps up to date equal a recomputation from scratch."""
 from __future__ import annotations
 
@@ -24,14 +25,10 @@ def test_rows_already_there_are_kept_once(clean_db):
     first = make_batch(BIG, BIG + 999)
     with session_scope() as s:
         batches.store_batch(s, accept(node, range_id, first))
-        s.execute(text("INSERT INTO message_hosts (host) VALUES ('@x>') ON CONFLICT DO NOTHING"))
     second = make_batch(BIG + 1000, BIG + 1999)
-    # Another writer got there first with one fragment, one file and one release of this batch.
+    # Another writer got there first with one file of this batch (a batch's fragments are its
+    # own: only its store writes them, see test_a_failure_after_the_fragments_committed_...).
     with session_scope() as s:
-        s.execute(text(
-            "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
-            " VALUES (:g, :a, :f, 1, 1, (SELECT id FROM message_hosts WHERE host = '@x>'), '<raced')"),
-            {"g": group_id, "a": second["fragments"]["article"][5], "f": second["fragments"]["file"][5]})
         s.execute(text(
             "INSERT INTO files (group_id, key, release_key, name, subject, poster)"
             " VALUES (:g, :k, :r, 'raced', 'raced', 'raced')"),
@@ -44,7 +41,8 @@ def test_rows_already_there_are_kept_once(clean_db):
         assert batches.gather_batch(s, batch_id) is None  # the store gathered it already
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == 2000
     assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 2000
-    assert scalar(clean_db, "SELECT count(*) FROM fragments_with_ids WHERE message_id = '<raced@x>'") == 1
+    assert scalar(clean_db, "SELECT array_agg(batch_id ORDER BY batch_id) FROM stored_fragments") == [
+        scalar(clean_db, "SELECT min(id) FROM seed_batches"), batch_id]
     assert scalar(clean_db, "SELECT count(*) FROM files") == scalar(clean_db, "SELECT count(DISTINCT key) FROM files")
     # Posters are stored once, with the release (the raced row aside).
     assert scalar(clean_db, "SELECT count(*) FROM files WHERE poster IS NOT NULL") == 1
@@ -327,6 +325,8 @@ def test_a_failure_after_the_fragments_committed_is_retried_without_storing_twic
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == fragments  # the second's committed
     assert scalar(clean_db, "SELECT count(*) FROM files") == len(made[0]["files"]["key"])
     assert scalar(clean_db, f"SELECT state FROM seed_batches WHERE id = {second}") == "accepted"
+    # committed with them: what tells the retry they are in (the fragments keep no key)
+    assert scalar(clean_db, "SELECT array_agg(batch_id ORDER BY batch_id) FROM stored_fragments") == [first, second]
     half = rows(clean_db, AGGREGATES)
 
     with session_scope() as s:  # the retry

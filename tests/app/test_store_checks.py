@@ -22,6 +22,11 @@ from tests.fixtures.queries import scalar
     (lambda b: b["fragments"]["part"].__setitem__(7, 2**31), "past 32 bits"),
     (lambda b: b["fragments"]["bytes"].__setitem__(7, "9"), "fragments.bytes"),
     (lambda b: b["fragments"]["article"].__setitem__(7, None), "fragments.article"),
+    (lambda b: b["fragments"]["article"].__setitem__(8, b["fragments"]["article"][7]),
+     "fragments.article holds an article twice"),
+    # out of order, each once: stored (the good batch below); twice, out of order: refused
+    (lambda b: b["fragments"]["article"].__setitem__(2, b["fragments"]["article"][9]),
+     "fragments.article holds an article twice"),
     (lambda b: b["fragments"]["file"].__setitem__(7, 2**63), "outside 64 bits"),
     (lambda b: b["fragments"]["file"].pop(), "one length"),
     (lambda b: b["fragments"].__setitem__("extra", [1] * len(b["fragments"]["file"])), "fragments"),
@@ -49,7 +54,7 @@ def test_a_poison_batch_fails_clearly_and_stores_nothing(clean_db, store_parts, 
     with pytest.raises((MalformedBatch, BatchMalformed), match=message):
         with session_scope() as s:
             batches.store_batch(s, batch_id)
-    for table in ("fragments", "files", "releases", "release_chunks", "rule_counts"):
+    for table in ("fragments", "stored_fragments", "files", "releases", "release_chunks", "rule_counts"):
         assert scalar(clean_db, f"SELECT count(*) FROM {table}") == 0
     assert scalar(clean_db, f"SELECT state FROM seed_batches WHERE id = {batch_id}") == "accepted"
     # The worker goes on with the next batch.
@@ -95,6 +100,18 @@ def test_stored_batch_decodes_table_by_table_what_decode_batch_decodes():
         StoredBatch(b"\x93not a batch", "application/msgpack", "")
     with pytest.raises(BatchMalformed):
         StoredBatch(b"\x1f\x8bnot gzip", "application/msgpack", "gzip")
+
+
+@pytest.mark.parametrize("values, once", [
+    ([], True), ([2**32 + 5], True), ([1, 2, 2**40], True), ([3, 1, 2], True), ([1, 2, 1], False),
+    ([2**40, 2**40], False), ([5, 4, 3, 5], False),
+])
+def test_each_once_answers_for_arrays_in_any_order_and_lists(values, once):
+    """The articles' check: ascending arrays at C speed, any other order by a set, lists too."""
+    from array import array
+
+    assert batches._each_once(array("q", values)) is once
+    assert batches._each_once(list(values)) is once
 
 
 def test_array_literal():
