@@ -173,7 +173,7 @@ SETTINGS = (
     Setting("NNTP_CONNECTIONS", "nntp_connections", _integer(1, 256), "NNTP connections kept busy"),
     Setting("NNTP_COMPRESS", "nntp_compress", _boolean, "compression on the NNTP connection when offered"),
     Setting("NNTP_TIMEOUT", "nntp_timeout", _seconds, "seconds to wait for the Usenet server"),
-    Setting("MAX_LEASES", "max_leases", _integer(1, 64), "ranges held at once"),
+    Setting("MAX_LEASES", "max_leases", _integer(1, 64), "ranges held at once with lines to digest (and one more while a range's last batch is posted)"),
     Setting("MAX_CHUNKS_IN_FLIGHT", "max_chunks_in_flight", _integer(1, 4096),
             "chunks fetched ahead of the digest (default: connections + 4); bounds memory"),
     Setting("BATCH_FORMAT", "batch_format", _batch_format, "batch encoding: msgpack or json"),

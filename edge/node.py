@@ -1,6 +1,7 @@
 """The edge node (`edge run`): lease ranges, fetch them with N connections, digest, post batches.
 
-Threads: a control thread leases up to MAX_LEASES ranges and sends heartbeats; one thread per
+Threads: a control thread leases up to MAX_LEASES ranges (one more while a range's last batch
+is posted) and sends heartbeats; one thread per
 held range runs the range loop (edge.runner.run_range) fed by the shared prefetcher (or by the
 coordinator's spool stream for spooled ranges) into a sink that posts each batch; the main
 thread waits for a stop (signal, fatal error, or nothing left to do with --once /
@@ -84,6 +85,7 @@ class HeldRange:
     last_activity: float = field(default_factory=time.monotonic)  # chunk received
     thread: threading.Thread | None = None
     order: int = 0  # when it was leased: the longest-held range digests first (DigestTurns)
+    digested: bool = False  # every line digested: only its last batch's post and `done` are left
 
     @property
     def lines_per_second(self) -> float:
@@ -331,9 +333,19 @@ class Node:
             self._fail_node(exc)
 
     def _may_lease(self) -> bool:
+        """Fewer than MAX_LEASES ranges with lines still to digest, and at most one more held: a
+        range whose last batch is being posted makes room for the next, so its chunks are
+        fetched meanwhile and the digest has them when its turn comes (else it waits for the
+        post, the `done` and the lease, then for its first chunks)."""
         if self.once and self.leased:
             return False
-        return len(self._running()) < self.config.max_leases
+        running = self._running()
+        digesting = sum(1 for held in running if not held.digested)
+        return digesting < self.config.max_leases and len(running) <= self.config.max_leases
+
+    def _digested(self, held: HeldRange) -> None:
+        held.digested = True
+        self._changed.set()  # the control loop may lease the next range now
 
     def _running(self) -> list[HeldRange]:
         # list(): a snapshot, as other threads add and remove ranges meanwhile
@@ -422,7 +434,7 @@ class Node:
                 sink=CoordinatorSink(self, held), rules=rules, layout=layout,
                 should_stop=lambda: self.stop.is_set() or held.state != "running",
                 digest_slot=functools.partial(self._turns.turn, held.order), post_ahead=True,
-                on_chunk=held.add_lines,
+                on_chunk=held.add_lines, on_digested=functools.partial(self._digested, held),
             )
             if state.done:
                 self.coordinator.done(range_id, on_retry=self.retry_hook(range_id))

@@ -99,6 +99,7 @@ def run_range(
     digest_slot: Callable[[], AbstractContextManager] = nullcontext,
     on_chunk: Callable[[int], None] | None = None,
     post_ahead: bool = False,
+    on_digested: Callable[[], None] | None = None,
 ) -> RangeProgress:
     """Digest [next_id, last_id] batch by batch into the sink; returns where it got to.
 
@@ -115,6 +116,9 @@ def run_range(
     (and, seen before the range's next turn to digest, ends it then). Once should_stop() says
     so, no batch is handed over: the one digested meanwhile is dropped, the resume point is the
     end of the last one taken.
+
+    on_digested() follows the range's last batch digested, before it is handed to the sink: the
+    range needs no more turns to digest (the node leases the next one while the batch is posted).
     """
     state = RangeProgress(first_id=next_id, last_id=last_id, next_id=next_id)
     batches = batch_spans(next_id, last_id, chunk_size, batch_chunks)
@@ -137,6 +141,8 @@ def run_range(
                 break
             with digest_slot():
                 batch = _digest(group, layout, rules, spans, chunks, on_chunk)
+            if on_digested is not None and spans is batches[-1]:
+                on_digested()
             if poster is None:
                 sink.submit(batch)
                 taken(spans, batch["stats"])

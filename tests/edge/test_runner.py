@@ -77,6 +77,33 @@ def test_posting_ahead_the_next_batch_is_digested_while_the_sink_takes_one():
     assert (state.done, state.next_id, state.batches, state.lines) == (True, BIG + 400, 4, 400)
 
 
+@pytest.mark.parametrize("post_ahead", [True, False])
+def test_on_digested_follows_the_last_batch_digested_before_its_post(post_ahead):
+    """Once, after the range's last turn to digest and before the sink has its last batch: the
+    node leases the next range then, while that batch is posted."""
+    turns, digested = [], []
+    sink = Sink()
+
+    @contextmanager
+    def slot():
+        turns.append(len(turns))
+        yield
+
+    state = run(sink, post_ahead=post_ahead, digest_slot=slot,
+                on_digested=lambda: digested.append((len(turns), list(sink.asked))))
+    ((turns_then, asked_then),) = digested
+    assert turns_then == 4 and BIG + 300 not in asked_then  # the last batch not handed over yet
+    if not post_ahead:
+        assert asked_then == [BIG, BIG + 100, BIG + 200]
+    assert sink.taken == [BIG + 100 * i for i in range(4)] and state.done
+
+
+def test_on_digested_is_not_called_for_a_range_stopped_before_its_end():
+    digested = []
+    state = run(Sink(), post_ahead=True, should_stop=lambda: True, on_digested=lambda: digested.append(1))
+    assert digested == [] and state.batches == 0
+
+
 def test_without_posting_ahead_the_sink_takes_a_batch_before_the_next_is_digested():
     turns = []
     sink = Sink()

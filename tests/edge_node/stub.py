@@ -2,16 +2,21 @@
 to batches, or drops the connection without an answer, then forwards everything."""
 from __future__ import annotations
 
+import time
+
 from tests.fixtures.https_relay import CUT, HttpsRelay, Reply
 
 UNAVAILABLE = Reply(503, b'{"error": "unavailable", "message": "try later"}', "application/json")
 
 
 class FlakyCoordinator(HttpsRelay):
-    def __init__(self, upstream_url: str, upstream_cafile: str, *, batch_failures: list[str] | None = None):
+    def __init__(self, upstream_url: str, upstream_cafile: str, *, batch_failures: list[str] | None = None,
+                 batch_delay: float = 0.0):
         """batch_failures: what the next batch posts get, in order: "503" or "drop" (then forwarded);
-        "503-forever" as the last item answers 503 to every batch from then on."""
+        "503-forever" as the last item answers 503 to every batch from then on. batch_delay: seconds
+        each batch post waits before it is forwarded (a slow coordinator)."""
         self.batch_failures = list(batch_failures or [])
+        self.batch_delay = batch_delay
         self.batch_posts = 0
         super().__init__(upstream_url, upstream_cafile, name="flaky")
 
@@ -27,6 +32,8 @@ class FlakyCoordinator(HttpsRelay):
             return self.batch_failures.pop(0)
 
     def before_forwarding(self, path: str) -> Reply | str | None:
+        if self.batch_delay and path.endswith("/batches"):
+            time.sleep(self.batch_delay)
         failure = self._next_failure(path)
         if failure == "drop":
             return CUT

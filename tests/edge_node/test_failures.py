@@ -15,7 +15,7 @@ from app.db import session_scope
 from app.services.dcrun import spool_range
 from simnews.proxy import ProviderProxy
 from tests.app.factories import make_node
-from tests.edge_node.conftest import CHUNK_SIZE, all_batches_stored, plan, post_articles, stored_message_ids
+from tests.edge_node.conftest import BATCH_CHUNKS, CHUNK_SIZE, all_batches_stored, plan, post_articles, stored_message_ids
 from tests.edge_node.stub import FlakyCoordinator
 from tests.fixtures.ports import free_port
 from tests.fixtures.queries import query
@@ -73,6 +73,32 @@ def test_a_coordinator_failing_for_a_while_loses_no_batch(edge_api, celery_worke
     assert sum("503" in e["reason"] for e in retries) == 3
     assert all(e["range"] == range_id for e in retries)
     assert query(clean_db, "SELECT status FROM seed_ranges") == [("done",)]
+    assert_stored_once(clean_db, posted)
+
+
+def test_while_a_range_s_last_batch_is_posted_the_next_range_is_leased_and_fetched(
+        edge_api, celery_worker, inn, fresh_group, clean_db, run_edge):
+    """A slow coordinator: each batch post takes seconds. With MAX_LEASES=1 the node leases the
+    next range as soon as a range's lines are all digested (its chunks are fetched while the post
+    goes on), but holds no more than one range more than MAX_LEASES: the third range waits for
+    the first's `done`. Every article is stored once."""
+    posted = post_articles(inn, fresh_group, 3 * CHUNK_SIZE * BATCH_CHUNKS)
+    per_range = -(-(posted.high - posted.low + 1) // 3)  # at most one batch a range
+    spans = [(a, min(a + per_range - 1, posted.high)) for a in range(posted.low, posted.high + 1, per_range)]
+    token, ranges = plan(fresh_group, spans)
+    assert len(ranges) == 3
+    with FlakyCoordinator(edge_api.url, edge_api.cafile, batch_delay=2.0) as slow:
+        edge = run_edge({"COORDINATOR_URL": slow.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": slow.cafile,
+                         "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0",
+                         "MAX_LEASES": "1"}, "--exit-when-idle")
+        assert edge.wait(120) == 0, edge.log()
+    events = [(e["event"], e.get("range")) for e in edge.events if e["event"] in ("lease", "batch", "done")]
+    at = {event: events.index(event) for event in events}
+    first, second, third = ranges
+    assert at[("lease", second)] < at[("batch", first)]  # leased while the first's batch was posted
+    assert at[("done", first)] < at[("lease", third)]  # never two ranges more than MAX_LEASES
+    assert [e["range"] for e in edge.named("done")] == ranges
+    assert [e["range"] for e in edge.named("batch")] == ranges
     assert_stored_once(clean_db, posted)
 
 
