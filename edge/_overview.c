@@ -98,6 +98,10 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
     int consecutive = 1;
 
     const char *line = start, *end = start + length;
+    /* The line before's poster: a file's articles come one after another, each with the same
+     * From, so its object is used again (no copy, and its hash is computed once, for the
+     * numbering's key) where the bytes are the same. */
+    PyObject *last_poster = NULL;  /* borrowed: c.posters holds it */
     /* field spans of one line; width can be large, only the ones read are kept */
     while (line < end) {
         const char *eol = memchr(line, '\n', end - line);
@@ -160,10 +164,16 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
             Py_DECREF(value);
         }
         previous = number;
+        PyObject *same_poster = NULL;
+        if (last_poster != NULL && PyBytes_GET_SIZE(last_poster) == lengths[1]
+                && memcmp(PyBytes_AS_STRING(last_poster), spans[1], lengths[1]) == 0)
+            same_poster = Py_NewRef(last_poster);
         PyObject *items[5] = {
-            PyBytes_FromStringAndSize(spans[0], lengths[0]), PyBytes_FromStringAndSize(spans[1], lengths[1]),
+            PyBytes_FromStringAndSize(spans[0], lengths[0]),
+            same_poster ? same_poster : PyBytes_FromStringAndSize(spans[1], lengths[1]),
             PyBytes_FromStringAndSize(spans[2], lengths[2]), PyBytes_FromStringAndSize(spans[3], lengths[3]),
             PyLong_FromLongLong(size)};
+        last_poster = items[1];  /* appended below, or the block fails */
         PyObject *lists[5] = {c.subjects, c.posters, c.dates, c.message_ids, c.sizes};
         int failed = 0;
         for (int k = 0; k < 5; k++) {
@@ -214,6 +224,15 @@ static PyObject *dot_line(PyObject *self, PyObject *arg)
     return PyLong_FromLong(-1);
 }
 
+/* Whether two objects are bytes with the same contents (b is NULL or bytes) */
+static inline int same_bytes(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return b != NULL;
+    return b != NULL && PyBytes_Check(a) && PyBytes_GET_SIZE(a) == PyBytes_GET_SIZE(b)
+           && memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b)) == 0;
+}
+
 /* number_lines(subjects, posters, tails, read_tail, file_numbers): edge.gather's numbering of a
  * block's lines into files. Each subject is cut at its last "(": the text after it is looked up in
  * tails (read_tail(text) read into it when missing), which gives (part, parts, text after the
@@ -233,6 +252,12 @@ static PyObject *number_lines(PyObject *self, PyObject *args)
     PyObject *numbers = PyList_New(lines), *counters = PyList_New(lines);
     if (numbers == NULL || counters == NULL)
         goto error;
+    /* The line before's key, as spans: a file's articles come one after another, so a line with
+     * the same poster, text before its last "(" and text after its counter is in the same file,
+     * without its key made and looked up (the same number the look-up would give). */
+    const char *last_text = NULL;
+    Py_ssize_t last_paren = -1;
+    PyObject *last_poster = NULL, *last_after = NULL, *last_number = NULL;  /* borrowed */
     for (Py_ssize_t i = 0; i < lines; i++) {
         PyObject *subject = PyList_GET_ITEM(subjects, i);
         if (!PyBytes_Check(subject))
@@ -266,10 +291,16 @@ static PyObject *number_lines(PyObject *self, PyObject *args)
             goto fallback;
         }
         PyList_SET_ITEM(counters, i, counter);  /* the list's reference now */
+        PyObject *poster = PyList_GET_ITEM(posters, i), *after = PyTuple_GET_ITEM(counter, 2);
+        if (last_number != NULL && paren == last_paren && same_bytes(poster, last_poster)
+                && same_bytes(after, last_after) && memcmp(text, last_text, paren) == 0) {
+            PyList_SET_ITEM(numbers, i, Py_NewRef(last_number));
+            continue;
+        }
         PyObject *before = PyBytes_FromStringAndSize(text, paren);
         if (before == NULL)
             goto error;
-        PyObject *key = PyTuple_Pack(3, PyList_GET_ITEM(posters, i), before, PyTuple_GET_ITEM(counter, 2));
+        PyObject *key = PyTuple_Pack(3, poster, before, after);
         Py_DECREF(before);
         if (key == NULL)
             goto error;
@@ -278,6 +309,10 @@ static PyObject *number_lines(PyObject *self, PyObject *args)
         if (number == NULL)
             goto error;
         PyList_SET_ITEM(numbers, i, number);
+        /* bytes keys only (the Python code's: then equal bytes are an equal key) */
+        int plain = PyBytes_Check(poster) && PyBytes_Check(after);
+        last_number = plain ? number : NULL;
+        last_text = text, last_paren = paren, last_poster = poster, last_after = after;
     }
     PyObject *result = PyTuple_Pack(2, numbers, counters);
     Py_DECREF(numbers);

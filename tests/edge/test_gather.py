@@ -325,6 +325,22 @@ def test_the_compiled_numbering_hands_odd_blocks_back():
     assert number_lines([b"(1/1)"], [b"P"], tails, read, numbers) == ([2], [(1, 1, b"")])  # nothing before it
 
 
+def test_the_compiled_numbering_takes_a_line_like_the_one_before_only_when_its_whole_key_is_the_same():
+    """A line like the one before goes in its file without its key looked up, only when poster,
+    text before the counter and text after it are all the same: a change in any one is
+    another file."""
+    tails, numbers = {}, defaultdict(itertools.count().__next__)
+    number_lines = gather_module._number_lines
+    read = gather_module._counter_after_paren
+    subjects = [b"x.rar (1/3)", b"x.rar (2/3)", b"x.rar (3/3) more", b"x.rar (1/3) more", b"x.rar (2/3)",
+                b"x.rar (3/3)", b"y.rar (1/3)", b"x.ra (2/3)", b"x.rar (2/3)"]
+    posters = [b"P", b"P", b"P", b"P", b"Q", b"P", b"P", b"P", bytes(b"P")]
+    found, counters = number_lines(subjects, posters, tails, read, numbers)
+    assert found == [0, 0, 1, 1, 2, 0, 3, 4, 0]
+    assert counters[2] == (3, 3, b" more")
+    assert len(numbers) == 5
+
+
 def test_a_cache_emptied_meanwhile_changes_nothing():
     cache = {"a": "A"}  # "b" and "c" were read into it, then another thread emptied it
 
