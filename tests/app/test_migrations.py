@@ -32,6 +32,9 @@ def test_upgrade_on_empty_database_then_check_agrees_with_models(postgres, setti
                 "SELECT relname, relkind FROM pg_class WHERE relname IN ('files', 'fragments', 'release_chunks')"
             )).all())
         assert kinds == {"files": "p", "fragments": "p", "release_chunks": "p"}
+        with engine.connect() as conn:  # 0009: a raw body stored as it comes (gzip: no pglz)
+            assert conn.execute(text("SELECT attstorage FROM pg_attribute WHERE attrelid = 'seed_batches'::regclass"
+                                     " AND attname = 'body'")).scalar_one() == "e"
         command.downgrade(alembic_config(), "base")
         assert "files" not in set(inspect(engine).get_table_names())
         engine.dispose()
