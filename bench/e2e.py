@@ -18,6 +18,8 @@ defaults); the raw read reads the same chunks. Measured:
 - end to end: from `edge run` starting to the last batch gathered (plan made before); and, to
   show what filling and draining the pipeline costs, the rate from the first batch stored to the
   last (the articles of the batches stored after the first), and when the first was stored;
+- when each batch was accepted (the API's answer to the edge) and stored (the worker's
+  commit), after the edge started;
 - CPU seconds per article of each process tree (edge, API, workers, PostgreSQL, INN), from
   /proc, over the end-to-end run, and how busy that kept the machine (their sum at the run's
   rate over the cores it has);
@@ -310,6 +312,12 @@ def main(argv: list[str] | None = None) -> int:
             "SELECT extract(epoch FROM min(stored_at)) || ' ' || extract(epoch FROM max(stored_at)) || ' ' ||"
             " (SELECT coalesce(sum(batch_to - batch_from + 1), 0) FROM seed_batches"
             "   WHERE stored_at > (SELECT min(stored_at) FROM seed_batches)) FROM seed_batches").split())
+        # Each batch's way through the data center: accepted (the API's answer) and stored, in
+        # seconds after the edge started, in the order accepted.
+        timeline = [[round(float(a) - started_wall, 2), round(float(b) - started_wall, 2)] for a, b in (
+            line.split("|") for line in services.sql_value(
+                "SELECT extract(epoch FROM accepted_at), extract(epoch FROM stored_at) FROM seed_batches"
+                " ORDER BY accepted_at").splitlines())]
         status = json.loads(services.flask("status", "--json"))
         articles = sum(g["articles"] for g in status["groups"])
         db_bytes = int(services.sql_value(
@@ -344,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         "db_bytes": db_bytes, "db_bytes_per_overview_byte": round(db_bytes / overview_bytes, 3),
         "autovacuum_passes": autovacuum_passes,
         "first_batch_stored_after_seconds": round(first_stored - started_wall, 2),
+        "batches_accepted_stored_seconds": timeline,
         "full_pipeline_articles_per_second": round(full_rate) if full_rate else None,
         "full_pipeline_share_of_raw": round(full_rate / raw_rate, 3) if full_rate else None,
         "acceptance": ACCEPTANCE,
@@ -357,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the pipeline full (from the first batch stored to the last): {figures['full_pipeline_articles_per_second']:,}"
               f" articles/s = {figures['full_pipeline_share_of_raw']:.0%} of raw; the first batch was stored"
               f" {figures['first_batch_stored_after_seconds']} s after the edge started")
+    print("each batch accepted and stored, seconds after the edge started: "
+          + ", ".join(f"{a}/{b}" for a, b in timeline))
     print(f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes;"
           f" autovacuum passes over the catalog: {autovacuum_passes}")
     print(json.dumps(figures))
