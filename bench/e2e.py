@@ -14,7 +14,9 @@ stored one after the other), in chunks of --chunk-size, a batch every --batch-ch
 defaults); the raw read reads the same chunks. Measured:
 
 - raw OVER: the same chunks read by --connections of our NNTP client at once, lines only counted
-  (no compression, as the edge node is set up here), and the CPU our client spends a line;
+  (no compression, as the edge node is set up here), and the CPU our client spends a line; read
+  once before the end-to-end run and once after it, the rate being both reads' lines over both
+  reads' seconds (the machine's speed drifts from minute to minute);
 - end to end: from `edge run` starting to the last batch gathered (plan made before); and, to
   show what filling and draining the pipeline costs, the rate from the first batch stored to the
   last (the articles of the batches stored after the first), and when the first was stored;
@@ -39,6 +41,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -230,6 +233,28 @@ def raw_over(port: int, spans: list[tuple[str, int, int]], connections: int) -> 
     return totals[0], totals[1], time.perf_counter() - started
 
 
+class RawRead(NamedTuple):
+    lines: int
+    bytes: int
+    seconds: float
+    reader_us: float  # our NNTP client's CPU a line
+    inn_us: float  # INN's CPU a line
+
+
+def measured_raw(services: Services, spans: list[tuple[str, int, int]], connections: int) -> RawRead:
+    """One raw read of the spans, with the CPU a line of our client (this process only reads
+    then) and of INN."""
+    inn_before, cpu_before = cpu_of(services.pids()["inn"]), os.times()
+    lines, size, seconds = raw_over(services.ports["reader"], spans, connections)
+    cpu_after = os.times()
+    read = RawRead(lines, size, seconds,
+                   1e6 * (cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system) / lines,
+                   1e6 * (cpu_of(services.pids()["inn"]) - inn_before) / lines)
+    say(f"raw OVER: {lines} lines, {size} bytes in {seconds:.2f} s = {lines / seconds:,.0f} lines/s;"
+        f" our reader's CPU {read.reader_us:.2f} µs a line, INN's {read.inn_us:.2f}")
+    return read
+
+
 def wait_gathered(services: Services, deadline_seconds: float = 900) -> None:
     """Until every batch is gathered (one light query a poll: a `flask` process would cost the
     machine more CPU than the workers it waits for)."""
@@ -274,16 +299,8 @@ def main(argv: list[str] | None = None) -> int:
             for group in GROUPS:
                 info = client.group(group)
                 spans += [(group, a, b) for a, b in chunk_spans(info.first, info.last, args.chunk_size)]
-        inn_before = cpu_of(services.pids()["inn"])
-        cpu_before = os.times()
-        lines, overview_bytes, raw_seconds = raw_over(services.ports["reader"], spans, args.connections)
-        cpu_after = os.times()
-        raw_inn_us = 1e6 * (cpu_of(services.pids()["inn"]) - inn_before) / lines
-        raw_rate = lines / raw_seconds
-        # This process only reads then: its CPU is our NNTP client's cost of reading a line.
-        reader_us = 1e6 * (cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system) / lines
-        say(f"raw OVER: {lines} lines, {overview_bytes} bytes in {raw_seconds:.2f} s = {raw_rate:,.0f} lines/s;"
-            f" our reader's CPU {reader_us:.2f} µs a line, INN's {raw_inn_us:.2f}")
+        raw_reads = [measured_raw(services, spans, args.connections)]
+        lines, overview_bytes = raw_reads[0].lines, raw_reads[0].bytes
 
         pids = services.pids()
         before = {name: cpu_of(pid) for name, pid in pids.items()}
@@ -305,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         wait_gathered(services)
         e2e_seconds = time.perf_counter() - started
         after = {name: cpu_of(pid) for name, pid in pids.items()}
+        # The raw read again, the machine as it is after the run: the share is against both reads
+        # together (the machine's speed drifts by a third from one minute to the next; one read
+        # of a second before the run alone moved the share more than any change did).
+        raw_reads.append(measured_raw(services, spans, args.connections))
         # The pipeline once full: from the first batch stored to the last, the articles of the
         # batches stored after the first (what the run's fill, before the first, and drain cost
         # shows beside the end-to-end rate).
@@ -331,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         services.stop()
 
+    raw_rate = sum(r.lines for r in raw_reads) / sum(r.seconds for r in raw_reads)
+    reader_us = sum(r.reader_us * r.lines for r in raw_reads) / sum(r.lines for r in raw_reads)
+    raw_inn_us = sum(r.inn_us * r.lines for r in raw_reads) / sum(r.lines for r in raw_reads)
     cpu = {name: after[name] - before[name] for name in before}
     cpu["edge"] = edge_cpu
     us = {name: round(1e6 * seconds / articles, 2) for name, seconds in cpu.items()}
@@ -343,7 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     figures = {
         "articles": articles, "connections": args.connections, "chunk_size": args.chunk_size,
         "batch_chunks": args.batch_chunks, "range_size": args.range_size, "overview_bytes": overview_bytes,
-        "raw_over_lines_per_second": round(raw_rate), "raw_reader_cpu_us_per_line": round(reader_us, 2),
+        "raw_over_lines_per_second": round(raw_rate),
+        "raw_over_reads_lines_per_second": [round(r.lines / r.seconds) for r in raw_reads],
+        "raw_reader_cpu_us_per_line": round(reader_us, 2),
         "raw_inn_cpu_us_per_line": round(raw_inn_us, 2),
         "e2e_articles_per_second": round(e2e_rate),
         "e2e_seconds": round(e2e_seconds, 2), "share_of_raw": round(e2e_rate / raw_rate, 3),
@@ -358,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         "acceptance": ACCEPTANCE,
     }
     print(f"end to end: {articles} articles in {e2e_seconds:.1f} s = {e2e_rate:,.0f} articles/s"
-          f" ({figures['share_of_raw']:.0%} of the raw OVER rate {raw_rate:,.0f} lines/s, same {args.connections} connections)")
+          f" ({figures['share_of_raw']:.0%} of the raw OVER rate {raw_rate:,.0f} lines/s, same {args.connections} connections;"
+          f" the raw reads before and after: {', '.join(f'{r:,}' for r in figures['raw_over_reads_lines_per_second'])})")
     print("CPU per article (µs): " + ", ".join(f"{name} {value}" for name, value in us.items())
           + f"; data center (API + workers + PostgreSQL) {dc_us}; all {total_us:.2f}, the machine"
           f" {overlap:.0%} busy ({os.cpu_count()} cores)")
