@@ -23,10 +23,13 @@ def celery_init_app(app: Flask) -> Celery:
 
 @worker_process_init.connect
 def _fresh_engine_after_fork(**_):
-    # A forked pool process must not share the parent's pooled database connections.
-    from app.db import reset_engine
+    # A forked pool process must not share the parent's pooled database connections; it opens
+    # its own now, before its first task (a store uses three: its session's, the fragments'
+    # and the partitions' check).
+    from app.db import reset_engine, warm_pool
 
     reset_engine()
+    warm_pool(3)
 
 
 def warm_broker_transport() -> None:

@@ -21,9 +21,12 @@ preload_app = False
 
 
 def post_worker_init(worker):
-    """Load the broker's transport (kombu's Redis transport and redis-py) before the first
-    request: the first batch a worker enqueued would otherwise pay for that import (about a
-    third of a second of CPU) while a node waits for its answer."""
+    """Load the broker's transport (kombu's Redis transport and redis-py) and open the first
+    database connections before the first request: the first batch a worker took would
+    otherwise pay for the import (about a third of a second of CPU) and the connections while
+    a node waits for its answer."""
     from app.celery_app import warm_broker_transport
+    from app.db import warm_pool
 
     warm_broker_transport()
+    warm_pool(2)

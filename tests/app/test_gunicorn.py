@@ -38,3 +38,21 @@ def test_the_broker_transport_is_loaded_before_the_first_request():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0"})
     assert out.stdout.strip() == "True"
+
+
+def test_a_worker_opens_its_database_connections_as_it_starts(engine, settings):
+    """warm_pool (gunicorn's post_worker_init, Celery's worker_process_init): the connections are
+    open in the pool before the first request; a database that does not answer is only said."""
+    from app.config import Settings, override_settings
+    from app.db import get_engine, reset_engine, warm_pool
+
+    reset_engine()
+    try:
+        assert warm_pool(3) == 3
+        assert get_engine().pool.checkedin() == 3  # open, waiting for the first request
+        override_settings(Settings(database_url="postgresql+psycopg://seed@127.0.0.1:1/none"))
+        reset_engine()
+        assert warm_pool(2) == 0  # refused: logged, the worker starts all the same
+    finally:
+        override_settings(settings)
+        reset_engine()
