@@ -952,9 +952,10 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
     also records the batch in stored_fragments (the catalog keeps no key on the fragments,
     migration 0008): should the session's commit fail after it, the batch is still 'accepted'
     and its retry finds it there and leaves its fragments as they are, all in. Nothing is
-    stored twice, and nothing is counted from the fragments. A reader may see a batch's fragments a moment before their files
-    and releases, never a release counting fragments that are not there. The group's partitions must exist, committed,
-    and host_ids hold the message_hosts id of each of the batch's hosts (message_host_ids).
+    stored twice, and nothing is counted from the fragments. A reader may see a batch's
+    fragments a moment before their files and releases, never a release counting fragments that
+    are not there. The group's partitions must exist, committed, and host_ids hold the
+    message_hosts id of each of the batch's hosts (message_host_ids).
     """
     stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
     conn = session.connection().connection.driver_connection  # psycopg, for COPY
