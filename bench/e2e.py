@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                 info = client.group(group)
                 spans += [(group, a, b) for a, b in chunk_spans(info.first, info.last, args.chunk_size)]
         raw_reads = [measured_raw(services, spans, args.connections)]
-        lines, overview_bytes = raw_reads[0].lines, raw_reads[0].bytes
+        overview_bytes = raw_reads[0].bytes
 
         pids = services.pids()
         before = {name: cpu_of(pid) for name, pid in pids.items()}
@@ -326,19 +326,18 @@ def main(argv: list[str] | None = None) -> int:
         # together (the machine's speed drifts by a third from one minute to the next; one read
         # of a second before the run alone moved the share more than any change did).
         raw_reads.append(measured_raw(services, spans, args.connections))
-        # The pipeline once full: from the first batch stored to the last, the articles of the
-        # batches stored after the first (what the run's fill, before the first, and drain cost
-        # shows beside the end-to-end rate).
-        first_stored, last_stored, after_first = (float(v) for v in services.sql_value(
-            "SELECT extract(epoch FROM min(stored_at)) || ' ' || extract(epoch FROM max(stored_at)) || ' ' ||"
-            " (SELECT coalesce(sum(batch_to - batch_from + 1), 0) FROM seed_batches"
-            "   WHERE stored_at > (SELECT min(stored_at) FROM seed_batches)) FROM seed_batches").split())
         # Each batch's way through the data center: accepted (the API's answer) and stored, in
-        # seconds after the edge started, in the order accepted.
-        timeline = [[round(float(a) - started_wall, 2), round(float(b) - started_wall, 2)] for a, b in (
-            line.split("|") for line in services.sql_value(
-                "SELECT extract(epoch FROM accepted_at), extract(epoch FROM stored_at) FROM seed_batches"
-                " ORDER BY accepted_at").splitlines())]
+        # seconds after the edge started, in the order accepted; and the pipeline once full: from
+        # the first batch stored to the last, the articles of the batches stored after the first
+        # (what the run's fill, before the first, and drain cost shows beside the end-to-end rate).
+        batch_rows = [tuple(map(float, line.split("|"))) for line in services.sql_value(
+            "SELECT extract(epoch FROM accepted_at), extract(epoch FROM stored_at), batch_to - batch_from + 1"
+            " FROM seed_batches ORDER BY accepted_at").splitlines()]
+        timeline = [[round(accepted - started_wall, 2), round(stored - started_wall, 2)]
+                    for accepted, stored, _ in batch_rows]
+        first_stored = min(stored for _, stored, _ in batch_rows)
+        last_stored = max(stored for _, stored, _ in batch_rows)
+        after_first = sum(articles for _, stored, articles in batch_rows if stored > first_stored)
         status = json.loads(services.flask("status", "--json"))
         articles = sum(g["articles"] for g in status["groups"])
         db_bytes = int(services.sql_value(

@@ -23,7 +23,7 @@ import sys
 import time
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import compress, islice, repeat
@@ -628,23 +628,18 @@ class _PendingCopy:
     savepoint is rolled back and the rows go through a staging table and INSERT ... ON CONFLICT DO
     NOTHING RETURNING the key."""
 
-    def __init__(self, cur, table: str, target: str, column_names: str, pieces: Iterable[bytes], key: str,
-                 binary: bool = False, rows: int | None = None):
-        """pieces: a list, or an iterator (then `rows` says how many rows it makes), consumed
-        here: each piece goes to the server as soon as it is made."""
+    def __init__(self, cur, table: str, target: str, column_names: str, pieces: list[bytes], key: str,
+                 binary: bool = False):
+        """pieces: the payload, kept for the fallback."""
         self.cur, self.table, self.target, self.column_names, self.key = cur, table, target, column_names, key
         self.options = " (FORMAT binary)" if binary else ""
         self.copy = self.error = None
-        self.pieces: list[bytes] = []  # kept for the fallback
-        if rows == 0 or rows is None and (not pieces or (
-                binary and sum(map(len, pieces)) == len(BINARY_HEADER) + len(BINARY_TRAILER))):
+        self.pieces = pieces
+        if not pieces or binary and sum(map(len, pieces)) == len(BINARY_HEADER) + len(BINARY_TRAILER):
             return
         cur.execute("SAVEPOINT copy_new_rows")
         try:
-            self.copy = StreamedCopy(cur, f'COPY "{target}" ({column_names}) FROM STDIN{self.options}',
-                                     _kept(pieces, self.pieces))
-        except MalformedBatch:
-            raise
+            self.copy = StreamedCopy(cur, f'COPY "{target}" ({column_names}) FROM STDIN{self.options}', pieces)
         except Exception as exc:
             self.error = exc
 
@@ -685,12 +680,6 @@ class _PendingCopy:
         cur.execute(f'TRUNCATE "{stage}"')
         cur.execute("RELEASE SAVEPOINT copy_new_rows")
         return inserted
-
-
-def _kept(pieces: Iterable[bytes], kept: list[bytes]) -> Iterator[bytes]:
-    for piece in pieces:
-        kept.append(piece)
-        yield piece
 
 
 def _check_keys(stored: StoredBatch, *columns: list) -> None:
@@ -974,10 +963,13 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
             # Committed with the fragments, so it tells their commit (a second store of the batch
             # would wait on this row and fail, should the batch's lock not have kept it off).
             fragment_cur.execute(RECORD_FRAGMENTS_STORED, (batch_id,))
-            fragment_rows = fragment_slices(fragment_table, hosts.locals, host_column(hosts.numbers, host_ids))
-            fragments = _PendingCopy(fragment_cur, "fragments", partition_name("fragments", group_id),
-                                     FRAGMENT_COLUMNS, _packed(stored, "fragments", fragment_rows),
-                                     "article", binary=True, rows=len(fragment_table["article"]))
+            if fragment_table["article"]:
+                # A plain COPY, each slice sent as it is packed and let go: no key, so nothing to
+                # fall back on (_PendingCopy's savepoint and kept payload are for the keyed tables).
+                fragment_rows = fragment_slices(fragment_table, hosts.locals, host_column(hosts.numbers, host_ids))
+                fragments = StreamedCopy(
+                    fragment_cur, FRAGMENT_COPY.format(table=f'"{partition_name("fragments", group_id)}"'),
+                    _packed(stored, "fragments", fragment_rows))
         try:
             files, releases = stored.table("files"), stored.table("releases")
             file_keys, file_releases, release_keys = files["key"], files["release"], releases["key"]
