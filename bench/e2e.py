@@ -17,7 +17,8 @@ defaults); the raw read reads the same chunks. Measured:
   (no compression, as the edge node is set up here), and the CPU our client spends a line; read
   once before the end-to-end run and once after it, the rate being both reads' lines over both
   reads' seconds (the machine's speed drifts from minute to minute);
-- end to end: from `edge run` starting to the last batch gathered (plan made before); and, to
+- end to end: from `edge run` starting to every range done and every batch gathered (plan made
+  before; looked at every 20 ms, the edge's own exit after that not waited for); and, to
   show what filling and draining the pipeline costs, the rate from the first batch stored to the
   last (the articles of the batches stored after the first), and when the first was stored;
 - when each batch was accepted (the API's answer to the edge) and stored (the worker's
@@ -55,6 +56,7 @@ from simnews.ports import free_ports  # noqa: E402
 GROUPS = ("alt.binaries.e-book.french", "alt.binaries.cd.image.playstation2.dvdiso")
 CATALOG = ("files", "fragments", "releases", "release_chunks", "rule_counts", "message_hosts")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+POLL = 0.02  # seconds between two looks at whether the job is done
 ACCEPTANCE = {"share_of_raw": 0.30, "dc_us_per_article": 6.0, "db_bytes_per_overview_byte": 0.50}
 
 
@@ -255,23 +257,30 @@ def measured_raw(services: Services, spans: list[tuple[str, int, int]], connecti
     return read
 
 
-def wait_gathered(services: Services, deadline_seconds: float = 900) -> None:
-    """Until every batch is gathered (one light query a poll: a `flask` process would cost the
-    machine more CPU than the workers it waits for)."""
+def wait_done(services: Services, edge: subprocess.Popen, deadline_seconds: float = 900) -> float:
+    """Until every planned range is done and every batch gathered, whether or not the edge has
+    exited yet (its shutdown is not the job's); returns perf_counter() then. One light query
+    every POLL seconds (a `flask` process would cost the machine more CPU than the workers it
+    waits for); an edge that exits with the job not done ends the wait with an error."""
     import psycopg
 
     deadline = time.monotonic() + deadline_seconds
     with psycopg.connect(f"host=127.0.0.1 port={services.ports['pg']} user=seed dbname=seed", autocommit=True) as conn:
         while time.monotonic() < deadline:
-            waiting, failed = conn.execute(
-                "SELECT count(*) FILTER (WHERE state IN ('accepted', 'stored')),"
+            exited = edge.returncode  # set once it has exited (the caller reaps it)
+            open_ranges, waiting, failed = conn.execute(
+                "SELECT (SELECT count(*) FROM seed_ranges WHERE done_at IS NULL),"
+                " count(*) FILTER (WHERE state IN ('accepted', 'stored')),"
                 " count(*) FILTER (WHERE state = 'failed') FROM seed_batches").fetchone()
             if failed:
                 raise RuntimeError(f"{failed} batches failed: see {services.workdir}/ingest.log")
-            if not waiting:
-                return
-            time.sleep(0.05)
-    raise RuntimeError("the workers did not finish in time")
+            if not open_ranges and not waiting:
+                return time.perf_counter()
+            if exited is not None and (exited != 0 or open_ranges):
+                raise RuntimeError(f"edge run exited {exited} with {open_ranges} ranges not done:"
+                                   f" see {services.workdir / 'edge.log'}")
+            time.sleep(POLL)
+    raise RuntimeError("the run did not finish in time")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -313,14 +322,25 @@ def main(argv: list[str] | None = None) -> int:
         started, started_wall = time.perf_counter(), time.time()
         edge = subprocess.Popen([str(REPO / ".venv/bin/edge"), "run", "--exit-when-idle"], env=edge_env, cwd=workdir,
                                 stdout=subprocess.DEVNULL, stderr=open(workdir / "edge.log", "wb"))
-        edge_cpu = 0.0
-        while edge.poll() is None:
-            edge_cpu = max(edge_cpu, tree_cpu(edge.pid))
-            time.sleep(0.2)
+        # The edge's CPU: its own and its processes' once it has exited (wait4), sampled before.
+        edge_cpu = [0.0]
+
+        def sample_edge() -> None:
+            while True:
+                pid, status, usage = os.wait4(edge.pid, os.WNOHANG)
+                if pid:
+                    edge.returncode = os.waitstatus_to_exitcode(status)
+                    edge_cpu[0] = usage.ru_utime + usage.ru_stime
+                    return
+                edge_cpu[0] = max(edge_cpu[0], tree_cpu(edge.pid))
+                time.sleep(0.2)
+
+        sampler = threading.Thread(target=sample_edge, daemon=True)
+        sampler.start()
+        e2e_seconds = wait_done(services, edge) - started
+        sampler.join()
         if edge.returncode != 0:
             raise RuntimeError(f"edge run exited {edge.returncode}: see {workdir / 'edge.log'}")
-        wait_gathered(services)
-        e2e_seconds = time.perf_counter() - started
         after = {name: cpu_of(pid) for name, pid in pids.items()}
         # The raw read again, the machine as it is after the run: the share is against both reads
         # together (the machine's speed drifts by a third from one minute to the next; one read
@@ -355,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     reader_us = sum(r.reader_us * r.lines for r in raw_reads) / sum(r.lines for r in raw_reads)
     raw_inn_us = sum(r.inn_us * r.lines for r in raw_reads) / sum(r.lines for r in raw_reads)
     cpu = {name: after[name] - before[name] for name in before}
-    cpu["edge"] = edge_cpu
+    cpu["edge"] = edge_cpu[0]
     us = {name: round(1e6 * seconds / articles, 2) for name, seconds in cpu.items()}
     dc_us = round(us["api"] + us["workers"] + us["postgresql"], 2)
     e2e_rate = articles / e2e_seconds
