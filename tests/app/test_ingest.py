@@ -97,3 +97,24 @@ def test_batches_accepted_while_redis_is_down_are_stored_once_it_is_back(
     celery_app.send_task("batches.requeue").get(timeout=30)
     assert wait_until(lambda: all_stored(clean_db))
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == 1000
+
+
+def test_after_redis_comes_back_the_next_batch_is_enqueued_on_a_fresh_connection(
+    client, leased, clean_db, celery_worker, celery_app, redis_server
+):
+    """The API enqueues through the broker pool: the connection that failed while Redis was down
+    is not handed out again broken, so the first batch after Redis is back goes straight to a
+    worker (only the one accepted while it was down waits for the requeue sweep)."""
+    auth, range_id = leased
+    assert post_batch(client, auth, range_id, make_batch(BIG, BIG + 999)).status_code == 202
+    assert wait_until(lambda: all_stored(clean_db))  # a pooled connection has been used
+    redis_server.stop()
+    try:
+        assert post_batch(client, auth, range_id, make_batch(BIG + 1000, BIG + 1999)).status_code == 202
+    finally:
+        redis_server.start()
+    celery_worker.wait_ready(celery_app)
+    assert post_batch(client, auth, range_id, make_batch(BIG + 2000, BIG + 2999)).status_code == 202
+    assert wait_until(lambda: scalar(clean_db, "SELECT state FROM seed_batches WHERE batch_from = :f",
+                                     f=BIG + 2000) == "gathered")
+    assert scalar(clean_db, "SELECT state FROM seed_batches WHERE batch_from = :f", f=BIG + 1000) == "accepted"
