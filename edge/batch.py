@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from array import array
+from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import is_not
 
@@ -58,6 +59,30 @@ def encode_batch(batch: dict, fmt: str = "msgpack", gzip: bool = True) -> tuple[
     else:
         raise ValueError(f"unknown batch format {fmt!r}: msgpack or json")
     return (_gzip(body) if gzip else body), content_type, GZIP if gzip else None
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    """A batch as posted: its body, and what the node says of it (and counts) once it is taken."""
+
+    body: bytes
+    content_type: str
+    encoding: str | None
+    group: str
+    first: int
+    last: int
+    missing: int  # articles
+    stats: dict  # the batch's "stats"
+
+    @classmethod
+    def of(cls, batch: dict, fmt: str = "msgpack") -> EncodedBatch:
+        body, content_type, encoding = encode_batch(batch, fmt)
+        return cls(body, content_type, encoding, batch["group"], batch["first"], batch["last"],
+                   sum(b - a + 1 for a, b in batch["missing"]), batch["stats"])
+
+    @property
+    def lines(self) -> int:
+        return self.stats["lines"]
 
 
 def _gzip(data) -> bytes:

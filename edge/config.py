@@ -45,6 +45,12 @@ class EdgeConfig:
     # ones digest batch after batch, their posts overlapping, see DigestTurns).
     max_leases: int = 3
     max_chunks_in_flight: int | None = None  # None: connections + 4
+    # Worker processes digesting batches (edge/digestpool.py), as many ranges digesting at once;
+    # 0: in the node's own process, one range at a time. None: a core is left to the reading
+    # threads, the others digest (up to MAX_LEASES); on two cores or fewer, none (two digests
+    # at once on a 2-core machine that also runs INN and the data center measured no faster
+    # than one: docs/benchmarks.md).
+    digest_processes: int | None = None
     batch_format: str = "msgpack"
     spool_dir: str | None = None
     spool_max_mb: int = 2048
@@ -56,8 +62,23 @@ class EdgeConfig:
         return self.max_chunks_in_flight or self.nntp_connections + 4
 
     @property
+    def digest_processes_or_default(self) -> int:
+        if self.digest_processes is not None:
+            return self.digest_processes
+        cores = _cores()
+        return 0 if cores <= 2 else min(cores - 1, self.max_leases)
+
+    @property
     def nntp_port_or_default(self) -> int:
         return self.nntp_port or (563 if self.nntp_ssl else 119)
+
+
+def _cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 # -- parsing ---------------------------------------------------------------------------------
@@ -176,6 +197,9 @@ SETTINGS = (
     Setting("MAX_LEASES", "max_leases", _integer(1, 64), "ranges held at once with lines to digest (and one more while a range's last batch is posted)"),
     Setting("MAX_CHUNKS_IN_FLIGHT", "max_chunks_in_flight", _integer(1, 4096),
             "chunks fetched ahead of the digest (default: connections + 4); bounds memory"),
+    Setting("DIGEST_PROCESSES", "digest_processes", _integer(0, 64),
+            "worker processes digesting batches, as many ranges at once (0: in the node's process, one "
+            "at a time; default: cores - 1 up to MAX_LEASES, 0 on two cores or fewer)"),
     Setting("BATCH_FORMAT", "batch_format", _batch_format, "batch encoding: msgpack or json"),
     Setting("SPOOL_DIR", "spool_dir", _directory,
             "directory keeping fetched chunks until their batch is accepted (survives a restart)"),

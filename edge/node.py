@@ -3,7 +3,8 @@
 Threads: a control thread leases up to MAX_LEASES ranges (one more while a range's last batch
 is posted) and sends heartbeats; one thread per
 held range runs the range loop (edge.runner.run_range) fed by the shared prefetcher (or by the
-coordinator's spool stream for spooled ranges) into a sink that posts each batch; the main
+coordinator's spool stream for spooled ranges), digesting each batch itself or, with
+DIGEST_PROCESSES, in a worker process (edge.digestpool), into a sink that posts it; the main
 thread waits for a stop (signal, fatal error, or nothing left to do with --once /
 --exit-when-idle), then gives every held range back at its resume point and exits.
 
@@ -26,10 +27,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from edge.batch import encode_batch
+from edge.batch import EncodedBatch
 from edge.config import PLACEHOLDER_NNTP_HOST, ConfigError, EdgeConfig, add_arguments, load_config
 from edge.coordinator import (BadAnswer, CertificateRejected, Conflict, Coordinator, CoordinatorError, Lease,
                               Refused, Unauthorized, Unreachable)
+from edge.digestpool import DigestPool, DigestWorkerLost
 from edge.localspool import LocalSpool
 from edge.nntp import connect
 from edge.overview import DEFAULT_LAYOUT
@@ -62,7 +64,8 @@ FATAL_EXIT_CODES = {Unauthorized: EXIT_UNAUTHORIZED, Unreachable: EXIT_UNREACHAB
                     CertificateRejected: EXIT_CERTIFICATE, FatalNNTPError: EXIT_NNTP}
 FATAL_ERRORS = tuple(FATAL_EXIT_CODES)
 # Why a range alone fails: it is given back and the node goes on with others.
-RANGE_FAILURES = (Refused, BadAnswer, RuleError, ChunkUnavailable)
+# (A digest worker that died may have died of this range's lines: it is not tried here again.)
+RANGE_FAILURES = (Refused, BadAnswer, RuleError, ChunkUnavailable, DigestWorkerLost)
 # On stop: how long range loops get to finish what they are doing, and each release call.
 STOP_GRACE = 1.5
 # The coordinator takes at most 10,000 ids in a lease's `skip`; older failures may be offered again.
@@ -105,20 +108,6 @@ class HeldRange:
 TABLE_HEADER = f"{'range':>7} {'group':<36} {'done':>6} {'articles':>12} {'lines/s':>10} {'batches':>7} {'retries':>7}"
 
 
-@dataclass(frozen=True)
-class EncodedBatch:
-    """A batch as posted: its body, and what the node says of it once taken."""
-
-    body: bytes
-    content_type: str
-    encoding: str
-    group: str
-    first: int
-    last: int
-    lines: int
-    missing: int
-
-
 class CoordinatorSink:
     """The range loop's sink: each batch encoded, gzip'd and posted until the coordinator takes it.
 
@@ -129,20 +118,22 @@ class CoordinatorSink:
         self.node = node
         self.held = held
 
-    def prepare(self, batch: dict) -> EncodedBatch:
-        body, content_type, encoding = encode_batch(batch, fmt=self.node.config.batch_format)
+    def prepare(self, batch: dict | EncodedBatch) -> EncodedBatch:
+        """The batch encoded (by a digest process already, or here), within the coordinator's limit."""
+        encoded = batch if isinstance(batch, EncodedBatch) else EncodedBatch.of(batch, self.node.config.batch_format)
+        del batch
+        body = encoded.body
         limit = self.held.lease.max_body_bytes
         if limit is not None and len(body) > limit:
             # The coordinator would answer 413 and close before reading it: a send that fails
             # the same way every time. The range fails here instead of being retried for ever.
             raise Refused(413, "batch_too_large", f"batch of {len(body)} bytes is over the coordinator's"
                                                   f" {limit} byte limit")
-        return EncodedBatch(body, content_type, encoding, batch["group"], batch["first"], batch["last"],
-                            batch["stats"]["lines"], sum(b - a + 1 for a, b in batch["missing"]))
+        return encoded
 
     def submit(self, batch: dict | EncodedBatch) -> None:
         held, node = self.held, self.node
-        encoded = batch if isinstance(batch, EncodedBatch) else self.prepare(batch)
+        encoded = self.prepare(batch)
         del batch
         answer = node.coordinator.post_batch(held.lease.range_id, encoded.body, encoded.content_type,
                                              encoded.encoding, on_retry=node.retry_hook(held.lease.range_id))
@@ -189,15 +180,19 @@ class _TrackedChunks:
 
 
 class DigestTurns:
-    """One range digests at a time (the GIL allows no more, and memory stays bounded), and of the
-    ranges waiting for their turn the one held longest goes first: the prefetcher fetches for
-    ranges in lease order, so the range digesting is the one whose chunks are fetched, and it
-    digests batch after batch while its batches are posted (run_range's post_ahead)."""
+    """`slots` ranges digest at a time (one in the node's process: the GIL allows no more; one
+    per digest worker process), which bounds memory too; of the ranges waiting for a turn the
+    one held longest goes first: the prefetcher fetches for ranges in lease order, so the ranges
+    digesting are those whose chunks are fetched, and each digests batch after batch while its
+    batches are posted (run_range's post_ahead)."""
 
-    def __init__(self, stop: threading.Event):
+    def __init__(self, stop: threading.Event, slots: int = 1):
+        if slots < 1:
+            raise ValueError("digest turns need at least one slot")
         self.stop = stop
+        self.slots = slots
         self._cond = threading.Condition()
-        self._busy = False
+        self._busy = 0
         self._waiting: set[int] = set()
 
     @contextmanager
@@ -205,19 +200,19 @@ class DigestTurns:
         with self._cond:
             self._waiting.add(order)
             try:
-                while self._busy or min(self._waiting) != order:
+                while self._busy >= self.slots or min(self._waiting) != order:
                     if self.stop.is_set():
                         raise Stopped()
                     self._cond.wait(WAKE_INTERVAL)
             finally:
                 self._waiting.discard(order)
                 self._cond.notify_all()  # the next in line may go, should this one stop
-            self._busy = True
+            self._busy += 1
         try:
             yield
         finally:
             with self._cond:
-                self._busy = False
+                self._busy -= 1
                 self._cond.notify_all()
 
 
@@ -248,7 +243,10 @@ class Node:
         self.exit_code: int | None = None
         self._lock = threading.Lock()
         self._changed = threading.Event()  # a range ended: the control loop may lease again
-        self._turns = DigestTurns(self.stop)
+        # Batches digested by worker processes (DIGEST_PROCESSES), else on the ranges' threads.
+        self.digest_pool = (DigestPool(config.digest_processes_or_default, config.batch_format)
+                            if config.digest_processes_or_default else None)
+        self._turns = DigestTurns(self.stop, max(1, config.digest_processes_or_default))
         stream = stream or sys.stderr
         self.reporter = LiveDisplay(stream, self._rows) if live else JsonLog(stream)
 
@@ -261,9 +259,12 @@ class Node:
         config = self.config
         self.event("start", coordinator=config.coordinator_url,
                    nntp=f"{config.nntp_host}:{config.nntp_port_or_default}", connections=config.nntp_connections,
-                   max_leases=config.max_leases, spool_dir=config.spool_dir,
+                   max_leases=config.max_leases, digest_processes=config.digest_processes_or_default,
+                   spool_dir=config.spool_dir,
                    warning="NNTP_HOST is not set: only spooled ranges can be fetched"
                    if config.nntp_host == PLACEHOLDER_NNTP_HOST else None)
+        if self.digest_pool is not None:
+            self.digest_pool.start()  # while the first lease is asked for
         threading.Thread(target=self._control_loop, name="control", daemon=True).start()
         while not self.stop.wait(WAKE_INTERVAL):
             pass
@@ -294,6 +295,8 @@ class Node:
         if self.exit_code not in (EXIT_UNAUTHORIZED, EXIT_CERTIFICATE):  # the coordinator would refuse us
             for held in self._running():
                 self._give_back(held)
+        if self.digest_pool is not None:
+            self.digest_pool.close()
         self.event("stop", exit_code=self.exit_code, meaning=EXIT_CODES.get(self.exit_code, ""))
         self.reporter.close()
 
@@ -435,6 +438,7 @@ class Node:
                 should_stop=lambda: self.stop.is_set() or held.state != "running",
                 digest_slot=functools.partial(self._turns.turn, held.order), post_ahead=True,
                 on_chunk=held.add_lines, on_digested=functools.partial(self._digested, held),
+                digester=self.digest_pool.digest if self.digest_pool is not None else None,
             )
             if state.done:
                 self.coordinator.done(range_id, on_retry=self.retry_hook(range_id))

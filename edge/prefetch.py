@@ -6,8 +6,8 @@ the range loops take their chunks in order. One connection per range (~26k lines
 provider) would keep the digest waiting; N connections on the same range do not. Memory stays
 bounded: at most `max_in_flight` chunks are fetched or being fetched and not yet taken, plus,
 beyond that cap, as many chunks as there are connections for the range loop that waits for its
-next one (so a range that opened late is never starved by the look-ahead of another: only one
-range digests at a time, so only one waits so).
+next one (so a range that opened late is never starved by the look-ahead of another: only the
+ranges digesting, one at a time or one per digest process, wait so).
 
 A lost connection is reopened with backoff and its chunk fetched again; a connection switches
 group (GROUP) when its next chunk is in another group. With a local spool, chunks found there

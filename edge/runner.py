@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from edge.batch import EncodedBatch
 from edge.gather import Gatherer
 from edge.overview import DEFAULT_LAYOUT, OverviewLayout
 from edge.rules import RuleSet
@@ -27,6 +28,13 @@ class ChunkSource(Protocol):
     def chunks(self, spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, Blocks]]:
         """The overview lines of each span, yielded in the order given. run_range asks for them
         before it waits for its turn to digest: a source that fetches ahead starts then."""
+
+
+class Digester(Protocol):
+    def __call__(self, group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],
+                 chunks: Iterator[tuple[int, int, Blocks]],
+                 on_chunk: Callable[[int], None] | None = None) -> dict | EncodedBatch:
+        """One batch: the chunks of spans, taken from chunks in order (on_chunk(lines) after each)."""
 
 
 class BatchSink(Protocol):
@@ -100,6 +108,7 @@ def run_range(
     on_chunk: Callable[[int], None] | None = None,
     post_ahead: bool = False,
     on_digested: Callable[[], None] | None = None,
+    digester: Digester | None = None,
 ) -> RangeProgress:
     """Digest [next_id, last_id] batch by batch into the sink; returns where it got to.
 
@@ -119,10 +128,15 @@ def run_range(
 
     on_digested() follows the range's last batch digested, before it is handed to the sink: the
     range needs no more turns to digest (the node leases the next one while the batch is posted).
+
+    digester: who digests each batch (by default this thread, into the batch dict); the node's
+    edge.digestpool.DigestPool.digest digests in a worker process and gives the batch encoded
+    (edge.batch.EncodedBatch), which its sink takes as it is.
     """
     state = RangeProgress(first_id=next_id, last_id=last_id, next_id=next_id)
     batches = batch_spans(next_id, last_id, chunk_size, batch_chunks)
     chunks = iter(source.chunks([span for batch in batches for span in batch]))
+    digest = digester or _digest
     poster = _Poster(sink) if post_ahead else None
 
     def taken(spans: list[tuple[int, int]], stats: dict) -> None:
@@ -140,15 +154,16 @@ def run_range(
             if should_stop():
                 break
             with digest_slot():
-                batch = _digest(group, layout, rules, spans, chunks, on_chunk)
+                batch = digest(group, layout, rules, spans, chunks, on_chunk)
             if on_digested is not None and spans is batches[-1]:
                 on_digested()
             if poster is None:
+                stats = _stats(batch)
                 sink.submit(batch)
-                taken(spans, batch["stats"])
+                taken(spans, stats)
                 del batch  # freed before the next batch is gathered
                 continue
-            stats = batch["stats"]
+            stats = _stats(batch)
             # What waits for the post before is the sink's prepared form (the node's: the encoded
             # body), not the batch, when the sink prepares one.
             item = sink.prepare(batch) if hasattr(sink, "prepare") else batch
@@ -197,6 +212,10 @@ class _Poster:
 
     def close(self) -> None:
         self.executor.shutdown(wait=True)
+
+
+def _stats(batch: dict | EncodedBatch) -> dict:
+    return batch.stats if isinstance(batch, EncodedBatch) else batch["stats"]
 
 
 def _digest(group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],

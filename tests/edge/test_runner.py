@@ -276,3 +276,33 @@ def test_posting_ahead_a_batch_the_sink_cannot_prepare_ends_the_range_and_is_nev
     with pytest.raises(ValueError, match="too large"):
         run(sink, post_ahead=True)
     assert sink.asked == [BIG]  # the first posted (and waited for), the second never
+
+
+def test_digest_turns_with_two_slots_let_two_ranges_digest_and_the_third_wait():
+    turns = DigestTurns(threading.Event(), slots=2)
+    inside, release = [], threading.Event()
+    lock = threading.Lock()
+    entered = [threading.Event() for _ in range(3)]
+
+    def holder(order):
+        with turns.turn(order):
+            with lock:
+                inside.append(order)
+            entered[order].set()
+            assert release.wait(5)
+
+    threads = [threading.Thread(target=holder, args=(order,)) for order in range(3)]
+    for thread in threads:
+        thread.start()
+    assert entered[0].wait(5) and entered[1].wait(5)
+    assert not entered[2].wait(0.3)  # both slots taken
+    assert sorted(inside) == [0, 1]
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert sorted(inside) == [0, 1, 2]
+
+
+def test_digest_turns_need_a_slot():
+    with pytest.raises(ValueError):
+        DigestTurns(threading.Event(), slots=0)

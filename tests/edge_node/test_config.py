@@ -74,3 +74,18 @@ def test_the_spool_directory_is_made(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="SPOOL_DIR cannot be made"):
         load_config(env={**REQUIRED, "SPOOL_DIR": str(tmp_path / "file" / "spool")})
+
+
+@pytest.mark.parametrize(("cores", "max_leases", "expected"), [(1, 3, 0), (2, 3, 0), (3, 3, 2), (4, 3, 3), (16, 6, 6)])
+def test_digest_processes_default_to_the_cores_but_one_up_to_max_leases(monkeypatch, cores, max_leases, expected):
+    monkeypatch.setattr("edge.config._cores", lambda: cores)
+    config = load_config(env={**REQUIRED, "MAX_LEASES": str(max_leases)})
+    assert config.digest_processes is None and config.digest_processes_or_default == expected
+
+
+def test_digest_processes_can_be_set_and_are_checked():
+    assert load_config(env={**REQUIRED, "DIGEST_PROCESSES": "0"}).digest_processes_or_default == 0
+    assert load_config(env={**REQUIRED, "DIGEST_PROCESSES": "5"}).digest_processes_or_default == 5
+    for bad in ("-1", "65", "two"):
+        with pytest.raises(ConfigError, match="DIGEST_PROCESSES"):
+            load_config(env={**REQUIRED, "DIGEST_PROCESSES": bad})

@@ -41,14 +41,19 @@ def test_the_image_installs_only_the_edge_and_runs_it_unprivileged(edge_bin):
     assert "run" in subprocess.run([edge_bin, "run", "--help"], capture_output=True, text=True, check=True).stdout
 
 
-def test_a_planned_range_is_stored_whole_and_once(edge_api, celery_worker, inn, fresh_group, clean_db, run_edge):
+# In the node's process, and in two digest worker processes (the image's install spawns them).
+@pytest.mark.parametrize("digest_processes", [0, 2])
+def test_a_planned_range_is_stored_whole_and_once(edge_api, celery_worker, inn, fresh_group, clean_db, run_edge,
+                                                  digest_processes):
     posted = post_articles(inn, fresh_group, 6000)
     # The range runs past INN's last article: those chunks come back empty and are still covered.
     last_id = posted.high + 2 * CHUNK_SIZE + 500
     token, (range_id,) = plan(fresh_group, [(posted.low, last_id)])
 
-    edge = run_edge(node_env(edge_api, token, inn, NNTP_CONNECTIONS="4"), "--exit-when-idle")
+    edge = run_edge(node_env(edge_api, token, inn, NNTP_CONNECTIONS="4", DIGEST_PROCESSES=str(digest_processes)),
+                    "--exit-when-idle")
     assert edge.wait(180) == 0, edge.log()
+    assert edge.named("start")[0]["digest_processes"] == digest_processes
 
     batches = edge.named("batch")
     chunks = -(-(last_id - posted.low + 1) // CHUNK_SIZE)

@@ -38,11 +38,40 @@ def assert_stored_once(engine, posted) -> None:
     assert set(stored) == posted.kept
 
 
-def test_sigterm_mid_range_gives_the_range_back_at_its_next_id(edge_api, inn, fresh_group, clean_db, run_edge):
+def descendants(pid: int) -> set[int]:
+    """The live processes under pid (its digest workers, multiprocessing's resource tracker)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, stack = set(), [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.add(child)
+            stack.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("digest_processes", ["0", "2"])
+def test_sigterm_mid_range_gives_the_range_back_at_its_next_id(edge_api, inn, fresh_group, clean_db, run_edge,
+                                                               digest_processes):
     posted = post_articles(inn, fresh_group, ARTICLES)
     token, (range_id,) = plan(fresh_group, [(posted.low, posted.high)])
     with ProviderProxy(inn.host, inn.reader_port, lines_per_sec=1000) as proxy:
-        edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="2"))
+        edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="2",
+                                      DIGEST_PROCESSES=digest_processes))
         edge.wait_for(lambda e: e["event"] == "batch")
         signalled = time.monotonic()
         edge.signal(signal.SIGTERM)
@@ -56,6 +85,22 @@ def test_sigterm_mid_range_gives_the_range_back_at_its_next_id(edge_api, inn, fr
     assert (status, next_id, node_id) == ("planned", accepted_to + 1, None)
     assert [(e["range"], e["next_id"]) for e in edge.named("release")] == [(range_id, accepted_to + 1)]
     assert edge.named("stop")[-1]["exit_code"] == 143
+
+
+def test_a_node_killed_takes_its_digest_processes_with_it(edge_api, inn, fresh_group, clean_db, run_edge):
+    """kill -9 of the node: no process of its own is left behind (the workers see their pipe
+    close and exit)."""
+    posted = post_articles(inn, fresh_group, ARTICLES)
+    token, _ = plan(fresh_group, [(posted.low, posted.high)])
+    with ProviderProxy(inn.host, inn.reader_port, lines_per_sec=1000) as proxy:
+        edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="2",
+                                      DIGEST_PROCESSES="2"))
+        edge.wait_for(lambda e: e["event"] == "batch")
+        workers = descendants(edge.proc.pid)
+        assert len(workers) >= 2, edge.log()  # two digest workers (and the resource tracker)
+        edge.kill()
+    assert wait_until(lambda: not any(map(alive, workers)), timeout=10), "digest workers outlived the node"
+    assert edge.named("start")[0]["digest_processes"] == 2
 
 
 def test_a_coordinator_failing_for_a_while_loses_no_batch(edge_api, celery_worker, inn, fresh_group, clean_db,
