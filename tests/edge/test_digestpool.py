@@ -186,3 +186,20 @@ def test_run_range_with_the_pool_as_digester_posts_encoded_batches_in_order(pool
                       source=Source(), sink=Sink(), digester=pool.digest, post_ahead=True)
     assert taken == [(BIG, BIG + 999, 1000), (BIG + 1000, BIG + 1999, 1000), (BIG + 2000, BIG + 2499, 500)]
     assert (state.next_id, state.batches, state.lines) == (BIG + 2500, 3, 2500)
+
+
+def test_python_dash_m_edge_spawns_its_workers_without_running_the_program_again(tmp_path):
+    """`python -m edge run` with workers: a spawned worker prepares itself from the parent's main
+    module, which here is edge.__main__ (multiprocessing leaves a package's __main__ alone: the
+    program does not run again in the worker). The coordinator refuses, so the node gives up
+    after a second and a half (exit 4), its workers started meanwhile."""
+    import subprocess
+    import sys
+
+    env = {"PATH": os.environ.get("PATH", ""), "COORDINATOR_URL": "http://127.0.0.1:1", "NODE_TOKEN": "seed_x",
+           "COORDINATOR_GIVE_UP": "1.5", "DIGEST_PROCESSES": "2"}
+    done = subprocess.run([sys.executable, "-m", "edge", "run", "--progress", "json"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 4, done.stderr
+    assert '"digest_processes": 2' in done.stderr
+    assert "usage:" not in done.stderr and "Traceback" not in done.stderr, done.stderr
