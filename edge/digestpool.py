@@ -67,10 +67,12 @@ class DigestPool:
 
     def start(self) -> None:
         """Starts the workers now (else each starts when first needed)."""
-        with self._cond:
-            while self._started < self.processes:
+        while True:
+            with self._cond:
+                if self._closed or self._started >= self.processes:
+                    return
                 self._started += 1
-                self._idle.append(_Worker(self._context))
+            self._give_back(self._spawn(), reusable=True)
 
     def digest(self, group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],
                chunks: Iterator[tuple[int, int, Blocks]],
@@ -102,33 +104,42 @@ class DigestPool:
         with self._cond:
             self._closed = True
             idle, self._idle = self._idle, []
+            self._cond.notify_all()
         for worker in idle:
             worker.stop()
 
     def _take(self) -> _Worker:
         with self._cond:
+            # the node's DigestTurns gives no more turns than workers: a wait here is short
+            while not self._closed and not self._idle and self._started >= self.processes:
+                self._cond.wait()
             if self._closed:
                 raise RuntimeError("the digest pool is closed")
-            if not self._idle and self._started < self.processes:
-                self._started += 1
-                return _Worker(self._context)
-            while not self._idle:  # the node's DigestTurns gives no more turns than workers
-                self._cond.wait()
-            return self._idle.pop()
+            if self._idle:
+                return self._idle.pop()
+            self._started += 1
+        return self._spawn()
+
+    def _spawn(self) -> _Worker:
+        """A new worker, counted in _started already."""
+        try:
+            return _Worker(self._context)
+        except BaseException:
+            with self._cond:
+                self._started -= 1
+                self._cond.notify()
+            raise
 
     def _give_back(self, worker: _Worker, reusable: bool) -> None:
-        if not reusable or not worker.alive():
-            worker.stop()
-            with self._cond:
-                self._started -= 1  # replaced when next needed
-                self._cond.notify()
-            return
         with self._cond:
-            if self._closed:
-                worker.stop()
-                return
-            self._idle.append(worker)
+            keep = reusable and not self._closed and worker.alive()
+            if keep:
+                self._idle.append(worker)
+            else:
+                self._started -= 1  # replaced when next needed
             self._cond.notify()
+        if not keep:
+            worker.stop()
 
 
 class _Worker:

@@ -203,3 +203,37 @@ def test_python_dash_m_edge_spawns_its_workers_without_running_the_program_again
     assert done.returncode == 4, done.stderr
     assert '"digest_processes": 2' in done.stderr
     assert "usage:" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_batch_waiting_for_a_worker_is_refused_when_the_pool_closes():
+    pool = DigestPool(1)
+    spans = spans_of(BIG, BIG + 999)
+    release = threading.Event()
+
+    def held_chunks():
+        for index, chunk in enumerate(Source().chunks(spans)):
+            if index == 1:
+                assert release.wait(10)
+            yield chunk
+
+    holder = threading.Thread(target=pool.digest, args=(GROUP, DEFAULT_LAYOUT, None, spans, held_chunks()))
+    holder.start()
+    time.sleep(0.5)  # the only worker is in use
+    refused = []
+
+    def waiter():
+        try:
+            pool.digest(GROUP, DEFAULT_LAYOUT, None, spans, Source().chunks(spans))
+        except RuntimeError as exc:
+            refused.append(str(exc))
+
+    waiting = threading.Thread(target=waiter)
+    waiting.start()
+    time.sleep(0.2)
+    pool.close()
+    waiting.join(5)
+    assert refused == ["the digest pool is closed"]
+    release.set()
+    holder.join(30)
+    assert not holder.is_alive()
+    assert pool._started == 0  # the worker in use was stopped when its batch ended
