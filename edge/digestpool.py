@@ -37,10 +37,10 @@ import traceback
 from collections.abc import Callable, Iterator
 
 from edge.batch import EncodedBatch
+from edge.gather import Gatherer
 from edge.overview import OverviewLayout
 from edge.rules import RuleSet
-
-Blocks = Iterator[bytes]
+from edge.runner import Blocks, batch_chunks_of
 
 
 class DigestWorkerLost(Exception):
@@ -83,10 +83,7 @@ class DigestPool:
         clean = False
         try:
             worker.call(("batch", group, layout, rules, self.fmt))
-            for expected in spans:
-                first, last, blocks = next(chunks, (None, None, None))
-                if (first, last) != expected:
-                    raise RuntimeError(f"source gave chunk {first}-{last}, expected {expected[0]}-{expected[1]}")
+            for first, last, blocks in batch_chunks_of(spans, chunks):
                 lines = worker.chunk(first, last, blocks)
                 if on_chunk is not None:
                     on_chunk(lines)
@@ -157,8 +154,8 @@ class _Worker:
         self.between_chunks = False
         for block in blocks:  # what the source raises goes up as it is
             if block:  # b"" ends the chunk
-                self._send_bytes(block)
-        self._send_bytes(b"")
+                self._send(block, raw=True)
+        self._send(b"", raw=True)
         self.between_chunks = True
         return self._reply()
 
@@ -176,15 +173,13 @@ class _Worker:
             self.process.kill()
             self.process.join(1)
 
-    def _send(self, message: tuple) -> None:
+    def _send(self, message, raw: bool = False) -> None:
+        """A message pickled, or (raw) a block as it is."""
         try:
-            self.connection.send(message)
-        except OSError as exc:
-            raise DigestWorkerLost(f"the digest worker {self.process.pid} is gone ({exc})") from None
-
-    def _send_bytes(self, block: bytes) -> None:
-        try:
-            self.connection.send_bytes(block)
+            if raw:
+                self.connection.send_bytes(message)
+            else:
+                self.connection.send(message)
         except OSError as exc:
             raise DigestWorkerLost(f"the digest worker {self.process.pid} is gone ({exc})") from None
 
@@ -206,8 +201,6 @@ def serve(connection) -> None:
     """A worker's loop: messages from the node until its end of the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    from edge.gather import Gatherer  # here: the node's process needs none of the digest's caches
-
     gatherer = fmt = None
     while True:
         try:

@@ -244,9 +244,9 @@ class Node:
         self._lock = threading.Lock()
         self._changed = threading.Event()  # a range ended: the control loop may lease again
         # Batches digested by worker processes (DIGEST_PROCESSES), else on the ranges' threads.
-        self.digest_pool = (DigestPool(config.digest_processes_or_default, config.batch_format)
-                            if config.digest_processes_or_default else None)
-        self._turns = DigestTurns(self.stop, max(1, config.digest_processes_or_default))
+        self.digest_processes = config.digest_processes_or_default
+        self.digest_pool = DigestPool(self.digest_processes, config.batch_format) if self.digest_processes else None
+        self._turns = DigestTurns(self.stop, max(1, self.digest_processes))
         stream = stream or sys.stderr
         self.reporter = LiveDisplay(stream, self._rows) if live else JsonLog(stream)
 
@@ -259,7 +259,7 @@ class Node:
         config = self.config
         self.event("start", coordinator=config.coordinator_url,
                    nntp=f"{config.nntp_host}:{config.nntp_port_or_default}", connections=config.nntp_connections,
-                   max_leases=config.max_leases, digest_processes=config.digest_processes_or_default,
+                   max_leases=config.max_leases, digest_processes=self.digest_processes,
                    spool_dir=config.spool_dir,
                    warning="NNTP_HOST is not set: only spooled ranges can be fetched"
                    if config.nntp_host == PLACEHOLDER_NNTP_HOST else None)

@@ -218,13 +218,20 @@ def _stats(batch: dict | EncodedBatch) -> dict:
     return batch.stats if isinstance(batch, EncodedBatch) else batch["stats"]
 
 
-def _digest(group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],
-            chunks: Iterator[tuple[int, int, Blocks]], on_chunk: Callable[[int], None] | None = None) -> dict:
-    gatherer = Gatherer(group, layout, rules)
+def batch_chunks_of(spans: list[tuple[int, int]],
+                    chunks: Iterator[tuple[int, int, Blocks]]) -> Iterator[tuple[int, int, Blocks]]:
+    """The next len(spans) chunks of the source, each checked to be the span expected."""
     for expected in spans:
         first, last, blocks = next(chunks, (None, None, None))
         if (first, last) != expected:
             raise RuntimeError(f"source gave chunk {first}-{last}, expected {expected[0]}-{expected[1]}")
+        yield first, last, blocks
+
+
+def _digest(group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],
+            chunks: Iterator[tuple[int, int, Blocks]], on_chunk: Callable[[int], None] | None = None) -> dict:
+    gatherer = Gatherer(group, layout, rules)
+    for first, last, blocks in batch_chunks_of(spans, chunks):
         lines = gatherer.add_chunk(first, last, blocks)
         if on_chunk is not None:
             on_chunk(lines)
