@@ -184,7 +184,12 @@ class DigestTurns:
     per digest worker process), which bounds memory too; of the ranges waiting for a turn the
     one held longest goes first: the prefetcher fetches for ranges in lease order, so the ranges
     digesting are those whose chunks are fetched, and each digests batch after batch while its
-    batches are posted (run_range's post_ahead)."""
+    batches are posted (run_range's post_ahead).
+
+    A range counts as waiting from its lease (expect()) to its first turn: ranges leased together
+    start their threads at once, and one leased later must not take the first turn because its
+    thread got here first, then wait on chunks fetched for the others (it did: the first batch of
+    a run came a second late, the data center idle meanwhile)."""
 
     def __init__(self, stop: threading.Event, slots: int = 1):
         if slots < 1:
@@ -194,6 +199,17 @@ class DigestTurns:
         self._cond = threading.Condition()
         self._busy = 0
         self._waiting: set[int] = set()
+
+    def expect(self, order: int) -> None:
+        """A range just leased: it waits for its first turn from now on."""
+        with self._cond:
+            self._waiting.add(order)
+
+    def forget(self, order: int) -> None:
+        """A range that ended (maybe before its first turn): the others need not wait for it."""
+        with self._cond:
+            self._waiting.discard(order)
+            self._cond.notify_all()
 
     @contextmanager
     def turn(self, order: int) -> Iterator[None]:
@@ -391,7 +407,12 @@ class Node:
             self.spool.discard(lease.group, lease.first_id, lease.next_id - 1)
         self.event("lease", range=lease.range_id, group=lease.group, first_id=lease.first_id,
                    last_id=lease.last_id, next_id=lease.next_id, spooled=lease.spooled)
-        held.thread.start()
+        self._turns.expect(held.order)  # its thread forgets it when it ends
+        try:
+            held.thread.start()
+        except BaseException:
+            self._turns.forget(held.order)
+            raise
 
     def _heartbeats(self) -> None:
         now = time.monotonic()
@@ -465,6 +486,7 @@ class Node:
         except BaseException as exc:  # noqa: BLE001 - every way out of a thread must stop the node
             self._fail_node(exc, range_id)
         finally:
+            self._turns.forget(held.order)
             self.prefetcher.close_range(range_id)
             with self._lock:
                 if held.state != "running":

@@ -185,6 +185,46 @@ def test_digest_turns_go_to_the_longest_held_range_first():
     assert order == [3, 7, 9]
 
 
+def test_a_range_leased_later_waits_for_the_first_turn_of_one_leased_before_it():
+    """Ranges leased together start their threads at once: the one leased first digests first
+    (the prefetcher fetches its chunks first), whichever thread asks first; a range that ends
+    before its first turn lets the others go."""
+    turns = DigestTurns(threading.Event())
+    for order in (0, 1, 2):
+        turns.expect(order)
+    order = []
+
+    def ranged(number):
+        with turns.turn(number):
+            order.append(number)
+
+    late = [threading.Thread(target=ranged, args=(n,)) for n in (2, 1)]
+    for thread in late:
+        thread.start()
+    time.sleep(0.2)
+    assert order == []  # range 0 has not asked yet: nobody goes before it
+    turns.forget(0)  # it ended before its first turn (failed, given back)
+    for thread in late:
+        thread.join(5)
+    assert order == [1, 2]
+
+
+def test_digest_turns_without_an_expected_range_go_to_whoever_asks():
+    turns = DigestTurns(threading.Event())
+    turns.expect(0)
+    with turns.turn(0):
+        pass
+    # range 0 took its first turn: between its batches a later range may digest
+    done = threading.Event()
+
+    def later():
+        with turns.turn(1):
+            done.set()
+
+    threading.Thread(target=later).start()
+    assert done.wait(5)
+
+
 def test_a_range_waiting_for_its_turn_stops_when_the_node_stops():
     stop = threading.Event()
     turns = DigestTurns(stop)
