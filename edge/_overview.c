@@ -15,6 +15,8 @@
  *   dot_line(data)
  *       where the first line that starts with a dot starts in data (data starting at a line
  *       start; the index of that dot, after an LF), or -1: edge.nntp's _DOT_AFTER_LF search.
+ *   add_to_files(numbers, sizes, dates, fragments, bytes, last_dates)
+ *       edge.gather's loop adding a block's lines to their files (see the function).
  *
  * Only bytes objects are read (callers make sure); a block is read once, the objects made are
  * the columns' own. Optional: without a C compiler the install goes on and the Python serves.
@@ -328,10 +330,67 @@ error:
     return NULL;
 }
 
+/* add_to_files(numbers, sizes, dates, fragments, bytes, last_dates): edge.gather's loop adding a
+ * block's lines to their files, line i to file numbers[i]:
+ *     fragments[file] += 1; bytes[file] += sizes[i]; last_dates[file] = dates[i]
+ * Gives True once done, or None, before changing anything, unless every argument is a list, the
+ * lines' three columns of one length, the files' of one length, every file number an int among
+ * them, every size, count and byte total an int and every date bytes: the Python loop then does
+ * it (and raises what it raises). */
+static PyObject *add_to_files(PyObject *self, PyObject *args)
+{
+    PyObject *numbers, *sizes, *dates, *fragments, *bytes, *last_dates;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &numbers, &sizes, &dates, &fragments, &bytes, &last_dates))
+        return NULL;
+    if (!PyList_CheckExact(numbers) || !PyList_CheckExact(sizes) || !PyList_CheckExact(dates)
+            || !PyList_CheckExact(fragments) || !PyList_CheckExact(bytes) || !PyList_CheckExact(last_dates))
+        Py_RETURN_NONE;
+    Py_ssize_t lines = PyList_GET_SIZE(numbers), files = PyList_GET_SIZE(fragments);
+    if (PyList_GET_SIZE(sizes) != lines || PyList_GET_SIZE(dates) != lines || PyList_GET_SIZE(bytes) != files
+            || PyList_GET_SIZE(last_dates) != files)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < lines; i++) {
+        PyObject *number = PyList_GET_ITEM(numbers, i);
+        if (!PyLong_CheckExact(number) || !PyLong_CheckExact(PyList_GET_ITEM(sizes, i)))
+            Py_RETURN_NONE;
+        Py_ssize_t file = PyLong_AsSsize_t(number);
+        if (file < 0 || file >= files) {
+            PyErr_Clear();  /* past Py_ssize_t: not a file either */
+            Py_RETURN_NONE;
+        }
+        /* ints and bytes only, in and out: no Python code runs below (no __add__, no __del__),
+         * so nothing else changes the lists meanwhile */
+        if (!PyLong_CheckExact(PyList_GET_ITEM(fragments, file)) || !PyLong_CheckExact(PyList_GET_ITEM(bytes, file))
+                || !PyBytes_CheckExact(PyList_GET_ITEM(last_dates, file)) || !PyBytes_CheckExact(PyList_GET_ITEM(dates, i)))
+            Py_RETURN_NONE;
+    }
+    PyObject *one = PyLong_FromLong(1);
+    if (one == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < lines; i++) {
+        Py_ssize_t file = PyLong_AsSsize_t(PyList_GET_ITEM(numbers, i));
+        PyObject *count = PyNumber_Add(PyList_GET_ITEM(fragments, file), one);
+        if (count == NULL)
+            goto error;
+        PyList_SetItem(fragments, file, count);  /* takes count, lets the old value go */
+        PyObject *total = PyNumber_Add(PyList_GET_ITEM(bytes, file), PyList_GET_ITEM(sizes, i));
+        if (total == NULL)
+            goto error;
+        PyList_SetItem(bytes, file, total);
+        PyList_SetItem(last_dates, file, Py_NewRef(PyList_GET_ITEM(dates, i)));
+    }
+    Py_DECREF(one);
+    Py_RETURN_TRUE;
+error:
+    Py_DECREF(one);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"number_lines", number_lines, METH_VARARGS, "A block's lines numbered into files, or None."},
     {"clean_columns", clean_columns, METH_VARARGS, "A clean overview block's columns, or None."},
     {"dot_line", dot_line, METH_O, "Index of the first dot after an LF, or -1."},
+    {"add_to_files", add_to_files, METH_VARARGS, "A block's lines added to their files, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -45,10 +45,11 @@ from edge.overview import (
 from edge.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, clear_rule_caches, file_kind
 from edge.subjects import ParsedSubject, clear_subject_caches, file_subject, find_segment_counter, parse_pieces
 
-try:
-    from edge._overview import number_lines as _number_lines  # edge/_overview.c: Gatherer._numbered in C
+try:  # edge/_overview.c: Gatherer._numbered and the loop of Gatherer._add in C
+    from edge._overview import add_to_files as _add_to_files
+    from edge._overview import number_lines as _number_lines
 except ImportError:  # pragma: no cover - an install without the compiled part
-    _number_lines = None
+    _add_to_files = _number_lines = None
 
 BATCH_FORMAT_VERSION = 1
 
@@ -406,10 +407,12 @@ class Gatherer:
         self._sizes.extend(columns.sizes)
         self._message_ids.extend(columns.message_ids)
         fragments, sizes, first_lines, first_dates, last_dates = files[4:]
-        for file, size, date in zip(numbers, columns.sizes, columns.dates):
-            fragments[file] += 1
-            sizes[file] += size
-            last_dates[file] = date
+        if _add_to_files is None or _add_to_files(numbers, columns.sizes, columns.dates, fragments, sizes,
+                                                  last_dates) is None:
+            for file, size, date in zip(numbers, columns.sizes, columns.dates):
+                fragments[file] += 1
+                sizes[file] += size
+                last_dates[file] = date
         if new:  # file numbers are given in order of first appearance: each new one comes later
             dates, line = columns.dates, -1
             for file in range(len(first_lines), len(first_lines) + new):

@@ -341,6 +341,29 @@ def test_the_compiled_numbering_takes_a_line_like_the_one_before_only_when_its_w
     assert len(numbers) == 5
 
 
+def test_the_compiled_loop_adds_lines_to_their_files_or_hands_odd_ones_back_untouched():
+    add_to_files = gather_module._add_to_files
+    assert add_to_files is not None
+    big = 2**40  # a total past 32 bits
+    fragments, sizes, last_dates = [0, 3], [0, big], [b"", b"d0"]
+    assert add_to_files([1, 0, 1], [10, 20, 30], [b"d1", b"d2", b"d3"], fragments, sizes, last_dates) is True
+    assert (fragments, sizes, last_dates) == ([1, 5], [20, big + 40], [b"d2", b"d3"])
+    before = ([1, 5], [20, big + 40], [b"d2", b"d3"])
+    for numbers, line_sizes, dates in (
+        ([0, 2], [1, 1], [b"x", b"x"]),  # no file 2
+        ([0, -1], [1, 1], [b"x", b"x"]),  # nor -1 (the Python loop's last file)
+        ([0, 2**70], [1, 1], [b"x", b"x"]),
+        ([0, True], [1, 1], [b"x", b"x"]),  # a bool is not a file number here
+        ([0, 1], [1, 1.5], [b"x", b"x"]),
+        ([0, 1], [1, 1], [b"x", "x"]),
+        ([0, 1], [1], [b"x", b"x"]),  # columns of unequal length
+        ((0, 1), [1, 1], [b"x", b"x"]),
+    ):
+        assert add_to_files(numbers, line_sizes, dates, fragments, sizes, last_dates) is None
+        assert (fragments, sizes, last_dates) == before  # nothing changed: the Python loop does it all
+    assert add_to_files([0], [1], [b"x"], fragments, sizes[:1], last_dates) is None  # files' columns unequal
+
+
 def test_a_cache_emptied_meanwhile_changes_nothing():
     cache = {"a": "A"}  # "b" and "c" were read into it, then another thread emptied it
 
