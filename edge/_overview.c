@@ -17,12 +17,18 @@
  *       start; the index of that dot, after an LF), or -1: edge.nntp's _DOT_AFTER_LF search.
  *   add_to_files(numbers, sizes, dates, fragments, bytes, last_dates)
  *       edge.gather's loop adding a block's lines to their files (see the function).
+ *   file_rows(numbers, subjects, first_dates, last_dates, counters, first_lines, key_prefix, rkey,
+ *             poster, file_keys, parse_date, zoned_day_start)
+ *       edge.gather._file_rows: one kept release's file rows, their keys hashed here (BLAKE2b,
+ *       RFC 7693, an 8-byte digest) and their dates read here when they end in
+ *       " HH:MM:SS +ZZZZ" (edge.overview.parse_date's fast path, its day look-up called).
  *
  * Only bytes objects are read (callers make sure); a block is read once, the objects made are
  * the columns' own. Optional: without a C compiler the install goes on and the Python serves.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #define MAX_INT64_VALUE 9223372036854775807LL
@@ -386,11 +392,342 @@ error:
     return NULL;
 }
 
+/* BLAKE2b (RFC 7693) with an 8-byte digest and no key, of a then b: the signed big-endian value
+ * of hashlib.blake2b(a + b, digest_size=8).digest(), the digest's file keys. */
+static const uint64_t B2B_IV[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
+    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
+};
+
+static const uint8_t B2B_SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+#define ROTR64(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
+#define B2B_G(a, b, c, d, x, y)                     \
+    do {                                            \
+        v[a] = v[a] + v[b] + (x);                   \
+        v[d] = ROTR64(v[d] ^ v[a], 32);             \
+        v[c] = v[c] + v[d];                         \
+        v[b] = ROTR64(v[b] ^ v[c], 24);             \
+        v[a] = v[a] + v[b] + (y);                   \
+        v[d] = ROTR64(v[d] ^ v[a], 16);             \
+        v[c] = v[c] + v[d];                         \
+        v[b] = ROTR64(v[b] ^ v[c], 63);             \
+    } while (0)
+
+static void b2b_compress(uint64_t h[8], const uint8_t block[128], uint64_t bytes_so_far, int last)
+{
+    uint64_t v[16], m[16];
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = B2B_IV[i];
+    }
+    v[12] ^= bytes_so_far;  /* the counter's high word stays 0: keys are far shorter than 2^64 bytes */
+    if (last)
+        v[14] = ~v[14];
+    for (int i = 0; i < 16; i++) {
+        uint64_t word = 0;
+        for (int j = 7; j >= 0; j--)
+            word = (word << 8) | block[8 * i + j];  /* little-endian */
+        m[i] = word;
+    }
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *s = B2B_SIGMA[r];
+        B2B_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
+        B2B_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
+        B2B_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
+        B2B_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
+        B2B_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
+        B2B_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
+        B2B_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
+        B2B_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+    for (int i = 0; i < 8; i++)
+        h[i] ^= v[i] ^ v[i + 8];
+}
+
+static long long blake2b8(const char *a, Py_ssize_t a_length, const char *b, Py_ssize_t b_length)
+{
+    uint64_t h[8];
+    memcpy(h, B2B_IV, sizeof h);
+    h[0] ^= 0x01010000ULL ^ 8;  /* digest length 8, no key, fanout and depth 1 */
+    uint8_t block[128];
+    size_t filled = 0;
+    uint64_t done = 0;
+    const char *pieces[2] = {a, b};
+    Py_ssize_t lengths[2] = {a_length, b_length};
+    for (int k = 0; k < 2; k++) {
+        const char *p = pieces[k];
+        size_t left = (size_t)lengths[k];
+        while (left > 0) {
+            if (filled == sizeof block) {  /* a full block with more to come: not the last */
+                done += sizeof block;
+                b2b_compress(h, block, done, 0);
+                filled = 0;
+            }
+            size_t take = sizeof block - filled < left ? sizeof block - filled : left;
+            memcpy(block + filled, p, take);
+            filled += take, p += take, left -= take;
+        }
+    }
+    done += filled;
+    memset(block + filled, 0, sizeof block - filled);
+    b2b_compress(h, block, done, 1);
+    /* the digest is h[0]'s bytes, little-endian; read as a big-endian number */
+    uint64_t value = 0;
+    for (int i = 0; i < 8; i++)
+        value = (value << 8) | ((h[0] >> (8 * i)) & 0xff);
+    return (long long)value;
+}
+
+static inline int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* edge.overview.parse_date(raw): a date ending in " HH:MM:SS +ZZZZ" (any two digits each) read
+ * here, its day's start from zoned_day_start(raw[:-15], "+ZZZZ") (cached there); anything else,
+ * or a day start that is None or far out, by parse_date itself. A new reference, NULL on error. */
+static PyObject *read_date(PyObject *raw, PyObject *parse_date, PyObject *zoned_day_start)
+{
+    if (!PyBytes_Check(raw) || PyBytes_GET_SIZE(raw) <= 15)
+        return PyObject_CallOneArg(parse_date, raw);
+    const char *p = PyBytes_AS_STRING(raw);
+    Py_ssize_t n = PyBytes_GET_SIZE(raw);
+    const char *c = p + n - 15;
+    if (!(c[0] == ' ' && is_digit(c[1]) && is_digit(c[2]) && c[3] == ':' && is_digit(c[4]) && is_digit(c[5]) && c[6] == ':'
+          && is_digit(c[7]) && is_digit(c[8]) && c[9] == ' ' && (c[10] == '+' || c[10] == '-')))
+        return PyObject_CallOneArg(parse_date, raw);
+    long long start;
+    /* The day and zone of the date before, and its day's start: a release's files are posted on
+     * the same day, mostly. zoned_day_start gives the same for the same day and zone always (only
+     * its cache may be emptied); this is read and written with the GIL held. */
+    static char last_day[64 + 5];
+    static Py_ssize_t last_day_length = -1;
+    static long long last_start;
+    Py_ssize_t day_length = n - 15;
+    if (day_length + 5 <= (Py_ssize_t)sizeof last_day && day_length == last_day_length
+            && memcmp(last_day, p, day_length) == 0 && memcmp(last_day + day_length, c + 10, 5) == 0) {
+        start = last_start;
+        goto add_clock;
+    }
+    PyObject *day_text = PyBytes_FromStringAndSize(p, n - 15);
+    if (day_text == NULL)
+        return NULL;
+    PyObject *zone = PyBytes_FromStringAndSize(c + 10, 5);
+    if (zone == NULL) {
+        Py_DECREF(day_text);
+        return NULL;
+    }
+    PyObject *day = PyObject_CallFunctionObjArgs(zoned_day_start, day_text, zone, NULL);
+    Py_DECREF(day_text);
+    Py_DECREF(zone);
+    if (day == NULL)
+        return NULL;
+    int overflow = 0;
+    start = PyLong_Check(day) ? PyLong_AsLongLongAndOverflow(day, &overflow) : 0;
+    int usual = PyLong_Check(day) && !overflow && !(start == -1 && PyErr_Occurred())
+                && start > -(1LL << 62) && start < (1LL << 62);
+    Py_DECREF(day);
+    PyErr_Clear();
+    if (!usual)  /* None (then parse_date tries the other parser) or far out: parse_date says */
+        return PyObject_CallOneArg(parse_date, raw);
+    if (day_length + 5 <= (Py_ssize_t)sizeof last_day) {
+        memcpy(last_day, p, day_length);
+        memcpy(last_day + day_length, c + 10, 5);
+        last_day_length = day_length;
+        last_start = start;
+    }
+add_clock:;
+    long long seconds = start + ((c[1] - '0') * 10 + (c[2] - '0')) * 3600LL + ((c[4] - '0') * 10 + (c[5] - '0')) * 60LL
+                        + (c[7] - '0') * 10 + (c[8] - '0');
+    if (seconds < 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(seconds);
+}
+
+/* file_rows(numbers, subjects, first_dates, last_dates, counters, first_lines, key_prefix, rkey,
+ * poster, file_keys, parse_date, zoned_day_start): edge.gather._file_rows in C, the same result.
+ * None when its arguments are not as the digest makes them (lists, _Subject tuples of seven, a
+ * key prefix and identities as bytes, dates as ints or None...): the Python code then makes the
+ * rows (the keys given meanwhile to file_keys are the ones it gives them). */
+static PyObject *file_rows(PyObject *self, PyObject *args)
+{
+    PyObject *numbers, *subjects, *first_dates, *last_dates, *counters, *first_lines, *key_prefix, *rkey,
+        *poster, *file_keys, *parse_date, *zoned_day_start;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OOO!OO", &PyList_Type, &numbers, &PyList_Type, &subjects,
+                          &PyList_Type, &first_dates, &PyList_Type, &last_dates, &PyList_Type, &counters,
+                          &PyList_Type, &first_lines, &PyBytes_Type, &key_prefix, &rkey, &poster,
+                          &PyList_Type, &file_keys, &parse_date, &zoned_day_start))
+        return NULL;
+    Py_ssize_t files = PyList_GET_SIZE(subjects);
+    if (PyList_GET_SIZE(first_dates) != files || PyList_GET_SIZE(last_dates) != files
+            || PyList_GET_SIZE(first_lines) != files || PyList_GET_SIZE(file_keys) != files)
+        Py_RETURN_NONE;
+    PyObject *rows = PyDict_New();
+    if (rows == NULL)
+        return NULL;
+    PyObject *earliest = NULL, *latest = NULL;  /* owned; NULL: none yet */
+    long long earliest_value = 0, latest_value = 0;
+    Py_ssize_t bad_dates = 0;
+    PyObject *date = NULL, *last_date = NULL, *key = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(numbers); i++) {
+        PyObject *number_object = PyList_GET_ITEM(numbers, i);
+        if (!PyLong_CheckExact(number_object))
+            goto fallback;
+        Py_ssize_t number = PyLong_AsSsize_t(number_object);
+        if (number < 0 || number >= files) {
+            PyErr_Clear();
+            goto fallback;
+        }
+        PyObject *subject_tuple = PyList_GET_ITEM(subjects, number);
+        if (!PyTuple_CheckExact(subject_tuple) || PyTuple_GET_SIZE(subject_tuple) != 7)
+            goto fallback;
+        PyObject *parsed = PyTuple_GET_ITEM(subject_tuple, 0), *subject = PyTuple_GET_ITEM(subject_tuple, 5),
+                 *identity = PyTuple_GET_ITEM(subject_tuple, 6);
+        if (!PyTuple_Check(parsed) || PyTuple_GET_SIZE(parsed) < 6 || !PyBytes_Check(identity))
+            goto fallback;
+        Py_ssize_t first_line = -1;
+        PyObject *first_line_object = PyList_GET_ITEM(first_lines, number);
+        if (PyLong_CheckExact(first_line_object))
+            first_line = PyLong_AsSsize_t(first_line_object);
+        if (first_line < 0 || first_line >= PyList_GET_SIZE(counters)) {
+            PyErr_Clear();
+            goto fallback;
+        }
+        PyObject *counter = PyList_GET_ITEM(counters, first_line);
+        if (!PyTuple_Check(counter) || PyTuple_GET_SIZE(counter) < 2)
+            goto fallback;
+        PyObject *first_raw = PyList_GET_ITEM(first_dates, number), *last_raw = PyList_GET_ITEM(last_dates, number);
+        if (!PyBytes_CheckExact(first_raw) || !PyBytes_CheckExact(last_raw))
+            goto fallback;
+
+        key = PyLong_FromLongLong(blake2b8(PyBytes_AS_STRING(key_prefix), PyBytes_GET_SIZE(key_prefix),
+                                           PyBytes_AS_STRING(identity), PyBytes_GET_SIZE(identity)));
+        if (key == NULL)
+            goto error;
+        if (PyList_SetItem(file_keys, number, Py_NewRef(key)) < 0)
+            goto error;
+        /* parse_date may run Python code: the items read above are held (the lists are the
+         * digest's own, nothing else changes them, but a reference costs nothing) */
+        Py_INCREF(first_raw);
+        Py_INCREF(last_raw);
+        date = read_date(first_raw, parse_date, zoned_day_start);
+        if (date != NULL)
+            last_date = same_bytes(last_raw, first_raw) ? Py_NewRef(date) : read_date(last_raw, parse_date, zoned_day_start);
+        Py_DECREF(first_raw);
+        Py_DECREF(last_raw);
+        if (date == NULL || last_date == NULL)
+            goto error;
+        long long date_value = 0, last_value = 0;
+        if (date != Py_None) {
+            if (!PyLong_Check(date))
+                goto fallback;
+            date_value = PyLong_AsLongLong(date);
+            if (date_value == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto fallback;
+            }
+        }
+        if (last_date != Py_None) {
+            if (!PyLong_Check(last_date))
+                goto fallback;
+            last_value = PyLong_AsLongLong(last_date);
+            if (last_value == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto fallback;
+            }
+        }
+        if (date == Py_None) {
+            bad_dates++;
+        } else if (earliest == NULL || date_value < earliest_value) {
+            Py_XSETREF(earliest, Py_NewRef(date));
+            earliest_value = date_value;
+        }
+        if (last_date != Py_None && (latest == NULL || last_value > latest_value)) {
+            Py_XSETREF(latest, Py_NewRef(last_date));
+            latest_value = last_value;
+        }
+        PyObject *row = PyDict_GetItemWithError(rows, key);  /* borrowed */
+        if (row == NULL && PyErr_Occurred())
+            goto error;
+        if (row == NULL) {
+            row = PyList_New(10);
+            if (row == NULL)
+                goto error;
+            PyObject *items[10] = {key, rkey, PyTuple_GET_ITEM(parsed, 0), subject, poster, date,
+                                   PyTuple_GET_ITEM(parsed, 3), PyTuple_GET_ITEM(parsed, 4),
+                                   PyTuple_GET_ITEM(counter, 1), last_date};
+            for (int k = 0; k < 10; k++)
+                PyList_SET_ITEM(row, k, Py_NewRef(items[k]));
+            int failed = PyDict_SetItem(rows, key, row);
+            Py_DECREF(row);
+            if (failed < 0)
+                goto error;
+        } else {
+            /* a file reposted under another subject: the row's dates widened (_earliest, _latest) */
+            if (!PyList_CheckExact(row) || PyList_GET_SIZE(row) != 10)
+                goto fallback;
+            PyObject *row_first = PyList_GET_ITEM(row, 5), *row_last = PyList_GET_ITEM(row, 9);
+            if ((row_first != Py_None && !PyLong_Check(row_first)) || (row_last != Py_None && !PyLong_Check(row_last)))
+                goto fallback;
+            if (date != Py_None && (row_first == Py_None || date_value < PyLong_AsLongLong(row_first)))
+                PyList_SetItem(row, 5, Py_NewRef(date));
+            if (last_date != Py_None && (row_last == Py_None || last_value > PyLong_AsLongLong(row_last)))
+                PyList_SetItem(row, 9, Py_NewRef(last_date));
+        }
+        Py_CLEAR(key);
+        Py_CLEAR(date);
+        Py_CLEAR(last_date);
+    }
+    PyObject *values = PyDict_Values(rows);
+    Py_DECREF(rows);
+    if (values == NULL) {
+        Py_XDECREF(earliest);
+        Py_XDECREF(latest);
+        return NULL;
+    }
+    PyObject *result = Py_BuildValue("(NOOn)", values, earliest ? earliest : Py_None, latest ? latest : Py_None,
+                                     bad_dates);
+    Py_XDECREF(earliest);
+    Py_XDECREF(latest);
+    return result;
+fallback:
+    Py_XDECREF(key);
+    Py_XDECREF(date);
+    Py_XDECREF(last_date);
+    Py_DECREF(rows);
+    Py_XDECREF(earliest);
+    Py_XDECREF(latest);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(key);
+    Py_XDECREF(date);
+    Py_XDECREF(last_date);
+    Py_DECREF(rows);
+    Py_XDECREF(earliest);
+    Py_XDECREF(latest);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"number_lines", number_lines, METH_VARARGS, "A block's lines numbered into files, or None."},
     {"clean_columns", clean_columns, METH_VARARGS, "A clean overview block's columns, or None."},
     {"dot_line", dot_line, METH_O, "Index of the first dot after an LF, or -1."},
     {"add_to_files", add_to_files, METH_VARARGS, "A block's lines added to their files, or None."},
+    {"file_rows", file_rows, METH_VARARGS, "A kept release's file rows, or None."},
     {NULL, NULL, 0, NULL},
 };
 

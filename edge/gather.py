@@ -40,16 +40,20 @@ from typing import NamedTuple
 
 from edge.overview import (
     DEFAULT_LAYOUT, OverviewColumns, OverviewLayout, clear_date_caches, decode_text, new_reject_counts,
-    parse_block_in_order, parse_date,
+    _zoned_day_start, parse_block_in_order, parse_date,
 )
 from edge.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, clear_rule_caches, file_kind
 from edge.subjects import ParsedSubject, clear_subject_caches, file_subject, find_segment_counter, parse_pieces
 
-try:  # edge/_overview.c: Gatherer._numbered and the loop of Gatherer._add in C
+try:  # edge/_overview.c: Gatherer._numbered, the loop of Gatherer._add and _file_rows in C
     from edge._overview import add_to_files as _add_to_files
     from edge._overview import number_lines as _number_lines
 except ImportError:  # pragma: no cover - an install without the compiled part
     _add_to_files = _number_lines = None
+try:
+    from edge._overview import file_rows as _compiled_file_rows
+except ImportError:  # pragma: no cover
+    _compiled_file_rows = None
 
 BATCH_FORMAT_VERSION = 1
 
@@ -67,7 +71,7 @@ _COUNTER_TAILS_MAX = 50_000
 
 # A file's subject around its segment counter -> _Subject: the raw bytes before the counter when
 # nothing follows the counter (nearly always), else (before, after). Floods repost the same
-# names batch after batch. About 800 bytes an entry: ~32 MB at the bound (a batch of 200,000
+# names batch after batch. About 1,000 bytes an entry: ~40 MB at the bound (a batch of 200,000
 # lines has some 12,000 distinct subjects; of the e-book group, some 30,000).
 _SUBJECTS: dict[bytes | tuple[bytes, bytes], _Subject] = {}
 _SUBJECTS_MAX = 40_000
@@ -77,8 +81,10 @@ _SUBJECTS_MAX = 40_000
 # (ParsedSubject (its part and parts are None: they are the file's, not the subject's),
 #  the release identity beside the poster (release name case-folded, file count),
 #  edge.rules.file_kind of the file name,
-#  the subject's text before the segment counter and after it, decoded once: the subject column of
-#  the kept files and operator rules read it).
+#  the subject's text before the segment counter and after it, decoded once: operator rules read it,
+#  the file's subject as the kept files' rows show it (file_subject),
+#  the file's identity in its key, as file_key hashes it after the release: its length, then its
+#  UTF-8 bytes (the file name, else "#i" of its series position, else the subject)).
 _Subject = tuple
 _RELEASE_IDENTITY, _KIND = 1, 2
 
@@ -221,7 +227,10 @@ def _read_piece(piece: bytes | tuple[bytes, bytes]) -> _Subject:
     else:  # nothing after the counter (nearly always)
         before, after = piece.decode("ascii") if piece.isascii() else decode_text(piece), ""
     parsed = parse_pieces(before, after, None, None)
-    return parsed, (parsed.release.casefold(), parsed.file_count), file_kind(parsed.filename), before, after
+    subject = file_subject(before, after)
+    identity = (parsed.filename or (f"#{parsed.file_index}" if parsed.file_index is not None else subject)).encode()
+    return (parsed, (parsed.release.casefold(), parsed.file_count), file_kind(parsed.filename), before, after,
+            subject, len(identity).to_bytes(4, "big") + identity)
 
 
 _MISSING = object()
@@ -526,7 +535,7 @@ class Gatherer:
         for number, release in enumerate(files.release_of_file):
             releases[release].append(number)
         views = [FileView(parsed, before, after, poster, self._message_ids[line])
-                 for (parsed, _, _, before, after), poster, line
+                 for (parsed, _, _, before, after, _, _), poster, line
                  in zip(files.subjects, files.posters, files.first_lines)]
         decisions = self.rules.decide(self.group, [list(map(views.__getitem__, numbers)) for numbers in releases])
         rule_of_file = [KEPT] * len(files.subjects)
@@ -551,42 +560,23 @@ class Gatherer:
         column tables, and how many kept files had an unreadable date. Files with the same key
         (a file reposted under another subject) are one row."""
         file_keys: list[int | None] = [None] * len(files.subjects)
-        subjects, posters, first_dates, last_dates = files.subjects, files.posters, files.first_dates, files.last_dates
-        counters, first_lines = self._counters, files.first_lines
+        subjects, posters = files.subjects, files.posters
         file_rows, release_rows, chunk_rows = [], [], []
         bad_dates = 0
+        columns = (subjects, files.first_dates, files.last_dates, self._counters, files.first_lines)
         for numbers in releases:
             first, (folded_release, _) = subjects[numbers[0]][:2]
             poster_raw = posters[numbers[0]]
             rkey = _release_key(poster_raw, folded_release, first.file_count)
             key_prefix = _FILE_KEY_PREFIX + rkey.to_bytes(8, "big", signed=True)  # file_key's bytes
             poster = decode_text(poster_raw)
-            rows: dict[int, list] = {}
-            earliest = latest = None  # the release's dates: those of its rows are among them
-            for number in numbers:
-                parsed, _, _, before, after = subjects[number]
-                subject = file_subject(before, after)
-                identity = (parsed.filename or (f"#{parsed.file_index}" if parsed.file_index is not None else subject)
-                            ).encode()
-                key = file_keys[number] = int.from_bytes(
-                    blake2b(key_prefix + len(identity).to_bytes(4, "big") + identity, digest_size=8).digest(), "big",
-                    signed=True)
-                first_raw, last_raw = first_dates[number], last_dates[number]
-                date = parse_date(first_raw)
-                last_date = date if last_raw == first_raw else parse_date(last_raw)
-                if date is None:
-                    bad_dates += 1
-                elif earliest is None or date < earliest:
-                    earliest = date
-                if last_date is not None and (latest is None or last_date > latest):
-                    latest = last_date
-                row = rows.get(key)
-                if row is None:
-                    rows[key] = [key, rkey, parsed.filename, subject, poster, date, parsed.file_index,
-                                 parsed.file_count, counters[first_lines[number]][1], last_date]
-                else:
-                    row[5], row[9] = _earliest(row[5], date), _latest(row[9], last_date)
-            file_rows.extend(rows.values())
+            found = None
+            if _compiled_file_rows is not None:
+                found = _compiled_file_rows(numbers, *columns, key_prefix, rkey, poster, file_keys, parse_date,
+                                            _zoned_day_start)
+            rows, earliest, latest, bad = found or _file_rows(numbers, *columns, key_prefix, rkey, poster, file_keys)
+            bad_dates += bad
+            file_rows.extend(rows)
             release_rows.append((rkey, first.release, poster, first.file_count))
             chunk_rows.append((rkey, len(rows), sum(map(files.fragments.__getitem__, numbers)),
                                sum(map(files.bytes.__getitem__, numbers)), earliest, latest))
@@ -613,6 +603,38 @@ class Gatherer:
             "release_chunks": chunk_table,
         }
         return tables, bad_dates
+
+
+def _file_rows(numbers: list[int], subjects: list[_Subject], first_dates: list[bytes], last_dates: list[bytes],
+               counters: list[tuple[int, int, bytes]], first_lines: list[int], key_prefix: bytes, rkey: int,
+               poster: str, file_keys: list[int | None]) -> tuple[list[list], int | None, int | None, int]:
+    """One kept release's file rows (files with the same key, a file reposted under another
+    subject, are one row), its earliest and latest dates (those of its rows are among them), and
+    how many of its files had an unreadable date; each file's key goes in file_keys. In C where
+    it is built (edge/_overview.c file_rows: the same, given parse_date and its day look-up)."""
+    rows: dict[int, list] = {}
+    earliest = latest = None
+    bad_dates = 0
+    for number in numbers:
+        parsed, _, _, _, _, subject, identity = subjects[number]
+        key = file_keys[number] = int.from_bytes(blake2b(key_prefix + identity, digest_size=8).digest(), "big",
+                                                 signed=True)
+        first_raw, last_raw = first_dates[number], last_dates[number]
+        date = parse_date(first_raw)
+        last_date = date if last_raw == first_raw else parse_date(last_raw)
+        if date is None:
+            bad_dates += 1
+        elif earliest is None or date < earliest:
+            earliest = date
+        if last_date is not None and (latest is None or last_date > latest):
+            latest = last_date
+        row = rows.get(key)
+        if row is None:
+            rows[key] = [key, rkey, parsed.filename, subject, poster, date, parsed.file_index, parsed.file_count,
+                         counters[first_lines[number]][1], last_date]
+        else:
+            row[5], row[9] = _earliest(row[5], date), _latest(row[9], last_date)
+    return list(rows.values()), earliest, latest, bad_dates
 
 
 def _column_table(names: tuple[str, ...], rows: list) -> dict[str, list]:

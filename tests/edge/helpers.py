@@ -12,13 +12,14 @@ from edge.batch import decode_batch, encode_batch
 def python_twins() -> Iterator[None]:
     """The digest's Python code in place of its compiled part (edge/_overview.c), as an install
     without a C compiler runs it. Not a fixture: property tests switch inside an example."""
-    saved = overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files
-    overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files = (
-        None, nntp._dot_line_python, None, None)
+    saved = overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files, gather._compiled_file_rows
+    (overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files,
+     gather._compiled_file_rows) = None, nntp._dot_line_python, None, None, None
     try:
         yield
     finally:
-        overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files = saved
+        (overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files,
+         gather._compiled_file_rows) = saved
 
 
 def block(lines: Iterable[bytes]) -> bytes:

@@ -364,6 +364,89 @@ def test_the_compiled_loop_adds_lines_to_their_files_or_hands_odd_ones_back_unto
     assert add_to_files([0], [1], [b"x"], fragments, sizes[:1], last_dates) is None  # files' columns unequal
 
 
+def _rows_both_ways(subjects, first_dates, last_dates, releases):
+    """gather._file_rows of each release, in C and in Python, with their file keys."""
+    from edge.overview import _zoned_day_start, parse_date
+
+    counters = [(1, 1, b"")] * len(subjects)
+    first_lines = list(range(len(subjects)))
+    results = []
+    for compiled in (True, False):
+        keys = [None] * len(subjects)
+        found = []
+        for rkey, numbers in releases:
+            prefix = gather_module._FILE_KEY_PREFIX + rkey.to_bytes(8, "big", signed=True)
+            columns = (numbers, subjects, first_dates, last_dates, counters, first_lines, prefix, rkey, "Poster", keys)
+            if compiled:
+                rows = gather_module._compiled_file_rows(*columns, parse_date, _zoned_day_start)
+                assert rows is not None
+            else:
+                rows = gather_module._file_rows(*columns)
+            found.append(rows)
+        results.append((found, keys))
+    return results
+
+
+def _subject(filename, index=None, subject="the subject"):
+    parsed = gather_module.ParsedSubject(filename, None, None, index, 3, "release")
+    identity = (filename or (f"#{index}" if index is not None else subject)).encode()
+    return (parsed, ("release", 3), 0, subject, "", subject, len(identity).to_bytes(4, "big") + identity)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=300), min_size=1, max_size=6), st.integers(-2**63, 2**63 - 1))
+def test_the_compiled_file_rows_give_the_keys_file_key_gives(names, rkey):
+    """Keys hashed in C (BLAKE2b) for names of any length, across its 128-byte blocks: the ones
+    hashlib gives (file_key)."""
+    subjects = [_subject(name or None, index=i) for i, name in enumerate(names)]
+    dates = [b"Sat, 01 Nov 2025 07:27:27 +0000"] * len(names)
+    compiled, python = _rows_both_ways(subjects, dates, dates, [(rkey, list(range(len(names))))])
+    assert compiled == python
+    assert compiled[1] == [file_key(rkey, name or f"#{i}") for i, name in enumerate(names)]
+
+
+RAW_DATES = [
+    b"Sat, 01 Nov 2025 07:27:27 +0000", b"Sat, 01 Nov 2025 07:27:28 +0000", b"01 Nov 2025 23:59:59 -0130",
+    b"Sun, 02 Nov 2025 00:00:00 +1400", b"Sat, 01 Nov 2025 99:99:99 +0000", b"Thu, 01 Jan 1970 00:00:00 +0001",
+    b"Wed, 31 Dec 1969 23:59:59 +0000", b"Sat, 01 Nov 2025 07:27:27 GMT", b"Sat, 01 Nov 2025 07:27:27",
+    b"not a date at all, 07:27:27 +0000", b"Foo, 99 Abc 2025 07:27:27 +0000", b"Sat, 01 Nov 2025 07:27:27 +00x0",
+    b"", b"garbage", b" 07:27:27 +0000 ", b"1 nov 25 7:27:27 +0000", b"Sat, 01 Nov 99999 07:27:27 +0000",
+    "Sa, 01 Nov 2025 07:27:27 +0000".encode("utf-16-le"), b"Sat, 01 Nov 2025 07:27:27 +0000\xff",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(RAW_DATES), st.sampled_from(RAW_DATES), st.integers(0, 2)),
+                min_size=1, max_size=8))
+def test_the_compiled_file_rows_read_dates_and_merge_rows_as_python_does(files):
+    """Dates of every kind (the fast path's shape, other shapes, unreadable, before 1970, far
+    out), files reposted under another subject (the same name: one row, its dates widened)."""
+    subjects = [_subject(f"name{name}.rar", subject=f"subject {i}") for i, (_, _, name) in enumerate(files)]
+    compiled, python = _rows_both_ways(subjects, [f[0] for f in files], [f[1] for f in files],
+                                       [(7, list(range(len(files))))])
+    assert compiled == python
+
+
+def test_the_compiled_file_rows_hand_odd_input_back():
+    from edge.overview import _zoned_day_start, parse_date
+
+    date = [b"Sat, 01 Nov 2025 07:27:27 +0000"]
+    good = [_subject("a.rar")]
+    prefix = gather_module._FILE_KEY_PREFIX + (1).to_bytes(8, "big")
+    file_rows = gather_module._compiled_file_rows
+
+    def rows(numbers, subjects, first_lines=(0,), counters=((1, 1, b""),)):
+        return file_rows(numbers, subjects, date, date, list(counters), list(first_lines), prefix, 1, "P", [None],
+                         parse_date, _zoned_day_start)
+
+    assert rows([0], good) is not None
+    assert rows([1], good) is None  # no such file
+    assert rows([0], [good[0][:5]]) is None  # not a _Subject
+    assert rows([0], [good[0][:6] + ("text",)]) is None  # an identity that is not bytes
+    assert rows([0], good, first_lines=[3]) is None  # no such line
+    assert rows([0], good, counters=[None]) is None
+
+
 def test_a_cache_emptied_meanwhile_changes_nothing():
     cache = {"a": "A"}  # "b" and "c" were read into it, then another thread emptied it
 
