@@ -40,6 +40,16 @@ def test_the_broker_transport_is_loaded_before_the_first_request():
     assert out.stdout.strip() == "True"
 
 
+def test_a_worker_configures_the_orm_mappers_as_it_starts():
+    """warm_pool configures the mappers (the first store or request would), even when the
+    database does not answer (a port nobody listens on)."""
+    code = ("from sqlalchemy import inspect; from app.models import SeedBatch; from app.db import warm_pool;"
+            " assert not inspect(SeedBatch).configured; warm_pool(1); print(inspect(SeedBatch).configured)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "DATABASE_URL": "postgresql+psycopg://seed@127.0.0.1:1/none"})
+    assert out.stdout.strip() == "True"
+
+
 def test_a_worker_opens_its_database_connections_as_it_starts(engine, settings):
     """warm_pool (gunicorn's post_worker_init, Celery's worker_process_init): the connections are
     open in the pool before the first request; a database that does not answer is only said."""
