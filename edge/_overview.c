@@ -517,8 +517,9 @@ static PyObject *read_date(PyObject *raw, PyObject *parse_date, PyObject *zoned_
     static char last_day[64 + 5];
     static Py_ssize_t last_day_length = -1;
     static long long last_start;
+    static PyObject *last_function = NULL;  /* the zoned_day_start that gave it (held) */
     Py_ssize_t day_length = n - 15;
-    if (day_length + 5 <= (Py_ssize_t)sizeof last_day && day_length == last_day_length
+    if (zoned_day_start == last_function && day_length + 5 <= (Py_ssize_t)sizeof last_day && day_length == last_day_length
             && memcmp(last_day, p, day_length) == 0 && memcmp(last_day + day_length, c + 10, 5) == 0) {
         start = last_start;
         goto add_clock;
@@ -549,6 +550,7 @@ static PyObject *read_date(PyObject *raw, PyObject *parse_date, PyObject *zoned_
         memcpy(last_day + day_length, c + 10, 5);
         last_day_length = day_length;
         last_start = start;
+        Py_XSETREF(last_function, Py_NewRef(zoned_day_start));
     }
 add_clock:;
     long long seconds = start + ((c[1] - '0') * 10 + (c[2] - '0')) * 3600LL + ((c[4] - '0') * 10 + (c[5] - '0')) * 60LL
@@ -582,13 +584,18 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
     PyObject *earliest = NULL, *latest = NULL;  /* owned; NULL: none yet */
     long long earliest_value = 0, latest_value = 0;
     Py_ssize_t bad_dates = 0;
-    PyObject *date = NULL, *last_date = NULL, *key = NULL;
+    PyObject *date = NULL, *last_date = NULL, *key = NULL, *held_subject = NULL, *held_counter = NULL,
+             *held_first = NULL, *held_last = NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(numbers); i++) {
         PyObject *number_object = PyList_GET_ITEM(numbers, i);
         if (!PyLong_CheckExact(number_object))
             goto fallback;
         Py_ssize_t number = PyLong_AsSsize_t(number_object);
-        if (number < 0 || number >= files) {
+        /* the sizes read again for each file: parse_date, below, may run any Python code */
+        files = PyList_GET_SIZE(subjects);
+        if (number < 0 || number >= files || PyList_GET_SIZE(first_dates) != files
+                || PyList_GET_SIZE(last_dates) != files || PyList_GET_SIZE(first_lines) != files
+                || PyList_GET_SIZE(file_keys) != files) {
             PyErr_Clear();
             goto fallback;
         }
@@ -597,7 +604,9 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
             goto fallback;
         PyObject *parsed = PyTuple_GET_ITEM(subject_tuple, 0), *subject = PyTuple_GET_ITEM(subject_tuple, 5),
                  *identity = PyTuple_GET_ITEM(subject_tuple, 6);
-        if (!PyTuple_Check(parsed) || PyTuple_GET_SIZE(parsed) < 6 || !PyBytes_Check(identity))
+        /* a ParsedSubject: a tuple of its own type (a plain tuple has no .filename for the twin) */
+        if (!PyTuple_Check(parsed) || PyTuple_CheckExact(parsed) || PyTuple_GET_SIZE(parsed) != 6
+                || !PyBytes_Check(identity))
             goto fallback;
         Py_ssize_t first_line = -1;
         PyObject *first_line_object = PyList_GET_ITEM(first_lines, number);
@@ -614,21 +623,22 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
         if (!PyBytes_CheckExact(first_raw) || !PyBytes_CheckExact(last_raw))
             goto fallback;
 
+        /* parse_date may run any Python code, and a value let go any __del__: what was read
+         * above is held until the row is made (the subject's tuple holds its items; the lists
+         * are the digest's own, but a reference costs nothing) */
+        held_subject = Py_NewRef(subject_tuple);
+        held_counter = Py_NewRef(counter);
+        held_first = Py_NewRef(first_raw);
+        held_last = Py_NewRef(last_raw);
         key = PyLong_FromLongLong(blake2b8(PyBytes_AS_STRING(key_prefix), PyBytes_GET_SIZE(key_prefix),
                                            PyBytes_AS_STRING(identity), PyBytes_GET_SIZE(identity)));
         if (key == NULL)
             goto error;
         if (PyList_SetItem(file_keys, number, Py_NewRef(key)) < 0)
             goto error;
-        /* parse_date may run Python code: the items read above are held (the lists are the
-         * digest's own, nothing else changes them, but a reference costs nothing) */
-        Py_INCREF(first_raw);
-        Py_INCREF(last_raw);
         date = read_date(first_raw, parse_date, zoned_day_start);
         if (date != NULL)
             last_date = same_bytes(last_raw, first_raw) ? Py_NewRef(date) : read_date(last_raw, parse_date, zoned_day_start);
-        Py_DECREF(first_raw);
-        Py_DECREF(last_raw);
         if (date == NULL || last_date == NULL)
             goto error;
         long long date_value = 0, last_value = 0;
@@ -691,6 +701,10 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
         Py_CLEAR(key);
         Py_CLEAR(date);
         Py_CLEAR(last_date);
+        Py_CLEAR(held_subject);
+        Py_CLEAR(held_counter);
+        Py_CLEAR(held_first);
+        Py_CLEAR(held_last);
     }
     PyObject *values = PyDict_Values(rows);
     Py_DECREF(rows);
@@ -708,6 +722,10 @@ fallback:
     Py_XDECREF(key);
     Py_XDECREF(date);
     Py_XDECREF(last_date);
+    Py_XDECREF(held_subject);
+    Py_XDECREF(held_counter);
+    Py_XDECREF(held_first);
+    Py_XDECREF(held_last);
     Py_DECREF(rows);
     Py_XDECREF(earliest);
     Py_XDECREF(latest);
@@ -716,6 +734,10 @@ error:
     Py_XDECREF(key);
     Py_XDECREF(date);
     Py_XDECREF(last_date);
+    Py_XDECREF(held_subject);
+    Py_XDECREF(held_counter);
+    Py_XDECREF(held_first);
+    Py_XDECREF(held_last);
     Py_DECREF(rows);
     Py_XDECREF(earliest);
     Py_XDECREF(latest);

@@ -443,8 +443,39 @@ def test_the_compiled_file_rows_hand_odd_input_back():
     assert rows([1], good) is None  # no such file
     assert rows([0], [good[0][:5]]) is None  # not a _Subject
     assert rows([0], [good[0][:6] + ("text",)]) is None  # an identity that is not bytes
+    assert rows([0], [(tuple(good[0][0]),) + good[0][1:]]) is None  # a plain tuple, no ParsedSubject
     assert rows([0], good, first_lines=[3]) is None  # no such line
     assert rows([0], good, counters=[None]) is None
+
+
+def test_the_compiled_file_rows_survive_a_date_reader_that_changes_their_lists():
+    """parse_date may run any Python code (it is Python): what the C read is held, the lists'
+    sizes read again for each file, so a reader that empties them ends in a hand-back, not a
+    crash; and the day start it keeps is the day look-up's that gave it."""
+    from edge.overview import _zoned_day_start
+
+    subjects = [_subject(f"{'f' * 50}{i}.rar", subject=f"{'s' * 40}{i}") for i in range(3)]
+    counters = [(1, f"{'x' * 30}{i}", b"") for i in range(3)]
+
+    def emptying(raw):
+        subjects.clear()
+        counters.clear()
+        [("y" * 60,) for _ in range(1000)]  # the freed memory used again
+        return 5
+
+    dates = [b"d"] * 3  # not the fast path's shape: parse_date reads them
+    prefix = gather_module._FILE_KEY_PREFIX + (7).to_bytes(8, "big")
+    assert gather_module._compiled_file_rows([0, 1, 2], subjects, dates, dates, counters, [0, 1, 2], prefix, 7, "P",
+                                             [None] * 3, emptying, _zoned_day_start) is None
+    date = [b"Mon, 01 Jan 2024 00:00:00 +0000"]
+    one = [_subject("a.rar")]
+
+    def rows(day_start):
+        return gather_module._compiled_file_rows([0], one, date, date, [(1, 1, b"")], [0], prefix, 7, "P", [None],
+                                                 lambda raw: None, day_start)[0][0][5]
+
+    assert rows(_zoned_day_start) == 1704067200
+    assert rows(lambda day, zone: 1000) == 1000  # not the day start the other look-up gave
 
 
 def test_a_cache_emptied_meanwhile_changes_nothing():
