@@ -22,6 +22,8 @@
  *       edge.gather._file_rows: one kept release's file rows, their keys hashed here (BLAKE2b,
  *       RFC 7693, an 8-byte digest) and their dates read here when they end in
  *       " HH:MM:SS +ZZZZ" (edge.overview.parse_date's fast path, its day look-up called).
+ *   usual_subject(text, cut_suffixes, cuts)
+ *       edge.subjects.parse_pieces' shortcut for the most common shape, on ASCII text.
  *
  * Only bytes objects are read (callers make sure); a block is read once, the objects made are
  * the columns' own. Optional: without a C compiler the install goes on and the Python serves.
@@ -744,12 +746,173 @@ error:
     return NULL;
 }
 
+/* The chars edge.subjects strips from the ends of the text around the counters (_EDGE_PUNCTUATION) */
+static inline int edge_punctuation(char c)
+{
+    return c && strchr(" \t-:|~_.,;/\\<>", c) != NULL;
+}
+
+/* edge.subjects.base_name(filename) for an ASCII str: up to three dot-suffixes cut while
+ * cut_suffixes (a dict: suffix -> bool) or cuts(suffix) (which fills it) says so. A new
+ * reference, NULL on error. */
+static PyObject *base_name(PyObject *filename, PyObject *cut_suffixes, PyObject *cuts)
+{
+    const char *text = (const char *)PyUnicode_DATA(filename);
+    Py_ssize_t end = PyUnicode_GET_LENGTH(filename);
+    for (int round = 0; round < 3; round++) {
+        Py_ssize_t dot = end - 1;
+        while (dot >= 0 && text[dot] != '.')
+            dot--;
+        if (dot <= 0)  /* no dot, or nothing before it: rpartition's head is empty */
+            break;
+        PyObject *suffix = PyUnicode_FromStringAndSize(text + dot + 1, end - dot - 1);
+        if (suffix == NULL)
+            return NULL;
+        PyObject *cut = PyDict_GetItemWithError(cut_suffixes, suffix);  /* borrowed */
+        if (cut != NULL) {
+            Py_INCREF(cut);
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(suffix);
+            return NULL;
+        } else {
+            cut = PyObject_CallOneArg(cuts, suffix);
+            if (cut == NULL) {
+                Py_DECREF(suffix);
+                return NULL;
+            }
+        }
+        Py_DECREF(suffix);
+        int truth = PyObject_IsTrue(cut);
+        Py_DECREF(cut);
+        if (truth < 0)
+            return NULL;
+        if (!truth)
+            break;
+        end = dot;
+    }
+    if (end == PyUnicode_GET_LENGTH(filename))
+        return Py_NewRef(filename);
+    return PyUnicode_FromStringAndSize(text, end);
+}
+
+/* usual_subject(text, cut_suffixes, cuts): edge.subjects.parse_pieces' shortcut, for the text it
+ * has made (stripped, reply prefix and the text after the counter dealt with). For ASCII text:
+ * (filename, file index, file count, release) where the shortcut gives those, False where it
+ * does not (the steps read the text then); None for any other text (the Python shortcut
+ * decides). The shortcut's regex, [i/N] - "name" yEnc with maybe text in front,
+ *     (?:([^"\[\]]*+)(?<= ))?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc    (fullmatch)
+ * has one way to match at most (its front repeat is possessive): it is followed here step by
+ * step. */
+static PyObject *usual_subject(PyObject *self, PyObject *args)
+{
+    PyObject *text_object, *cut_suffixes, *cuts;
+    if (!PyArg_ParseTuple(args, "UO!O", &text_object, &PyDict_Type, &cut_suffixes, &cuts))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text_object))
+        Py_RETURN_NONE;
+    const char *text = (const char *)PyUnicode_DATA(text_object);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text_object);
+    static const char TAIL[] = "\" yEnc";
+    const Py_ssize_t tail = sizeof TAIL - 1;
+    if (n < tail || memcmp(text + n - tail, TAIL, tail) != 0)
+        Py_RETURN_FALSE;
+    /* the text in front: the longest run without " [ ], kept only when it ends with a space */
+    Py_ssize_t run = 0;
+    while (run < n && text[run] != '"' && text[run] != '[' && text[run] != ']')
+        run++;
+    Py_ssize_t at = run > 0 && text[run - 1] == ' ' ? run : 0;
+    Py_ssize_t around_length = at > 0 ? at - 1 : -1;  /* without its space; -1: no text in front */
+    /* [i/N] - */
+    Py_ssize_t index_at = -1, index_length = 0, count_at = -1, count_length = 0;
+    if (at < n && text[at] == '[') {
+        Py_ssize_t p = at + 1, digits = 0;
+        while (p < n && is_digit(text[p]) && digits < 7)
+            p++, digits++;
+        if (digits >= 1 && digits <= 6 && p < n && text[p] == '/') {
+            Py_ssize_t index_start = at + 1, index_digits = digits;
+            p++;
+            Py_ssize_t count_start = p;
+            digits = 0;
+            while (p < n && is_digit(text[p]) && digits < 7)
+                p++, digits++;
+            if (digits >= 1 && digits <= 6 && n - p >= 4 && memcmp(text + p, "] - ", 4) == 0) {
+                index_at = index_start, index_length = index_digits;
+                count_at = count_start, count_length = digits;
+                at = p + 4;
+            }
+        }
+    }
+    /* "name" yEnc, to the end */
+    if (at >= n || text[at] != '"')
+        Py_RETURN_FALSE;
+    Py_ssize_t close = at + 1;
+    while (close < n && text[close] != '"')
+        close++;
+    if (close == at + 1 || close != n - tail)
+        Py_RETURN_FALSE;
+    /* the shortcut's condition: a file counter or nothing in front, and what is in front, if
+     * anything, is only edge punctuation or the file name's base (and holds no "yEnc") */
+    if (index_at < 0 && around_length > 0)
+        Py_RETURN_FALSE;
+    PyObject *filename = PyUnicode_FromStringAndSize(text + at + 1, close - at - 1);
+    if (filename == NULL)
+        return NULL;
+    PyObject *stem = base_name(filename, cut_suffixes, cuts);
+    if (stem == NULL) {
+        Py_DECREF(filename);
+        return NULL;
+    }
+    if (around_length > 0) {
+        const char *around = text;
+        Py_ssize_t length = around_length;
+        int has_yenc = 0;
+        for (Py_ssize_t k = 0; k + 4 <= length; k++)
+            if (memcmp(around + k, "yEnc", 4) == 0) {
+                has_yenc = 1;
+                break;
+            }
+        Py_ssize_t first = 0, last = length;
+        while (first < last && edge_punctuation(around[first]))
+            first++;
+        while (last > first && edge_punctuation(around[last - 1]))
+            last--;
+        /* the stem is ASCII: a part of the ASCII file name */
+        int same = last == first || (PyUnicode_GET_LENGTH(stem) == last - first
+                                     && memcmp(PyUnicode_DATA(stem), around + first, last - first) == 0);
+        if (has_yenc || !same) {
+            Py_DECREF(filename);
+            Py_DECREF(stem);
+            Py_RETURN_FALSE;
+        }
+    }
+    PyObject *file_index = Py_None, *file_count = Py_None;
+    if (index_at >= 0) {
+        long long value = 0;
+        read_digits(text + index_at, index_length, &value);
+        file_index = PyLong_FromLongLong(value);
+        read_digits(text + count_at, count_length, &value);
+        file_count = PyLong_FromLongLong(value);
+        if (file_index == NULL || file_count == NULL) {
+            Py_XDECREF(file_index);
+            Py_XDECREF(file_count);
+            Py_DECREF(filename);
+            Py_DECREF(stem);
+            return NULL;
+        }
+    } else {
+        Py_INCREF(Py_None);
+        Py_INCREF(Py_None);
+    }
+    return Py_BuildValue("(NNNN)", filename, file_index, file_count, stem);
+}
+
 static PyMethodDef methods[] = {
     {"number_lines", number_lines, METH_VARARGS, "A block's lines numbered into files, or None."},
     {"clean_columns", clean_columns, METH_VARARGS, "A clean overview block's columns, or None."},
     {"dot_line", dot_line, METH_O, "Index of the first dot after an LF, or -1."},
     {"add_to_files", add_to_files, METH_VARARGS, "A block's lines added to their files, or None."},
     {"file_rows", file_rows, METH_VARARGS, "A kept release's file rows, or None."},
+    {"usual_subject", usual_subject, METH_VARARGS, "parse_pieces' shortcut on ASCII text, False or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,6 +23,11 @@ import re
 from functools import partial
 from typing import AnyStr, NamedTuple
 
+try:  # edge/_overview.c: parse_pieces' shortcut in C, on ASCII text
+    from edge._overview import usual_subject as _usual_subject
+except ImportError:  # pragma: no cover - an install without the compiled part
+    _usual_subject = None
+
 
 class ParsedSubject(NamedTuple):
     filename: str | None
@@ -121,6 +126,13 @@ def parse_pieces(before: str, after: str, part: int | None, parts: int | None) -
         text = _REPLY_PREFIX.sub("", text, count=1)
     if after and not _SIZE_ONLY.fullmatch(after):
         text = text + " " + after
+    if _usual_subject is not None:
+        found = _usual_subject(text, _CUT_SUFFIXES, _cuts)  # None: not ASCII, decided below
+        if found:
+            filename, file_index, file_count, stem = found
+            return _parsed((filename, part, parts, file_index, file_count, stem))
+        if found is False:
+            return _parse_by_steps(text, part, parts)
     usual = text.endswith('" yEnc') and _USUAL_SHAPE.fullmatch(text)  # most other shapes: no regex run
     if usual:  # a shortcut giving what the steps give, for the most common shapes
         around, file_index, file_count, filename = usual.groups()

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from edge import gather, nntp, overview
+from edge import gather, nntp, overview, subjects
 from edge.batch import decode_batch, encode_batch
 
 
@@ -12,14 +12,15 @@ from edge.batch import decode_batch, encode_batch
 def python_twins() -> Iterator[None]:
     """The digest's Python code in place of its compiled part (edge/_overview.c), as an install
     without a C compiler runs it. Not a fixture: property tests switch inside an example."""
-    saved = overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files, gather._compiled_file_rows
+    saved = (overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files,
+             gather._compiled_file_rows, subjects._usual_subject)
     (overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files,
-     gather._compiled_file_rows) = None, nntp._dot_line_python, None, None, None
+     gather._compiled_file_rows, subjects._usual_subject) = None, nntp._dot_line_python, None, None, None, None
     try:
         yield
     finally:
         (overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files,
-         gather._compiled_file_rows) = saved
+         gather._compiled_file_rows, subjects._usual_subject) = saved
 
 
 def block(lines: Iterable[bytes]) -> bytes:

@@ -83,6 +83,14 @@ def by_steps(subject: str) -> ParsedSubject:
     """parse_subject without its shortcut for the usual shapes."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(subjects, "_USUAL_SHAPE", re.compile(r"(?!)"))
+        patch.setattr(subjects, "_usual_subject", None)  # nor its C twin
+        return parse_subject(subject)
+
+
+def in_python(subject: str) -> ParsedSubject:
+    """parse_subject with its shortcut in Python (as an install without the compiled part)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subjects, "_usual_subject", None)
         return parse_subject(subject)
 
 
@@ -101,7 +109,17 @@ def test_the_shortcut_on_every_known_subject():
     subjects_seen = [record["subject"] for record in REAL]
     subjects_seen += [decode_text(article.truth.subject) for article in generate(3000, Config(seed=4))]
     for subject in subjects_seen:
-        assert parse_subject(subject) == by_steps(subject), subject
+        assert parse_subject(subject) == by_steps(subject) == in_python(subject), subject
+
+
+def test_the_compiled_shortcut_decides_ascii_text_only():
+    assert subjects._usual_subject is not None
+    cuts = subjects._CUT_SUFFIXES, subjects._cuts
+    assert subjects._usual_subject('[1/2] - "a.part1.rar" yEnc', *cuts) == ("a.part1.rar", 1, 2, "a")
+    assert subjects._usual_subject('Name.2024 [03/12] - "Name.2024.r01" yEnc', *cuts) == ("Name.2024.r01", 3, 12,
+                                                                                          "Name.2024")
+    assert subjects._usual_subject('Other [03/12] - "Name.r01" yEnc', *cuts) is False  # the steps read it
+    assert subjects._usual_subject('[1/2] - "é.rar" yEnc', *cuts) is None  # not ASCII: the Python decides
 
 
 _LAZY_USUAL_SHAPE = re.compile(r'(?:([^"\[\]]*?) )?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc')
@@ -131,6 +149,30 @@ def test_the_usual_shape_matches_as_its_lazy_form_did(front, counter, name, quot
         assert lazy and (around and around[:-1], *rest) == lazy.groups()
     else:
         assert not lazy
+
+
+_ASCII_PIECES = [piece for piece in _SHAPE_PIECES if piece.isascii()] + [
+    ".rar", ".part01.rar", ".vol00+01.par2", ".r00", ".7z.001", "Name", "yEnc ", "\t", "-:|", "<a>", "0/0"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_SHAPE_FRONT, _SHAPE_COUNTER, st.one_of(_SHAPE_NAME, st.lists(st.sampled_from(_ASCII_PIECES), max_size=5).map(
+    "".join)), st.booleans(), st.booleans())
+def test_the_compiled_shortcut_gives_what_the_python_one_gives(front, counter, name, quoted, stem_in_front):
+    """edge/_overview.c usual_subject against the regex and base_name it stands for, on texts of
+    the usual shape and near it (the name's base in front, as NZB style posts it; ASCII, and
+    not, which it hands back)."""
+    if stem_in_front and quoted:
+        front = subjects.base_name(name) + " " + front
+    text = front + counter + ('"' + name + '" yEnc' if quoted else name)
+    assert parse_subject(text + " (1/2)") == in_python(text + " (1/2)")
+    assert subjects.parse_pieces(text, "", 3, 4) == in_python_pieces(text)
+
+
+def in_python_pieces(text: str) -> ParsedSubject:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subjects, "_usual_subject", None)
+        return subjects.parse_pieces(text, "", 3, 4)
 
 
 # The plain forms of the patterns edge.subjects writes to start with a character class.
