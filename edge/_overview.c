@@ -769,9 +769,9 @@ static PyObject *base_name(PyObject *filename, PyObject *cut_suffixes, PyObject 
         if (suffix == NULL)
             return NULL;
         PyObject *cut = PyDict_GetItemWithError(cut_suffixes, suffix);  /* borrowed */
-        if (cut != NULL) {
+        if (cut != NULL && cut != Py_None) {  /* None is missing too, as .get() reads it */
             Py_INCREF(cut);
-        } else if (PyErr_Occurred()) {
+        } else if (cut == NULL && PyErr_Occurred()) {
             Py_DECREF(suffix);
             return NULL;
         } else {

@@ -120,6 +120,7 @@ def test_the_compiled_shortcut_decides_ascii_text_only():
                                                                                           "Name.2024")
     assert subjects._usual_subject('Other [03/12] - "Name.r01" yEnc', *cuts) is False  # the steps read it
     assert subjects._usual_subject('[1/2] - "é.rar" yEnc', *cuts) is None  # not ASCII: the Python decides
+    assert subjects._usual_subject('"a.rar" yEnc', {"rar": None}, subjects._cuts)[3] == "a"  # None: not known yet
 
 
 _LAZY_USUAL_SHAPE = re.compile(r'(?:([^"\[\]]*?) )?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc')
