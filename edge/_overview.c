@@ -576,10 +576,7 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
                           &PyList_Type, &first_lines, &PyBytes_Type, &key_prefix, &rkey, &poster,
                           &PyList_Type, &file_keys, &parse_date, &zoned_day_start))
         return NULL;
-    Py_ssize_t files = PyList_GET_SIZE(subjects);
-    if (PyList_GET_SIZE(first_dates) != files || PyList_GET_SIZE(last_dates) != files
-            || PyList_GET_SIZE(first_lines) != files || PyList_GET_SIZE(file_keys) != files)
-        Py_RETURN_NONE;
+    PyObject *result = NULL;
     PyObject *rows = PyDict_New();
     if (rows == NULL)
         return NULL;
@@ -593,8 +590,8 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
         if (!PyLong_CheckExact(number_object))
             goto fallback;
         Py_ssize_t number = PyLong_AsSsize_t(number_object);
-        /* the sizes read again for each file: parse_date, below, may run any Python code */
-        files = PyList_GET_SIZE(subjects);
+        /* the sizes read for each file: parse_date, below, may run any Python code */
+        Py_ssize_t files = PyList_GET_SIZE(subjects);
         if (number < 0 || number >= files || PyList_GET_SIZE(first_dates) != files
                 || PyList_GET_SIZE(last_dates) != files || PyList_GET_SIZE(first_lines) != files
                 || PyList_GET_SIZE(file_keys) != files) {
@@ -715,12 +712,13 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
         Py_XDECREF(latest);
         return NULL;
     }
-    PyObject *result = Py_BuildValue("(NOOn)", values, earliest ? earliest : Py_None, latest ? latest : Py_None,
-                                     bad_dates);
+    result = Py_BuildValue("(NOOn)", values, earliest ? earliest : Py_None, latest ? latest : Py_None, bad_dates);
     Py_XDECREF(earliest);
     Py_XDECREF(latest);
     return result;
 fallback:
+    result = Py_NewRef(Py_None);
+error:  /* result: None from the fallback, else NULL */
     Py_XDECREF(key);
     Py_XDECREF(date);
     Py_XDECREF(last_date);
@@ -731,19 +729,7 @@ fallback:
     Py_DECREF(rows);
     Py_XDECREF(earliest);
     Py_XDECREF(latest);
-    Py_RETURN_NONE;
-error:
-    Py_XDECREF(key);
-    Py_XDECREF(date);
-    Py_XDECREF(last_date);
-    Py_XDECREF(held_subject);
-    Py_XDECREF(held_counter);
-    Py_XDECREF(held_first);
-    Py_XDECREF(held_last);
-    Py_DECREF(rows);
-    Py_XDECREF(earliest);
-    Py_XDECREF(latest);
-    return NULL;
+    return result;
 }
 
 /* The chars edge.subjects strips from the ends of the text around the counters (_EDGE_PUNCTUATION) */

@@ -47,13 +47,10 @@ from edge.subjects import ParsedSubject, clear_subject_caches, file_subject, fin
 
 try:  # edge/_overview.c: Gatherer._numbered, the loop of Gatherer._add and _file_rows in C
     from edge._overview import add_to_files as _add_to_files
+    from edge._overview import file_rows as _compiled_file_rows
     from edge._overview import number_lines as _number_lines
 except ImportError:  # pragma: no cover - an install without the compiled part
-    _add_to_files = _number_lines = None
-try:
-    from edge._overview import file_rows as _compiled_file_rows
-except ImportError:  # pragma: no cover
-    _compiled_file_rows = None
+    _add_to_files = _compiled_file_rows = _number_lines = None
 
 BATCH_FORMAT_VERSION = 1
 
