@@ -30,7 +30,6 @@ Messages on a worker's pipe (pickled tuples; blocks as raw byte messages):
 """
 from __future__ import annotations
 
-import multiprocessing
 import signal
 import threading
 import traceback
@@ -59,6 +58,8 @@ class DigestPool:
             raise ValueError("a digest pool needs at least one process")
         self.processes = processes
         self.fmt = fmt
+        import multiprocessing  # here: a node without digest processes (the default on two cores) never needs it
+
         self._context = multiprocessing.get_context("spawn")
         self._cond = threading.Condition()
         self._idle: list[_Worker] = []
