@@ -124,9 +124,12 @@ def _trim(cache: dict, bound: int) -> None:
     """Drops the oldest entries of a cache holding more than bound, down to half of it."""
     excess = len(cache) - bound // 2
     if excess > 0 and len(cache) > bound:
-        # list(islice(...)) runs in C, so no other thread changes the dict meanwhile; another may
-        # drop the same keys after it (pop with a default)
-        for key in list(islice(cache, excess)):
+        # list(cache) makes the dict's iterator and runs it out within one C call, so no other
+        # thread changes the dict meanwhile. (list(islice(cache, n)) did not: islice made the
+        # iterator, and the interpreter may switch threads between that call and list's; a digest
+        # thread's insert then broke the iteration.) Another thread may drop the same keys after
+        # it (pop with a default).
+        for key in list(cache)[:excess]:
             cache.pop(key, None)
 
 

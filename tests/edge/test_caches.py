@@ -1,5 +1,6 @@
 """The digest's per-process caches stay bounded and change no result; the collector's pause."""
 import gc
+import sys
 import threading
 
 import pytest
@@ -106,16 +107,36 @@ def test_trim_drops_the_oldest_half():
     assert small == {1: 1, 2: 2}
 
 
-def test_threads_digesting_with_tiny_caches(tiny_caches):
-    lines = lines_of(6, 3000)
-    expected = digest(lines)
-    results = []
-    workers = [threading.Thread(target=lambda: results.append(digest(lines))) for _ in range(3)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    assert results == [expected] * 3
+@pytest.fixture
+def frequent_switches():
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
+@pytest.mark.parametrize("group", [GROUP, EBOOKS])
+def test_threads_digesting_with_tiny_caches(tiny_caches, group, frequent_switches):
+    """Threads trimming and filling the same caches: each gets the batches one thread gets. The
+    interpreter switches threads as often as it can, so that a trim that is not one step breaks."""
+    lines = lines_of(6, 3000, group)
+    expected = digest(lines, group=group)
+    results, raised = [], []
+
+    def digesting():
+        try:
+            results.append(digest(lines, group=group))
+        except Exception as exc:  # noqa: BLE001 - shown by the assert below
+            raised.append(repr(exc))
+
+    for _ in range(5):
+        workers = [threading.Thread(target=digesting) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    assert raised == []
+    assert results == [expected] * 20
 
 
 # -- the collector -----------------------------------------------------------------------------
