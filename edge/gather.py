@@ -122,14 +122,14 @@ def file_key(release: int, identity: str) -> int:
 
 def _trim(cache: dict, bound: int) -> None:
     """Drops the oldest entries of a cache holding more than bound, down to half of it."""
-    excess = len(cache) - bound // 2
-    if excess > 0 and len(cache) > bound:
+    if len(cache) > bound:
         # list(cache) makes the dict's iterator and runs it out within one C call, so no other
         # thread changes the dict meanwhile. (list(islice(cache, n)) did not: islice made the
         # iterator, and the interpreter may switch threads between that call and list's; a digest
         # thread's insert then broke the iteration.) Another thread may drop the same keys after
         # it (pop with a default).
-        for key in list(cache)[:excess]:
+        keys = list(cache)
+        for key in keys[:len(keys) - bound // 2]:
             cache.pop(key, None)
 
 
@@ -165,28 +165,37 @@ _FULL_COLLECTION_LINES = 5_000_000
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     global _pauses, _resume
-    with _pause_lock:
-        if not _pauses:
-            _resume = gc.isenabled()
-            gc.disable()
-        _pauses += 1
+    paused = False
     try:
+        with _pause_lock:
+            if not _pauses:
+                _resume = gc.isenabled()
+                gc.disable()
+            _pauses += 1
+            paused = True
         yield
     finally:
-        with _pause_lock:
-            _pauses -= 1
-            if not _pauses and _resume:
-                if not gc.get_freeze_count():
-                    gc.freeze()
-                    gc.unfreeze()
-                gc.enable()
+        if paused:
+            with _pause_lock:
+                _pauses -= 1
+                if not _pauses and _resume:
+                    if not gc.get_freeze_count():
+                        gc.freeze()
+                        gc.unfreeze()
+                    gc.enable()
+
+
+def _collector_on() -> bool:
+    """Whether the collector runs, but for the digests' pauses (with _pause_lock held): while
+    another thread's digest is in a pause, gc.isenabled() says False."""
+    return _resume if _pauses else gc.isenabled()
 
 
 def _count_moved(lines: int) -> None:
     """Counts the lines of a batch built while objects were being moved (see above)."""
     global _lines_moved
-    if gc.isenabled() and not gc.get_freeze_count():
-        with _pause_lock:
+    with _pause_lock:
+        if _collector_on() and not gc.get_freeze_count():
             _lines_moved += lines
 
 
@@ -194,11 +203,11 @@ def _collect_if_due() -> None:
     """The full collection, once the digests have moved objects for enough lines."""
     global _lines_moved
     with _pause_lock:
-        due = _lines_moved >= _FULL_COLLECTION_LINES
+        due = _lines_moved >= _FULL_COLLECTION_LINES and _collector_on()
         if due:
             _lines_moved = 0
-    if due and gc.isenabled():
-        gc.collect()
+    if due:
+        gc.collect()  # also while another thread's digest has the collector paused
 
 
 def _counter_after_paren(tail: bytes) -> tuple[int, int, bytes] | bool:

@@ -210,3 +210,38 @@ def test_a_full_collection_follows_enough_moved_lines(monkeypatch):
     digest(lines_of(7, 7000), chunk=1000, per_batch=1)  # 7 batches of 1000 lines
     # when the 4th batch starts (3000 lines moved) and when the 7th does (3000 again)
     assert full == [(), ()]
+
+
+def test_threads_digesting_count_every_moved_line_and_collect_when_due(monkeypatch, frequent_switches):
+    """While one thread's digest has the collector paused, another's batch counts its lines all the
+    same, and a full collection due is made, not dropped (gc.isenabled() said False then)."""
+    monkeypatch.setattr(gather_module, "_FULL_COLLECTION_LINES", 10**12)  # first only counted
+    monkeypatch.setattr(gather_module, "_lines_moved", 0)
+    lines = lines_of(8, 6000)
+    threads, rounds = 4, 3
+
+    def digesting():
+        for _ in range(rounds):
+            digest(lines, chunk=1000, per_batch=2)  # 3 batches of 2000 lines
+
+    def run_threads():
+        workers = [threading.Thread(target=digesting) for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+
+    run_threads()
+    assert gather_module._lines_moved == threads * rounds * len(lines)
+
+    threshold, batch_lines = 4000, 2000
+    monkeypatch.setattr(gather_module, "_FULL_COLLECTION_LINES", threshold)
+    monkeypatch.setattr(gather_module, "_lines_moved", 0)
+    collect, full = gc.collect, []
+    monkeypatch.setattr(gc, "collect", lambda *args: full.append(args) or collect(*args))
+    run_threads()
+    # each collection resets a count of at least the threshold and at most the threshold plus
+    # one batch from every thread (each checks when its next batch starts)
+    moved = threads * rounds * len(lines)
+    assert len(full) >= (moved - threshold) // (threshold + threads * batch_lines)
+    assert len(full) <= moved // threshold
