@@ -259,6 +259,10 @@ class Node:
         self.exit_code: int | None = None
         self._lock = threading.Lock()
         self._changed = threading.Event()  # a range ended: the control loop may lease again
+        # The coordinator's last answer to a lease was 204: it is asked again after POLL_INTERVAL,
+        # however many of the node's ranges end meanwhile (their ends bring it no new work), or
+        # at once when the node has no range left (--exit-when-idle asks before it exits).
+        self._nothing_to_do = False
         # Batches digested by worker processes (DIGEST_PROCESSES), else on the ranges' threads.
         self.digest_processes = config.digest_processes_or_default
         self.digest_pool = DigestPool(self.digest_processes, config.batch_format) if self.digest_processes else None
@@ -345,7 +349,8 @@ class Node:
                 self._changed.wait(WAKE_INTERVAL * 2)
                 if self._changed.is_set():
                     self._changed.clear()
-                    next_lease = 0.0
+                    if not self._nothing_to_do or not self._running():
+                        next_lease = 0.0
         except Stopped:
             pass
         except BaseException as exc:  # noqa: BLE001 - every way out of a thread must stop the node
@@ -372,6 +377,7 @@ class Node:
 
     def _lease_one(self) -> bool:
         """Leases a range and starts it; False when there is nothing to start now."""
+        self._nothing_to_do = False
         try:
             with self._lock:  # range threads add to it
                 skip = list(self.failed)
@@ -382,6 +388,7 @@ class Node:
         except BadAnswer as exc:
             self.event("error", message=f"unusable lease answer: {exc}")
             return False
+        self._nothing_to_do = lease is None
         if lease is None:
             if (self.exit_when_idle or self.once) and not self._running():
                 self.finish(EXIT_OK, reason="nothing to do")

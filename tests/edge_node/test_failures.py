@@ -147,6 +147,31 @@ def test_while_a_range_s_last_batch_is_posted_the_next_range_is_leased_and_fetch
     assert_stored_once(clean_db, posted)
 
 
+def test_after_nothing_to_do_the_coordinator_is_asked_again_only_when_the_node_is_empty(
+        edge_api, celery_worker, inn, fresh_group, clean_db, run_edge):
+    """A 204 is not asked again each time one of the node's ranges ends (their ends bring the
+    coordinator no work), only after POLL_INTERVAL or once the node holds no range. A slow
+    coordinator (half a second a batch) and ranges of 1, 2, 3 and 4 batches spread the ranges'
+    ends over two seconds: the 204 comes with the first ends, and each later end asked again
+    before. With a poll of ten minutes the node still exits as soon as its last range is done."""
+    batch = CHUNK_SIZE * BATCH_CHUNKS
+    posted = post_articles(inn, fresh_group, 10 * batch)
+    firsts = [posted.low + batch * done for done in (0, 1, 3, 6)]
+    spans = [(first, first + batch * size - 1) for first, size in zip(firsts, (1, 2, 3, 4))]
+    spans[-1] = (spans[-1][0], max(spans[-1][1], posted.high))
+    token, ranges = plan(fresh_group, spans)
+    with FlakyCoordinator(edge_api.url, edge_api.cafile, batch_delay=0.5) as slow:
+        edge = run_edge({"COORDINATOR_URL": slow.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": slow.cafile,
+                         "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0",
+                         "MAX_LEASES": "3", "POLL_INTERVAL": "600"}, "--exit-when-idle")
+        assert edge.wait(120) == 0, edge.log()
+    assert sorted(e["range"] for e in edge.named("done")) == sorted(ranges)
+    # the one 204 while ranges were still held; then the ask once none was left, which ended the run
+    assert len(edge.named("idle")) == 1, [(e["event"], e.get("range")) for e in edge.events]
+    assert edge.named("stopping")[-1]["reason"] == "nothing to do"
+    assert_stored_once(clean_db, posted)
+
+
 def test_a_lease_taken_away_drops_the_range_and_the_node_goes_on(edge_api, celery_worker, inn, fresh_group,
                                                                  clean_db, run_edge):
     posted = post_articles(inn, fresh_group, ARTICLES)
