@@ -107,6 +107,15 @@ def test_trim_drops_the_oldest_half():
     assert small == {1: 1, 2: 2}
 
 
+def in_threads(target, count: int) -> None:
+    """target run by `count` threads at once, until all have returned."""
+    workers = [threading.Thread(target=target) for _ in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+
 @pytest.fixture
 def frequent_switches():
     interval = sys.getswitchinterval()
@@ -130,11 +139,7 @@ def test_threads_digesting_with_tiny_caches(tiny_caches, group, frequent_switche
             raised.append(repr(exc))
 
     for _ in range(5):
-        workers = [threading.Thread(target=digesting) for _ in range(4)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        in_threads(digesting, 4)
     assert raised == []
     assert results == [expected] * 20
 
@@ -224,14 +229,7 @@ def test_threads_digesting_count_every_moved_line_and_collect_when_due(monkeypat
         for _ in range(rounds):
             digest(lines, chunk=1000, per_batch=2)  # 3 batches of 2000 lines
 
-    def run_threads():
-        workers = [threading.Thread(target=digesting) for _ in range(threads)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-
-    run_threads()
+    in_threads(digesting, threads)
     assert gather_module._lines_moved == threads * rounds * len(lines)
 
     threshold, batch_lines = 4000, 2000
@@ -239,7 +237,7 @@ def test_threads_digesting_count_every_moved_line_and_collect_when_due(monkeypat
     monkeypatch.setattr(gather_module, "_lines_moved", 0)
     collect, full = gc.collect, []
     monkeypatch.setattr(gc, "collect", lambda *args: full.append(args) or collect(*args))
-    run_threads()
+    in_threads(digesting, threads)
     # each collection resets a count of at least the threshold and at most the threshold plus
     # one batch from every thread (each checks when its next batch starts)
     moved = threads * rounds * len(lines)
