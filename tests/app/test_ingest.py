@@ -9,6 +9,7 @@ from app.db import session_scope
 from tests.app.factories import BIG, make_group, make_node, make_plan
 from tests.app.overview import make_batch
 from tests.app.test_api import API, post_batch
+from tests.fixtures.app import task_result
 from tests.fixtures.queries import scalar
 from tests.fixtures.waiting import wait_until
 
@@ -44,7 +45,8 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
     with clean_db.connect() as conn:
         batch_ids = conn.execute(text("SELECT id FROM seed_batches")).scalars().all()
     for batch_id in batch_ids:
-        assert celery_app.send_task("ingest.store_batch", (batch_id,), ignore_result=False).get(timeout=30)["state"] == "already_stored"
+        stored = task_result(celery_app, "ingest.store_batch", (batch_id,), worker=celery_worker, ignore_result=False)
+        assert stored["state"] == "already_stored"
 
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == 3000 - len(skip)
     assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 3000 - len(skip)
@@ -64,7 +66,8 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
     assert scalar(clean_db, "SELECT sum(articles) FROM seed_ranges") == 3000 - len(skip)
     assert scalar(clean_db, "SELECT count(*) FROM rule_counts WHERE rule = ''") == 3
     assert scalar(clean_db, "SELECT count(*) FROM seed_batches WHERE body IS NOT NULL OR release_keys IS NOT NULL") == 0
-    assert celery_app.send_task("releases.gather", (batch_ids[1],), ignore_result=False).get(timeout=30) is None  # redelivered: no-op
+    gathered = task_result(celery_app, "releases.gather", (batch_ids[1],), worker=celery_worker, ignore_result=False)
+    assert gathered is None  # redelivered: no-op
 
     # A gather task lost on the way: the sweep finds the stored-but-not-gathered batch again.
     with session_scope() as s:
@@ -73,7 +76,7 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
             " release_keys = (SELECT array_agg(key) FROM releases WHERE name = :n) WHERE id = :b"
         ), {"n": straddling, "b": batch_ids[1]})
         s.execute(text("UPDATE releases SET files_seen = 0, parts_seen = 0 WHERE name = :n"), {"n": straddling})
-    requeued = celery_app.send_task("batches.requeue").get(timeout=30)
+    requeued = task_result(celery_app, "batches.requeue", worker=celery_worker)
     assert requeued == {"accepted": [], "stored": [batch_ids[1]]}
     assert wait_until(lambda: all_stored(clean_db))
     assert scalar(clean_db, "SELECT parts_seen FROM releases WHERE name = :n", n=straddling) == 15
@@ -94,7 +97,7 @@ def test_batches_accepted_while_redis_is_down_are_stored_once_it_is_back(
     # The beat sweep (run here by hand, with no waiting age) sends what was never enqueued.
     with session_scope() as s:
         s.execute(text("UPDATE seed_batches SET accepted_at = now() - interval '1 hour'"))
-    celery_app.send_task("batches.requeue").get(timeout=30)
+    task_result(celery_app, "batches.requeue", worker=celery_worker)
     assert wait_until(lambda: all_stored(clean_db))
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == 1000
 

@@ -3,9 +3,11 @@ import os
 
 from sqlalchemy import text
 
+from tests.fixtures.app import task_result
+
 
 def test_a_task_runs_in_the_worker_process(celery_app, celery_worker):
-    result = celery_app.send_task("control.ping").get(timeout=30)
+    result = task_result(celery_app, "control.ping", worker=celery_worker)
     assert result["pid"] != os.getpid()
     assert result["db_time"]
 
@@ -22,7 +24,7 @@ def test_lease_expiry_task_returns_stale_leases_to_planned(celery_app, celery_wo
             " VALUES (:p, :g, 4294967296, 4295467295, 4294987296, 'leased', :n, now() - interval '2 hours', now() - interval '1 hour'),"
             "        (:p, :g, 4295467296, 4295967295, 4295467296, 'leased', :n, now(), now())"
         ), {"p": pid, "g": gid, "n": nid})
-    expired = celery_app.send_task("leases.expire").get(timeout=30)
+    expired = task_result(celery_app, "leases.expire", worker=celery_worker)
     assert len(expired) == 1
     with clean_db.connect() as conn:
         rows = conn.execute(text("SELECT first_id, next_id, status, node_id FROM seed_ranges ORDER BY first_id")).all()
@@ -41,5 +43,5 @@ def test_queue_depth_metric_counts_waiting_messages(celery_app, celery_worker):
     finally:
         with celery_app.connection_for_write() as conn:
             conn.default_channel.client.delete("depth-probe")
-    depths = celery_app.send_task("control.queue_depth").get(timeout=30)
+    depths = task_result(celery_app, "control.queue_depth", worker=celery_worker)
     assert set(depths) == {"ingest", "gather", "control"}

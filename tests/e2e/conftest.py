@@ -43,7 +43,7 @@ from simnews.generator import Config, generate
 from simnews.proxy import ProviderProxy
 from tests.e2e.truth import GroupTruth
 from tests.fixtures.api_server import ApiServer, start_api, stop_api
-from tests.fixtures.app import WorkerProcess
+from tests.fixtures.app import WorkerProcess, task_result
 from tests.fixtures.edge_process import EdgeProcess, start_edge
 from tests.fixtures.inn import InnServer, running_inn
 from tests.fixtures.queries import query
@@ -313,7 +313,7 @@ class DataCenter:
             return False
 
     def call(self, task: str, timeout: float = 30):
-        return self.celery.send_task(task, queue="control").get(timeout=timeout)
+        return task_result(self.celery, task, timeout=timeout, queue="control")
 
     def sweep(self, every: float = REQUEUE_AFTER) -> None:
         """The requeue sweep, at most every `every` seconds."""
