@@ -29,13 +29,13 @@ import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge import deflate  # noqa: E402
-from edge.batch import GZIP_LEVEL, clear_packer, encode_batch  # noqa: E402
-from edge.gather import BATCH_FORMAT_VERSION, Gatherer, clear_caches, file_key, release_key  # noqa: E402
-from edge.nntp import RECV_SIZE  # noqa: E402
-from edge.overview import DEFAULT_LAYOUT, decode_text, parse_date  # noqa: E402
-from edge.rules import EXECUTABLE_RULE, KEPT, RuleSet, is_bare_executable_set  # noqa: E402
-from edge.subjects import parse_subject  # noqa: E402
+from edge.digest import deflate  # noqa: E402
+from edge.digest.batch import GZIP_LEVEL, clear_packer, encode_batch  # noqa: E402
+from edge.digest.gather import BATCH_FORMAT_VERSION, Gatherer, clear_caches, file_key, release_key  # noqa: E402
+from edge.digest.nntp import RECV_SIZE  # noqa: E402
+from edge.digest.overview import DEFAULT_LAYOUT, decode_text, parse_date  # noqa: E402
+from edge.digest.rules import EXECUTABLE_RULE, KEPT, RuleSet, is_bare_executable_set  # noqa: E402
+from edge.digest.subjects import parse_subject  # noqa: E402
 from simnews.generator import Config, generate  # noqa: E402
 from simnews.scripted import overview_lines  # noqa: E402
 
@@ -154,7 +154,7 @@ def naive_digest(group: str, chunks, rules: RuleSet) -> dict:
 
 def gzip_engines(packed: list[bytes], repeat: int) -> dict:
     """CPU seconds (best of repeat) to gzip, then to inflate, the packed batches at GZIP_LEVEL with
-    the engine edge.deflate uses and with zlib, and the bytes each writes."""
+    the engine edge.digest.deflate uses and with zlib, and the bytes each writes."""
     def zlib_gzip(data):
         packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, deflate.GZIP_WBITS)
         return packer.compress(data) + packer.flush()
@@ -182,8 +182,8 @@ def gzip_engines(packed: list[bytes], repeat: int) -> dict:
 def timed_runs(job, batches, group: str, rules: RuleSet, repeat: int) -> tuple[list[float], int]:
     """CPU seconds of each run over all batches (digest + encode), and the bytes encoded. Each
     run starts with the library's per-process caches empty (counter tails, subjects, name
-    suffixes, dates: edge.gather.clear_caches) and without the encoder's kept buffer
-    (edge.batch.clear_packer), as in a new process."""
+    suffixes, dates: edge.digest.gather.clear_caches) and without the encoder's kept buffer
+    (edge.digest.batch.clear_packer), as in a new process."""
     runs, wire = [], 0
     for _ in range(repeat):
         wire = 0

@@ -53,8 +53,8 @@ from typing import NamedTuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from edge.nntp import connect  # noqa: E402
-from edge.runner import chunk_spans  # noqa: E402
+from edge.digest.nntp import connect  # noqa: E402
+from edge.digest.runner import chunk_spans  # noqa: E402
 from simnews.generator import Config, generate  # noqa: E402
 from simnews.inject import inject  # noqa: E402
 from simnews.ports import free_ports  # noqa: E402

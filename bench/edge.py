@@ -8,7 +8,7 @@ A private INN 2 (ops/inn, under --inn-dir, reused by later runs) holds a generat
 --articles articles; simnews.proxy runs as its own process in front of it, capped at
 --lines-per-sec overview lines per second per connection, as providers are (~26k). For each
 connection count a child process runs what `edge run` runs for a range: the prefetcher's N
-connections feeding the range loop (edge.runner.run_range: parse, gather, rules, batch every 10
+connections feeding the range loop (edge.digest.runner.run_range: parse, gather, rules, batch every 10
 chunks of 20,000 articles), each batch encoded as the node posts it (msgpack, gzip) by a sink that
 keeps only its size: the coordinator is left out, so the figures are the node's own. Reported per
 run: wall time, lines/s, speedup over one connection, CPU of the node (its digest thread and the
@@ -37,12 +37,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from edge import nntp  # noqa: E402
-from edge.batch import encode_batch  # noqa: E402
-from edge.node import DigestTurns  # noqa: E402
-from edge.prefetch import Prefetcher  # noqa: E402
-from edge.rules import RuleSet  # noqa: E402
-from edge.runner import run_range  # noqa: E402
+from edge.digest import nntp  # noqa: E402
+from edge.digest.batch import encode_batch  # noqa: E402
+from edge.node.node import DigestTurns  # noqa: E402
+from edge.node.prefetch import Prefetcher  # noqa: E402
+from edge.digest.rules import RuleSet  # noqa: E402
+from edge.digest.runner import run_range  # noqa: E402
 from simnews.generator import Config, generate  # noqa: E402
 from simnews.inject import inject  # noqa: E402
 from simnews.ports import free_ports  # noqa: E402
@@ -121,7 +121,7 @@ def peak_rss_mib() -> float:
 
 def cache_entries() -> dict[str, int]:
     """Entries in the digest's per-process caches (each bounded: docs/digest.md, Memory)."""
-    from edge import gather, overview
+    from edge.digest import gather, overview
     return {"counter_tails": len(gather._COUNTER_TAILS), "subjects": len(gather._SUBJECTS),
             "sizes": len(overview._SIZES)}
 

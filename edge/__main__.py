@@ -1,6 +1,6 @@
 """``python -m edge``: the `edge` program."""
 import sys
 
-from edge.cli import main
+from edge.node.cli import main
 
 sys.exit(main())

@@ -10,7 +10,7 @@ from app.services import groups as group_service
 from app.services.nntp import connect_from_settings
 from app.services.planner import plan_group
 from app.services.status import seed_status
-from edge.nntp import NNTPError
+from edge.digest.nntp import NNTPError
 
 
 @click.command("plan")

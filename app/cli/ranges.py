@@ -8,7 +8,7 @@ from flask.cli import with_appcontext
 from app.cli.output import json_option, print_json
 from app.services.dcrun import run_range_here, spool_range
 from app.services.errors import ServiceError
-from edge.nntp import NNTPError
+from edge.digest.nntp import NNTPError
 
 
 @click.command("range")

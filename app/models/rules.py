@@ -9,7 +9,7 @@ from app.db import Base
 
 
 class SeedRule(Base):
-    """An operator rule, handed to nodes with every lease (format: edge.rules.Rule.from_data)."""
+    """An operator rule, handed to nodes with every lease (format: edge.digest.rules.Rule.from_data)."""
 
     __tablename__ = "seed_rules"
 

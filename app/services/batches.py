@@ -41,10 +41,10 @@ from app.db import ensure_group_partitions, partition_name
 from app.models import SeedBatch, SeedRange
 from app.services.copytext import BINARY_HEADER, BINARY_TRAILER, StreamedCopy, binary_slices
 from app.services.errors import ServiceError
-from edge.batch import (GZIP, MAX_DECODED, MSGPACK_TYPES, TABLES, BatchError, BatchTooLarge, check_table,
+from edge.digest.batch import (GZIP, MAX_DECODED, MSGPACK_TYPES, TABLES, BatchError, BatchTooLarge, check_table,
                         decode_batch, validate_batch)
-from edge.deflate import ERRORS as GZIP_ERRORS
-from edge.deflate import gunzipper
+from edge.digest.deflate import ERRORS as GZIP_ERRORS
+from edge.digest.deflate import gunzipper
 
 try:  # built by setup.py where a C compiler is at hand; else the fragments are read by msgpack
     from app.services import _msgcolumns
@@ -93,7 +93,7 @@ class BatchHeader:
 
 
 def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
-    """What the data center needs beyond the format (edge.batch.validate_batch checked that):
+    """What the data center needs beyond the format (edge.digest.batch.validate_batch checked that):
     the batch covers first..last with its chunks, and its rows fit the catalog's columns (int32
     False: leave that to the store's COPY, whose packing of those columns as int4 refuses them)."""
     def bad(message: str):

@@ -14,9 +14,9 @@ from app.models import Group
 from app.services import batches, orchestrator, spool
 from app.services.nntp import connect_from_settings
 from app.services.rules import active_rules
-from edge.batch import encode_batch
-from edge.rules import RuleSet
-from edge.runner import RangeProgress, SingleConnectionSource, chunk_spans, run_range
+from edge.digest.batch import encode_batch
+from edge.digest.rules import RuleSet
+from edge.digest.runner import RangeProgress, SingleConnectionSource, chunk_spans, run_range
 
 
 @dataclass

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from app.config import Settings, get_settings
-from edge.nntp import NNTPClient, connect
+from edge.digest.nntp import NNTPClient, connect
 
 
 def connect_from_settings(settings: Settings | None = None) -> NNTPClient:

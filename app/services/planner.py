@@ -15,7 +15,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from app.models import Group, SeedPlan, SeedRange
-from edge.overview import OverviewLayout, parse_date
+from edge.digest.overview import OverviewLayout, parse_date
 
 # The first probe window when looking for a dated article at or after a number; it grows
 # fourfold while the server answers with nothing (holes, expired articles).
@@ -23,7 +23,7 @@ PROBE_WINDOW = 64
 
 
 class OverviewSource(Protocol):
-    """What planning needs of an NNTP connection (edge.nntp.NNTPClient has it)."""
+    """What planning needs of an NNTP connection (edge.digest.nntp.NNTPClient has it)."""
 
     def group(self, name: str): ...
     def over(self, first: int, last: int): ...

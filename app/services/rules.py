@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.models import SeedRule
 from app.services.errors import Conflict, NotFound, ServiceError
-from edge.rules import Rule, RuleError
+from edge.digest.rules import Rule, RuleError
 
 
 def rule_data(rule: SeedRule) -> dict:

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.db import session_scope
 from app.models import SeedRange, SpoolChunk
-from edge.frames import CONTENT_TYPE, compress_lines, encode_frame
+from edge.digest.frames import CONTENT_TYPE, compress_lines, encode_frame
 
 __all__ = ["CONTENT_TYPE", "has_chunks", "store_chunk", "stream_frames"]
 

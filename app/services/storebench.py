@@ -22,9 +22,9 @@ from app.services import batches, orchestrator
 from app.services.batches import FRAGMENT_COPY, fragment_slices, host_column, message_host_ids, split_message_ids
 from app.services.copytext import copy_payload
 from app.services.groups import add_groups
-from edge.batch import decode_batch, encode_batch
-from edge.gather import Gatherer
-from edge.runner import batch_spans
+from edge.digest.batch import decode_batch, encode_batch
+from edge.digest.gather import Gatherer
+from edge.digest.runner import batch_spans
 from simnews.generator import Config, generate
 from simnews.scripted import overview_lines
 

@@ -53,7 +53,7 @@ def accept(node, range_id: int, batch: dict, encoded: tuple | None = None) -> in
     `encoded` (body, content type, content encoding) is given; its id."""
     from app.db import session_scope
     from app.services import orchestrator
-    from edge.batch import encode_batch
+    from edge.digest.batch import encode_batch
 
     body, content_type, content_encoding = encoded or encode_batch(batch)
     with session_scope() as session:

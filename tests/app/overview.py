@@ -1,8 +1,8 @@
 """Overview lines and batches built with the real digest library, for data-center tests."""
 from __future__ import annotations
 
-from edge.batch import encode_batch
-from edge.gather import Gatherer
+from edge.digest.batch import encode_batch
+from edge.digest.gather import Gatherer
 
 DATE = b"Sat, 01 Nov 2025 07:27:27 +0000"
 

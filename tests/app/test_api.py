@@ -256,7 +256,7 @@ def test_malformed_lease_and_release_bodies_are_refused_and_change_nothing(clien
 def test_spooled_chunks_stream_as_frames(client, seeded):
     from io import BytesIO
 
-    from edge.frames import iter_frames
+    from edge.digest.frames import iter_frames
 
     range_id = seeded["ranges"][0]
     client.post(f"{API}/lease", headers=seeded["a"])

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.services import _msgcolumns
-from edge.batch import BatchMalformed, check_table
+from edge.digest.batch import BatchMalformed, check_table
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 

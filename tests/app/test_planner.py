@@ -12,8 +12,8 @@ from app.db import session_scope
 from app.models import SeedPlan, SeedRange
 from app.services.groups import get_group
 from app.services.planner import find_first_after, plan_group, split
-from edge.nntp import connect
-from edge.overview import parse_date
+from edge.digest.nntp import connect
+from edge.digest.overview import parse_date
 from simnews.generator import Config, generate
 from simnews.inject import inject
 from simnews.proxy import ProviderProxy

@@ -9,7 +9,7 @@ import pytest
 from app.db import session_scope
 from app.services import batches
 from app.services.batches import MalformedBatch, StoredBatch, _array_literal, _in_key_order
-from edge.batch import TABLES, BatchMalformed, decode_batch, encode_batch
+from edge.digest.batch import TABLES, BatchMalformed, decode_batch, encode_batch
 from tests.app.factories import BIG, accept, lease_one_range
 from tests.app.overview import make_batch
 from tests.fixtures.queries import scalar

@@ -38,7 +38,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from edge.nntp import connect
+from edge.digest.nntp import connect
 from simnews.generator import Config, generate
 from simnews.proxy import ProviderProxy
 from tests.e2e.truth import GroupTruth

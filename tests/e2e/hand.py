@@ -7,10 +7,10 @@ import http.client
 import json
 import ssl
 
-from edge.batch import encode_batch
-from edge.nntp import connect
-from edge.rules import RuleSet
-from edge.runner import SingleConnectionSource, run_range
+from edge.digest.batch import encode_batch
+from edge.digest.nntp import connect
+from edge.digest.rules import RuleSet
+from edge.digest.runner import SingleConnectionSource, run_range
 from tests.fixtures.api_server import ApiServer
 
 PREFIX = "/api/v1/seed"

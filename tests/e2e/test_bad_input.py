@@ -16,7 +16,7 @@ import zlib
 import msgpack
 import pytest
 
-from edge.batch import encode_batch
+from edge.digest.batch import encode_batch
 from simnews.generator import Config, generate
 from simnews.scripted import ScriptedServer, overview_lines
 from tests.e2e.conftest import FRENCH, MAX_BODY_BYTES, MAX_DECODED_BYTES, PS2

@@ -4,13 +4,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from edge import gather, nntp, overview, subjects
-from edge.batch import decode_batch, encode_batch
+from edge.digest import gather, nntp, overview, subjects
+from edge.digest.batch import decode_batch, encode_batch
 
 
 @contextmanager
 def python_twins() -> Iterator[None]:
-    """The digest's Python code in place of its compiled part (edge/_overview.c), as an install
+    """The digest's Python code in place of its compiled part (edge/digest/_overview.c), as an install
     without a C compiler runs it. Not a fixture: property tests switch inside an example."""
     saved = (overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files,
              gather._compiled_file_rows, subjects._usual_subject)

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge.batch import (
+from edge.digest.batch import (
     JSON_TYPE, MSGPACK_TYPE, TABLES, BatchMalformed, BatchTooLarge, decode_batch, encode_batch, validate_batch,
 )
-from edge.gather import Gatherer
-from edge.rules import RuleSet
+from edge.digest.gather import Gatherer
+from edge.digest.rules import RuleSet
 from tests.edge.helpers import as_received, block, overview_line
 
 FORMATS = [("msgpack", True), ("msgpack", False), ("json", True), ("json", False)]
@@ -174,7 +174,7 @@ def test_unknown_format():
 
 
 def test_the_kept_packer_packs_as_packb_does(monkeypatch):
-    from edge import batch as batch_module
+    from edge.digest import batch as batch_module
 
     batches = [small_batch(), as_received(small_batch()), {"x": [1, 2**63 - 1, b"id", None]}]
     for batch in batches + batches:

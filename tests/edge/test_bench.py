@@ -17,7 +17,7 @@ def test_bench_prints_its_figures_last():
     assert set(ratios) == {"alt.binaries.test", "alt.binaries.e-book.french", "alt.binaries.cd.image.playstation2.dvdiso"}
     assert all(group["all_releases"] >= 1 for group in ratios.values())
     # Both gzip engines timed on the same packed batches; the one the digest uses wrote the wire bytes.
-    from edge.deflate import ENGINE
+    from edge.digest.deflate import ENGINE
     gzip = figures["gzip"]
     assert set(gzip) == {ENGINE, "zlib"} and gzip[ENGINE]["bytes"] == figures["wire_bytes"]
     assert all(f["gzip_seconds"] >= 0 and f["gunzip_seconds"] >= 0 and f["bytes"] > 0 for f in gzip.values())

@@ -5,11 +5,11 @@ import threading
 
 import pytest
 
-from edge import gather as gather_module
-from edge import overview as overview_module
-from edge import subjects as subjects_module
-from edge.gather import Gatherer, clear_caches
-from edge.rules import RuleSet
+from edge.digest import gather as gather_module
+from edge.digest import overview as overview_module
+from edge.digest import subjects as subjects_module
+from edge.digest.gather import Gatherer, clear_caches
+from edge.digest.rules import RuleSet
 from simnews.generator import Config, generate
 from simnews.scripted import overview_lines
 from tests.edge.helpers import as_received, block

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from edge.cli import main
+from edge.node.cli import main
 
 SUBJECTS = [
     '[01/12] - "Some.Release.part01.rar" yEnc (1/137)'.encode(),
@@ -41,6 +41,6 @@ def test_a_command_is_required(capsys):
 
 def test_the_program_starts_without_multiprocessing():
     # Only digest processes need it (DIGEST_PROCESSES, none on two cores): 11 ms of every start.
-    started = subprocess.run([sys.executable, "-c", "import sys, edge.cli; print('multiprocessing' in sys.modules)"],
+    started = subprocess.run([sys.executable, "-c", "import sys, edge.node.cli; print('multiprocessing' in sys.modules)"],
                              check=True, capture_output=True, text=True)
     assert started.stdout.strip() == "False"

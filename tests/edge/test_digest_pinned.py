@@ -16,9 +16,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from edge.gather import Gatherer
-from edge.overview import OverviewLayout
-from edge.rules import RuleSet
+from edge.digest.gather import Gatherer
+from edge.digest.overview import OverviewLayout
+from edge.digest.rules import RuleSet
 from simnews.generator import Config, generate
 from simnews.scripted import INN_OVERVIEW_FORMAT, overview_lines
 from tests.edge.helpers import overview_line

@@ -1,4 +1,4 @@
-"""Digest worker processes (edge.digestpool): real spawned processes, against the digest in this
+"""Digest worker processes (edge.node.digestpool): real spawned processes, against the digest in this
 process, and the ways a worker or its hand-over can fail."""
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from edge.batch import EncodedBatch, decode_batch
-from edge.digestpool import DigestFailed, DigestPool, DigestWorkerLost
-from edge.overview import DEFAULT_LAYOUT
-from edge.rules import RuleSet
-from edge.runner import _digest, batch_spans, run_range
+from edge.digest.batch import EncodedBatch, decode_batch
+from edge.node.digestpool import DigestFailed, DigestPool, DigestWorkerLost
+from edge.digest.overview import DEFAULT_LAYOUT
+from edge.digest.rules import RuleSet
+from edge.digest.runner import _digest, batch_spans, run_range
 from tests.edge.helpers import overview_line
 
 BIG = 2**32 + 7_000_000  # article numbers past 32 bits

@@ -8,8 +8,8 @@ from contextlib import nullcontext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge import nntp
-from edge.nntp import _DotTerminatedBody
+from edge.digest import nntp
+from edge.digest.nntp import _DotTerminatedBody
 from tests.edge.helpers import python_twins
 
 # Lines as servers send them: mostly overview-like, some starting with dots (stuffed on the wire).
@@ -41,7 +41,7 @@ def read(data: bytes, cuts: list[int]) -> tuple[bytes, bytes]:
 @given(st.lists(line_text, max_size=30), st.lists(st.integers(min_value=0), max_size=12),
        st.sampled_from([b"", b"211 next reply\r\n"]))
 def test_every_line_comes_out_once_unstuffed_wherever_the_reply_is_cut(lines, cuts, after):
-    for twins in (False, True):  # the dot lines found in C (edge/_overview.c), then in Python
+    for twins in (False, True):  # the dot lines found in C (edge/digest/_overview.c), then in Python
         with python_twins() if twins else nullcontext():
             got, rest = read(wire(lines) + after, cuts)
         assert got == b"".join(line + b"\r\n" for line in lines)

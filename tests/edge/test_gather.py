@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge import gather as gather_module
-from edge.gather import Gatherer, file_key, release_key
-from edge.rules import RuleSet
+from edge.digest import gather as gather_module
+from edge.digest.gather import Gatherer, file_key, release_key
+from edge.digest.rules import RuleSet
 from simnews.generator import Config, generate
 from simnews.scripted import overview_lines
 from tests.edge.helpers import as_received, block, overview_line, python_twins
@@ -288,7 +288,7 @@ def test_block_boundaries_change_nothing(lines, rules):
 
 
 def _digest_both_ways(blocks: list[bytes]):
-    """A chunk's blocks digested with the compiled part (edge/_overview.c) and with its Python
+    """A chunk's blocks digested with the compiled part (edge/digest/_overview.c) and with its Python
     twins, each from empty caches: the batch and the lines' numbering into files."""
     results = []
     for twins in (False, True):
@@ -366,7 +366,7 @@ def test_the_compiled_loop_adds_lines_to_their_files_or_hands_odd_ones_back_unto
 
 def _rows_both_ways(subjects, first_dates, last_dates, releases):
     """gather._file_rows of each release, in C and in Python, with their file keys."""
-    from edge.overview import _zoned_day_start, parse_date
+    from edge.digest.overview import _zoned_day_start, parse_date
 
     counters = [(1, 1, b"")] * len(subjects)
     first_lines = list(range(len(subjects)))
@@ -428,7 +428,7 @@ def test_the_compiled_file_rows_read_dates_and_merge_rows_as_python_does(files):
 
 
 def test_the_compiled_file_rows_hand_odd_input_back():
-    from edge.overview import _zoned_day_start, parse_date
+    from edge.digest.overview import _zoned_day_start, parse_date
 
     date = [b"Sat, 01 Nov 2025 07:27:27 +0000"]
     good = [_subject("a.rar")]
@@ -452,7 +452,7 @@ def test_the_compiled_file_rows_survive_a_date_reader_that_changes_their_lists()
     """parse_date may run any Python code (it is Python): what the C read is held, the lists'
     sizes read again for each file, so a reader that empties them ends in a hand-back, not a
     crash; and the day start it keeps is the day look-up's that gave it."""
-    from edge.overview import _zoned_day_start
+    from edge.digest.overview import _zoned_day_start
 
     subjects = [_subject(f"{'f' * 50}{i}.rar", subject=f"{'s' * 40}{i}") for i in range(3)]
     counters = [(1, f"{'x' * 30}{i}", b"") for i in range(3)]

@@ -7,11 +7,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from edge.nntp import (
+from edge.digest.nntp import (
     INFLATE_STEP, RECV_SIZE, NNTPClient, NNTPConnectionError, NNTPError, NNTPProtocolError, NNTPReplyError, NNTPTimeout,
     connect,
 )
-from edge.overview import parse_date
+from edge.digest.overview import parse_date
 from simnews.generator import Config, generate, make_article
 from simnews.scripted import ScriptedServer
 from tests.edge.helpers import block, overview_line

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge import overview
-from edge.overview import (
+from edge.digest import overview
+from edge.digest.overview import (
     DEFAULT_LAYOUT, MAX_ARTICLE_BYTES, MAX_INT64, OverviewLayout, decode_text, new_reject_counts, parse_block, parse_date,
 )
 from tests.edge.helpers import block, overview_line, python_twins
@@ -193,7 +193,7 @@ def test_the_fast_path_reads_blocks_like_the_line_by_line_path(data, highest):
 
 
 def test_the_compiled_part_is_built_and_reads_clean_blocks():
-    """ops/setup builds edge/_overview.c; a clean block is cut by it (not handed back)."""
+    """ops/setup builds edge/digest/_overview.c; a clean block is cut by it (not handed back)."""
     assert overview._compiled is not None
     data = block(overview_line(n) for n in range(2**40, 2**40 + 3))
     found = overview._compiled.clean_columns(data, INN.subject, INN.poster, INN.date, INN.message_id, INN.bytes,

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from edge.rules import EXECUTABLE_RULE, KEPT, Rule, RuleError, RuleSet, is_bare_executable_set
+from edge.digest.rules import EXECUTABLE_RULE, KEPT, Rule, RuleError, RuleSet, is_bare_executable_set
 
 
 def file(name, subject="s", poster="p <p@x>", message_id="<m@x>"):

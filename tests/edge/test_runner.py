@@ -1,5 +1,5 @@
-"""The range loop's posting ahead (edge.runner.run_range's post_ahead) and the node's digest turns
-(edge.node.DigestTurns): plain threads and an in-memory source, no server."""
+"""The range loop's posting ahead (edge.digest.runner.run_range's post_ahead) and the node's digest turns
+(edge.node.node.DigestTurns): plain threads and an in-memory source, no server."""
 from __future__ import annotations
 
 import threading
@@ -8,9 +8,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from edge.node import DigestTurns
-from edge.retry import Stopped
-from edge.runner import run_range
+from edge.node.node import DigestTurns
+from edge.node.retry import Stopped
+from edge.digest.runner import run_range
 from tests.edge.helpers import overview_line
 
 BIG = 2**32 + 10_000  # article numbers past 32 bits

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge.overview import decode_text
-from edge import subjects
-from edge.subjects import (
+from edge.digest.overview import decode_text
+from edge.digest import subjects
+from edge.digest.subjects import (
     ParsedSubject, base_name, extension, file_subject, find_segment_counter, parse_pieces, parse_subject,
 )
 from simnews.generator import Config, generate
@@ -160,7 +160,7 @@ _ASCII_PIECES = [piece for piece in _SHAPE_PIECES if piece.isascii()] + [
 @given(_SHAPE_FRONT, _SHAPE_COUNTER, st.one_of(_SHAPE_NAME, st.lists(st.sampled_from(_ASCII_PIECES), max_size=5).map(
     "".join)), st.booleans(), st.booleans())
 def test_the_compiled_shortcut_gives_what_the_python_one_gives(front, counter, name, quoted, stem_in_front):
-    """edge/_overview.c usual_subject against the regex and base_name it stands for, on texts of
+    """edge/digest/_overview.c usual_subject against the regex and base_name it stands for, on texts of
     the usual shape and near it (the name's base in front, as NZB style posts it; ASCII, and
     not, which it hands back)."""
     if stem_in_front and quoted:
@@ -176,7 +176,7 @@ def in_python_pieces(text: str) -> ParsedSubject:
         return subjects.parse_pieces(text, "", 3, 4)
 
 
-# The plain forms of the patterns edge.subjects writes to start with a character class.
+# The plain forms of the patterns edge.digest.subjects writes to start with a character class.
 _PLAIN_FORMS = {
     "_YENC": re.compile(r"\byEnc\b(?:\s+\d+\b)?", re.IGNORECASE),
     "_SIZE": re.compile(r"\b\d+(?:[.,]\d+)?\s*(?:[KMGT]i?B|bytes|B)\b", re.IGNORECASE),

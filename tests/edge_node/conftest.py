@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.db import session_scope
-from edge.nntp import connect
+from edge.digest.nntp import connect
 from simnews.generator import Config, generate
 from tests.app.factories import make_group, make_node, make_plan
 from tests.fixtures.api_server import start_api, stop_api

@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from edge.config import ConfigError, EdgeConfig, add_arguments, load_config
+from edge.node.config import ConfigError, EdgeConfig, add_arguments, load_config
 
 REQUIRED = {"COORDINATOR_URL": "https://seed.example.net:8443", "NODE_TOKEN": "seed_abc"}
 
@@ -78,7 +78,7 @@ def test_the_spool_directory_is_made(tmp_path):
 
 @pytest.mark.parametrize(("cores", "max_leases", "expected"), [(1, 3, 0), (2, 3, 0), (3, 3, 2), (4, 3, 3), (16, 6, 6)])
 def test_digest_processes_default_to_the_cores_but_one_up_to_max_leases(monkeypatch, cores, max_leases, expected):
-    monkeypatch.setattr("edge.config._cores", lambda: cores)
+    monkeypatch.setattr("edge.node.config._cores", lambda: cores)
     config = load_config(env={**REQUIRED, "MAX_LEASES": str(max_leases)})
     assert config.digest_processes is None and config.digest_processes_or_default == expected
 

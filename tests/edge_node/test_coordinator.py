@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from edge.coordinator import (BadAnswer, Conflict, Coordinator, Refused, Unauthorized, Unavailable, Unreachable,
+from edge.node.coordinator import (BadAnswer, Conflict, Coordinator, Refused, Unauthorized, Unavailable, Unreachable,
                               parse_lease)
-from edge.retry import Backoff, Stopped
+from edge.node.retry import Backoff, Stopped
 from tests.fixtures.ports import free_port
 
 LEASE = {"range": {"id": 3, "group": "alt.binaries.test", "first_id": 2**32, "last_id": 2**32 + 99,
@@ -204,7 +204,7 @@ def test_calls_keep_their_connection_and_survive_its_close():
 
 
 def test_a_connection_idle_too_long_is_not_used_again(monkeypatch):
-    monkeypatch.setattr("edge.coordinator.KEEP_IDLE", 0.05)
+    monkeypatch.setattr("edge.node.coordinator.KEEP_IDLE", 0.05)
     server = KeepAlive([(200, {"status": "leased"})])
     try:
         coordinator = client(server.url)

@@ -35,7 +35,7 @@ def test_the_image_installs_only_the_edge_and_runs_it_unprivileged(edge_bin):
     # machines ISA-L has wheels for).
     with_isal = platform.machine() in ("x86_64", "aarch64", "AMD64", "arm64")
     assert names - {"pip", "setuptools", "wheel"} == {"msgpack", "seed-edge"} | ({"isal"} if with_isal else set())
-    engine = subprocess.run([python, "-c", "from edge.deflate import ENGINE; print(ENGINE)"], check=True,
+    engine = subprocess.run([python, "-c", "from edge.digest.deflate import ENGINE; print(ENGINE)"], check=True,
                             capture_output=True, text=True, cwd=edge_bin.parent).stdout.strip()
     assert engine == ("isal" if with_isal else "zlib")
     assert "run" in subprocess.run([edge_bin, "run", "--help"], capture_output=True, text=True, check=True).stdout

@@ -9,12 +9,12 @@ from contextlib import contextmanager
 
 import pytest
 
-from edge.localspool import LocalSpool
-from edge.nntp import NNTPConnectionError, NNTPReplyError
-from edge.overview import DEFAULT_LAYOUT
-from edge.prefetch import ChunkUnavailable, FatalNNTPError, Prefetcher
-from edge.retry import Stopped
-from edge.runner import chunk_spans, run_range
+from edge.node.localspool import LocalSpool
+from edge.digest.nntp import NNTPConnectionError, NNTPReplyError
+from edge.digest.overview import DEFAULT_LAYOUT
+from edge.node.prefetch import ChunkUnavailable, FatalNNTPError, Prefetcher
+from edge.node.retry import Stopped
+from edge.digest.runner import chunk_spans, run_range
 from tests.edge.helpers import overview_line
 
 
@@ -238,7 +238,7 @@ def test_a_range_loop_waiting_for_its_turn_to_digest_has_its_chunks_fetched_mean
 
 
 def test_the_node_s_range_loop_opens_its_range_when_it_asks_for_the_chunks(make_prefetcher):
-    from edge.node import HeldRange, _TrackedSource
+    from edge.node.node import HeldRange, _TrackedSource
 
     server = FakeServer({"g": 300})
     prefetcher = make_prefetcher(server, connections=2, in_flight=4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import json
 
-from edge.report import JsonLog, LiveDisplay
+from edge.node.report import JsonLog, LiveDisplay
 
 
 def test_one_json_object_per_event_and_line():

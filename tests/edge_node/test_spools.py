@@ -9,11 +9,11 @@ from contextlib import contextmanager
 
 import pytest
 
-from edge.coordinator import Refused
-from edge.frames import compress_lines, encode_frame
-from edge.localspool import LocalSpool
-from edge.runner import chunk_spans
-from edge.spoolstream import SpoolStreamSource
+from edge.node.coordinator import Refused
+from edge.digest.frames import compress_lines, encode_frame
+from edge.node.localspool import LocalSpool
+from edge.digest.runner import chunk_spans
+from edge.node.spoolstream import SpoolStreamSource
 from tests.edge.helpers import overview_line
 
 

@@ -2,9 +2,9 @@
 
 Threads: a control thread leases up to MAX_LEASES ranges (one more while a range's last batch
 is posted) and sends heartbeats; one thread per
-held range runs the range loop (edge.runner.run_range) fed by the shared prefetcher (or by the
+held range runs the range loop (edge.digest.runner.run_range) fed by the shared prefetcher (or by the
 coordinator's spool stream for spooled ranges), digesting each batch itself or, with
-DIGEST_PROCESSES, in a worker process (edge.digestpool), into a sink that posts it; the main
+DIGEST_PROCESSES, in a worker process (edge.node.digestpool), into a sink that posts it; the main
 thread waits for a stop (signal, fatal error, or nothing left to do with --once /
 --exit-when-idle), then gives every held range back at its resume point and exits.
 
@@ -27,20 +27,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from edge.batch import EncodedBatch
-from edge.config import PLACEHOLDER_NNTP_HOST, ConfigError, EdgeConfig, add_arguments, load_config
-from edge.coordinator import (BadAnswer, CertificateRejected, Conflict, Coordinator, CoordinatorError, Lease,
+from edge.digest.batch import EncodedBatch
+from edge.node.config import PLACEHOLDER_NNTP_HOST, ConfigError, EdgeConfig, add_arguments, load_config
+from edge.node.coordinator import (BadAnswer, CertificateRejected, Conflict, Coordinator, CoordinatorError, Lease,
                               Refused, Unauthorized, Unreachable)
-from edge.digestpool import DigestPool, DigestWorkerLost
-from edge.localspool import LocalSpool
-from edge.nntp import connect
-from edge.overview import DEFAULT_LAYOUT
-from edge.prefetch import WAKE_INTERVAL, ChunkUnavailable, FatalNNTPError, Prefetcher
-from edge.report import JsonLog, LiveDisplay
-from edge.retry import Stopped
-from edge.rules import RuleError, RuleSet
-from edge.runner import ChunkSource, run_range
-from edge.spoolstream import SpoolStreamSource
+from edge.node.digestpool import DigestPool, DigestWorkerLost
+from edge.node.localspool import LocalSpool
+from edge.digest.nntp import connect
+from edge.digest.overview import DEFAULT_LAYOUT
+from edge.node.prefetch import WAKE_INTERVAL, ChunkUnavailable, FatalNNTPError, Prefetcher
+from edge.node.report import JsonLog, LiveDisplay
+from edge.node.retry import Stopped
+from edge.digest.rules import RuleError, RuleSet
+from edge.digest.runner import ChunkSource, run_range
+from edge.node.spoolstream import SpoolStreamSource
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1

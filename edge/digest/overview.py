@@ -3,7 +3,7 @@
 Fields are found by the server's overview format (LIST OVERVIEW.FMT; INN: Subject From Date
 Message-ID References Bytes Lines Xref:full). Numbers are Python ints bounded to 64-bit signed
 (PostgreSQL bigint). Malformed lines are counted by reason and skipped, never raised. Text stays
-bytes here: decoding runs once per file, not per line (see edge/gather.py).
+bytes here: decoding runs once per file, not per line (see edge/digest/gather.py).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from operator import lt
 from typing import ClassVar, NamedTuple
 
 try:
-    from edge import _overview as _compiled  # edge/_overview.c: the clean blocks' fast path in C
+    from edge.digest import _overview as _compiled  # edge/digest/_overview.c: the clean blocks' fast path in C
 except ImportError:  # pragma: no cover - an install without the compiled part
     _compiled = None
 
@@ -271,7 +271,7 @@ def _parse_any_date(raw: bytes) -> int | None:
 
 
 def clear_date_caches() -> None:
-    """Forget the dates and sizes read so far (see edge.gather.clear_caches)."""
+    """Forget the dates and sizes read so far (see edge.digest.gather.clear_caches)."""
     _zoned_day_start.cache_clear()
     _day_start.cache_clear()
     _parse_any_date.cache_clear()

@@ -1,6 +1,6 @@
 """The batch codec: msgpack or JSON, each optionally gzip, both directions.
 
-The batch itself is the plain dict of docs/batch-format.md (built by edge.gather). Decoding is
+The batch itself is the plain dict of docs/batch-format.md (built by edge.digest.gather). Decoding is
 for the data center: it refuses a body whose decoded size passes the cap without inflating more
 than the cap (a gzip bomb), and checks the structure, so the API can answer 413 for
 :class:`BatchTooLarge` and 400 for :class:`BatchMalformed`.
@@ -16,8 +16,8 @@ from operator import is_not
 
 import msgpack
 
-from edge.deflate import ERRORS as GZIP_ERRORS
-from edge.deflate import gunzipper, gzip
+from edge.digest.deflate import ERRORS as GZIP_ERRORS
+from edge.digest.deflate import gunzipper, gzip
 
 MSGPACK_TYPE = "application/msgpack"
 JSON_TYPE = "application/json"
@@ -25,7 +25,7 @@ MSGPACK_TYPES = (MSGPACK_TYPE, "application/x-msgpack", "application/vnd.msgpack
 GZIP = "gzip"
 MAX_DECODED = 256 * 1024 * 1024
 # Fast beats small here: level 1 costs a sixth of level 6's time for a few percent more bytes
-# (zlib; ISA-L's level 1 is faster again: edge/deflate.py, bench/digest.py).
+# (zlib; ISA-L's level 1 is faster again: edge/digest/deflate.py, bench/digest.py).
 GZIP_LEVEL = 1
 FORMAT_VERSION = 1
 INT64 = (-(2**63), 2**63 - 1)

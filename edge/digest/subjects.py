@@ -23,8 +23,8 @@ import re
 from functools import partial
 from typing import AnyStr, NamedTuple
 
-try:  # edge/_overview.c: parse_pieces' shortcut in C, on ASCII text
-    from edge._overview import usual_subject as _usual_subject
+try:  # edge/digest/_overview.c: parse_pieces' shortcut in C, on ASCII text
+    from edge.digest._overview import usual_subject as _usual_subject
 except ImportError:  # pragma: no cover - an install without the compiled part
     _usual_subject = None
 
@@ -191,7 +191,7 @@ _CLEANED_MAX = 20_000
 
 
 def clear_subject_caches() -> None:
-    """Forget the suffixes and texts seen (see edge.gather.clear_caches)."""
+    """Forget the suffixes and texts seen (see edge.digest.gather.clear_caches)."""
     _CUT_SUFFIXES.clear()
     _CLEANED.clear()
 

@@ -3,7 +3,7 @@
 Each frame: a 24-byte header, big-endian signed 64-bit `chunk_from` and `chunk_to`, unsigned
 32-bit line count and body length, then the body: the chunk's raw overview lines, each ending
 in CRLF, gzip-compressed. The data center writes frames, nodes read them; both import this. A frame's raw lines are
-exactly the block edge.gather.Gatherer.add_chunk takes.
+exactly the block edge.digest.gather.Gatherer.add_chunk takes.
 """
 from __future__ import annotations
 

@@ -28,10 +28,10 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import NamedTuple
 
-from edge.overview import OverviewLayout, parse_date
+from edge.digest.overview import OverviewLayout, parse_date
 
 try:
-    from edge._overview import dot_line as _dot_line_c  # edge/_overview.c
+    from edge.digest._overview import dot_line as _dot_line_c  # edge/digest/_overview.c
 except ImportError:  # pragma: no cover - an install without the compiled part
     _dot_line_c = None
 

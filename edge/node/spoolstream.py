@@ -1,6 +1,6 @@
 """A spooled range's chunks from the coordinator's stream (GET /ranges/<id>/chunks) instead of NNTP.
 
-The stream holds the range's chunks as the data center fetched them (edge/frames.py), from
+The stream holds the range's chunks as the data center fetched them (edge/digest/frames.py), from
 where the spooling started: frames before the resume point are skipped. A stream cut short is
 asked for again (with backoff) and read on from where it broke. When the coordinator has no
 spool for the range, or its chunks do not line up with the lease's, the rest of the range comes
@@ -12,10 +12,10 @@ import http.client
 import zlib
 from collections.abc import Callable, Iterator
 
-from edge.coordinator import Coordinator, Refused
-from edge.frames import FrameError, iter_frames
-from edge.retry import Backoff, pause
-from edge.runner import ChunkSource
+from edge.node.coordinator import Coordinator, Refused
+from edge.digest.frames import FrameError, iter_frames
+from edge.node.retry import Backoff, pause
+from edge.digest.runner import ChunkSource
 
 EventHook = Callable[..., None]
 # A stream that breaks this often at the same chunk is not read again: the chunk is fetched.

@@ -45,7 +45,7 @@ class EdgeConfig:
     # ones digest batch after batch, their posts overlapping, see DigestTurns).
     max_leases: int = 3
     max_chunks_in_flight: int | None = None  # None: connections + 4
-    # Worker processes digesting batches (edge/digestpool.py), as many ranges digesting at once;
+    # Worker processes digesting batches (edge/node/digestpool.py), as many ranges digesting at once;
     # 0: in the node's own process, one range at a time. None: a core is left to the reading
     # threads, the others digest (up to MAX_LEASES); on two cores or fewer, none (two digests
     # at once on a 2-core machine that also runs INN and the data center measured no faster

@@ -115,7 +115,7 @@ _KINDS: dict[str, int] = {}  # an extension as written -> its kind (extensions r
 
 
 def clear_rule_caches() -> None:
-    """Forget the extensions seen (see edge.gather.clear_caches)."""
+    """Forget the extensions seen (see edge.digest.gather.clear_caches)."""
     _KINDS.clear()
 
 

@@ -2,7 +2,7 @@
  *
  *   clean_columns(data, subject, poster, date, message_id, size, min_fields, lowest, highest,
  *                 max_size)
- *       the fast path of edge.overview.parse_block_in_order: a clean block of CRLF-terminated
+ *       the fast path of edge.digest.overview.parse_block_in_order: a clean block of CRLF-terminated
  *       overview lines (no NUL, every line with as many fields as the first, the last field not
  *       one of those read, every number and size ASCII digits, every message-id non-empty,
  *       numbers in lowest..highest, sizes at most max_size) as its columns:
@@ -11,19 +11,19 @@
  *       else a list. Any other block gives None: the Python code then reads it line by line,
  *       counting its rejects.
  *   number_lines(subjects, posters, tails, read_tail, file_numbers)
- *       edge.gather's numbering of a block's lines into files (see the function).
+ *       edge.digest.gather's numbering of a block's lines into files (see the function).
  *   dot_line(data)
  *       where the first line that starts with a dot starts in data (data starting at a line
- *       start; the index of that dot, after an LF), or -1: edge.nntp's _DOT_AFTER_LF search.
+ *       start; the index of that dot, after an LF), or -1: edge.digest.nntp's _DOT_AFTER_LF search.
  *   add_to_files(numbers, sizes, dates, fragments, bytes, last_dates)
- *       edge.gather's loop adding a block's lines to their files (see the function).
+ *       edge.digest.gather's loop adding a block's lines to their files (see the function).
  *   file_rows(numbers, subjects, first_dates, last_dates, counters, first_lines, key_prefix, rkey,
  *             poster, file_keys, parse_date, zoned_day_start)
- *       edge.gather._file_rows: one kept release's file rows, their keys hashed here (BLAKE2b,
+ *       edge.digest.gather._file_rows: one kept release's file rows, their keys hashed here (BLAKE2b,
  *       RFC 7693, an 8-byte digest) and their dates read here when they end in
- *       " HH:MM:SS +ZZZZ" (edge.overview.parse_date's fast path, its day look-up called).
+ *       " HH:MM:SS +ZZZZ" (edge.digest.overview.parse_date's fast path, its day look-up called).
  *   usual_subject(text, cut_suffixes, cuts)
- *       edge.subjects.parse_pieces' shortcut for the most common shape, on ASCII text.
+ *       edge.digest.subjects.parse_pieces' shortcut for the most common shape, on ASCII text.
  *
  * Only bytes objects are read (callers make sure); a block is read once, the objects made are
  * the columns' own. Optional: without a C compiler the install goes on and the Python serves.
@@ -243,7 +243,7 @@ static inline int same_bytes(PyObject *a, PyObject *b)
            && memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b)) == 0;
 }
 
-/* number_lines(subjects, posters, tails, read_tail, file_numbers): edge.gather's numbering of a
+/* number_lines(subjects, posters, tails, read_tail, file_numbers): edge.digest.gather's numbering of a
  * block's lines into files. Each subject is cut at its last "(": the text after it is looked up in
  * tails (read_tail(text) read into it when missing), which gives (part, parts, text after the
  * counter) or False; the file is file_numbers[(poster, text before, text after the counter)] (a
@@ -338,7 +338,7 @@ error:
     return NULL;
 }
 
-/* add_to_files(numbers, sizes, dates, fragments, bytes, last_dates): edge.gather's loop adding a
+/* add_to_files(numbers, sizes, dates, fragments, bytes, last_dates): edge.digest.gather's loop adding a
  * block's lines to their files, line i to file numbers[i]:
  *     fragments[file] += 1; bytes[file] += sizes[i]; last_dates[file] = dates[i]
  * Gives True once done, or None, before changing anything, unless every argument is a list, the
@@ -499,7 +499,7 @@ static inline int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
-/* edge.overview.parse_date(raw): a date ending in " HH:MM:SS +ZZZZ" (any two digits each) read
+/* edge.digest.overview.parse_date(raw): a date ending in " HH:MM:SS +ZZZZ" (any two digits each) read
  * here, its day's start from zoned_day_start(raw[:-15], "+ZZZZ") (cached there); anything else,
  * or a day start that is None or far out, by parse_date itself. A new reference, NULL on error. */
 static PyObject *read_date(PyObject *raw, PyObject *parse_date, PyObject *zoned_day_start)
@@ -563,7 +563,7 @@ add_clock:;
 }
 
 /* file_rows(numbers, subjects, first_dates, last_dates, counters, first_lines, key_prefix, rkey,
- * poster, file_keys, parse_date, zoned_day_start): edge.gather._file_rows in C, the same result.
+ * poster, file_keys, parse_date, zoned_day_start): edge.digest.gather._file_rows in C, the same result.
  * None when its arguments are not as the digest makes them (lists, _Subject tuples of seven, a
  * key prefix and identities as bytes, dates as ints or None...): the Python code then makes the
  * rows (the keys given meanwhile to file_keys are the ones it gives them). */
@@ -732,13 +732,13 @@ error:  /* result: None from the fallback, else NULL */
     return result;
 }
 
-/* The chars edge.subjects strips from the ends of the text around the counters (_EDGE_PUNCTUATION) */
+/* The chars edge.digest.subjects strips from the ends of the text around the counters (_EDGE_PUNCTUATION) */
 static inline int edge_punctuation(char c)
 {
     return c && strchr(" \t-:|~_.,;/\\<>", c) != NULL;
 }
 
-/* edge.subjects.base_name(filename) for an ASCII str: up to three dot-suffixes cut while
+/* edge.digest.subjects.base_name(filename) for an ASCII str: up to three dot-suffixes cut while
  * cut_suffixes (a dict: suffix -> bool) or cuts(suffix) (which fills it) says so. A new
  * reference, NULL on error. */
 static PyObject *base_name(PyObject *filename, PyObject *cut_suffixes, PyObject *cuts)
@@ -781,7 +781,7 @@ static PyObject *base_name(PyObject *filename, PyObject *cut_suffixes, PyObject 
     return PyUnicode_FromStringAndSize(text, end);
 }
 
-/* usual_subject(text, cut_suffixes, cuts): edge.subjects.parse_pieces' shortcut, for the text it
+/* usual_subject(text, cut_suffixes, cuts): edge.digest.subjects.parse_pieces' shortcut, for the text it
  * has made (stripped, reply prefix and the text after the counter dealt with). For ASCII text:
  * (filename, file index, file count, release) where the shortcut gives those, False where it
  * does not (the steps read the text then); None for any other text (the Python shortcut

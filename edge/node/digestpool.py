@@ -3,8 +3,8 @@
 In the node's process, the NNTP connections' threads and the digest share one GIL: the digest
 runs slower beside them, and only one range can digest at a time. A DigestPool keeps worker
 processes, each digesting one batch at a time: the range loop hands a worker the batch's blocks
-as they come (edge.runner.run_range's digester) and gets back the batch encoded
-(edge.batch.EncodedBatch), a few MB instead of the batch's tens of MB of objects. The node's
+as they come (edge.digest.runner.run_range's digester) and gets back the batch encoded
+(edge.digest.batch.EncodedBatch), a few MB instead of the batch's tens of MB of objects. The node's
 DigestTurns gives as many turns at once as there are workers.
 
 The workers are started with "spawn" (the node has threads: a forked child would inherit their
@@ -35,11 +35,11 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 
-from edge.batch import EncodedBatch
-from edge.gather import Gatherer
-from edge.overview import OverviewLayout
-from edge.rules import RuleSet
-from edge.runner import Blocks, batch_chunks_of
+from edge.digest.batch import EncodedBatch
+from edge.digest.gather import Gatherer
+from edge.digest.overview import OverviewLayout
+from edge.digest.rules import RuleSet
+from edge.digest.runner import Blocks, batch_chunks_of
 
 
 class DigestWorkerLost(Exception):
@@ -78,7 +78,7 @@ class DigestPool:
     def digest(self, group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],
                chunks: Iterator[tuple[int, int, Blocks]],
                on_chunk: Callable[[int], None] | None = None) -> EncodedBatch:
-        """One batch (edge.runner's digester): the chunks of `spans`, taken from `chunks` in
+        """One batch (edge.digest.runner's digester): the chunks of `spans`, taken from `chunks` in
         order, digested and encoded by a worker."""
         worker = self._take()
         clean = False

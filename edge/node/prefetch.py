@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from edge.localspool import LocalSpool
-from edge.nntp import NNTPClient, NNTPConnectionError, NNTPError, NNTPReplyError
-from edge.overview import OverviewLayout
-from edge.retry import Backoff, Stopped, pause
+from edge.node.localspool import LocalSpool
+from edge.digest.nntp import NNTPClient, NNTPConnectionError, NNTPError, NNTPReplyError
+from edge.digest.overview import OverviewLayout
+from edge.node.retry import Backoff, Stopped, pause
 
 # Unexpected replies to GROUP/OVER (not a lost connection) tolerated per chunk, each on a fresh
 # connection, before the chunk is given up as unavailable from this server.
@@ -100,7 +100,7 @@ class Prefetcher:
             thread.start()
 
     def source(self, key: object, group: str, priority: int | None = None) -> PrefetchSource:
-        """A chunk source (edge.runner.ChunkSource) for one range, fed by every connection; the
+        """A chunk source (edge.digest.runner.ChunkSource) for one range, fed by every connection; the
         ranges' chunks are fetched lowest priority first (by default: in the order opened)."""
         return PrefetchSource(self, key, group, priority)
 
@@ -329,7 +329,7 @@ class _Connection:
 
 
 class PrefetchSource:
-    """One range's view of the prefetcher (edge.runner.ChunkSource)."""
+    """One range's view of the prefetcher (edge.digest.runner.ChunkSource)."""
 
     def __init__(self, prefetcher: Prefetcher, key: object, group: str, priority: int | None = None):
         self.prefetcher = prefetcher

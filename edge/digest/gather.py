@@ -38,17 +38,17 @@ from itertools import chain, compress, count, islice, repeat
 from operator import itemgetter, lt, not_
 from typing import NamedTuple
 
-from edge.overview import (
+from edge.digest.overview import (
     DEFAULT_LAYOUT, OverviewColumns, OverviewLayout, clear_date_caches, decode_text, new_reject_counts,
     _zoned_day_start, parse_block_in_order, parse_date,
 )
-from edge.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, clear_rule_caches, file_kind
-from edge.subjects import ParsedSubject, clear_subject_caches, file_subject, find_segment_counter, parse_pieces
+from edge.digest.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, clear_rule_caches, file_kind
+from edge.digest.subjects import ParsedSubject, clear_subject_caches, file_subject, find_segment_counter, parse_pieces
 
-try:  # edge/_overview.c: Gatherer._numbered, the loop of Gatherer._add and _file_rows in C
-    from edge._overview import add_to_files as _add_to_files
-    from edge._overview import file_rows as _compiled_file_rows
-    from edge._overview import number_lines as _number_lines
+try:  # edge/digest/_overview.c: Gatherer._numbered, the loop of Gatherer._add and _file_rows in C
+    from edge.digest._overview import add_to_files as _add_to_files
+    from edge.digest._overview import file_rows as _compiled_file_rows
+    from edge.digest._overview import number_lines as _number_lines
 except ImportError:  # pragma: no cover - an install without the compiled part
     _add_to_files = _compiled_file_rows = _number_lines = None
 
@@ -77,7 +77,7 @@ _SUBJECTS_MAX = 40_000
 # tuple (cheaper to make than a named one):
 # (ParsedSubject (its part and parts are None: they are the file's, not the subject's),
 #  the release identity beside the poster (release name case-folded, file count),
-#  edge.rules.file_kind of the file name,
+#  edge.digest.rules.file_kind of the file name,
 #  the subject's text before the segment counter and after it, decoded once: operator rules read it,
 #  the file's subject as the kept files' rows show it (file_subject),
 #  the file's identity in its key, as file_key hashes it after the release: its length, then its
@@ -279,7 +279,7 @@ def _decode_pieces(before: bytes, after: bytes) -> tuple[str, str]:
 
 
 class FileView:
-    """What operator rules look at in a file (see edge.rules.RuleFile), decoded when asked."""
+    """What operator rules look at in a file (see edge.digest.rules.RuleFile), decoded when asked."""
 
     __slots__ = ("parsed", "before", "after", "poster_raw", "message_id_raw")
 
@@ -620,7 +620,7 @@ def _file_rows(numbers: list[int], subjects: list[_Subject], first_dates: list[b
     """One kept release's file rows (files with the same key, a file reposted under another
     subject, are one row), its earliest and latest dates (those of its rows are among them), and
     how many of its files had an unreadable date; each file's key goes in file_keys. In C where
-    it is built (edge/_overview.c file_rows: the same, given parse_date and its day look-up)."""
+    it is built (edge/digest/_overview.c file_rows: the same, given parse_date and its day look-up)."""
     rows: dict[int, list] = {}
     earliest = latest = None
     bad_dates = 0
@@ -677,7 +677,7 @@ def _missing_runs(first: int, last: int, numbers: list[int]) -> list[list[int]]:
 
 
 def _as_utf8(values: list[bytes]) -> list[bytes]:
-    """Message-ids stay bytes until encoding (edge.batch writes them as strings); the rare one
+    """Message-ids stay bytes until encoding (edge.digest.batch writes them as strings); the rare one
     that is not ASCII is made valid UTF-8 the way decode_text reads it."""
     if all(map(bytes.isascii, values)):
         return values

@@ -16,10 +16,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from edge.batch import EncodedBatch
-from edge.gather import Gatherer
-from edge.overview import DEFAULT_LAYOUT, OverviewLayout
-from edge.rules import RuleSet
+from edge.digest.batch import EncodedBatch
+from edge.digest.gather import Gatherer
+from edge.digest.overview import DEFAULT_LAYOUT, OverviewLayout
+from edge.digest.rules import RuleSet
 
 Blocks = Iterable[bytes]  # CRLF-terminated overview lines, as NNTPClient.over yields them
 
@@ -84,7 +84,7 @@ class RangeProgress:
 class SingleConnectionSource:
     """Chunks read one after another over one NNTP connection (the data center's runner)."""
 
-    client: object  # edge.nntp.NNTPClient, already in the range's group
+    client: object  # edge.digest.nntp.NNTPClient, already in the range's group
 
     def chunks(self, spans):
         for first, last in spans:
@@ -130,8 +130,8 @@ def run_range(
     range needs no more turns to digest (the node leases the next one while the batch is posted).
 
     digester: who digests each batch (by default this thread, into the batch dict); the node's
-    edge.digestpool.DigestPool.digest digests in a worker process and gives the batch encoded
-    (edge.batch.EncodedBatch), which its sink takes as it is.
+    edge.node.digestpool.DigestPool.digest digests in a worker process and gives the batch encoded
+    (edge.digest.batch.EncodedBatch), which its sink takes as it is.
     """
     state = RangeProgress(first_id=next_id, last_id=last_id, next_id=next_id)
     batches = batch_spans(next_id, last_id, chunk_size, batch_chunks)

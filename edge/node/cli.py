@@ -1,7 +1,7 @@
 """The `edge` program: ``edge COMMAND ...``.
 
 Commands:
-    run              the edge node (edge/node.py): lease ranges, fetch, digest, post batches
+    run              the edge node (edge/node/node.py): lease ranges, fetch, digest, post batches
     parse-subjects   read subjects on stdin, print one JSON object per line with what the
                      digest reads from each (filename, part, parts, file_index, file_count, release)
 """
@@ -12,9 +12,9 @@ import json
 import sys
 from typing import BinaryIO, TextIO
 
-from edge.node import add_run_command
-from edge.overview import decode_text
-from edge.subjects import parse_subject
+from edge.node.node import add_run_command
+from edge.digest.overview import decode_text
+from edge.digest.subjects import parse_subject
 
 
 def parse_subjects(source: BinaryIO, out: TextIO) -> int:

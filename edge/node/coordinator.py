@@ -5,7 +5,7 @@ plain HTTP only when the URL says http://. Network errors, timeouts, 5xx and 429
 with exponential backoff and jitter; a call ends with an answer, a typed error, or
 :class:`Unreachable` once nothing has been heard from the coordinator for `give_up` seconds (a
 batch is never dropped while the coordinator may still take it). Waits end early when the node
-stops (:class:`edge.retry.Stopped`), except for the calls made while stopping (release).
+stops (:class:`edge.node.retry.Stopped`), except for the calls made while stopping (release).
 
 Each thread keeps its connection open between calls (HTTP keep-alive): a call costs no TCP and
 TLS handshake, round trips over a WAN, and the coordinator no handshake's CPU. One idle for
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
-from edge.retry import Backoff, pause
+from edge.node.retry import Backoff, pause
 
 API_PREFIX = "/api/v1/seed"
 USER_AGENT = "seed-edge/1"
