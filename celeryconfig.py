@@ -1,7 +1,8 @@
 """Celery configuration: Redis broker, three queues, late acks, explicit task names, beat.
 
 Long ingest work runs on its own queue so short control work (lease expiry, requeue) never
-waits behind it; gathering has its own queue so it can be scaled apart from ingest.
+waits behind it; release repair (`releases.*`) has its own queue, named gather, so it can be
+scaled apart from ingest.
 """
 from celery.schedules import crontab
 from kombu import Queue

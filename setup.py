@@ -1,8 +1,9 @@
 """The compiled parts of the data center, each with its Python twin beside it (the same results,
 slower), everything else being declared in pyproject.toml:
 
-- app/services/_copyrows.c: binary COPY rows (app.services.copytext);
-- app/services/_msgcolumns.c: a batch's msgpack columns read and checked (app.services.batches).
+- app/services/_copyrows.c: binary COPY rows (app.services.ingest.pgcopy);
+- app/services/_msgcolumns.c: a batch's msgpack columns read and checked (app.services.ingest:
+  checks, decode, hosts).
 
 The edge's compiled part is built by its own distribution (edge/setup.py). Optional: where no C
 compiler is at hand the install goes on and the Python twins serve."""

@@ -1,9 +1,14 @@
 """The data center: Flask API, Celery tasks, admin commands, over PostgreSQL."""
 from __future__ import annotations
 
+import logging
+
 from flask import Flask
 
 from app.config import Settings, get_settings, override_settings
+from edge.digest.compiled import IMPL as COMPILED_IMPL
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> Flask:
@@ -23,4 +28,5 @@ def create_app(settings: Settings | None = None) -> Flask:
     register_api(app)
     celery_init_app(app)
     app.cli.add_command(seed)
+    log.info("compiled parts: %s (SEED_IMPL)", COMPILED_IMPL)
     return app

@@ -23,9 +23,9 @@ def celery_init_app(app: Flask) -> Celery:
 
 @worker_process_init.connect
 def _fresh_engine_after_fork(**_):
-    # A forked pool process must not share the parent's pooled database connections; it opens
-    # its own now, before its first task (a store uses three: its session's, the fragments'
-    # and the partitions' check).
+    # A forked pool process must not share the parent's pooled database connections, so it opens
+    # its own as it starts, before its first task. A store uses three: one for its session, one
+    # for the fragments' COPY and one for the partitions' check.
     from app.db import reset_engine, warm_pool
 
     reset_engine()
@@ -34,8 +34,8 @@ def _fresh_engine_after_fork(**_):
 
 def warm_broker_transport() -> None:
     """Import the broker's transport now (kombu resolves it when a connection is first made):
-    called by the API's workers at start (ops/gunicorn.conf.py). Connects to nothing, and never
-    keeps a worker from starting: should it fail, the first enqueue says why, as before."""
+    called by the API's workers at start (ops/gunicorn.conf.py). It connects to nothing and never
+    keeps a worker from starting: if the import fails, the first enqueue reports why."""
     from app.tasks.ingest import store_batch
 
     try:

@@ -1,44 +1,21 @@
-"""One Settings object, read from the environment; nothing else reads os.environ."""
+"""One Settings object, read from the environment; nothing else reads os.environ.
+
+The parsers and the NNTP settings are the digest library's (edge/digest/settings.py), shared
+with the edge node, so that both sides read a variable alike.
+"""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
 from typing import Mapping
 
-
-class SettingsError(ValueError):
-    """A setting from the environment is missing or malformed."""
-
-
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise SettingsError(f"{name} must be at least {minimum}, got {value}")
-    return value
+from edge.digest.settings import SettingsError  # noqa: F401 - what from_env raises, for its callers
+from edge.digest.settings import NNTPSettings, integer, read, read_nntp_settings, text
 
 
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    lowered = raw.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise SettingsError(f"{name} must be a boolean (1/0, true/false), got {raw!r}")
-
-
-def _identifier(env: Mapping[str, str], name: str) -> str | None:
-    raw = env.get(name) or None
-    if raw is not None and not all(part.isidentifier() for part in raw.split(",")):
-        raise SettingsError(f"{name} must be comma-separated schema names, got {raw!r}")
+def _schema_names(raw: str) -> str:
+    if not all(part.isidentifier() for part in raw.split(",")):
+        raise ValueError(f"must be comma-separated schema names, got {raw!r}")
     return raw
 
 
@@ -66,49 +43,46 @@ class Settings:
     api_workers: int = 2
     api_certfile: str | None = None
     api_keyfile: str | None = None
-    nntp_host: str = "127.0.0.1"
-    nntp_port: int = 119
-    nntp_ssl: bool = False
-    nntp_user: str | None = None
-    nntp_password: str | None = field(default=None, repr=False)
-    nntp_cafile: str | None = None
+    # The same NNTP settings as an edge node's, from the same variables with the same defaults
+    # (NNTPS to news.example.net until NNTP_HOST says otherwise): edge/digest/settings.py.
+    nntp: NNTPSettings = field(default_factory=NNTPSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         env = os.environ if env is None else env
         d = cls()
+
+        def count(name: str, default: int) -> int:
+            return read(env, name, integer(1), default)
+
         return cls(
-            database_url=env.get("DATABASE_URL") or d.database_url,
-            db_search_path=_identifier(env, "DB_SEARCH_PATH"),
-            redis_url=env.get("REDIS_URL") or d.redis_url,
-            lease_timeout=_int(env, "LEASE_TIMEOUT", d.lease_timeout, 1),
-            max_leases_per_node=_int(env, "MAX_LEASES_PER_NODE", d.max_leases_per_node, 1),
-            chunk_size=_int(env, "CHUNK_SIZE", d.chunk_size, 1),
-            batch_chunks=_int(env, "BATCH_CHUNKS", d.batch_chunks, 1),
-            range_size=_int(env, "RANGE_SIZE", d.range_size, 1),
-            plan_days=_int(env, "PLAN_DAYS", d.plan_days, 1),
-            max_body_bytes=_int(env, "MAX_BODY_BYTES", d.max_body_bytes, 1),
-            max_decoded_bytes=_int(env, "MAX_DECODED_BYTES", d.max_decoded_bytes, 1),
-            batch_requeue_after=_int(env, "BATCH_REQUEUE_AFTER", d.batch_requeue_after, 1),
-            batch_max_attempts=_int(env, "BATCH_MAX_ATTEMPTS", d.batch_max_attempts, 1),
-            replan_minute=env.get("REPLAN_MINUTE") or d.replan_minute,
-            replan_hour=env.get("REPLAN_HOUR") or d.replan_hour,
-            api_bind=env.get("API_BIND") or d.api_bind,
-            api_workers=_int(env, "API_WORKERS", d.api_workers, 1),
-            api_certfile=env.get("API_CERTFILE") or None,
-            api_keyfile=env.get("API_KEYFILE") or None,
-            nntp_host=env.get("NNTP_HOST") or d.nntp_host,
-            nntp_port=_int(env, "NNTP_PORT", d.nntp_port, 1),
-            nntp_ssl=_bool(env, "NNTP_SSL", d.nntp_ssl),
-            nntp_user=env.get("NNTP_USER") or None,
-            nntp_password=env.get("NNTP_PASSWORD") or None,
-            nntp_cafile=env.get("NNTP_CAFILE") or None,
+            database_url=read(env, "DATABASE_URL", text, d.database_url),
+            db_search_path=read(env, "DB_SEARCH_PATH", _schema_names),
+            redis_url=read(env, "REDIS_URL", text, d.redis_url),
+            lease_timeout=count("LEASE_TIMEOUT", d.lease_timeout),
+            max_leases_per_node=count("MAX_LEASES_PER_NODE", d.max_leases_per_node),
+            chunk_size=count("CHUNK_SIZE", d.chunk_size),
+            batch_chunks=count("BATCH_CHUNKS", d.batch_chunks),
+            range_size=count("RANGE_SIZE", d.range_size),
+            plan_days=count("PLAN_DAYS", d.plan_days),
+            max_body_bytes=count("MAX_BODY_BYTES", d.max_body_bytes),
+            max_decoded_bytes=count("MAX_DECODED_BYTES", d.max_decoded_bytes),
+            batch_requeue_after=count("BATCH_REQUEUE_AFTER", d.batch_requeue_after),
+            batch_max_attempts=count("BATCH_MAX_ATTEMPTS", d.batch_max_attempts),
+            replan_minute=read(env, "REPLAN_MINUTE", text, d.replan_minute),
+            replan_hour=read(env, "REPLAN_HOUR", text, d.replan_hour),
+            api_bind=read(env, "API_BIND", text, d.api_bind),
+            api_workers=count("API_WORKERS", d.api_workers),
+            api_certfile=read(env, "API_CERTFILE", text),
+            api_keyfile=read(env, "API_KEYFILE", text),
+            nntp=read_nntp_settings(env),
         )
 
     def as_public_dict(self) -> dict:
         """Settings safe to show an operator (no secrets)."""
-        hidden = {"nntp_password"}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["nntp"] = self.nntp.public_dict()
+        return shown
 
 
 _settings: Settings | None = None

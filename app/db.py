@@ -118,8 +118,8 @@ def session_scope() -> Iterator[Session]:
 
 
 def _partitions_ready(conn: Connection | Session, names: list[str]) -> bool:
-    """Every partition present with its group_id default (one made by an earlier version has
-    none: it gets it)."""
+    """Whether every partition is present with its group_id default. A partition without the
+    default (as made before migration 0006) is not ready, and ensure_group_partitions gives it one."""
     present = conn.execute(
         text(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"

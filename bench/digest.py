@@ -11,7 +11,8 @@ buffer let go), as in a new process: a run must not gain from the one before it,
 same lines. It also reports the bytes on the wire per overview byte, and the release-chunk rows
 per release at --batch-chunks chunks per batch (and at one chunk per batch) for the throughput
 group and the e-book and PS2 DVD groups, for every release gathered (before rules) and for the
-releases kept (after rules). The last line printed is JSON with every figure.
+releases kept (after rules). The last line printed is JSON with every figure, among them which
+implementation of the compiled parts ran ("impl": SEED_IMPL=python times the Python twins).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edge.digest import deflate  # noqa: E402
 from edge.digest.batch import GZIP_LEVEL, clear_packer, encode_batch  # noqa: E402
+from edge.digest.compiled import IMPL  # noqa: E402
 from edge.digest.gather import BATCH_FORMAT_VERSION, Gatherer, clear_caches, file_key, release_key  # noqa: E402
 from edge.digest.nntp import RECV_SIZE  # noqa: E402
 from edge.digest.overview import DEFAULT_LAYOUT, decode_text, parse_date  # noqa: E402
@@ -39,7 +41,7 @@ from edge.digest.subjects import parse_subject  # noqa: E402
 from simnews.generator import Config, generate  # noqa: E402
 from simnews.scripted import overview_lines  # noqa: E402
 
-FIRST_ARTICLE = 6_000_000_001  # past 2**32, like the groups being backfilled
+FIRST_ARTICLE = 6_000_000_001  # past 2**32, as in the groups being backfilled
 RATIO_GROUPS = ("alt.binaries.e-book.french", "alt.binaries.cd.image.playstation2.dvdiso")
 
 
@@ -75,9 +77,9 @@ def digest(group: str, chunks, rules: RuleSet) -> dict:
     return gatherer.build()
 
 
-# -- the naive digest: what a first version looks like -------------------------------------
+# -- the naive digest: the baseline, a straightforward digest without the library's speed work --
 
-NAIVE_SUBJECT = re.compile(rb"^(.*)\((\d+)/(\d+)\)(.*)$", re.DOTALL)  # greedy: the last counter
+NAIVE_SUBJECT = re.compile(rb"^(.*)\((\d+)/(\d+)\)(.*)$", re.DOTALL)  # greedy, so it finds the last counter
 
 
 def naive_digest(group: str, chunks, rules: RuleSet) -> dict:
@@ -226,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     batches = as_batches(lines, args.chunk, args.batch_chunks)
     rules = RuleSet()
     print(f"{len(lines)} overview lines of {args.group} ({overview_bytes / len(lines):.0f} bytes each), "
-          f"{len(batches)} batches of {args.batch_chunks} x {args.chunk}")
+          f"{len(batches)} batches of {args.batch_chunks} x {args.chunk}; compiled parts: {IMPL} (SEED_IMPL)")
 
     runs, wire = timed_runs(digest, batches, args.group, rules, args.repeat)
     naive_runs, naive_wire = timed_runs(naive_digest, batches, args.group, rules, args.repeat)
@@ -252,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({
         "lines": len(lines),
         "group": args.group,
+        "impl": IMPL,
         "overview_bytes": overview_bytes,
         "lines_per_second": round(rate),
         "lines_per_second_median": round(len(lines) / statistics.median(runs)),

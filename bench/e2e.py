@@ -118,7 +118,7 @@ class Services:
             **os.environ,
             "DATABASE_URL": f"postgresql+psycopg://seed@127.0.0.1:{pg_port}/seed",
             "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-            "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(reader),
+            "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(reader), "NNTP_SSL": "0",
             "API_BIND": f"127.0.0.1:{api}", "API_WORKERS": "2",
             "API_CERTFILE": str(workdir / "cert.pem"), "API_KEYFILE": str(workdir / "key.pem"),
             # Several ranges per group, so fetching, posting and storing overlap as in a long run.

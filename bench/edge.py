@@ -10,12 +10,13 @@ A private INN 2 (ops/inn, under --inn-dir, reused by later runs) holds a generat
 connection count a child process runs what `edge run` runs for a range: the prefetcher's N
 connections feeding the range loop (edge.digest.runner.run_range: parse, gather, rules, batch every 10
 chunks of 20,000 articles), each batch encoded as the node posts it (msgpack, gzip) by a sink that
-keeps only its size: the coordinator is left out, so the figures are the node's own. Reported per
-run: wall time, lines/s, speedup over one connection, CPU of the node (its digest thread and the
-rest: the connections), of the proxy, of INN and of anything else on the machine meanwhile (the
-figures are only the node's when that is near zero), and the node's peak RSS (VmHWM).
-One more run at the largest connection count is profiled (its digest thread, cProfile; apart, as
-the profiler slows it) to show where the time goes when the CPU saturates. The last line printed
+keeps only its size: the coordinator is left out, so the figures are the node's own. Each run
+reports its wall time, lines/s, speedup over one connection, the CPU time of the node (its digest
+thread, and the rest, which is the connections'), of the proxy, of INN and of anything else on the
+machine meanwhile (the figures are only the node's when that is near zero), and the node's peak
+RSS (VmHWM). One more run at the largest connection count profiles its digest thread with
+cProfile, apart from the timed runs because the profiler slows it, to show where the time goes
+when the CPU saturates. The last line printed
 is JSON with every figure.
 """
 from __future__ import annotations
@@ -42,7 +43,7 @@ from edge.digest.batch import encode_batch  # noqa: E402
 from edge.node.node import DigestTurns  # noqa: E402
 from edge.node.prefetch import Prefetcher  # noqa: E402
 from edge.digest.rules import RuleSet  # noqa: E402
-from edge.digest.runner import run_range  # noqa: E402
+from edge.digest.runner import RangeHooks, RangeJob, run_range  # noqa: E402
 from simnews.generator import Config, generate  # noqa: E402
 from simnews.inject import inject  # noqa: E402
 from simnews.ports import free_ports  # noqa: E402
@@ -60,8 +61,8 @@ MAX_RSS_MIB = 300
 # -- the child: one range, N connections ---------------------------------------------------------
 
 class EncodingSink:
-    """Encodes each batch as the node's sink does before posting it; keeps only the sizes. The
-    coordinator is left out; post_seconds stands for its answer (a wait, no CPU)."""
+    """Encodes each batch as the node's sink does before posting it, and keeps only the sizes. The
+    coordinator is left out; post_seconds stands for its answer, a wait that takes no CPU."""
 
     def __init__(self, post_seconds: float = 0.0):
         self.batches = 0
@@ -70,7 +71,8 @@ class EncodingSink:
         self.lock = threading.Lock()
 
     def prepare(self, batch: dict) -> bytes:
-        """As the node's sink: encoded on the range's thread, the body waits for the post."""
+        """Encodes the batch on the range's thread, as the node's sink does, so that the body is ready
+        when its post comes."""
         return encode_batch(batch)[0]
 
     def submit(self, batch: dict | bytes) -> None:
@@ -82,27 +84,38 @@ class EncodingSink:
             self.bytes += len(body)
 
 
+class InTurn(RangeHooks):
+    """A range that digests in its turn, as the node's ranges do."""
+
+    def __init__(self, turns: DigestTurns, order: int):
+        self.turns = turns
+        self.order = order
+
+    def digest_slot(self):
+        return self.turns.turn(self.order)
+
+
 def run_ranges(args: argparse.Namespace, prefetcher: Prefetcher, layout, sink: EncodingSink) -> int:
-    """[first, last] as args.ranges ranges held args.leases at a time, as the node holds them: a
-    thread each, one digesting at a time (the longest held first), each posting ahead. Returns
-    the lines digested."""
+    """Runs [first, last] as args.ranges ranges held args.leases at a time, as the node holds them:
+    each on a thread of its own, one digesting at a time (the longest held first), each posting
+    ahead. Returns the lines digested."""
     size = -(-(args.last - args.first + 1) // args.ranges)
     spans = [(a, min(a + size - 1, args.last)) for a in range(args.first, args.last + 1, size)]
     turns, leases, lines, threads = DigestTurns(prefetcher.stop), threading.Semaphore(args.leases), [], []
 
     def work(order: int, first: int, last: int) -> None:
         try:
-            state = run_range(group=GROUP, next_id=first, last_id=last, chunk_size=CHUNK_SIZE,
-                              batch_chunks=BATCH_CHUNKS, source=prefetcher.source(order, GROUP, order), sink=sink,
-                              rules=RuleSet.from_data([]), layout=layout,
-                              digest_slot=functools.partial(turns.turn, order), post_ahead=True)
+            job = RangeJob(group=GROUP, next_id=first, last_id=last, chunk_size=CHUNK_SIZE, batch_chunks=BATCH_CHUNKS,
+                           rules=RuleSet.from_data([]), layout=layout)
+            state = run_range(job, prefetcher.source(order, GROUP, order), sink, InTurn(turns, order),
+                              post_ahead=True)
             lines.append(state.lines)
         finally:
             prefetcher.close_range(order)
             leases.release()
 
     for order, (first, last) in enumerate(spans):
-        leases.acquire()  # a new lease as soon as a range ends
+        leases.acquire()  # the next range is leased as soon as one ends
         threads.append(threading.Thread(target=work, args=(order, first, last)))
         threads[-1].start()
     for thread in threads:
@@ -139,13 +152,13 @@ def run_child(args: argparse.Namespace) -> dict:
     if args.ranges > 1:
         lines = run_ranges(args, prefetcher, layout, sink)
     else:
-        lines = run_range(group=GROUP, next_id=args.first, last_id=args.last, chunk_size=CHUNK_SIZE,
-                          batch_chunks=BATCH_CHUNKS, source=prefetcher.source(1, GROUP), sink=sink,
-                          rules=RuleSet.from_data([]), layout=layout, post_ahead=bool(args.post_seconds)).lines
+        job = RangeJob(group=GROUP, next_id=args.first, last_id=args.last, chunk_size=CHUNK_SIZE,
+                       batch_chunks=BATCH_CHUNKS, rules=RuleSet.from_data([]), layout=layout)
+        lines = run_range(job, prefetcher.source(1, GROUP), sink, post_ahead=bool(args.post_seconds)).lines
     if profiler:
         profiler.disable()
     seconds = time.perf_counter() - started
-    digest_cpu = time.thread_time() - digest_before  # one range: the digest runs on this thread
+    digest_cpu = time.thread_time() - digest_before  # with one range, the digest runs on this thread
     cpu_after = os.times()
     stop.set()
     process_cpu = (cpu_after.user - cpu_before.user) + (cpu_after.system - cpu_before.system)
@@ -201,7 +214,8 @@ def prepare_inn(inn_dir: Path, articles: int) -> dict[str, int]:
 
 
 def cpu_ticks_of(pid: int, children: bool = False) -> int:
-    """CPU of a process (with children: of its children it has reaped, as nnrpd's per-connection ones)."""
+    """The CPU ticks of a process; with children, also those of the children it has reaped, such as
+    nnrpd's processes for each connection."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
 
@@ -222,13 +236,13 @@ def run_one(connections: int, proxy: subprocess.Popen, proxy_port: int, nnrpd: i
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     result = json.loads(done.stdout.splitlines()[-1])
     busy_after, total_after = machine_busy_ticks()
-    time.sleep(0.5)  # nnrpd reaps its connections' processes
+    time.sleep(0.5)  # gives nnrpd time to reap its connections' processes
     result["proxy_cpu_seconds"] = round((cpu_ticks_of(proxy.pid) - proxy_before) / CLOCK_TICKS, 2)
     result["inn_cpu_seconds"] = round((cpu_ticks_of(nnrpd, children=True) - inn_before) / CLOCK_TICKS, 2)
     cores = os.cpu_count() or 1
     result["machine_cpu_busy_share"] = round((busy_after - busy_before) / max(1, total_after - total_before), 3)
     result["machine_cpu_seconds"] = round(result["machine_cpu_busy_share"] * cores * result["seconds"], 1)
-    # whatever else ran on the machine meanwhile (the run's own processes taken out)
+    # The CPU time of whatever else ran on the machine meanwhile, the run's own processes taken out.
     result["other_cpu_seconds"] = round(max(0.0, result["machine_cpu_seconds"] - result["node_cpu_seconds"]
                                             - result["proxy_cpu_seconds"] - result["inn_cpu_seconds"]), 1)
     return result
@@ -289,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                       f" other {result['other_cpu_seconds']:.1f}; machine {100 * result['machine_cpu_busy_share']:.0f}% busy"
                       f"  peak RSS {result['peak_rss_mib']:.0f} MiB; cache entries {result['cache_entries']}",
                       flush=True)
-        # Profiled apart: cProfile slows the digest thread, the timed runs above are clean.
+        # The profiled run is separate, because cProfile slows the digest thread; the timed runs
+        # above run without it.
         profile = None if args.no_profile else run_one(max(counts), proxy, proxy_port, nnrpd, first, last,
                                                        profile=True)["profile"]
     finally:
@@ -301,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     base = next((r for r in runs if r["connections"] == 1), None)
     for run in runs:
         run["speedup"] = round(base["seconds"] / run["seconds"], 2) if base else None
-    for run in range_runs:  # the same articles as ranges, against one range at the same connections
+    # The same articles as several ranges, compared with one range at the same connection count.
+    for run in range_runs:
         one = next(r for r in runs if r["connections"] == run["connections"])
         run["vs_one_range"] = round(one["seconds"] / run["seconds"], 2)
         print(f"  {run['ranges']} ranges against one range, {run['connections']} connection(s): {run['vs_one_range']}x")

@@ -10,11 +10,12 @@ from app.api.auth import node_required
 from app.api.errors import error_response
 from app.config import Settings
 from app.db import session_scope
-from app.services import batches as batch_service
 from app.services import orchestrator, spool
 from app.services import status as status_service
 from app.services.errors import ServiceError
+from app.services.ingest.decode import check_body
 from app.services.rules import active_rules
+from app.tasks.ingest import enqueue_store
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def post_batch(range_id: int):
     content_type = (request.mimetype or "").lower()
     content_encoding = (request.headers.get("Content-Encoding") or "").strip().lower()
     # Decode and check the whole batch before anything is stored: bad input changes nothing.
-    header = batch_service.check_body(body, content_type, content_encoding, settings.max_decoded_bytes)
+    header = check_body(body, content_type, content_encoding, settings.max_decoded_bytes)
     with session_scope() as session:
         accepted = orchestrator.accept_batch(
             session, g.node, range_id, batch_from=header.batch_from, batch_to=header.batch_to,
@@ -126,7 +127,7 @@ def post_batch(range_id: int):
     if not accepted.created:
         return jsonify(status="already_accepted", batch_id=accepted.batch_id, next_id=accepted.next_id), 200
     # Only after the commit: a worker never looks for a batch that is not there yet.
-    batch_service.enqueue_store(accepted.batch_id)
+    enqueue_store(accepted.batch_id)
     return jsonify(status="accepted", batch_id=accepted.batch_id, next_id=accepted.next_id), 202
 
 

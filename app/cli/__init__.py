@@ -12,5 +12,5 @@ from app.cli.rules import rules
 seed = AppGroup("seed", help="Plan, run and watch the seed (the distributed backfill).")
 for command in (groups, nodes, rules, batches, plan, status, range_, spool, bench):
     seed.add_command(command)
-# `flask seed token NODE` as the seed system had it; the same as `flask seed nodes token NODE`.
+# `flask seed token NODE` is a short name for `flask seed nodes token NODE`.
 seed.add_command(token, "token")

@@ -5,7 +5,8 @@ import click
 from flask.cli import AppGroup
 
 from app.cli.output import service_call
-from app.services.batches import enqueue_store, retry_failed
+from app.services.ingest.lifecycle import retry_failed
+from app.tasks.ingest import enqueue_store
 
 batches = AppGroup("batches", help="Accepted batches and their storing.")
 

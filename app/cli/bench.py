@@ -1,5 +1,14 @@
-"""`flask seed bench --store`."""
+"""`flask seed bench --store`: runs bench/store.py of the checkout the app runs from.
+
+Benchmarks live in bench/ with the test tooling that generates their data, which the
+data center's code does not import; the command loads the bench from its file.
+"""
 from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import click
 from flask import current_app
@@ -7,12 +16,34 @@ from flask.cli import with_appcontext
 
 from app.cli.output import print_json
 
+STORE_BENCH = Path(__file__).resolve().parents[2] / "bench" / "store.py"
+
+
+def _store_bench() -> ModuleType:
+    if not STORE_BENCH.is_file():
+        raise click.ClickException(f"the store bench runs from a checkout of the project: no {STORE_BENCH}")
+    name = "bench_store"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, STORE_BENCH)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        # The module is registered before it runs, because its dataclasses look their module up
+        # by name.
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
+
 
 @click.command("bench")
-@click.option("--store", "store", is_flag=True, required=True, help="Time the batch store (the only bench).")
+@click.option("--store", "store", is_flag=True, required=True, help="Time the batch store.")
 @click.option("--articles", type=click.IntRange(min=1000), default=400_000, show_default=True)
 @click.option("--group", default="alt.binaries.e-book.french", show_default=True,
-              help="Which kind of generated data (the seed system's test groups).")
+              help="Which group's generated data: alt.binaries.e-book.french or"
+                   " alt.binaries.cd.image.playstation2.dvdiso.")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Each timing is the best of this many rounds.")
 @click.option("--catalog", type=click.IntRange(min=0), default=0, show_default=True,
@@ -22,18 +53,11 @@ from app.cli.output import print_json
 def bench(store: bool, articles: int, group: str, rounds: int, catalog: int) -> None:
     """Time the batch store on a generated boneless range, beside a raw COPY of the same
     fragments; the last line is JSON."""
-    from app.services.storebench import run_store_bench
-
+    store_bench = _store_bench()
     settings = current_app.config["SETTINGS"]
-    click.echo(f"digesting {articles} generated articles of {group} numbered from 2^32 + 1,000,000;"
-               f" best of {rounds} rounds{f', the catalog holding {catalog:,} files' if catalog else ''} ...",
-               err=True)
-    result = run_store_bench(articles=articles, source_group=group, chunk_size=settings.chunk_size,
-                             batch_chunks=settings.batch_chunks, rounds=rounds, catalog=catalog)
-    click.echo(f"stored {result.batches} batches: {result.fragments} fragments, {result.release_chunks} release"
-               f" chunks in {result.store_seconds} s = {result.ms_per_release_chunk} ms per release chunk"
-               " (releases brought up to date in the same transactions)")
-    click.echo(f"store: {result.store_fragments_per_second:,} fragments/s; raw COPY of the same fragments:"
-               f" {result.raw_copy_fragments_per_second:,}/s binary ({result.store_vs_raw_copy:.0%} of raw),"
-               f" {result.raw_text_copy_fragments_per_second:,}/s text ({result.store_vs_raw_text_copy:.0%})")
+    click.echo(store_bench.announce(articles=articles, group=group, rounds=rounds, catalog=catalog), err=True)
+    result = store_bench.run_store_bench(articles=articles, source_group=group, chunk_size=settings.chunk_size,
+                                         batch_chunks=settings.batch_chunks, rounds=rounds, catalog=catalog)
+    for line in store_bench.summary(result):
+        click.echo(line)
     print_json(result.as_dict())

@@ -6,9 +6,8 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app.cli.output import json_option, print_json, print_table, service_call
-from app.services import groups as group_service
-from app.services.nntp import connect_from_settings
-from app.services.planner import plan_group
+from app.services.errors import ServiceError
+from app.services.planner import groups_to_plan, plan_groups
 from app.services.status import seed_status
 from edge.digest.nntp import NNTPError
 
@@ -21,29 +20,24 @@ from edge.digest.nntp import NNTPError
 def plan(groups: tuple[str, ...], days: int | None, as_json: bool) -> None:
     """Plan ranges for GROUPS (default: every active group) down to N days back."""
     settings = current_app.config["SETTINGS"]
-    days = days or settings.plan_days
     with service_call() as session:
-        names = list(groups) or [g.name for g in group_service.list_groups(session) if g.active]
-        for name in names:
-            group_service.get_group(session, name)  # unknown names fail before any NNTP work
+        names = groups_to_plan(session, groups)  # unknown names fail before any NNTP work
     if not names:
         raise click.ClickException("no groups to plan: add one with `flask seed groups add NAME`")
     results = []
     try:
-        with connect_from_settings(settings) as client:
-            for name in names:
-                with service_call() as session:
-                    group = group_service.get_group(session, name)
-                    result = plan_group(session, client, group, days=days, range_size=settings.range_size)
-                results.append(result.as_dict())
-                if not as_json:
-                    if result.plan_id is None:
-                        click.echo(f"{name}: nothing to plan ({result.reason})")
-                    else:
-                        click.echo(f"{name}: planned {result.first_id}-{result.last_id} in {result.ranges} ranges"
-                                   f" (plan {result.plan_id})")
+        for result in plan_groups(settings, names, days=days):
+            results.append(result.as_dict())
+            if not as_json:
+                if result.plan_id is None:
+                    click.echo(f"{result.group}: nothing to plan ({result.reason})")
+                else:
+                    click.echo(f"{result.group}: planned {result.first_id}-{result.last_id} in {result.ranges}"
+                               f" ranges (plan {result.plan_id})")
+    except ServiceError as exc:
+        raise click.ClickException(exc.message) from None
     except (NNTPError, OSError) as exc:
-        raise click.ClickException(f"NNTP server {settings.nntp_host}:{settings.nntp_port}: {exc}") from None
+        raise click.ClickException(f"NNTP server {settings.nntp.address}: {exc}") from None
     if as_json:
         print_json(results)
 

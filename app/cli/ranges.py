@@ -6,7 +6,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app.cli.output import json_option, print_json
-from app.services.dcrun import run_range_here, spool_range
+from app.services.datacenter_fetch import run_range_here, spool_range
 from app.services.errors import ServiceError
 from edge.digest.nntp import NNTPError
 

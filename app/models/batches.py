@@ -1,18 +1,38 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import (
     ARRAY, BigInteger, CheckConstraint, DateTime, ForeignKey, Identity, Index, Integer, LargeBinary, Text,
-    UniqueConstraint, func, text,
+    TypeDecorator, UniqueConstraint, func, text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
 
-# accepted: durable, not stored yet; stored: in the catalog, its releases not gathered yet;
-# gathered: done; failed: gave up after its attempts (a poison batch, shown in status).
-BATCH_STATES = ("accepted", "stored", "gathered", "failed")
+
+class BatchState(StrEnum):
+    """Where a batch is in its life cycle (app.services.ingest)."""
+
+    ACCEPTED = "accepted"  # durable, not stored yet
+    STORED = "stored"  # in the catalog, its releases not brought up to date yet (release repair)
+    GATHERED = "gathered"  # done: in the catalog, its releases up to date
+    FAILED = "failed"  # gave up after its attempts (a poison batch, shown in status)
+
+
+class BatchStateColumn(TypeDecorator):
+    """BatchState in the column's plain text, so the table stays as its migrations make it (text
+    with a check constraint)."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return None if value is None else BatchState(value).value
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else BatchState(value)
 
 
 class SeedBatch(Base):
@@ -32,11 +52,11 @@ class SeedBatch(Base):
     content_type: Mapped[str] = mapped_column(Text)
     content_encoding: Mapped[str] = mapped_column(Text, server_default="")
     body_bytes: Mapped[int] = mapped_column(Integer)
-    state: Mapped[str] = mapped_column(Text, server_default="accepted")
+    state: Mapped[BatchState] = mapped_column(BatchStateColumn, server_default=BatchState.ACCEPTED.value)
     attempts: Mapped[int] = mapped_column(Integer, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
-    # Releases the stored batch touched, kept until they are gathered (so a lost gather task
-    # is found and sent again by the requeue sweep).
+    # Releases a batch in 'stored' touched, kept until release repair brings them up to date (so a
+    # lost repair task is found and sent again by the requeue sweep).
     release_keys: Mapped[list[int] | None] = mapped_column(ARRAY(BigInteger))
     accepted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     stored_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -22,11 +22,12 @@ class File(Base):
 
     __tablename__ = "files"
     __table_args__ = (
-        # Gathering counts a release's files.
+        # The store's look-up probes this key for each of a batch's files, and the key keeps a
+        # file from being stored twice.
         PrimaryKeyConstraint("group_id", "key"),
         # No index on release_key: the store keeps releases' aggregates up to date as it adds
-        # files; only a repair gather (app.services.batches.gather_releases) reads files by
-        # release, and scans the group's partition.
+        # files, and only release repair (app.services.ingest.repair.repair_releases) reads files
+        # by release, scanning the group's partition.
         PARTITION_BY_GROUP,
     )
 
@@ -48,9 +49,9 @@ class File(Base):
 class Fragment(Base):
     """One article of a file; an article number appears once per group.
 
-    No key in the table (migration 0008): its upkeep was half of the server's work a batch, and
-    an article is stored once without it (one batch holds it, once; a batch's fragments go in
-    whole, recorded in stored_fragments). The mapper's primary key is (group_id, article) all
+    The table has no key (migration 0008). Keeping one up to date would cost about half of the
+    server's work for each batch, and an article is stored only once without it: one batch holds
+    it, once, and a batch's fragments go in whole, recorded in stored_fragments. The mapper's primary key is (group_id, article) all
     the same. The columns are in the table's order, 8-byte ones first so that no alignment
     padding is stored. A message-id's host is stored once, in message_hosts (migration 0007).
     """
@@ -72,8 +73,8 @@ class Fragment(Base):
 
 class MessageHost(Base):
     """A message-id's host, stored once: from its last '@' to its end ('>' included; '' for a
-    message-id without an '@'). Posting tools write a handful of hosts, so most of a
-    message-id's bytes were the same in every fragment (migration 0007)."""
+    message-id without an '@'). Posting tools write a handful of hosts, so storing the host once
+    saves most of a message-id's bytes in every fragment (migration 0007)."""
 
     __tablename__ = "message_hosts"
 

@@ -1,22 +1,25 @@
-/* Binary COPY rows at C speed: app.services.copytext's _pack_rows, without a Python object a
- * value (struct calls, per-row tuples and the join that interleaves the columns).
+/* Binary COPY rows at C speed: the twin of app.services.ingest.pgcopy's _pack_rows_python. It
+ * makes no Python object for each value: no struct calls, no tuple for each row, and no join to
+ * interleave the columns.
  *
  * pack_rows(kinds, columns, scan) -> bytes
- *   kinds:   a sequence of kind names, one a column: "int8", "int4", "float4", "timestamp"
+ *   kinds:   a sequence of kind names, one for each column: "int8", "int4", "float4", "timestamp"
  *            (unix seconds, for a timestamptz column), "text" (str, sent as UTF-8) or "utf8"
  *            (text given as UTF-8 bytes, which the caller checked);
- *   columns: a sequence of equally long sequences, one a kind (an integer column may be an
- *            array.array of 'q' or 'i' instead: read as C integers, no int object a value);
+ *   columns: a sequence of equally long sequences, one for each kind. An integer column may
+ *            instead be an array.array of 'q' or 'i'; it is then read as C integers, without
+ *            making an int object for each value;
  *   scan:    None is NULL when true; when false a None is refused like a value of the wrong type.
  *
- * The rows, no header or trailer: per row an int16 field count, then per field an int32 length
- * (-1: NULL) and the value, big-endian (timestamptz as int8 microseconds since 2000-01-01 UTC).
- * The same bytes as the Python packing, and refusals of the classes the store takes for a
- * malformed batch: struct.error for a number of the wrong type or past its column's width,
- * TypeError for text that is not str (or bytes, for utf8), ValueError for an unknown kind or
- * columns of different lengths. Narrower than the Python packing in two ways no caller meets: an
- * integer column given as a buffer must be an array of 'q' or 'i', and utf8 text must be bytes
- * (the Python packing takes other integer arrays and any bytes-like object).
+ * It returns the rows without a header or trailer: for each row an int16 field count, then for
+ * each field an int32 length (-1 for NULL) and the value, big-endian (a timestamptz is an int8 of
+ * microseconds since 2000-01-01 UTC). The bytes are the same as the Python packing's. So are the
+ * refusals, of the classes the store takes for a malformed batch: struct.error for a number of
+ * the wrong type or past its column's width, TypeError for text that is not str (or bytes, for
+ * utf8), and ValueError for an unknown kind or columns of different lengths. It is narrower than
+ * the Python packing in two ways that no caller meets: an integer column given as a buffer must
+ * be an array of 'q' or 'i', and utf8 text must be bytes (the Python packing takes other integer
+ * arrays and any bytes-like object).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -50,7 +53,8 @@ static int kind_of(PyObject *name, enum kind *out)
     return -1;
 }
 
-/* An integer as struct packs one: an int, or anything with __index__; else struct.error. */
+/* Reads an integer the way struct packs one: an int, or anything with __index__. Anything else
+ * raises struct.error. */
 static int as_int64(PyObject *value, long long *out)
 {
     int overflow = 0;
@@ -86,8 +90,9 @@ static inline void put64(char *p, uint64_t v)
     put32(p + 4, (uint32_t)v);
 }
 
-/* The bytes a value takes in a row (its length word included), checking it; text is left where
- * *text, *size say (valid while the value lives). -1 on error. */
+/* Checks a value and returns the bytes it takes in a row, its length word included, or -1 on
+ * error. For text it sets *text and *size to the UTF-8 bytes, which stay valid while the value
+ * lives. */
 static Py_ssize_t field_size(enum kind kind, PyObject *value, int scan, const char **text, Py_ssize_t *size)
 {
     if (value == Py_None) {
@@ -130,7 +135,8 @@ static Py_ssize_t field_size(enum kind kind, PyObject *value, int scan, const ch
     return 4 + *size;
 }
 
-/* Writes a value (not None) of a fixed kind at p; checks its range. 0, or -1 on error. */
+/* Writes a value (not None) of a fixed kind at p after checking its range. Returns 0, or -1 on
+ * error. */
 static int put_fixed(enum kind kind, PyObject *value, char *p)
 {
     long long n;
@@ -153,7 +159,8 @@ static int put_fixed(enum kind kind, PyObject *value, char *p)
         return 0;
     case K_TIMESTAMP: {
         long long micros;
-        if (!PyLong_Check(value)) { /* the Python twin subtracts the epoch: an int (or bool) only */
+        /* Only an int (or a bool) is taken, because the Python twin subtracts the epoch from it. */
+        if (!PyLong_Check(value)) {
             PyErr_SetString(struct_error, "required argument is not an integer");
             return -1;
         }
@@ -184,15 +191,16 @@ static int put_fixed(enum kind kind, PyObject *value, char *p)
     }
 }
 
-/* A column: its values as a tuple of their own (PySequence_Tuple: a copy of the pointers, so that
- * no Python code a value runs, __index__ or __float__, can change what is packed), or for an
- * integer kind an array of signed 64- or 32-bit integers (array.array 'q' or 'i', read through
- * the buffer protocol, which keeps it from being resized meanwhile: no int object a value). */
+/* A column holds its values as a tuple of its own (PySequence_Tuple copies the pointers), so that
+ * Python code run for a value, such as __index__ or __float__, cannot change what is packed. An
+ * integer column may instead be an array of signed 64- or 32-bit integers (array.array 'q' or
+ * 'i'), read through the buffer protocol, which keeps the array from being resized meanwhile and
+ * needs no int object for each value. */
 struct column {
     enum kind kind;
     PyObject *fast;
     Py_buffer view;
-    int itemsize; /* of view; 0: fast */
+    int itemsize; /* the item size of view, or 0 when the values are in fast */
 };
 
 static int open_column(struct column *col, PyObject *kind, PyObject *values, Py_ssize_t *rows)
@@ -206,7 +214,9 @@ static int open_column(struct column *col, PyObject *kind, PyObject *values, Py_
         const char *format = col->view.format ? col->view.format : "B";
         if (format[0] == '@' || format[0] == '=')
             format++;
-        if (format[1] != '\0' || !((col->view.itemsize == 8 && strchr("qln", format[0]) != NULL)
+        /* The format must be one type code after the byte-order mark. A format of just "@" (or an
+         * empty one) has no type code, and its second char would be past its end. */
+        if (format[0] == '\0' || format[1] != '\0' || !((col->view.itemsize == 8 && strchr("qln", format[0]) != NULL)
                                    || (col->view.itemsize == 4 && format[0] == 'i'))) {
             PyBuffer_Release(&col->view);
             PyErr_SetString(PyExc_TypeError, "an integer column given as an array must be of 'q' or 'i'");
@@ -230,7 +240,7 @@ static void close_column(struct column *col)
     Py_XDECREF(col->fast);
 }
 
-/* Writes row r of an array column at p (its kind int8 or int4). */
+/* Writes row r of an array column, whose kind is int8 or int4, at p. */
 static int put_from_array(const struct column *col, Py_ssize_t r, char *p)
 {
     long long n = col->itemsize == 8 ? ((const int64_t *)col->view.buf)[r] : ((const int32_t *)col->view.buf)[r];
@@ -264,7 +274,7 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
         goto done;
     ncols = PyTuple_GET_SIZE(columns_seq);
     if (ncols != PyTuple_GET_SIZE(kinds_seq) || ncols == 0 || ncols > INT16_MAX) {
-        PyErr_SetString(PyExc_ValueError, "one kind a column, and 1 to 32767 columns");
+        PyErr_SetString(PyExc_ValueError, "one kind for each column, and 1 to 32767 columns");
         goto done;
     }
     cols = PyMem_Calloc((size_t)ncols, sizeof *cols);
@@ -288,8 +298,8 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
         }
     }
 
-    /* First pass: the payload's size. Only text, and NULLs where they may be, change a row's
-     * size: the other columns' values are checked as they are written. */
+    /* The first pass finds the payload's size. Only text, and NULLs where they are allowed, change
+     * a row's size, so the other columns' values are checked as they are written. */
     Py_ssize_t total = 0;
     for (c = 0; c < ncols; c++) {
         enum kind kind = cols[c].kind;
@@ -317,8 +327,9 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
     if (result == NULL)
         goto done;
 
-    /* Second pass: the rows, every write bounded by the size the first pass found (the columns are
-     * tuples of their own or held arrays, so nothing should differ: this is the last guard). */
+    /* The second pass writes the rows, each write bounded by the size the first pass found. The
+     * columns are tuples of their own or held arrays, so nothing should differ; the bounds are
+     * the last guard. */
     char *p = PyBytes_AS_STRING(result), *end = p + total;
     for (r = 0; r < nrows; r++) {
         if (end - p < 2)
@@ -328,7 +339,7 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
         p += 2;
         for (c = 0; c < ncols; c++) {
             const struct column *col = &cols[c];
-            if (col->itemsize) { /* fixed widths, sized exactly by the first pass */
+            if (col->itemsize) { /* a fixed width, which the first pass sized exactly */
                 if (end - p < (col->kind == K_INT8 ? 12 : 8))
                     goto changed;
                 int bytes = put_from_array(col, r, p);
@@ -382,7 +393,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_copyrows", "Binary COPY rows at C speed (see copytext.py).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_copyrows", "Binary COPY rows at C speed (see app/services/ingest/pgcopy.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -1,27 +1,28 @@
-/* A batch's msgpack columns read and checked at C speed (app.services.batches' StoredBatch, for
- * the fragments: nine tenths of a batch's values, read by the API and again by the store).
+/* Reads and checks a batch's msgpack columns at C speed, for app.services.ingest.decode's
+ * StoredBatch. It serves the fragments, which hold nine tenths of a batch's values and are read
+ * by the API and again by the store.
  *
  * ints(data, start, end, bits) -> array.array ('q' for bits 64, 'i' for bits 32)
  *     data[start:end] must be one msgpack array of integers (no nil, no bool, no float), each a
  *     signed integer of that many bits.
- * texts(data, start, end, keep) -> list of bytes (keep) or how many there are (not keep)
+ * texts(data, start, end, keep) -> a list of bytes when keep is true, else how many there are
  *     data[start:end] must be one msgpack array of str (or bin) values, each UTF-8 without NUL,
- *     as PostgreSQL's text holds it; given as the UTF-8 bytes, undecoded.
+ *     as PostgreSQL's text holds it. The values are given as their UTF-8 bytes, undecoded.
  *
- * Anything else raises ValueError saying what is wrong (the caller then says it as the whole
- * batch's check would).
+ * Anything else raises ValueError saying what is wrong, and the caller reports it as the whole
+ * batch's check would.
  *
- * And two checks over such arrays, without an int object a value:
- * bounds(values) -> (min, max), or None when empty
+ * It also makes three checks over such arrays, without making an int object for each value:
+ * bounds(values) -> (min, max), or None when the array is empty
  * ascending(values) -> whether each value is greater than the one before (so none comes twice)
  * among(values, keys) -> whether every value is one of keys (arrays of 'q'), or None when the
- *     keys collide too much for its table (then a set must say)
+ *     keys collide too much for its table; a set must then answer.
  *
- * And the catalog's message-ids, stored as a local part and the number of a host:
+ * And it splits the catalog's message-ids, which are stored as a local part and a host's number:
  * split_hosts(ids) -> (locals, numbers, hosts)
- *     each message-id (bytes) cut before its last '@' (the host: from that '@' to the end, or
- *     b'' without one): the local parts, an array('i') of host numbers, and the hosts, in the
- *     order first seen (number i is hosts[i]);
+ *     Each message-id (bytes) is cut before its last '@'; the host runs from that '@' to the end,
+ *     or is b'' when there is none. It returns the local parts, an array('i') of host numbers,
+ *     and the hosts in the order they were first seen (number i is hosts[i]).
  * take(numbers, table) -> array('i'): table[n] for each n of numbers (both arrays of 'i').
  */
 #define PY_SSIZE_T_CLEAN
@@ -30,7 +31,9 @@
 #include <string.h>
 
 static PyObject *array_type; /* array.array */
-static uint64_t hash_seed;   /* among()'s, random for the process: keys a body chose cannot collide */
+/* among()'s hash seed, random for each process, so that keys chosen by a batch's sender cannot be
+ * made to collide. */
+static uint64_t hash_seed;
 
 struct reader {
     const unsigned char *p, *end;
@@ -50,7 +53,7 @@ static uint64_t big(const unsigned char *p, int bytes)
     return v;
 }
 
-/* A length of `bytes` bytes after the type byte. */
+/* Reads a length stored in `bytes` bytes after the type byte. */
 static int read_length(struct reader *in, int bytes, Py_ssize_t *n)
 {
     if (in->end - in->p < bytes)
@@ -123,8 +126,8 @@ static int read_int(struct reader *in, long long *v)
     return 0;
 }
 
-/* UTF-8 as Python's strict decoder takes it (no overlong forms, no surrogates, nothing past
- * U+10FFFF), and no NUL. */
+/* Whether s is UTF-8 as Python's strict decoder takes it (no overlong forms, no surrogates,
+ * nothing past U+10FFFF) and holds no NUL. */
 static int utf8_without_nul(const unsigned char *s, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
@@ -206,7 +209,7 @@ static int read_text(struct reader *in, const unsigned char **text, Py_ssize_t *
     return 0;
 }
 
-/* The column data[start:end] opened: its buffer held in view, its array header read. */
+/* Opens the column data[start:end]: holds its buffer in view and reads its array header. */
 static int open_column(PyObject *data, Py_ssize_t start, Py_ssize_t end, Py_buffer *view, struct reader *in,
                        Py_ssize_t *n)
 {
@@ -332,7 +335,8 @@ fail:
     return NULL;
 }
 
-/* An array of 'q' or 'i' (the buffer protocol) as int64 values; 0, or -1 with TypeError. */
+/* Opens an array of 'q' or 'i' through the buffer protocol, to be read as int64 values. Returns
+ * 0, or -1 with TypeError. */
 static int int_view(PyObject *values, Py_buffer *view)
 {
     if (PyObject_GetBuffer(values, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
@@ -413,9 +417,9 @@ static PyObject *among(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_ssize_t nkeys = keys.len / keys.itemsize, n = values.len / values.itemsize;
-    /* The keys in an open-addressing table at most half full, placed by a keyed mix (murmur3's
+    /* The keys go into an open-addressing table at most half full, placed by a keyed mix (murmur3's
      * finalizer of the key xor a random seed). Should a probe still run long, the table is given
-     * up and None returned: the caller asks a set instead. */
+     * up and None is returned, so that the caller asks a set instead. */
     int bits = 4;
     while (((Py_ssize_t)1 << bits) < 2 * nkeys)
         bits++;

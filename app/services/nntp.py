@@ -2,12 +2,9 @@
 from __future__ import annotations
 
 from app.config import Settings, get_settings
-from edge.digest.nntp import NNTPClient, connect
+from edge.digest.nntp import NNTPClient
 
 
 def connect_from_settings(settings: Settings | None = None) -> NNTPClient:
-    s = settings or get_settings()
-    return connect(
-        s.nntp_host, s.nntp_port, tls=s.nntp_ssl, cafile=s.nntp_cafile,
-        user=s.nntp_user, password=s.nntp_password,
-    )
+    """A ready connection to the Usenet server of the settings (the process's by default)."""
+    return (settings or get_settings()).nntp.connect()

@@ -8,13 +8,18 @@ over the group's backfill: the backfill pointer moves below it so nothing is fet
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
+from app.config import Settings
+from app.db import session_scope
 from app.models import Group, SeedPlan, SeedRange
+from app.services import groups as group_service
+from app.services.nntp import connect_from_settings
 from edge.digest.overview import OverviewLayout, parse_date
 
 # The first probe window when looking for a dated article at or after a number; it grows
@@ -144,3 +149,23 @@ def plan_group(
     )
     group.backfill_id = start if group.backfill_id is None else min(group.backfill_id, start)
     return PlanResult(group.name, plan.id, start, top, len(spans), "planned")
+
+
+def groups_to_plan(session: Session, names: Sequence[str] = ()) -> list[str]:
+    """The groups named, each checked to exist (NotFound otherwise), or every active group."""
+    if names:
+        return [group_service.get_group(session, name).name for name in names]
+    return [group.name for group in group_service.list_groups(session) if group.active]
+
+
+def plan_groups(settings: Settings, names: Sequence[str], *, days: int | None = None) -> Iterator[PlanResult]:
+    """Plan the named groups one after the other on one NNTP connection, down to `days` back
+    (default PLAN_DAYS), yielding each group's result once it is committed: each group is
+    planned in its own transaction, so a group planned stays planned if a later one fails."""
+    days = days or settings.plan_days
+    with connect_from_settings(settings) as client:
+        for name in names:
+            with session_scope() as session:
+                group = group_service.get_group(session, name)
+                result = plan_group(session, client, group, days=days, range_size=settings.range_size)
+            yield result

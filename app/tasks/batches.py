@@ -1,5 +1,5 @@
-"""batches.requeue (beat): batches accepted but not stored, or stored but not gathered, after a
-while are sent again (their task was lost: Redis down, a worker killed)."""
+"""batches.requeue (beat): batches accepted but not stored, or stored but their releases not
+repaired, after a while are sent again (their task was lost: Redis down, a worker killed)."""
 from __future__ import annotations
 
 import logging
@@ -8,7 +8,8 @@ from celery import shared_task
 
 from app.config import get_settings
 from app.db import session_scope
-from app.services import batches
+from app.models.batches import BatchState
+from app.services.ingest.lifecycle import pending_batches
 
 log = logging.getLogger(__name__)
 
@@ -16,15 +17,16 @@ log = logging.getLogger(__name__)
 @shared_task(name="batches.requeue", acks_late=True, ignore_result=False)
 def requeue() -> dict:
     from app.tasks.ingest import store_batch
-    from app.tasks.releases import gather
+    from app.tasks.releases import repair
 
     age = get_settings().batch_requeue_after
     with session_scope() as session:
-        pending = batches.pending_batches(session, age)
-    for batch_id in pending["accepted"]:
+        pending = pending_batches(session, age)
+    to_store, to_repair = pending[BatchState.ACCEPTED], pending[BatchState.STORED]
+    for batch_id in to_store:
         store_batch.delay(batch_id)
-    for batch_id in pending["stored"]:
-        gather.delay(batch_id)
-    if pending["accepted"] or pending["stored"]:
-        log.info("requeued %d batches to store and %d to gather", len(pending["accepted"]), len(pending["stored"]))
+    for batch_id in to_repair:
+        repair.delay(batch_id)
+    if to_store or to_repair:
+        log.info("requeued %d batches to store and %d to repair", len(to_store), len(to_repair))
     return pending

@@ -1,4 +1,4 @@
-"""ingest.store_batch: an accepted batch into the catalog tables."""
+"""ingest.store_batch: an accepted batch into the catalog tables; enqueue_store sends it."""
 from __future__ import annotations
 
 import logging
@@ -10,37 +10,64 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.config import get_settings
 from app.db import session_scope
-from app.services import batches
+from app.models.batches import BatchState
+from app.services.ingest import store
+from app.services.ingest.lifecycle import record_failure
 
 log = logging.getLogger(__name__)
 
-MOMENT_ERRORS = (OperationalError, psycopg.OperationalError, PoolTimeout)
+# The database being away (restart, failover), a deadlock, a lock timeout or no free pooled
+# connection: retried with backoff, without counting against the batch, because the batch is fine
+# and only the moment is not. The store's COPYs and release locks run on the psycopg cursor, so
+# its errors come unwrapped by SQLAlchemy.
+TRANSIENT_DB_ERRORS = (OperationalError, psycopg.OperationalError, PoolTimeout)
+# Seconds the API waits for a free broker connection from the pool (its threads share it).
+ENQUEUE_POOL_WAIT = 5
 
 
 @shared_task(
     name="ingest.store_batch", bind=True, acks_late=True,
-    # The database being away (restart, failover), a deadlock, a lock timeout or no free pooled
-    # connection is retried with backoff, without counting against the batch: the batch is fine,
-    # the moment is not. The store's COPYs and release locks run on the psycopg cursor: its errors
-    # come unwrapped.
-    autoretry_for=MOMENT_ERRORS, retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
+    autoretry_for=TRANSIENT_DB_ERRORS, retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
     max_retries=None,
 )
 def store_batch(self, batch_id: int) -> dict:
     try:
         with session_scope() as session:
-            result = batches.store_batch(session, batch_id)
-    except MOMENT_ERRORS:
+            result = store.store_batch(session, batch_id)
+    except TRANSIENT_DB_ERRORS:
         raise
     except Exception as exc:
         settings = get_settings()
         with session_scope() as session:
-            state = batches.record_failure(session, batch_id, f"{type(exc).__name__}: {exc}",
-                                           settings.batch_max_attempts)
-        if state == "failed":
+            state = record_failure(session, batch_id, f"{type(exc).__name__}: {exc}", settings.batch_max_attempts)
+        if state == BatchState.FAILED:
             log.error("batch %s failed for good after repeated errors: %s", batch_id, exc)
-            return {"batch_id": batch_id, "state": "failed"}
+            return {"batch_id": batch_id, "state": BatchState.FAILED.value}
         raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries), max_retries=None)
     # The store brings the batch's releases up to date in its own transaction (the batch is then
-    # 'gathered'): no gather task to send.
+    # 'gathered'): no repair task to send.
     return {"batch_id": batch_id, "state": "stored" if result.stored else "already_stored"}
+
+
+def enqueue_store(batch_id: int) -> bool:
+    """Ask a worker to store the batch; False when the broker is unreachable (beat requeues it).
+    Called after the commit that made the batch durable: a worker never looks for a batch that
+    is not there yet.
+
+    One connection attempt, no retries: the batch is durable already, and a node waiting on
+    an answer while Redis is away must not wait for kombu's reconnection back-off. The
+    connection comes from the app's broker pool (a new one costs the API about 3 ms of CPU a
+    batch); one that failed is closed before it goes back, so the next enqueue connects anew.
+    """
+    try:
+        with store_batch.app.pool.acquire(block=True, timeout=ENQUEUE_POOL_WAIT) as connection:
+            try:
+                connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
+                store_batch.apply_async((batch_id,), connection=connection, retry=False)
+            except Exception:
+                connection.collect()  # its sockets closed: not handed out again broken
+                raise
+        return True
+    except Exception as exc:  # the batch is durable; the requeue sweep will send it again
+        log.warning("could not enqueue batch %s (%s); the requeue sweep will", batch_id, exc)
+        return False

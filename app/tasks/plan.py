@@ -8,9 +8,7 @@ from sqlalchemy import text
 
 from app.config import get_settings
 from app.db import get_engine, session_scope
-from app.services import groups as group_service
-from app.services.nntp import connect_from_settings
-from app.services.planner import plan_group
+from app.services.planner import groups_to_plan, plan_groups
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +18,6 @@ REPLAN_LOCK = 0x5EED_0001
 @shared_task(name="plan.replan", acks_late=True, ignore_result=False)
 def replan(days: int | None = None) -> list[dict]:
     settings = get_settings()
-    days = days or settings.plan_days
     # A session-level advisory lock: a second replan (another beat, a slow run) skips instead of
     # planning the same groups concurrently.
     with get_engine().connect() as lock_conn:
@@ -28,16 +25,12 @@ def replan(days: int | None = None) -> list[dict]:
             log.info("replan already running elsewhere; skipped")
             return []
         try:
-            results = []
             with session_scope() as session:
-                names = [g.name for g in group_service.list_groups(session) if g.active]
-            with connect_from_settings(settings) as client:
-                for name in names:
-                    with session_scope() as session:
-                        group = group_service.get_group(session, name)
-                        result = plan_group(session, client, group, days=days, range_size=settings.range_size)
-                    log.info("replan %s: %s", name, result)
-                    results.append(result.as_dict())
+                names = groups_to_plan(session)
+            results = []
+            for result in plan_groups(settings, names, days=days):
+                log.info("replan %s: %s", result.group, result)
+                results.append(result.as_dict())
             return results
         finally:
             lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": REPLAN_LOCK})

@@ -1,17 +1,17 @@
-"""releases.gather: recompute the releases a stored batch touched."""
+"""releases.repair: recompute whole the releases a stored batch touched (release repair)."""
 from __future__ import annotations
 
 from celery import shared_task
 from sqlalchemy.exc import OperationalError
 
 from app.db import session_scope
-from app.services.batches import gather_batch
+from app.services.ingest.repair import repair_batch
 
 
 @shared_task(
-    name="releases.gather", acks_late=True, autoretry_for=(OperationalError,),
+    name="releases.repair", acks_late=True, autoretry_for=(OperationalError,),
     retry_backoff=2, retry_backoff_max=60, retry_jitter=True, max_retries=None,
 )
-def gather(batch_id: int) -> int | None:
+def repair(batch_id: int) -> int | None:
     with session_scope() as session:
-        return gather_batch(session, batch_id)
+        return repair_batch(session, batch_id)

@@ -17,25 +17,26 @@
  *       start; the index of that dot, after an LF), or -1: edge.digest.nntp's _DOT_AFTER_LF search.
  *   add_to_files(numbers, sizes, dates, fragments, bytes, last_dates)
  *       edge.digest.gather's loop adding a block's lines to their files (see the function).
- *   file_rows(numbers, subjects, first_dates, last_dates, counters, first_lines, key_prefix, rkey,
- *             poster, file_keys, parse_date, zoned_day_start)
- *       edge.digest.gather._file_rows: one kept release's file rows, their keys hashed here (BLAKE2b,
- *       RFC 7693, an 8-byte digest) and their dates read here when they end in
- *       " HH:MM:SS +ZZZZ" (edge.digest.overview.parse_date's fast path, its day look-up called).
+ *   file_rows(numbers, keys, subjects, first_dates, last_dates, counters, first_lines, rkey, poster,
+ *             file_keys, parse_date, zoned_day_start)
+ *       edge.digest.gather._file_rows: one kept release's file rows (their keys hashed by the
+ *       caller, with hashlib), their dates read here when they end in " HH:MM:SS +ZZZZ"
+ *       (edge.digest.overview.parse_date's fast path, its day look-up called).
  *   usual_subject(text, cut_suffixes, cuts)
  *       edge.digest.subjects.parse_pieces' shortcut for the most common shape, on ASCII text.
  *
- * Only bytes objects are read (callers make sure); a block is read once, the objects made are
- * the columns' own. Optional: without a C compiler the install goes on and the Python serves.
+ * Only bytes objects are read, which the callers make sure of. A block is read once, and the
+ * objects made are the columns' own. The module is optional: without a C compiler the install
+ * goes on and the Python twins do the work.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <stdint.h>
 #include <string.h>
 
 #define MAX_INT64_VALUE 9223372036854775807LL
 
-/* ASCII digits (at least one) as a value; 0 on success, -1 when not digits or past 2^63 - 1 */
+/* Reads ASCII digits (at least one) as a value. Returns 0 on success, or -1 when they are not
+ * digits or the value is past 2^63 - 1. */
 static int read_digits(const char *p, Py_ssize_t n, long long *out)
 {
     unsigned long long value = 0;
@@ -46,7 +47,7 @@ static int read_digits(const char *p, Py_ssize_t n, long long *out)
         if (c > 9)
             return -1;
         if (value > ((unsigned long long)MAX_INT64_VALUE - c) / 10)
-            return -1;  /* past it (leading zeros stay fine: value stays 0) */
+            return -1;  /* past 2^63 - 1 (leading zeros are fine: the value stays 0) */
         value = value * 10 + c;
     }
     *out = (long long)value;
@@ -86,7 +87,7 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
     if (subject < 1 || poster < 1 || date < 1 || message_id < 1 || size_field < 1)
         Py_RETURN_NONE;
 
-    /* the first line's width: its tabs, up to its CRLF */
+    /* The first line's width is the number of its tabs, up to its CRLF. */
     const char *first_end = memchr(start, '\n', length);
     if (first_end == NULL || first_end == start || first_end[-1] != '\r')
         Py_RETURN_NONE;
@@ -102,7 +103,8 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
         columns_clear(&c);
         return NULL;
     }
-    /* the numbers: first_number.. previous while they are consecutive, c.numbers a list once not */
+    /* While the numbers are consecutive they are first_number..previous; once they are not,
+     * c.numbers is a list. */
     long long first_number = 0, previous = 0;
     Py_ssize_t number_length = -1, lines = 0;
     int consecutive = 1;
@@ -111,13 +113,13 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
     /* The line before's poster: a file's articles come one after another, each with the same
      * From, so its object is used again (no copy, and its hash is computed once, for the
      * numbering's key) where the bytes are the same. */
-    PyObject *last_poster = NULL;  /* borrowed: c.posters holds it */
-    /* field spans of one line; width can be large, only the ones read are kept */
+    PyObject *last_poster = NULL;  /* borrowed, since c.posters holds it */
+    /* The spans of one line's fields: the width can be large, so only the fields read are kept. */
     while (line < end) {
         const char *eol = memchr(line, '\n', end - line);
         if (eol == NULL || eol == line || eol[-1] != '\r')
             goto unclean;
-        const char *field = line, *stop = eol - 1;  /* the CR: the last field ends there */
+        const char *field = line, *stop = eol - 1;  /* the last field ends at the CR */
         const char *spans[5] = {NULL, NULL, NULL, NULL, NULL};
         Py_ssize_t lengths[5] = {0, 0, 0, 0, 0};
         const Py_ssize_t wanted[5] = {subject, poster, date, message_id, size_field};
@@ -152,7 +154,7 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
             number_length = number_len;
         } else {
             if (consecutive && (previous == MAX_INT64_VALUE || number != previous + 1 || number_len != number_length)) {
-                /* the numbers so far were first_number.. previous: a list from here */
+                /* The numbers so far were first_number..previous; from here on they are a list. */
                 consecutive = 0;
                 c.numbers = PyList_New(lines);
                 if (c.numbers == NULL)
@@ -197,7 +199,7 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
         line = eol + 1;
     }
     if (consecutive) {
-        /* its stop may be 2^63: unsigned */
+        /* The range's stop may be 2^63, so it is passed unsigned. */
         c.numbers = PyObject_CallFunction((PyObject *)&PyRange_Type, "LK", first_number,
                                           (unsigned long long)previous + 1);
         if (c.numbers == NULL)
@@ -234,7 +236,7 @@ static PyObject *dot_line(PyObject *self, PyObject *arg)
     return PyLong_FromLong(-1);
 }
 
-/* Whether two objects are bytes with the same contents (b is NULL or bytes) */
+/* Whether two objects are bytes with the same contents (b is NULL or bytes). */
 static inline int same_bytes(PyObject *a, PyObject *b)
 {
     if (a == b)
@@ -249,7 +251,13 @@ static inline int same_bytes(PyObject *a, PyObject *b)
  * counter) or False; the file is file_numbers[(poster, text before, text after the counter)] (a
  * defaultdict numbering new keys). Gives (file numbers, counters), or None as soon as a line has
  * no "(" or no counter after its last one: the Python code then numbers the whole block (the
- * lines numbered here got the numbers it gives them too, in the same order). */
+ * lines numbered here got the numbers it gives them too, in the same order).
+ *
+ * read_tail and the defaultdict's factory are Python code, and so may be the keys' hashing and
+ * comparison: any of them may change the subjects and posters lists, or let their items go. So
+ * each line's subject and poster are held (owned references) while they are read, the lists'
+ * sizes are read again for each line, and the line before's subject and poster, which the next
+ * line is compared with, are held too. */
 static PyObject *number_lines(PyObject *self, PyObject *args)
 {
     PyObject *subjects, *posters, *tails, *read_tail, *file_numbers;
@@ -260,16 +268,21 @@ static PyObject *number_lines(PyObject *self, PyObject *args)
     if (PyList_GET_SIZE(posters) != lines)
         Py_RETURN_NONE;
     PyObject *numbers = PyList_New(lines), *counters = PyList_New(lines);
-    if (numbers == NULL || counters == NULL)
-        goto error;
     /* The line before's key, as spans: a file's articles come one after another, so a line with
      * the same poster, text before its last "(" and text after its counter is in the same file,
-     * without its key made and looked up (the same number the look-up would give). */
-    const char *last_text = NULL;
+     * without its key made and looked up (the same number the look-up would give). last_subject
+     * and last_poster are owned; last_after and last_number are borrowed from the counters and
+     * numbers lists, which are this function's own (no Python code sees them before it returns). */
+    PyObject *subject = NULL, *poster = NULL, *last_subject = NULL, *last_poster = NULL;
+    PyObject *last_after = NULL, *last_number = NULL;
     Py_ssize_t last_paren = -1;
-    PyObject *last_poster = NULL, *last_after = NULL, *last_number = NULL;  /* borrowed */
+    if (numbers == NULL || counters == NULL)
+        goto error;
     for (Py_ssize_t i = 0; i < lines; i++) {
-        PyObject *subject = PyList_GET_ITEM(subjects, i);
+        if (i >= PyList_GET_SIZE(subjects) || i >= PyList_GET_SIZE(posters))
+            goto fallback;  /* the lists were changed meanwhile */
+        Py_XSETREF(subject, Py_NewRef(PyList_GET_ITEM(subjects, i)));
+        Py_XSETREF(poster, Py_NewRef(PyList_GET_ITEM(posters, i)));
         if (!PyBytes_Check(subject))
             goto fallback;
         const char *text = PyBytes_AS_STRING(subject);
@@ -281,7 +294,7 @@ static PyObject *number_lines(PyObject *self, PyObject *args)
         PyObject *tail = PyBytes_FromStringAndSize(text + paren + 1, length - paren - 1);
         if (tail == NULL)
             goto error;
-        PyObject *counter = PyDict_GetItemWithError(tails, tail);  /* borrowed */
+        PyObject *counter = PyDict_GetItemWithError(tails, tail);  /* borrowed until the Py_INCREF */
         if (counter != NULL) {
             Py_INCREF(counter);
         } else if (PyErr_Occurred()) {
@@ -296,14 +309,15 @@ static PyObject *number_lines(PyObject *self, PyObject *args)
             }
         }
         Py_DECREF(tail);
-        if (!PyTuple_Check(counter) || PyTuple_GET_SIZE(counter) != 3) {  /* False: no counter there */
+        /* False means there is no counter after the last "(". */
+        if (!PyTuple_Check(counter) || PyTuple_GET_SIZE(counter) != 3) {
             Py_DECREF(counter);
             goto fallback;
         }
-        PyList_SET_ITEM(counters, i, counter);  /* the list's reference now */
-        PyObject *poster = PyList_GET_ITEM(posters, i), *after = PyTuple_GET_ITEM(counter, 2);
+        PyList_SET_ITEM(counters, i, counter);  /* the list now owns this reference */
+        PyObject *after = PyTuple_GET_ITEM(counter, 2);  /* borrowed: the counter tuple holds it */
         if (last_number != NULL && paren == last_paren && same_bytes(poster, last_poster)
-                && same_bytes(after, last_after) && memcmp(text, last_text, paren) == 0) {
+                && same_bytes(after, last_after) && memcmp(text, PyBytes_AS_STRING(last_subject), paren) == 0) {
             PyList_SET_ITEM(numbers, i, Py_NewRef(last_number));
             continue;
         }
@@ -314,25 +328,41 @@ static PyObject *number_lines(PyObject *self, PyObject *args)
         Py_DECREF(before);
         if (key == NULL)
             goto error;
-        PyObject *number = PyObject_GetItem(file_numbers, key);  /* a defaultdict: numbers a new key */
+        /* file_numbers is a defaultdict, which gives a new key the next number. */
+        PyObject *number = PyObject_GetItem(file_numbers, key);
         Py_DECREF(key);
         if (number == NULL)
             goto error;
         PyList_SET_ITEM(numbers, i, number);
-        /* bytes keys only (the Python code's: then equal bytes are an equal key) */
+        /* The shortcut is kept only for bytes keys, as the Python code makes them: then equal
+         * bytes are an equal key. */
         int plain = PyBytes_Check(poster) && PyBytes_Check(after);
         last_number = plain ? number : NULL;
-        last_text = text, last_paren = paren, last_poster = poster, last_after = after;
+        last_paren = paren, last_after = after;
+        Py_XSETREF(last_subject, Py_NewRef(subject));
+        Py_XSETREF(last_poster, Py_NewRef(poster));
     }
     PyObject *result = PyTuple_Pack(2, numbers, counters);
+    Py_XDECREF(subject);
+    Py_XDECREF(poster);
+    Py_XDECREF(last_subject);
+    Py_XDECREF(last_poster);
     Py_DECREF(numbers);
     Py_DECREF(counters);
     return result;
 fallback:
+    Py_XDECREF(subject);
+    Py_XDECREF(poster);
+    Py_XDECREF(last_subject);
+    Py_XDECREF(last_poster);
     Py_DECREF(numbers);
     Py_DECREF(counters);
     Py_RETURN_NONE;
 error:
+    Py_XDECREF(subject);
+    Py_XDECREF(poster);
+    Py_XDECREF(last_subject);
+    Py_XDECREF(last_poster);
     Py_XDECREF(numbers);
     Py_XDECREF(counters);
     return NULL;
@@ -341,10 +371,10 @@ error:
 /* add_to_files(numbers, sizes, dates, fragments, bytes, last_dates): edge.digest.gather's loop adding a
  * block's lines to their files, line i to file numbers[i]:
  *     fragments[file] += 1; bytes[file] += sizes[i]; last_dates[file] = dates[i]
- * Gives True once done, or None, before changing anything, unless every argument is a list, the
- * lines' three columns of one length, the files' of one length, every file number an int among
- * them, every size, count and byte total an int and every date bytes: the Python loop then does
- * it (and raises what it raises). */
+ * It returns True once done. It returns None before changing anything unless every argument is a
+ * list, the lines' three columns have one length, the files' three have one length, every file
+ * number is an int among the files, every size, count and byte total is an int and every date is
+ * bytes; the Python loop then does the work (and raises what it raises). */
 static PyObject *add_to_files(PyObject *self, PyObject *args)
 {
     PyObject *numbers, *sizes, *dates, *fragments, *bytes, *last_dates;
@@ -363,11 +393,11 @@ static PyObject *add_to_files(PyObject *self, PyObject *args)
             Py_RETURN_NONE;
         Py_ssize_t file = PyLong_AsSsize_t(number);
         if (file < 0 || file >= files) {
-            PyErr_Clear();  /* past Py_ssize_t: not a file either */
+            PyErr_Clear();  /* a number past Py_ssize_t is not a file either */
             Py_RETURN_NONE;
         }
-        /* ints and bytes only, in and out: no Python code runs below (no __add__, no __del__),
-         * so nothing else changes the lists meanwhile */
+        /* Only ints and bytes go in and come out, so no Python code runs below (no __add__, no
+         * __del__) and nothing else changes the lists meanwhile. */
         if (!PyLong_CheckExact(PyList_GET_ITEM(fragments, file)) || !PyLong_CheckExact(PyList_GET_ITEM(bytes, file))
                 || !PyBytes_CheckExact(PyList_GET_ITEM(last_dates, file)) || !PyBytes_CheckExact(PyList_GET_ITEM(dates, i)))
             Py_RETURN_NONE;
@@ -380,7 +410,7 @@ static PyObject *add_to_files(PyObject *self, PyObject *args)
         PyObject *count = PyNumber_Add(PyList_GET_ITEM(fragments, file), one);
         if (count == NULL)
             goto error;
-        PyList_SetItem(fragments, file, count);  /* takes count, lets the old value go */
+        PyList_SetItem(fragments, file, count);  /* takes count and lets the old value go */
         PyObject *total = PyNumber_Add(PyList_GET_ITEM(bytes, file), PyList_GET_ITEM(sizes, i));
         if (total == NULL)
             goto error;
@@ -394,114 +424,15 @@ error:
     return NULL;
 }
 
-/* BLAKE2b (RFC 7693) with an 8-byte digest and no key, of a then b: the signed big-endian value
- * of hashlib.blake2b(a + b, digest_size=8).digest(), the digest's file keys. */
-static const uint64_t B2B_IV[8] = {
-    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
-    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
-};
-
-static const uint8_t B2B_SIGMA[12][16] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
-    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
-    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
-    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
-    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
-    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
-    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
-    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-};
-
-#define ROTR64(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
-#define B2B_G(a, b, c, d, x, y)                     \
-    do {                                            \
-        v[a] = v[a] + v[b] + (x);                   \
-        v[d] = ROTR64(v[d] ^ v[a], 32);             \
-        v[c] = v[c] + v[d];                         \
-        v[b] = ROTR64(v[b] ^ v[c], 24);             \
-        v[a] = v[a] + v[b] + (y);                   \
-        v[d] = ROTR64(v[d] ^ v[a], 16);             \
-        v[c] = v[c] + v[d];                         \
-        v[b] = ROTR64(v[b] ^ v[c], 63);             \
-    } while (0)
-
-static void b2b_compress(uint64_t h[8], const uint8_t block[128], uint64_t bytes_so_far, int last)
-{
-    uint64_t v[16], m[16];
-    for (int i = 0; i < 8; i++) {
-        v[i] = h[i];
-        v[i + 8] = B2B_IV[i];
-    }
-    v[12] ^= bytes_so_far;  /* the counter's high word stays 0: keys are far shorter than 2^64 bytes */
-    if (last)
-        v[14] = ~v[14];
-    for (int i = 0; i < 16; i++) {
-        uint64_t word = 0;
-        for (int j = 7; j >= 0; j--)
-            word = (word << 8) | block[8 * i + j];  /* little-endian */
-        m[i] = word;
-    }
-    for (int r = 0; r < 12; r++) {
-        const uint8_t *s = B2B_SIGMA[r];
-        B2B_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
-        B2B_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
-        B2B_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
-        B2B_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
-        B2B_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
-        B2B_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
-        B2B_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
-        B2B_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
-    }
-    for (int i = 0; i < 8; i++)
-        h[i] ^= v[i] ^ v[i + 8];
-}
-
-static long long blake2b8(const char *a, Py_ssize_t a_length, const char *b, Py_ssize_t b_length)
-{
-    uint64_t h[8];
-    memcpy(h, B2B_IV, sizeof h);
-    h[0] ^= 0x01010000ULL ^ 8;  /* digest length 8, no key, fanout and depth 1 */
-    uint8_t block[128];
-    size_t filled = 0;
-    uint64_t done = 0;
-    const char *pieces[2] = {a, b};
-    Py_ssize_t lengths[2] = {a_length, b_length};
-    for (int k = 0; k < 2; k++) {
-        const char *p = pieces[k];
-        size_t left = (size_t)lengths[k];
-        while (left > 0) {
-            if (filled == sizeof block) {  /* a full block with more to come: not the last */
-                done += sizeof block;
-                b2b_compress(h, block, done, 0);
-                filled = 0;
-            }
-            size_t take = sizeof block - filled < left ? sizeof block - filled : left;
-            memcpy(block + filled, p, take);
-            filled += take, p += take, left -= take;
-        }
-    }
-    done += filled;
-    memset(block + filled, 0, sizeof block - filled);
-    b2b_compress(h, block, done, 1);
-    /* the digest is h[0]'s bytes, little-endian; read as a big-endian number */
-    uint64_t value = 0;
-    for (int i = 0; i < 8; i++)
-        value = (value << 8) | ((h[0] >> (8 * i)) & 0xff);
-    return (long long)value;
-}
-
 static inline int is_digit(char c)
 {
     return c >= '0' && c <= '9';
 }
 
-/* edge.digest.overview.parse_date(raw): a date ending in " HH:MM:SS +ZZZZ" (any two digits each) read
- * here, its day's start from zoned_day_start(raw[:-15], "+ZZZZ") (cached there); anything else,
- * or a day start that is None or far out, by parse_date itself. A new reference, NULL on error. */
+/* edge.digest.overview.parse_date(raw). A date ending in " HH:MM:SS +ZZZZ" (any two digits each)
+ * is read here, its day's start given by zoned_day_start(raw[:-15], "+ZZZZ"), which caches it.
+ * Anything else, or a day start that is None or far out, is read by parse_date itself. Returns a
+ * new reference, or NULL on error. */
 static PyObject *read_date(PyObject *raw, PyObject *parse_date, PyObject *zoned_day_start)
 {
     if (!PyBytes_Check(raw) || PyBytes_GET_SIZE(raw) <= 15)
@@ -513,13 +444,13 @@ static PyObject *read_date(PyObject *raw, PyObject *parse_date, PyObject *zoned_
           && is_digit(c[7]) && is_digit(c[8]) && c[9] == ' ' && (c[10] == '+' || c[10] == '-')))
         return PyObject_CallOneArg(parse_date, raw);
     long long start;
-    /* The day and zone of the date before, and its day's start: a release's files are posted on
-     * the same day, mostly. zoned_day_start gives the same for the same day and zone always (only
-     * its cache may be emptied); this is read and written with the GIL held. */
+    /* The day and zone of the date before, and its day's start, are kept because a release's files
+     * are mostly posted on the same day. zoned_day_start always gives the same for the same day
+     * and zone (only its cache may be emptied). These are read and written with the GIL held. */
     static char last_day[64 + 5];
     static Py_ssize_t last_day_length = -1;
     static long long last_start;
-    static PyObject *last_function = NULL;  /* the zoned_day_start that gave it (held) */
+    static PyObject *last_function = NULL;  /* the zoned_day_start that gave it, held */
     Py_ssize_t day_length = n - 15;
     if (zoned_day_start == last_function && day_length + 5 <= (Py_ssize_t)sizeof last_day && day_length == last_day_length
             && memcmp(last_day, p, day_length) == 0 && memcmp(last_day + day_length, c + 10, 5) == 0) {
@@ -545,7 +476,9 @@ static PyObject *read_date(PyObject *raw, PyObject *parse_date, PyObject *zoned_
                 && start > -(1LL << 62) && start < (1LL << 62);
     Py_DECREF(day);
     PyErr_Clear();
-    if (!usual)  /* None (then parse_date tries the other parser) or far out: parse_date says */
+    /* A day start that is None (parse_date then tries its other parser) or far out is left to
+     * parse_date. */
+    if (!usual)
         return PyObject_CallOneArg(parse_date, raw);
     if (day_length + 5 <= (Py_ssize_t)sizeof last_day) {
         memcpy(last_day, p, day_length);
@@ -562,35 +495,38 @@ add_clock:;
     return PyLong_FromLongLong(seconds);
 }
 
-/* file_rows(numbers, subjects, first_dates, last_dates, counters, first_lines, key_prefix, rkey,
- * poster, file_keys, parse_date, zoned_day_start): edge.digest.gather._file_rows in C, the same result.
- * None when its arguments are not as the digest makes them (lists, _Subject tuples of seven, a
- * key prefix and identities as bytes, dates as ints or None...): the Python code then makes the
- * rows (the keys given meanwhile to file_keys are the ones it gives them). */
+/* file_rows(numbers, keys, subjects, first_dates, last_dates, counters, first_lines, rkey, poster,
+ * file_keys, parse_date, zoned_day_start): edge.digest.gather._file_rows in C, with the same
+ * result, for the files numbers[i] of one kept release, whose keys keys[i] the caller hashed. It
+ * returns None when its arguments are not as the digest makes them (lists, _Subject tuples of
+ * seven, keys and dates as ints or None...); the Python code then makes the rows, and the keys
+ * already put in file_keys are the ones it puts there too. */
 static PyObject *file_rows(PyObject *self, PyObject *args)
 {
-    PyObject *numbers, *subjects, *first_dates, *last_dates, *counters, *first_lines, *key_prefix, *rkey,
-        *poster, *file_keys, *parse_date, *zoned_day_start;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OOO!OO", &PyList_Type, &numbers, &PyList_Type, &subjects,
-                          &PyList_Type, &first_dates, &PyList_Type, &last_dates, &PyList_Type, &counters,
-                          &PyList_Type, &first_lines, &PyBytes_Type, &key_prefix, &rkey, &poster,
+    PyObject *numbers, *keys, *subjects, *first_dates, *last_dates, *counters, *first_lines, *rkey, *poster,
+        *file_keys, *parse_date, *zoned_day_start;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OOO!OO", &PyList_Type, &numbers, &PyList_Type, &keys,
+                          &PyList_Type, &subjects, &PyList_Type, &first_dates, &PyList_Type, &last_dates,
+                          &PyList_Type, &counters, &PyList_Type, &first_lines, &rkey, &poster,
                           &PyList_Type, &file_keys, &parse_date, &zoned_day_start))
         return NULL;
     PyObject *result = NULL;
     PyObject *rows = PyDict_New();
     if (rows == NULL)
         return NULL;
-    PyObject *earliest = NULL, *latest = NULL;  /* owned; NULL: none yet */
+    PyObject *earliest = NULL, *latest = NULL;  /* owned, or NULL while there is none yet */
     long long earliest_value = 0, latest_value = 0;
     Py_ssize_t bad_dates = 0;
     PyObject *date = NULL, *last_date = NULL, *key = NULL, *held_subject = NULL, *held_counter = NULL,
              *held_first = NULL, *held_last = NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(numbers); i++) {
         PyObject *number_object = PyList_GET_ITEM(numbers, i);
-        if (!PyLong_CheckExact(number_object))
+        if (!PyLong_CheckExact(number_object) || i >= PyList_GET_SIZE(keys)
+                || !PyLong_CheckExact(PyList_GET_ITEM(keys, i)))
             goto fallback;
         Py_ssize_t number = PyLong_AsSsize_t(number_object);
-        /* the sizes read for each file: parse_date, below, may run any Python code */
+        /* The sizes are read again for each file, because parse_date, below, may run any Python
+         * code. */
         Py_ssize_t files = PyList_GET_SIZE(subjects);
         if (number < 0 || number >= files || PyList_GET_SIZE(first_dates) != files
                 || PyList_GET_SIZE(last_dates) != files || PyList_GET_SIZE(first_lines) != files
@@ -601,11 +537,10 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
         PyObject *subject_tuple = PyList_GET_ITEM(subjects, number);
         if (!PyTuple_CheckExact(subject_tuple) || PyTuple_GET_SIZE(subject_tuple) != 7)
             goto fallback;
-        PyObject *parsed = PyTuple_GET_ITEM(subject_tuple, 0), *subject = PyTuple_GET_ITEM(subject_tuple, 5),
-                 *identity = PyTuple_GET_ITEM(subject_tuple, 6);
-        /* a ParsedSubject: a tuple of its own type (a plain tuple has no .filename for the twin) */
-        if (!PyTuple_Check(parsed) || PyTuple_CheckExact(parsed) || PyTuple_GET_SIZE(parsed) != 6
-                || !PyBytes_Check(identity))
+        PyObject *parsed = PyTuple_GET_ITEM(subject_tuple, 0), *subject = PyTuple_GET_ITEM(subject_tuple, 5);
+        /* A ParsedSubject is a tuple of its own type: a plain tuple would have no .filename for
+         * the Python twin. */
+        if (!PyTuple_Check(parsed) || PyTuple_CheckExact(parsed) || PyTuple_GET_SIZE(parsed) != 6)
             goto fallback;
         Py_ssize_t first_line = -1;
         PyObject *first_line_object = PyList_GET_ITEM(first_lines, number);
@@ -622,17 +557,14 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
         if (!PyBytes_CheckExact(first_raw) || !PyBytes_CheckExact(last_raw))
             goto fallback;
 
-        /* parse_date may run any Python code, and a value let go any __del__: what was read
-         * above is held until the row is made (the subject's tuple holds its items; the lists
-         * are the digest's own, but a reference costs nothing) */
+        /* parse_date may run any Python code, and a value let go may run any __del__, so what
+         * was read above is held until the row is made. The subject's tuple holds its items;
+         * the lists are the digest's own, but a reference costs nothing. */
         held_subject = Py_NewRef(subject_tuple);
         held_counter = Py_NewRef(counter);
         held_first = Py_NewRef(first_raw);
         held_last = Py_NewRef(last_raw);
-        key = PyLong_FromLongLong(blake2b8(PyBytes_AS_STRING(key_prefix), PyBytes_GET_SIZE(key_prefix),
-                                           PyBytes_AS_STRING(identity), PyBytes_GET_SIZE(identity)));
-        if (key == NULL)
-            goto error;
+        key = Py_NewRef(PyList_GET_ITEM(keys, i));
         if (PyList_SetItem(file_keys, number, Py_NewRef(key)) < 0)
             goto error;
         date = read_date(first_raw, parse_date, zoned_day_start);
@@ -686,7 +618,8 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
             if (failed < 0)
                 goto error;
         } else {
-            /* a file reposted under another subject: the row's dates widened (_earliest, _latest) */
+            /* A file reposted under another subject shares the row, whose dates are widened
+             * (_earliest, _latest). */
             if (!PyList_CheckExact(row) || PyList_GET_SIZE(row) != 10)
                 goto fallback;
             PyObject *row_first = PyList_GET_ITEM(row, 5), *row_last = PyList_GET_ITEM(row, 9);
@@ -718,7 +651,7 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
     return result;
 fallback:
     result = Py_NewRef(Py_None);
-error:  /* result: None from the fallback, else NULL */
+error:  /* result is None when coming from the fallback, else NULL */
     Py_XDECREF(key);
     Py_XDECREF(date);
     Py_XDECREF(last_date);
@@ -738,9 +671,9 @@ static inline int edge_punctuation(char c)
     return c && strchr(" \t-:|~_.,;/\\<>", c) != NULL;
 }
 
-/* edge.digest.subjects.base_name(filename) for an ASCII str: up to three dot-suffixes cut while
- * cut_suffixes (a dict: suffix -> bool) or cuts(suffix) (which fills it) says so. A new
- * reference, NULL on error. */
+/* edge.digest.subjects.base_name(filename) for an ASCII str: up to three dot-suffixes are cut
+ * while cut_suffixes (a dict of suffix -> bool) or cuts(suffix), which fills it, says so. Returns
+ * a new reference, or NULL on error. */
 static PyObject *base_name(PyObject *filename, PyObject *cut_suffixes, PyObject *cuts)
 {
     const char *text = (const char *)PyUnicode_DATA(filename);
@@ -749,13 +682,13 @@ static PyObject *base_name(PyObject *filename, PyObject *cut_suffixes, PyObject 
         Py_ssize_t dot = end - 1;
         while (dot >= 0 && text[dot] != '.')
             dot--;
-        if (dot <= 0)  /* no dot, or nothing before it: rpartition's head is empty */
+        if (dot <= 0)  /* no dot, or nothing before it, so rpartition's head is empty */
             break;
         PyObject *suffix = PyUnicode_FromStringAndSize(text + dot + 1, end - dot - 1);
         if (suffix == NULL)
             return NULL;
         PyObject *cut = PyDict_GetItemWithError(cut_suffixes, suffix);  /* borrowed */
-        if (cut != NULL && cut != Py_None) {  /* None is missing too, as .get() reads it */
+        if (cut != NULL && cut != Py_None) {  /* None counts as missing, as .get() reads it */
             Py_INCREF(cut);
         } else if (cut == NULL && PyErr_Occurred()) {
             Py_DECREF(suffix);
@@ -782,13 +715,14 @@ static PyObject *base_name(PyObject *filename, PyObject *cut_suffixes, PyObject 
 }
 
 /* usual_subject(text, cut_suffixes, cuts): edge.digest.subjects.parse_pieces' shortcut, for the text it
- * has made (stripped, reply prefix and the text after the counter dealt with). For ASCII text:
- * (filename, file index, file count, release) where the shortcut gives those, False where it
- * does not (the steps read the text then); None for any other text (the Python shortcut
- * decides). The shortcut's regex, [i/N] - "name" yEnc with maybe text in front,
+ * has made (stripped, with the reply prefix and the text after the counter dealt with). For ASCII
+ * text it returns (filename, file index, file count, release) where the shortcut gives those, and
+ * False where it does not (the steps then read the text). For any other text it returns None,
+ * and the Python shortcut decides. The shortcut's regex, [i/N] - "name" yEnc with maybe text in
+ * front,
  *     (?:([^"\[\]]*+)(?<= ))?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc    (fullmatch)
- * has one way to match at most (its front repeat is possessive): it is followed here step by
- * step. */
+ * has at most one way to match, because its front repeat is possessive, so it is followed here
+ * step by step. */
 static PyObject *usual_subject(PyObject *self, PyObject *args)
 {
     PyObject *text_object, *cut_suffixes, *cuts;
@@ -802,12 +736,12 @@ static PyObject *usual_subject(PyObject *self, PyObject *args)
     const Py_ssize_t tail = sizeof TAIL - 1;
     if (n < tail || memcmp(text + n - tail, TAIL, tail) != 0)
         Py_RETURN_FALSE;
-    /* the text in front: the longest run without " [ ], kept only when it ends with a space */
+    /* The text in front is the longest run without " [ ], kept only when it ends with a space. */
     Py_ssize_t run = 0;
     while (run < n && text[run] != '"' && text[run] != '[' && text[run] != ']')
         run++;
     Py_ssize_t at = run > 0 && text[run - 1] == ' ' ? run : 0;
-    Py_ssize_t around_length = at > 0 ? at - 1 : -1;  /* without its space; -1: no text in front */
+    Py_ssize_t around_length = at > 0 ? at - 1 : -1;  /* without its space, or -1 for no text in front */
     /* [i/N] - */
     Py_ssize_t index_at = -1, index_length = 0, count_at = -1, count_length = 0;
     if (at < n && text[at] == '[') {
@@ -836,8 +770,8 @@ static PyObject *usual_subject(PyObject *self, PyObject *args)
         close++;
     if (close == at + 1 || close != n - tail)
         Py_RETURN_FALSE;
-    /* the shortcut's condition: a file counter or nothing in front, and what is in front, if
-     * anything, is only edge punctuation or the file name's base (and holds no "yEnc") */
+    /* The shortcut's condition: a file counter or nothing in front, and what is in front, if
+     * anything, is only edge punctuation or the file name's base (and holds no "yEnc"). */
     if (index_at < 0 && around_length > 0)
         Py_RETURN_FALSE;
     PyObject *filename = PyUnicode_FromStringAndSize(text + at + 1, close - at - 1);
@@ -862,7 +796,7 @@ static PyObject *usual_subject(PyObject *self, PyObject *args)
             first++;
         while (last > first && edge_punctuation(around[last - 1]))
             last--;
-        /* the stem is ASCII: a part of the ASCII file name */
+        /* The stem is ASCII, being a part of the ASCII file name. */
         int same = last == first || (PyUnicode_GET_LENGTH(stem) == last - first
                                      && memcmp(PyUnicode_DATA(stem), around + first, last - first) == 0);
         if (has_yenc || !same) {

@@ -3,7 +3,7 @@
 The batch itself is the plain dict of docs/batch-format.md (built by edge.digest.gather). Decoding is
 for the data center: it refuses a body whose decoded size passes the cap without inflating more
 than the cap (a gzip bomb), and checks the structure, so the API can answer 413 for
-:class:`BatchTooLarge` and 400 for :class:`BatchMalformed`.
+:class:`BatchTooLarge` and 400 for :class:`BatchFormatError`.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ JSON_TYPE = "application/json"
 MSGPACK_TYPES = (MSGPACK_TYPE, "application/x-msgpack", "application/vnd.msgpack")
 GZIP = "gzip"
 MAX_DECODED = 256 * 1024 * 1024
-# Fast beats small here: level 1 costs a sixth of level 6's time for a few percent more bytes
-# (zlib; ISA-L's level 1 is faster again: edge/digest/deflate.py, bench/digest.py).
+# Fast beats small here: with zlib, level 1 costs a sixth of level 6's time for a few percent
+# more bytes, and ISA-L's level 1 is faster again (edge/digest/deflate.py, bench/digest.py).
 GZIP_LEVEL = 1
 FORMAT_VERSION = 1
 INT64 = (-(2**63), 2**63 - 1)
@@ -40,8 +40,9 @@ class BatchTooLarge(BatchError):
     """The body, decoded, is larger than allowed (HTTP 413)."""
 
 
-class BatchMalformed(BatchError):
-    """The body is not a well-formed batch (HTTP 400)."""
+class BatchFormatError(BatchError):
+    """The body is not a batch of the documented format (docs/batch-format.md; HTTP 400). The data
+    center answers it as its own app.services.ingest.checks.MalformedBatch."""
 
 
 def encode_batch(batch: dict, fmt: str = "msgpack", gzip: bool = True) -> tuple[bytes, str, str | None]:
@@ -71,8 +72,8 @@ class EncodedBatch:
     group: str
     first: int
     last: int
-    missing: int  # articles
-    stats: dict  # the batch's "stats"
+    missing: int  # how many articles the batch lists as missing
+    stats: dict  # the batch's "stats", which the node reports
 
     @classmethod
     def of(cls, batch: dict, fmt: str = "msgpack") -> EncodedBatch:
@@ -134,7 +135,7 @@ def _bytes_as_text(value):
 
 def decode_batch(body: bytes, content_type: str, content_encoding: str | None = None,
                  max_decoded: int = MAX_DECODED) -> dict:
-    """The batch of a request body; raises BatchTooLarge or BatchMalformed."""
+    """The batch of a request body; raises BatchTooLarge or BatchFormatError."""
     media_type = (content_type or "").split(";")[0].strip().lower()
     encoding = (content_encoding or "identity").strip().lower()
     if encoding == GZIP:
@@ -144,18 +145,18 @@ def decode_batch(body: bytes, content_type: str, content_encoding: str | None = 
             raise BatchTooLarge(f"body of {len(body)} bytes is over the {max_decoded} byte limit")
         data = body
     else:
-        raise BatchMalformed(f"unsupported Content-Encoding {content_encoding!r}: gzip or none")
+        raise BatchFormatError(f"unsupported Content-Encoding {content_encoding!r}: gzip or none")
     try:
         if media_type in MSGPACK_TYPES:
             batch = msgpack.unpackb(data, raw=False)
         elif media_type == JSON_TYPE:
             batch = json.loads(data, parse_constant=_reject_constant)
         else:
-            raise BatchMalformed(f"unsupported Content-Type {content_type!r}: {MSGPACK_TYPE} or {JSON_TYPE}")
+            raise BatchFormatError(f"unsupported Content-Type {content_type!r}: {MSGPACK_TYPE} or {JSON_TYPE}")
     except BatchError:
         raise
     except (ValueError, TypeError, msgpack.UnpackException, RecursionError) as exc:
-        raise BatchMalformed(f"undecodable {media_type} body: {exc}") from exc
+        raise BatchFormatError(f"undecodable {media_type} body: {exc}") from exc
     return validate_batch(batch)
 
 
@@ -165,21 +166,22 @@ def _gunzip(body: bytes, max_decoded: int) -> bytes:
     try:
         data = inflater.decompress(body, max_decoded + 1)
     except GZIP_ERRORS as exc:
-        raise BatchMalformed(f"corrupt gzip body: {exc}") from exc
+        raise BatchFormatError(f"corrupt gzip body: {exc}") from exc
     if len(data) > max_decoded or inflater.unconsumed_tail:
         raise BatchTooLarge(f"body inflates past the {max_decoded} byte limit")
     if not inflater.eof:
-        raise BatchMalformed("truncated gzip body")
+        raise BatchFormatError("truncated gzip body")
     if inflater.unused_data:
-        raise BatchMalformed("data after the gzip stream")
+        raise BatchFormatError("data after the gzip stream")
     return data
 
 
 def _reject_constant(name: str):
-    raise BatchMalformed(f"{name} is not a number a batch can hold")
+    raise BatchFormatError(f"{name} is not a number a batch can hold")
 
 
-# Column tables: name -> (column -> kind). Kinds: "int" (64-bit), "int?" (or null), "str", "str?".
+# The column tables, each as name -> (column -> kind). The kinds are "int" (64-bit), "int?" (an int
+# or null), "str" and "str?" (a str or null).
 TABLES = {
     "files": {"key": "int", "release": "int", "name": "str?", "subject": "str", "poster": "str",
               "date": "int?", "index": "int?", "count": "int?", "parts": "int"},
@@ -191,33 +193,33 @@ TABLES = {
 
 
 def validate_batch(batch) -> dict:
-    """The batch if it has the documented structure and value types, else BatchMalformed."""
+    """The batch if it has the documented structure and value types, else BatchFormatError."""
     if not isinstance(batch, dict):
-        raise BatchMalformed("a batch is a map")
+        raise BatchFormatError("a batch is a map")
     if batch.get("version") != FORMAT_VERSION:
-        raise BatchMalformed(f"unsupported batch version {batch.get('version')!r}")
+        raise BatchFormatError(f"unsupported batch version {batch.get('version')!r}")
     if not isinstance(batch.get("group"), str) or not batch["group"]:
-        raise BatchMalformed("group must be a non-empty string")
+        raise BatchFormatError("group must be a non-empty string")
     _check_ints("first/last", [batch.get("first"), batch.get("last")])
     if batch["first"] > batch["last"]:
-        raise BatchMalformed("first is after last")
+        raise BatchFormatError("first is after last")
     for name, width in (("chunks", 4), ("missing", 2)):
         rows = batch.get(name)
         if not isinstance(rows, list) or not all(isinstance(row, list) and len(row) == width for row in rows):
-            raise BatchMalformed(f"{name} must be a list of [{width} integers]")
+            raise BatchFormatError(f"{name} must be a list of [{width} integers]")
         _check_ints(name, [value for row in rows for value in row])
     for table, columns in TABLES.items():
         check_table(table, batch.get(table), columns)
     rules = batch.get("rules")
     if not isinstance(rules, dict) or "" not in rules:
-        raise BatchMalformed("rules must be a map with the '' (kept) entry")
+        raise BatchFormatError("rules must be a map with the '' (kept) entry")
     for name, counts in rules.items():
         if not isinstance(name, str) or not isinstance(counts, list) or len(counts) != 4:
-            raise BatchMalformed("each rule count is [releases, files, fragments, bytes]")
+            raise BatchFormatError("each rule count is [releases, files, fragments, bytes]")
         _check_ints("rules", counts)
     stats = batch.get("stats")
     if not isinstance(stats, dict) or not isinstance(stats.get("rejected"), dict):
-        raise BatchMalformed("stats must be a map with a rejected map")
+        raise BatchFormatError("stats must be a map with a rejected map")
     _check_ints("stats", [stats.get("lines"), stats.get("bad_dates"), *stats["rejected"].values()])
     return batch
 
@@ -225,20 +227,20 @@ def validate_batch(batch) -> dict:
 def check_table(table: str, value, columns: dict[str, str]) -> None:
     """One column table of a batch: its columns, their lengths and their values' kinds (TABLES)."""
     if not isinstance(value, dict) or set(value) != set(columns):
-        raise BatchMalformed(f"{table} must be a map of the columns {', '.join(columns)}")
+        raise BatchFormatError(f"{table} must be a map of the columns {', '.join(columns)}")
     lengths = {len(column) if isinstance(column, list) else -1 for column in value.values()}
     if len(lengths) != 1 or -1 in lengths:
-        raise BatchMalformed(f"{table} columns must be lists of one length")
+        raise BatchFormatError(f"{table} columns must be lists of one length")
     for name, kind in columns.items():
         column = value[name]
-        # Batches hold some 200,000 fragments, checked by the API and again by the worker: each
-        # value is looked at (a cache miss each) as few times as can be, in C. Types are exact:
-        # a bool is not an int here.
+        # Batches hold some 200,000 fragments, checked by the API and again by the worker, so each
+        # value is looked at (a cache miss each time) as few times as can be, in C. Types are
+        # exact: a bool is not an int here.
         wanted = int if kind.startswith("int") else str
         types = list(map(type, column))
         if types.count(wanted) != len(types):
             if not kind.endswith("?") or types.count(wanted) + types.count(_NONE) != len(types):
-                raise BatchMalformed(f"{table}.{name} must hold {'integers' if wanted is int else 'strings'}")
+                raise BatchFormatError(f"{table}.{name} must hold {'integers' if wanted is int else 'strings'}")
             if wanted is int:
                 column = list(compress(column, map(is_not, column, repeat(None))))
         if wanted is int:
@@ -247,12 +249,12 @@ def check_table(table: str, value, columns: dict[str, str]) -> None:
 
 def _check_ints(where: str, values: list) -> None:
     if list(map(type, values)).count(int) != len(values):
-        raise BatchMalformed(f"{where} must hold integers")
+        raise BatchFormatError(f"{where} must hold integers")
     _check_int64(where, values)
 
 
 def _check_int64(where: str, values: list[int]) -> None:
     try:
-        array("q", values)  # at C speed, in one pass: every int is a signed 64-bit one
+        array("q", values)  # checks in one pass, at C speed, that every int fits in 64 signed bits
     except OverflowError:
-        raise BatchMalformed(f"{where} holds an integer outside 64 bits") from None
+        raise BatchFormatError(f"{where} holds an integer outside 64 bits") from None

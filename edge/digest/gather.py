@@ -38,6 +38,7 @@ from itertools import chain, compress, count, islice, repeat
 from operator import itemgetter, lt, not_
 from typing import NamedTuple
 
+from edge.digest.compiled import load
 from edge.digest.overview import (
     DEFAULT_LAYOUT, OverviewColumns, OverviewLayout, clear_date_caches, decode_text, new_reject_counts,
     _zoned_day_start, parse_block_in_order, parse_date,
@@ -45,12 +46,12 @@ from edge.digest.overview import (
 from edge.digest.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, clear_rule_caches, file_kind
 from edge.digest.subjects import ParsedSubject, clear_subject_caches, file_subject, find_segment_counter, parse_pieces
 
-try:  # edge/digest/_overview.c: Gatherer._numbered, the loop of Gatherer._add and _file_rows in C
-    from edge.digest._overview import add_to_files as _add_to_files
-    from edge.digest._overview import file_rows as _compiled_file_rows
-    from edge.digest._overview import number_lines as _number_lines
-except ImportError:  # pragma: no cover - an install without the compiled part
-    _add_to_files = _compiled_file_rows = _number_lines = None
+# edge/digest/_overview.c does Gatherer._numbered, the loop of Gatherer._add and _file_rows in C.
+# Where it is not built, these names are None and the Python versions run.
+_compiled = load("edge.digest._overview")
+_add_to_files = _compiled.add_to_files if _compiled is not None else None
+_compiled_file_rows = _compiled.file_rows if _compiled is not None else None
+_number_lines = _compiled.number_lines if _compiled is not None else None
 
 BATCH_FORMAT_VERSION = 1
 
@@ -62,14 +63,15 @@ BATCH_FORMAT_VERSION = 1
 
 # The text after a subject's last "(" -> (part, parts, text after the counter), or False when it
 # does not start with a counter "p/P)". Tails repeat across batches (a batch of 200,000 lines has
-# some 12,000). About 230 bytes an entry: ~12 MB at the bound.
+# some 12,000). An entry takes about 230 bytes, so the cache takes about 12 MB when full.
 _COUNTER_TAILS: dict[bytes, tuple[int, int, bytes] | bool] = {}
 _COUNTER_TAILS_MAX = 50_000
 
 # A file's subject around its segment counter -> _Subject: the raw bytes before the counter when
 # nothing follows the counter (nearly always), else (before, after). Floods repost the same
-# names batch after batch. About 1,000 bytes an entry: ~40 MB at the bound (a batch of 200,000
-# lines has some 12,000 distinct subjects; of the e-book group, some 30,000).
+# names batch after batch. An entry takes about 1,000 bytes, so the cache takes about 40 MB when
+# full (a batch of 200,000 lines has some 12,000 distinct subjects; of the e-book group, some
+# 30,000).
 _SUBJECTS: dict[bytes | tuple[bytes, bytes], _Subject] = {}
 _SUBJECTS_MAX = 40_000
 
@@ -124,10 +126,10 @@ def _trim(cache: dict, bound: int) -> None:
     """Drops the oldest entries of a cache holding more than bound, down to half of it."""
     if len(cache) > bound:
         # list(cache) makes the dict's iterator and runs it out within one C call, so no other
-        # thread changes the dict meanwhile. (list(islice(cache, n)) did not: islice made the
-        # iterator, and the interpreter may switch threads between that call and list's; a digest
-        # thread's insert then broke the iteration.) Another thread may drop the same keys after
-        # it (pop with a default).
+        # thread changes the dict meanwhile. list(islice(cache, n)) would not be safe: islice makes
+        # the iterator in one call and list runs it in another, and the interpreter may switch
+        # threads between the two, so another digest thread's insert would break the iteration.
+        # Another thread may drop the same keys after this one, hence pop with a default.
         keys = list(cache)
         for key in keys[:len(keys) - bound // 2]:
             cache.pop(key, None)
@@ -312,12 +314,12 @@ class _Files(NamedTuple):
     posters: list[bytes]  # the raw From header
     subjects: list[_Subject]
     release_of_file: list[int]  # release number: releases are numbered in order of their first file
-    releases: int  # how many
-    fragments: list[int]  # its lines (articles)
-    bytes: list[int]  # their bytes
-    first_lines: list[int]  # the line it first came in
-    first_dates: list[bytes]  # the Date of its first and last line, raw
-    last_dates: list[bytes]
+    releases: int  # how many releases there are
+    fragments: list[int]  # each file's lines (its articles)
+    bytes: list[int]  # each file's bytes
+    first_lines: list[int]  # the line each file first came in
+    first_dates: list[bytes]  # the raw Date of each file's first line
+    last_dates: list[bytes]  # the raw Date of each file's last line
 
 
 def _without_repeats(columns: OverviewColumns, seen: set[int], rejected: dict[str, int]) -> OverviewColumns:
@@ -344,8 +346,8 @@ class Gatherer:
         self.rules = rules if rules is not None else RuleSet()
         self.rejected = new_reject_counts()
         self.lines = 0
-        self.chunks: list[list[int]] = []  # [from, to, lines, rejected]
-        self.missing: list[list[int]] = []  # [from, to]
+        self.chunks: list[list[int]] = []  # each chunk as [from, to, lines, rejected]
+        self.missing: list[list[int]] = []  # each run of missing numbers as [from, to]
         # (poster, subject before the counter, subject after it) -> file number, in order seen
         self._file_numbers: defaultdict[tuple[bytes, bytes, bytes], int] = defaultdict(count().__next__)
         # (poster, release identity of the subject) -> release number, in order seen
@@ -353,11 +355,13 @@ class Gatherer:
         # every accepted line, column by column, in the order the lines came
         self._files: list[int] = []
         self._counters: list[tuple[int, int, bytes]] = []  # (part, parts, subject after the counter)
-        self._articles: list[list[int] | range] = []  # block by block (ranges when consecutive)
-        self._accepted = 0  # lines
+        # the article numbers, one list per block (a range when they are consecutive)
+        self._articles: list[list[int] | range] = []
+        self._accepted = 0  # lines accepted so far
         self._sizes: list[int] = []
         self._message_ids: list[bytes] = []
-        self._ascii_ids = True  # every message-id is ASCII (nearly always: no UTF-8 check at the end)
+        # Whether every message-id is ASCII. It nearly always is, and then the build needs no UTF-8 check.
+        self._ascii_ids = True
         # every file by file number, column by column, made as the lines come (their objects are
         # still in the processor's cache then)
         self._by_file = _Files([], [], [], 0, [], [], [], [], [])
@@ -371,10 +375,14 @@ class Gatherer:
             raise ValueError(f"chunk {first}-{last} does not follow {self.chunks[-1][0]}-{self.chunks[-1][1]}")
         rejected_before = sum(self.rejected.values())
         accepted_before, blocks_before = self._accepted, len(self._articles)
-        following = first  # while the blocks' numbers run on from the chunk's first: the next one
+        # the next number expected while the blocks' numbers run on from the chunk's first (0 once
+        # they do not)
+        following = first
         highest = first - 1  # the highest number so far in the chunk
         seen: set[int] | None = None  # the chunk's numbers, once one may come twice
-        for block in blocks:  # outside the collector's pause: the next block may be on its way
+        # Blocks are pulled outside the collector's pause, because the next one may still be on its
+        # way from the network.
+        for block in blocks:
             with _collector_paused():
                 columns, in_order = parse_block_in_order(block, self.layout, self.rejected, first, last)
                 if self._ascii_ids and not block.isascii():  # a fast scan of the whole block
@@ -398,7 +406,8 @@ class Gatherer:
         lines = self._accepted - accepted_before + rejected
         self.lines += lines
         self.chunks.append([first, last, lines, rejected])
-        if following != last + 1:  # else every number first..last came, in order: nothing missing
+        # Unless every number first..last came, in order, the missing runs are looked for.
+        if following != last + 1:
             self.missing.extend(_missing_runs(first, last, list(chain.from_iterable(self._articles[blocks_before:]))))
         return lines
 
@@ -410,7 +419,8 @@ class Gatherer:
             _trim(_COUNTER_TAILS, _COUNTER_TAILS_MAX)
         found = None
         if _number_lines is not None and type(subjects) is list and type(columns.posters) is list:
-            # the same in C, without the pieces (None: a line without a counter after its last "(")
+            # The same numbering in C, without the pieces. It gives None when a line has no counter
+            # after its last "("; the Python numbering then does the block.
             found = _number_lines(subjects, columns.posters, _COUNTER_TAILS, _counter_after_paren, self._file_numbers)
         numbers, counters = found if found is not None else self._numbered(columns)
         files = self._by_file
@@ -450,7 +460,8 @@ class Gatherer:
             for tail in set(tails).difference(_COUNTER_TAILS):
                 _COUNTER_TAILS[tail] = _counter_after_paren(tail)
             counters = _looked_up(_COUNTER_TAILS, tails, _counter_after_paren)
-        # no counter after the last "(" (False), or no "(" at all (an empty before: maybe)
+        # False means no counter after the last "("; an empty text before the counter may also
+        # mean that the subject has no "(" at all.
         if not all(counters) or not all(befores):
             for line, (before, paren, _) in enumerate(pieces):
                 if counters[line] is False or not paren:
@@ -579,11 +590,12 @@ class Gatherer:
             rkey = _release_key(poster_raw, folded_release, first.file_count)
             key_prefix = _FILE_KEY_PREFIX + rkey.to_bytes(8, "big", signed=True)  # file_key's bytes
             poster = decode_text(poster_raw)
+            keys = _file_keys(numbers, subjects, key_prefix)
             found = None
             if _compiled_file_rows is not None:
-                found = _compiled_file_rows(numbers, *columns, key_prefix, rkey, poster, file_keys, parse_date,
+                found = _compiled_file_rows(numbers, keys, *columns, rkey, poster, file_keys, parse_date,
                                             _zoned_day_start)
-            rows, earliest, latest, bad = found or _file_rows(numbers, *columns, key_prefix, rkey, poster, file_keys)
+            rows, earliest, latest, bad = found or _file_rows(numbers, keys, *columns, rkey, poster, file_keys)
             bad_dates += bad
             file_rows.extend(rows)
             release_rows.append((rkey, first.release, poster, first.file_count))
@@ -614,20 +626,27 @@ class Gatherer:
         return tables, bad_dates
 
 
-def _file_rows(numbers: list[int], subjects: list[_Subject], first_dates: list[bytes], last_dates: list[bytes],
-               counters: list[tuple[int, int, bytes]], first_lines: list[int], key_prefix: bytes, rkey: int,
+def _file_keys(numbers: list[int], subjects: list[_Subject], key_prefix: bytes) -> list[int]:
+    """The keys of one kept release's files (file_key's: the release's key prefix, then each
+    file's identity, hashed)."""
+    return [int.from_bytes(blake2b(key_prefix + subjects[number][6], digest_size=8).digest(), "big", signed=True)
+            for number in numbers]
+
+
+def _file_rows(numbers: list[int], keys: list[int], subjects: list[_Subject], first_dates: list[bytes],
+               last_dates: list[bytes], counters: list[tuple[int, int, bytes]], first_lines: list[int], rkey: int,
                poster: str, file_keys: list[int | None]) -> tuple[list[list], int | None, int | None, int]:
     """One kept release's file rows (files with the same key, a file reposted under another
     subject, are one row), its earliest and latest dates (those of its rows are among them), and
-    how many of its files had an unreadable date; each file's key goes in file_keys. In C where
-    it is built (edge/digest/_overview.c file_rows: the same, given parse_date and its day look-up)."""
+    how many of its files had an unreadable date; each file's key (keys, in the order of numbers)
+    goes in file_keys. In C where it is built (edge/digest/_overview.c file_rows: the same, given
+    parse_date and its day look-up)."""
     rows: dict[int, list] = {}
     earliest = latest = None
     bad_dates = 0
-    for number in numbers:
-        parsed, _, _, _, _, subject, identity = subjects[number]
-        key = file_keys[number] = int.from_bytes(blake2b(key_prefix + identity, digest_size=8).digest(), "big",
-                                                 signed=True)
+    for number, key in zip(numbers, keys):
+        parsed, _, _, _, _, subject, _ = subjects[number]
+        file_keys[number] = key
         first_raw, last_raw = first_dates[number], last_dates[number]
         date = parse_date(first_raw)
         last_date = date if last_raw == first_raw else parse_date(last_raw)

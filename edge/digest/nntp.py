@@ -30,10 +30,10 @@ from typing import NamedTuple
 
 from edge.digest.overview import OverviewLayout, parse_date
 
-try:
-    from edge.digest._overview import dot_line as _dot_line_c  # edge/digest/_overview.c
-except ImportError:  # pragma: no cover - an install without the compiled part
-    _dot_line_c = None
+from edge.digest.compiled import load
+
+_compiled = load("edge.digest._overview")  # edge/digest/_overview.c
+_dot_line_c = _compiled.dot_line if _compiled is not None else None
 
 DEFAULT_TIMEOUT = 30.0
 RECV_SIZE = 256 * 1024

@@ -15,10 +15,9 @@ from itertools import islice
 from operator import lt
 from typing import ClassVar, NamedTuple
 
-try:
-    from edge.digest import _overview as _compiled  # edge/digest/_overview.c: the clean blocks' fast path in C
-except ImportError:  # pragma: no cover - an install without the compiled part
-    _compiled = None
+from edge.digest.compiled import load
+
+_compiled = load("edge.digest._overview")  # edge/digest/_overview.c: the clean blocks' fast path in C
 
 MAX_INT64 = 2**63 - 1
 # No article is 2 GiB; the catalog keeps sizes as 32-bit integers, so a larger :bytes is a bad
@@ -110,7 +109,8 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
     if not data:
         return OverviewColumns([], [], [], [], [], []), False
     if _compiled is not None and type(data) is bytes and lowest <= highest:
-        # the same fast path in one pass, none of the fields not read made (None: not clean)
+        # The same fast path in C, in one pass, making no object for the fields not read. It gives
+        # None when the block is not clean.
         found = _compiled.clean_columns(data, layout.subject, layout.poster, layout.date, layout.message_id,
                                         layout.bytes, layout.min_fields, lowest, highest, MAX_ARTICLE_BYTES)
         if found is not None:
@@ -121,8 +121,8 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
         marked = data.replace(b"\n", b"\n\t")
         fields = marked.split(b"\t")
         lines, trailer = divmod(len(fields), width)
-        # a field holds at most one CRLF, at its end (each LF is followed by a tab now): when the
-        # last fields of the lines hold as many as there are lines, each ends with one
+        # A field holds at most one CRLF, at its end, since each LF is now followed by a tab. So
+        # when the lines' last fields hold as many CRLFs as there are lines, each ends with one.
         if (trailer == 1 and not fields[-1] and len(marked) - len(data) == lines
                 and b"\t".join(fields[width - 1::width]).count(b"\r\n") == lines):
             end = lines * width
@@ -144,8 +144,8 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
 
 # An article's :bytes as written -> its value: sizes repeat (a poster's segments differ by a few
 # bytes), and a look-up is cheaper than reading digits. One cache per process, bounded.
-# Cleared when it holds more than _SIZES_MAX at a miss: at most that plus one block's sizes
-# (about 100 bytes an entry: ~2 MB).
+# It is cleared when it holds more than _SIZES_MAX at a miss, so it holds at most that plus one
+# block's sizes. An entry takes about 100 bytes, so the cache takes about 2 MB when full.
 _SIZES: dict[bytes, int] = {}
 _SIZES_MAX = 20_000
 

@@ -5,6 +5,18 @@ A range is walked from its resume point in chunks of `chunk_size` articles; ever
 handed to a sink: the node's sink posts it to the coordinator, the data center's stores it.
 Where the chunks come from is the source's business: one NNTP connection, the prefetcher's N
 connections, or the coordinator's spool stream.
+
+What the loop needs from its caller, run_range(job, source, sink, hooks):
+
+    RangeJob      the range: group, resume point, end, chunk and batch sizes, rules, layout
+    ChunkSource   the overview lines of each chunk, in order
+    BatchSink     takes each batch (and may prepare it first, when batches are posted ahead)
+    RangeHooks    what the caller is asked and told along the way: whether to stop, a slot
+                  to digest in, each chunk's lines, the last batch digested, the progress
+                  (by default nothing is asked or told)
+
+and, as options, who digests (a Digester: this thread by default) and whether the sink takes
+each batch on a thread of its own while the next is digested (post_ahead).
 """
 from __future__ import annotations
 
@@ -91,32 +103,63 @@ class SingleConnectionSource:
             yield first, last, self.client.over(first, last)
 
 
-def run_range(
-    *,
-    group: str,
-    next_id: int,
-    last_id: int,
-    chunk_size: int,
-    batch_chunks: int,
-    source: ChunkSource,
-    sink: BatchSink,
-    rules: RuleSet | None = None,
-    layout: OverviewLayout = DEFAULT_LAYOUT,
-    progress: Callable[[RangeProgress], None] | None = None,
-    should_stop: Callable[[], bool] = lambda: False,
-    digest_slot: Callable[[], AbstractContextManager] = nullcontext,
-    on_chunk: Callable[[int], None] | None = None,
-    post_ahead: bool = False,
-    on_digested: Callable[[], None] | None = None,
-    digester: Digester | None = None,
-) -> RangeProgress:
-    """Digest [next_id, last_id] batch by batch into the sink; returns where it got to.
+@dataclass(frozen=True)
+class RangeJob:
+    """One range to digest: its group, where the loop resumes and where the range ends, how it is
+    cut (chunk_size articles in each chunk, batch_chunks chunks in each batch), and what it is
+    digested with (the group's rules, the server's overview layout)."""
 
-    Stops between batches when should_stop() says so; the returned next_id is the resume point
-    (the end of the last batch the sink took). Each batch is gathered and built inside
-    digest_slot() (the node lets one range at a time digest, which bounds memory) and handed to
-    the sink outside it. on_chunk(lines) follows each chunk digested, with the lines it had (the
-    digest counts them: nobody scans them again).
+    group: str
+    next_id: int
+    last_id: int
+    chunk_size: int
+    batch_chunks: int
+    rules: RuleSet | None = None
+    layout: OverviewLayout = DEFAULT_LAYOUT
+
+
+class RangeHooks:
+    """What run_range asks of its caller while it walks a range, beside the chunks (the source)
+    and the batches (the sink). Every method does nothing by default (never stop, no slot to wait
+    for, nothing reported): a caller subclasses RangeHooks and overrides what it needs.
+
+    All are called on the range's thread, in this order: for each batch, should_stop() before it
+    is digested, digest_slot() around its digest with on_chunk(lines) after each chunk digested,
+    and progress(state) once the sink took it; on_digested() once, after the range's last batch
+    is digested and before the sink has it.
+    """
+
+    def should_stop(self) -> bool:
+        """Whether the range stops here, between batches (the node's: it stops, or lost the range)."""
+        return False
+
+    def digest_slot(self) -> AbstractContextManager:
+        """Held while a batch is gathered and built (the node lets one range at a time digest,
+        which bounds memory); the sink has the batch outside it."""
+        return nullcontext()
+
+    def on_chunk(self, lines: int) -> None:
+        """A chunk was digested, with this many overview lines (the digest counts them: nobody
+        scans them again)."""
+
+    def on_digested(self) -> None:
+        """The range's last batch is digested: the range needs no more turns to digest (the node
+        leases the next range while that batch is posted)."""
+
+    def progress(self, state: RangeProgress) -> None:
+        """The sink took a batch: state counts it."""
+
+
+def run_range(job: RangeJob, source: ChunkSource, sink: BatchSink, hooks: RangeHooks | None = None, *,
+              digester: Digester | None = None, post_ahead: bool = False) -> RangeProgress:
+    """Digest the job's range from job.next_id batch by batch into the sink; returns where it got to.
+
+    Stops between batches when hooks.should_stop() says so; the returned next_id is the resume
+    point (the end of the last batch the sink took).
+
+    digester: who digests each batch (by default this thread, into the batch dict); the node's
+    edge.node.digestpool.DigestPool.digest digests in a worker process and gives the batch encoded
+    (edge.digest.batch.EncodedBatch), which its sink takes as it is.
 
     post_ahead: the sink takes each batch on a thread of its own while the next batch is
     digested (the node's: posting a batch takes the coordinator a while, and the digest is the
@@ -125,16 +168,11 @@ def run_range(
     (and, seen before the range's next turn to digest, ends it then). Once should_stop() says
     so, no batch is handed over: the one digested meanwhile is dropped, the resume point is the
     end of the last one taken.
-
-    on_digested() follows the range's last batch digested, before it is handed to the sink: the
-    range needs no more turns to digest (the node leases the next one while the batch is posted).
-
-    digester: who digests each batch (by default this thread, into the batch dict); the node's
-    edge.node.digestpool.DigestPool.digest digests in a worker process and gives the batch encoded
-    (edge.digest.batch.EncodedBatch), which its sink takes as it is.
     """
-    state = RangeProgress(first_id=next_id, last_id=last_id, next_id=next_id)
-    batches = batch_spans(next_id, last_id, chunk_size, batch_chunks)
+    if hooks is None:
+        hooks = RangeHooks()
+    state = RangeProgress(first_id=job.next_id, last_id=job.last_id, next_id=job.next_id)
+    batches = batch_spans(job.next_id, job.last_id, job.chunk_size, job.batch_chunks)
     chunks = iter(source.chunks([span for batch in batches for span in batch]))
     digest = digester or _digest
     poster = _Poster(sink) if post_ahead else None
@@ -144,19 +182,18 @@ def run_range(
         state.batches += 1
         state.lines += stats["lines"]
         state.rejected += sum(stats["rejected"].values())
-        if progress is not None:
-            progress(state)
+        hooks.progress(state)
 
     try:
         for spans in batches:
             if poster is not None and poster.finished():
                 poster.wait(taken)  # a refused batch ends the range before it waits for its turn again
-            if should_stop():
+            if hooks.should_stop():
                 break
-            with digest_slot():
-                batch = digest(group, layout, rules, spans, chunks, on_chunk)
-            if on_digested is not None and spans is batches[-1]:
-                on_digested()
+            with hooks.digest_slot():
+                batch = digest(job.group, job.layout, job.rules, spans, chunks, hooks.on_chunk)
+            if spans is batches[-1]:
+                hooks.on_digested()
             if poster is None:
                 stats = _stats(batch)
                 sink.submit(batch)
@@ -169,7 +206,8 @@ def run_range(
             item = sink.prepare(batch) if hasattr(sink, "prepare") else batch
             del batch
             poster.wait(taken)
-            if should_stop():  # asked while the batch before was posted: this one stays unposted
+            # A stop asked for while the batch before was posted leaves this one unposted.
+            if hooks.should_stop():
                 break
             poster.post(item, spans, stats)
             del item
@@ -177,7 +215,8 @@ def run_range(
             poster.wait(taken)
     finally:
         if poster is not None:
-            poster.close()  # a post under way ends first (taken or not): nothing is sent after
+            # A post under way ends first, taken or not, and nothing is sent after it.
+            poster.close()
         close = getattr(chunks, "close", None)
         if close is not None:
             close()

@@ -23,10 +23,10 @@ import re
 from functools import partial
 from typing import AnyStr, NamedTuple
 
-try:  # edge/digest/_overview.c: parse_pieces' shortcut in C, on ASCII text
-    from edge.digest._overview import usual_subject as _usual_subject
-except ImportError:  # pragma: no cover - an install without the compiled part
-    _usual_subject = None
+from edge.digest.compiled import load
+
+_compiled = load("edge.digest._overview")  # edge/digest/_overview.c: parse_pieces' shortcut in C, on ASCII text
+_usual_subject = _compiled.usual_subject if _compiled is not None else None
 
 
 class ParsedSubject(NamedTuple):
@@ -179,13 +179,14 @@ def base_name(filename: str) -> str:
     return filename
 
 
-# A name's last dot-suffix -> whether base_name cuts it: suffixes repeat (rar, part01, exe...).
+# A name's last dot-suffix -> whether base_name cuts it. Suffixes repeat (rar, part01, exe...).
 _CUT_SUFFIXES: dict[str, bool] = {}
 
 # The text left around a subject's counters -> _clean_around of it. Every file of a release leaves
 # the same text (e-book postings: "Author - Title (1911) [FR] - ... yEnc"), as do releases that
-# differ only by name ("(1/3) "name.pdf" - 1,14 MB - yEnc"): a look-up instead of a dozen regex
-# passes. Cleared when it holds more than its bound at a miss (about 250 bytes an entry: ~5 MB).
+# differ only by name ("(1/3) "name.pdf" - 1,14 MB - yEnc"), so a look-up replaces a dozen regex
+# passes. The cache is cleared when it holds more than its bound at a miss. An entry takes about
+# 250 bytes, so the cache takes about 5 MB when full.
 _CLEANED: dict[str, str] = {}
 _CLEANED_MAX = 20_000
 

@@ -1,8 +1,11 @@
 """The edge node's settings: the environment, overridden by `edge run` flags, in one object.
 
 Only COORDINATOR_URL and NODE_TOKEN are required; everything else has a default or a
-placeholder. This is the only module of edge/ that reads os.environ. Secrets (NODE_TOKEN,
+placeholder. This and edge.digest.compiled (SEED_IMPL, read when the digest is
+imported) are the only modules of edge/ that read os.environ. Secrets (NODE_TOKEN,
 NNTP_PASSWORD) come from the environment only: a flag would show them in the process list.
+The parsers and the NNTP settings are the digest library's (edge/digest/settings.py), which
+the data center reads its own with.
 """
 from __future__ import annotations
 
@@ -14,12 +17,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from edge.digest.settings import PLACEHOLDER_NNTP_HOST  # noqa: F401 - the node warns when NNTP_HOST is it
+from edge.digest.settings import (
+    NNTP_VARIABLES, NNTPSettings, SettingsError, integer, read, read_nntp_settings, readable_file, seconds,
+)
+
 BATCH_FORMATS = ("msgpack", "json")
-PLACEHOLDER_NNTP_HOST = "news.example.net"
 
-
-class ConfigError(ValueError):
-    """A setting is missing or malformed; the message names it."""
+# The node's name for the settings' one error: `edge run` prints it and exits with EXIT_CONFIG.
+ConfigError = SettingsError
 
 
 @dataclass(frozen=True)
@@ -30,35 +36,27 @@ class EdgeConfig:
     coordinator_timeout: float = 60.0
     # No answer from the coordinator for this long (while it is needed) stops the node (exit 4).
     coordinator_give_up: float = 3600.0
-    nntp_host: str = PLACEHOLDER_NNTP_HOST
-    nntp_port: int | None = None  # None: 563 with NNTP_SSL, else 119
-    nntp_ssl: bool = True  # providers serve NNTPS; plain NNTP would send the password in clear
-    nntp_starttls: bool = False
-    nntp_cafile: str | None = None
-    nntp_user: str | None = None
-    nntp_password: str | None = field(default=None, repr=False)
+    nntp: NNTPSettings = field(default_factory=NNTPSettings)
     nntp_connections: int = 8
-    nntp_compress: bool = True
-    nntp_timeout: float = 30.0
     # Three: while the range digesting posts its last batch, the next has its chunks fetched and
     # digests, and a third is leased and fetched in turn (ranges of one or two batches; longer
     # ones digest batch after batch, their posts overlapping, see DigestTurns).
     max_leases: int = 3
-    max_chunks_in_flight: int | None = None  # None: connections + 4
-    # Worker processes digesting batches (edge/node/digestpool.py), as many ranges digesting at once;
-    # 0: in the node's own process, one range at a time. None: a core is left to the reading
-    # threads, the others digest (up to MAX_LEASES); on two cores or fewer, none (two digests
-    # at once on a 2-core machine that also runs INN and the data center measured no faster
-    # than one: docs/benchmarks.md).
+    max_chunks_in_flight: int | None = None  # None means nntp_connections + 4
+    # The worker processes that digest batches (edge/node/digestpool.py), one for each range
+    # digesting at once. With 0, the node digests in its own process, one range at a time. With
+    # None, a core is left to the reading threads and the others digest (up to MAX_LEASES); on two
+    # cores or fewer there are none: on a 2-core machine that also runs INN and the data center,
+    # two digests at once are no faster than one (docs/benchmarks.md, Measured choices).
     digest_processes: int | None = None
     batch_format: str = "msgpack"
     spool_dir: str | None = None
     spool_max_mb: int = 2048
-    poll_interval: float = 30.0  # wait after "nothing to do" before asking again
+    poll_interval: float = 30.0  # how long to wait after "nothing to do" before asking again
 
     @property
     def chunks_in_flight(self) -> int:
-        # Enough to keep every connection busy and the digest fed, no more (memory).
+        # Enough to keep every connection busy and the digest fed, and no more, to bound memory.
         return self.max_chunks_in_flight or self.nntp_connections + 4
 
     @property
@@ -67,10 +65,6 @@ class EdgeConfig:
             return self.digest_processes
         cores = _cores()
         return 0 if cores <= 2 else min(cores - 1, self.max_leases)
-
-    @property
-    def nntp_port_or_default(self) -> int:
-        return self.nntp_port or (563 if self.nntp_ssl else 119)
 
 
 def _cores() -> int:
@@ -82,51 +76,6 @@ def _cores() -> int:
 
 
 # -- parsing ---------------------------------------------------------------------------------
-
-def _text(raw: str) -> str:
-    if not raw.strip():
-        raise ValueError("must not be empty")
-    return raw.strip()
-
-
-def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"must be an integer, got {raw!r}") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            bounds = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
-            raise ValueError(f"must be {bounds}, got {value}")
-        return value
-    return parse
-
-
-def _seconds(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"must be a number of seconds, got {raw!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"must be a positive number of seconds, got {raw!r}")
-    return value
-
-
-def _boolean(raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"must be a boolean (1/0, true/false), got {raw!r}")
-
-
-def _readable_file(raw: str) -> str:
-    path = Path(raw).expanduser()
-    if not path.is_file() or not os.access(path, os.R_OK):
-        raise ValueError(f"{raw!r} is not a readable file")
-    return str(path)
-
 
 def _url(raw: str) -> str:
     parts = urlsplit(raw.strip())
@@ -179,37 +128,32 @@ SETTINGS = (
     Setting("COORDINATOR_URL", "coordinator_url", _url,
             "the coordinator, e.g. https://seed.example.net:8443 (required)"),
     Setting("NODE_TOKEN", "node_token", _token, "this node's token (required)", flag=False),
-    Setting("COORDINATOR_CAFILE", "coordinator_cafile", _readable_file,
+    Setting("COORDINATOR_CAFILE", "coordinator_cafile", readable_file,
             "CA file that signs the coordinator's certificate (default: the system's CAs)"),
-    Setting("COORDINATOR_TIMEOUT", "coordinator_timeout", _seconds, "seconds to wait for one HTTP answer"),
-    Setting("COORDINATOR_GIVE_UP", "coordinator_give_up", _seconds,
+    Setting("COORDINATOR_TIMEOUT", "coordinator_timeout", seconds, "seconds to wait for one HTTP answer"),
+    Setting("COORDINATOR_GIVE_UP", "coordinator_give_up", seconds,
             "seconds without any answer from the coordinator before the node gives up (exit 4)"),
-    Setting("NNTP_HOST", "nntp_host", _text, "the Usenet server"),
-    Setting("NNTP_PORT", "nntp_port", _integer(1, 65535), "its port (default 563 with TLS, else 119)"),
-    Setting("NNTP_SSL", "nntp_ssl", _boolean, "NNTP over TLS (NNTPS)"),
-    Setting("NNTP_STARTTLS", "nntp_starttls", _boolean, "plain connection upgraded with STARTTLS"),
-    Setting("NNTP_CAFILE", "nntp_cafile", _readable_file, "CA file for the Usenet server's certificate"),
-    Setting("NNTP_USER", "nntp_user", _text, "AUTHINFO user"),
-    Setting("NNTP_PASSWORD", "nntp_password", str, "AUTHINFO password", flag=False),
-    Setting("NNTP_CONNECTIONS", "nntp_connections", _integer(1, 256), "NNTP connections kept busy"),
-    Setting("NNTP_COMPRESS", "nntp_compress", _boolean, "compression on the NNTP connection when offered"),
-    Setting("NNTP_TIMEOUT", "nntp_timeout", _seconds, "seconds to wait for the Usenet server"),
-    Setting("MAX_LEASES", "max_leases", _integer(1, 64), "ranges held at once with lines to digest (and one more while a range's last batch is posted)"),
-    Setting("MAX_CHUNKS_IN_FLIGHT", "max_chunks_in_flight", _integer(1, 4096),
+    Setting("NNTP_CONNECTIONS", "nntp_connections", integer(1, 256), "NNTP connections kept busy"),
+    Setting("MAX_LEASES", "max_leases", integer(1, 64), "ranges held at once with lines to digest (and one more while a range's last batch is posted)"),
+    Setting("MAX_CHUNKS_IN_FLIGHT", "max_chunks_in_flight", integer(1, 4096),
             "chunks fetched ahead of the digest (default: connections + 4); bounds memory"),
-    Setting("DIGEST_PROCESSES", "digest_processes", _integer(0, 64),
+    Setting("DIGEST_PROCESSES", "digest_processes", integer(0, 64),
             "worker processes digesting batches, as many ranges at once (0: in the node's process, one "
             "at a time; default: cores - 1 up to MAX_LEASES, 0 on two cores or fewer)"),
     Setting("BATCH_FORMAT", "batch_format", _batch_format, "batch encoding: msgpack or json"),
     Setting("SPOOL_DIR", "spool_dir", _directory,
             "directory keeping fetched chunks until their batch is accepted (survives a restart)"),
-    Setting("SPOOL_MAX_MB", "spool_max_mb", _integer(1), "size cap of the spool directory in MiB"),
-    Setting("POLL_INTERVAL", "poll_interval", _seconds, "seconds to wait when there is nothing to do"),
+    Setting("SPOOL_MAX_MB", "spool_max_mb", integer(1), "size cap of the spool directory in MiB"),
+    Setting("POLL_INTERVAL", "poll_interval", seconds, "seconds to wait when there is nothing to do"),
 )
 
 
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
 def flag_name(setting: Setting) -> str:
-    return "--" + setting.attr.replace("_", "-")
+    return _flag(setting.attr)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -221,32 +165,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             shown = "" if default is None or setting.attr == "coordinator_url" else f" (default {default})"
             parser.add_argument(flag_name(setting), dest=setting.attr, metavar=setting.env, default=None,
                                 help=setting.help + shown)
+    server = parser.add_argument_group("the Usenet server")
+    for variable in NNTP_VARIABLES:
+        if not variable.secret:
+            dest = variable.name.lower()
+            server.add_argument(_flag(dest), dest=dest, metavar=variable.name, default=None, help=variable.help)
 
 
 def load_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> EdgeConfig:
     """The settings from the environment, each overridden by its flag when given."""
     env = os.environ if env is None else env
     flags = flags or {}
-    values: dict[str, Any] = {}
-    for setting in SETTINGS:
-        flag_value = flags.get(setting.attr) if setting.flag else None
-        if flag_value is not None:
-            raw, source = flag_value, flag_name(setting)
-        else:
-            raw, source = env.get(setting.env), setting.env
-        if raw is None or raw == "":
-            continue
-        try:
-            values[setting.attr] = setting.parse(str(raw))
-        except ValueError as exc:
-            raise ConfigError(f"{source} {exc}") from None
+    variables = [(s.env, s.attr, s.flag) for s in SETTINGS]
+    variables += [(v.name, v.name.lower(), not v.secret) for v in NNTP_VARIABLES]
+    given: dict[str, str] = {}  # each variable's raw value: its flag's, else the environment's
+    shown: dict[str, str] = {}  # the flag that gave a variable's value, to name it in an error
+    for name, dest, has_flag in variables:
+        flag_value = flags.get(dest) if has_flag else None
+        if flag_value is not None and flag_value != "":
+            given[name], shown[name] = str(flag_value), _flag(dest)
+        elif env.get(name):
+            given[name] = env[name]
+    values = {s.attr: read(given, s.env, s.parse, shown=shown.get(s.env)) for s in SETTINGS if s.env in given}
+    nntp = read_nntp_settings(given, shown)
     missing = [s.env for s in SETTINGS if s.attr in ("coordinator_url", "node_token") and s.attr not in values]
     if missing:
         raise ConfigError(f"{' and '.join(missing)} must be set (see `edge run --help`)")
-    if values.get("nntp_starttls"):
-        if values.get("nntp_ssl"):
-            raise ConfigError("NNTP_SSL and NNTP_STARTTLS exclude each other: NNTPS is TLS from the start")
-        values["nntp_ssl"] = False  # STARTTLS: the plain port, upgraded
-    if values.get("nntp_password") and not values.get("nntp_user"):
-        raise ConfigError("NNTP_PASSWORD is set but NNTP_USER is not")
-    return EdgeConfig(**values)
+    return EdgeConfig(nntp=nntp, **values)

@@ -58,7 +58,9 @@ class DigestPool:
             raise ValueError("a digest pool needs at least one process")
         self.processes = processes
         self.fmt = fmt
-        import multiprocessing  # here: a node without digest processes (the default on two cores) never needs it
+        # Imported here, because a node without digest processes (the default on two cores) never
+        # needs it.
+        import multiprocessing
 
         self._context = multiprocessing.get_context("spawn")
         self._cond = threading.Condition()

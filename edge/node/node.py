@@ -16,7 +16,6 @@ Usenet server lacks, or bad rules fail that range only: it is given back, and th
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import signal
 import sys
@@ -28,18 +27,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from edge.digest.batch import EncodedBatch
+from edge.digest.compiled import IMPL as COMPILED_IMPL
 from edge.node.config import PLACEHOLDER_NNTP_HOST, ConfigError, EdgeConfig, add_arguments, load_config
 from edge.node.coordinator import (BadAnswer, CertificateRejected, Conflict, Coordinator, CoordinatorError, Lease,
                               Refused, Unauthorized, Unreachable)
 from edge.node.digestpool import DigestPool, DigestWorkerLost
 from edge.node.localspool import LocalSpool
-from edge.digest.nntp import connect
 from edge.digest.overview import DEFAULT_LAYOUT
 from edge.node.prefetch import WAKE_INTERVAL, ChunkUnavailable, FatalNNTPError, Prefetcher
 from edge.node.report import JsonLog, LiveDisplay
 from edge.node.retry import Stopped
 from edge.digest.rules import RuleError, RuleSet
-from edge.digest.runner import ChunkSource, run_range
+from edge.digest.runner import ChunkSource, RangeHooks, RangeJob, run_range
 from edge.node.spoolstream import SpoolStreamSource
 
 EXIT_OK = 0
@@ -79,16 +78,18 @@ class HeldRange:
 
     lease: Lease
     next_id: int
-    state: str = "running"  # running, done, lost (409), failed (given back)
-    lines: int = 0  # overview lines received and digested
+    state: str = "running"  # the range's state: running, done, lost (409) or failed (given back)
+    lines: int = 0  # the overview lines received and digested
     batches: int = 0
     retries: int = 0
     started: float = field(default_factory=time.monotonic)
-    last_contact: float = field(default_factory=time.monotonic)  # batch accepted or heartbeat
-    last_activity: float = field(default_factory=time.monotonic)  # chunk received
+    # when the last batch was accepted or heartbeat answered
+    last_contact: float = field(default_factory=time.monotonic)
+    last_activity: float = field(default_factory=time.monotonic)  # when the last chunk was received
     thread: threading.Thread | None = None
-    order: int = 0  # when it was leased: the longest-held range digests first (DigestTurns)
-    digested: bool = False  # every line digested: only its last batch's post and `done` are left
+    order: int = 0  # the order it was leased in: the longest-held range digests first (DigestTurns)
+    # Whether every line is digested, so that only its last batch's post and `done` are left.
+    digested: bool = False
 
     @property
     def lines_per_second(self) -> float:
@@ -147,9 +148,31 @@ class CoordinatorSink:
                    lines_per_second=round(held.lines_per_second))
 
 
+class _HeldRangeHooks(RangeHooks):
+    """The node's hooks on a held range's loop: it stops with the node or once the range is no
+    longer running here, digests in its turn (DigestTurns), counts the lines digested, and lets
+    the control loop lease the next range once its last batch is digested."""
+
+    def __init__(self, node: Node, held: HeldRange):
+        self.node = node
+        self.held = held
+
+    def should_stop(self) -> bool:
+        return self.node.stop.is_set() or self.held.state != "running"
+
+    def digest_slot(self):
+        return self.node._turns.turn(self.held.order)
+
+    def on_chunk(self, lines: int) -> None:
+        self.held.add_lines(lines)
+
+    def on_digested(self) -> None:
+        self.node._digested(self.held)
+
+
 class _TrackedSource:
     """Notes when a range last received a chunk, for the heartbeat's "still working" (its lines
-    are counted by the digest: run_range's on_chunk)."""
+    are counted by the digest: the hooks' on_chunk)."""
 
     def __init__(self, source: ChunkSource, held: HeldRange):
         self.source = source
@@ -244,13 +267,8 @@ class Node:
                                        stop=self.stop)
         self.spool = (LocalSpool(config.spool_dir, config.spool_max_mb * 1024 * 1024)
                       if config.spool_dir else None)
-        self.prefetcher = Prefetcher(
-            functools.partial(connect, config.nntp_host, config.nntp_port_or_default, tls=config.nntp_ssl,
-                              starttls=config.nntp_starttls, cafile=config.nntp_cafile, user=config.nntp_user,
-                              password=config.nntp_password, compress=config.nntp_compress,
-                              timeout=config.nntp_timeout),
-            config.nntp_connections, config.chunks_in_flight, stop=self.stop, spool=self.spool, on_event=self.event,
-        )
+        self.prefetcher = Prefetcher(config.nntp.connect, config.nntp_connections, config.chunks_in_flight,
+                                     stop=self.stop, spool=self.spool, on_event=self.event)
         self.held: dict[int, HeldRange] = {}
         # Ranges given back after failing here, not worked on again (named in `skip` on leases):
         # the latest MAX_SKIPPED, in the order they failed.
@@ -278,11 +296,11 @@ class Node:
             signal.signal(signum, self._on_signal)
         config = self.config
         self.event("start", coordinator=config.coordinator_url,
-                   nntp=f"{config.nntp_host}:{config.nntp_port_or_default}", connections=config.nntp_connections,
+                   nntp=config.nntp.address, connections=config.nntp_connections,
                    max_leases=config.max_leases, digest_processes=self.digest_processes,
-                   spool_dir=config.spool_dir,
+                   spool_dir=config.spool_dir, impl=COMPILED_IMPL,
                    warning="NNTP_HOST is not set: only spooled ranges can be fetched"
-                   if config.nntp_host == PLACEHOLDER_NNTP_HOST else None)
+                   if config.nntp.host == PLACEHOLDER_NNTP_HOST else None)
         if self.digest_pool is not None:
             self.digest_pool.start()  # while the first lease is asked for
         threading.Thread(target=self._control_loop, name="control", daemon=True).start()
@@ -303,7 +321,8 @@ class Node:
         self.prefetcher.wake()
 
     def _on_signal(self, signum: int, _frame) -> None:
-        if self.stop.is_set():  # asked twice: no more waiting (not even for a post under way)
+        # Asked to stop a second time, the node waits no more, not even for a post under way.
+        if self.stop.is_set():
             _exit_now(128 + signum)
         self.finish(128 + signum, reason=signal.Signals(signum).name)
 
@@ -312,7 +331,9 @@ class Node:
         for held in list(self.held.values()):
             if held.thread is not None:
                 held.thread.join(max(0.0, deadline - time.monotonic()))
-        if self.exit_code not in (EXIT_UNAUTHORIZED, EXIT_CERTIFICATE):  # the coordinator would refuse us
+        # Give the ranges back unless the coordinator refuses this node's token or certificate: it
+        # would refuse the give-back too.
+        if self.exit_code not in (EXIT_UNAUTHORIZED, EXIT_CERTIFICATE):
             for held in self._running():
                 self._give_back(held)
         if self.digest_pool is not None:
@@ -341,7 +362,7 @@ class Node:
                 self._heartbeats()
                 if time.monotonic() >= next_lease and self._may_lease():
                     if self._lease_one():
-                        continue  # maybe another one at once
+                        continue  # Try to lease another range at once: one may be waiting.
                     next_lease = time.monotonic() + self.config.poll_interval
                 if self.once and self.leased and not self._running():
                     self.finish(EXIT_OK)
@@ -372,7 +393,7 @@ class Node:
         self._changed.set()  # the control loop may lease the next range now
 
     def _running(self) -> list[HeldRange]:
-        # list(): a snapshot, as other threads add and remove ranges meanwhile
+        # list() takes a snapshot, because other threads add and remove ranges meanwhile.
         return [h for h in list(self.held.values()) if h.state == "running"]
 
     def _lease_one(self) -> bool:
@@ -382,7 +403,9 @@ class Node:
             with self._lock:  # range threads add to it
                 skip = list(self.failed)
             lease = self.coordinator.lease(on_retry=self.retry_hook(None), skip=skip)
-        except Conflict as exc:  # lease_cap: ranges of an earlier run still count until they expire
+        except Conflict as exc:
+            # A 409 here is the lease cap: ranges held by an earlier run of this node still count
+            # until their leases expire.
             self.event("idle", reason=str(exc))
             return False
         except BadAnswer as exc:
@@ -395,9 +418,11 @@ class Node:
             else:
                 self.event("idle", reason="the coordinator has nothing to do")
             return False
-        if lease.range_id in self.held:  # our lapsed lease granted to us again: its loop goes on
+        if lease.range_id in self.held:  # this node's lapsed lease, granted again: its loop goes on
             return True
-        if lease.range_id in self.failed:  # a coordinator that ignored `skip`: never loop on it
+        # A coordinator that ignored `skip` offers a range that failed here: it is given back, so
+        # that the node never loops on it.
+        if lease.range_id in self.failed:
             self.event("failed", range=lease.range_id, reason="failed here before: given back")
             self._give_back(HeldRange(lease, lease.next_id), failure="failed on this node before")
             return False
@@ -459,15 +484,11 @@ class Node:
             else:
                 source = self.prefetcher.source(range_id, lease.group, held.order)
                 layout = self.prefetcher.layout()
-            state = run_range(
-                group=lease.group, next_id=lease.next_id, last_id=lease.last_id, chunk_size=lease.chunk_size,
-                batch_chunks=lease.batch_chunks, source=_TrackedSource(source, held),
-                sink=CoordinatorSink(self, held), rules=rules, layout=layout,
-                should_stop=lambda: self.stop.is_set() or held.state != "running",
-                digest_slot=functools.partial(self._turns.turn, held.order), post_ahead=True,
-                on_chunk=held.add_lines, on_digested=functools.partial(self._digested, held),
-                digester=self.digest_pool.digest if self.digest_pool is not None else None,
-            )
+            job = RangeJob(group=lease.group, next_id=lease.next_id, last_id=lease.last_id,
+                           chunk_size=lease.chunk_size, batch_chunks=lease.batch_chunks, rules=rules, layout=layout)
+            state = run_range(job, _TrackedSource(source, held), CoordinatorSink(self, held),
+                              _HeldRangeHooks(self, held), post_ahead=True,
+                              digester=self.digest_pool.digest if self.digest_pool is not None else None)
             if state.done:
                 self.coordinator.done(range_id, on_retry=self.retry_hook(range_id))
                 held.state = "done"

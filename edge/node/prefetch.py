@@ -181,8 +181,10 @@ class Prefetcher:
     def _pick(self) -> tuple[_Range, int] | None:
         if self._in_flight < self.max_in_flight:
             candidates = [s for s in self._ranges.values() if s.assigned < len(s.spans)]
-        else:  # beyond the cap, only for a range loop waiting for its next chunk: no range starves,
-            # and it has the connections' worth of its chunks fetched at once, not one at a time
+        else:
+            # Beyond the cap, chunks are fetched only for a range loop waiting for its next chunk,
+            # so that no range starves; it then has as many of its chunks fetched at once as there
+            # are connections, not one at a time.
             candidates = [s for s in self._ranges.values()
                           if s.waiting and s.assigned < min(len(s.spans), s.taken + self.connections)]
         if not candidates:

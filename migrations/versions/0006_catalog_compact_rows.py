@@ -3,12 +3,13 @@
 Partitions default group_id to their group (rows are COPYed without it).
 
 Fragments and files are rebuilt with their 8-byte columns first (fragments: article, file_key,
-group_id, part, bytes, message_id: 4 bytes of padding less a row; files: ~7); a file's poster is
-NULL when it is its release's (stored once, with the release: ~34 bytes a file less); files lose
-ix_files_release (the store keeps releases' aggregates up to date itself: only a repair gather
-reads files by release, and scans the partition); the fragments' primary key with fillfactor 100 (fragments go in in article order, a range at a time: the
-rightmost and "localized ascending" page splits then leave full pages). Existing rows are
-carried over partition by partition (batches stored but not gathered are gathered first); downgrade
+group_id, part, bytes, message_id: 4 bytes less padding in each row; files: about 7); a file's
+poster is NULL when it is its release's (stored once, with the release: about 34 bytes less for
+each file); files lose ix_files_release (the store keeps releases' aggregates up to date
+itself: only release repair reads files by release, and it scans the partition); the fragments'
+primary key gets fillfactor 100 (fragments go in in article order, a range at a time: the
+rightmost and "localized ascending" page splits then leave full pages). Existing rows are carried
+over partition by partition (batches stored but not gathered are gathered first); downgrade
 rebuilds the 0005 layout the same way.
 
 Revision ID: 0006
@@ -132,8 +133,9 @@ def upgrade() -> None:
     _gather_stored_batches()
     _rebuild("fragments", FRAGMENTS_0006, "group_id, article", " WITH (fillfactor = 100)", [],
              "article", defaults=True)
-    # ix_files_release goes: only gathering from scratch read it, and the store now keeps the
-    # releases' aggregates up to date as it adds rows (a repair gather scans the partition).
+    # ix_files_release goes: only gathering from scratch read it, and from this migration on the
+    # store keeps the releases' aggregates up to date as it adds rows (release repair scans the
+    # partition).
     _rebuild("files", FILES_0006, "group_id, key", "", [("ix_files_release", None)],
              "key", defaults=True, values=POSTER_ONCE, join=WITH_RELEASE)
     _group_defaults("release_chunks", on=True)

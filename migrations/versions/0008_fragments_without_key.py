@@ -1,7 +1,7 @@
 """Catalog: the fragments keep no key; a batch's fragments are recorded as stored (stored_fragments)
 
 The fragments' primary key (group_id, article) was there to refuse an article stored twice, and
-its upkeep was about half of PostgreSQL's work a batch (bench/e2e.py, docs/benchmarks.md). An
+keeping it up to date cost about half of PostgreSQL's work for each batch (bench/e2e.py, docs/benchmarks.md). An
 article is stored once without it: it belongs to one batch only (a range's batches follow each
 other from its next_id, ranges do not overlap), the API refuses a batch that lists it twice, and
 a batch's fragments go in whole, in one transaction that also adds the batch to

@@ -221,7 +221,7 @@ def test_a_release_may_say_the_range_failed_and_a_lease_may_skip_ranges(client, 
     assert skipping.get_json()["range"]["id"] == good
     assert client.post(f"{API}/lease", headers=seeded["a"], json={"skip": [bad]}).status_code == 204
     assert client.post(f"{API}/lease", headers=seeded["b"], json={}).get_json()["range"]["id"] == bad
-    # A body that does not say it is JSON is ignored, as before these calls took one.
+    # A body that does not say it is JSON is ignored, so clients that send none keep working.
     assert client.post(f"{API}/ranges/{bad}/release", headers={**seeded["b"], "Content-Type": "text/plain"},
                        data=b'{"failure": "x"}').status_code == 200
     assert client.post(f"{API}/lease", headers={**seeded["b"], "Content-Type": "application/msgpack"},

@@ -2,6 +2,7 @@
 import pytest
 
 from app.config import Settings, SettingsError
+from edge.digest.settings import NNTPSettings, TLSMode
 
 
 def test_defaults_need_nothing():
@@ -11,17 +12,32 @@ def test_defaults_need_nothing():
 
 def test_values_are_read_and_checked():
     s = Settings.from_env({"DATABASE_URL": "postgresql+psycopg://h/db", "DB_SEARCH_PATH": "dev_ann",
-                           "CHUNK_SIZE": "5000", "NNTP_SSL": "yes", "NNTP_PASSWORD": "secret"})
-    assert (s.database_url, s.db_search_path, s.chunk_size, s.nntp_ssl) == (
-        "postgresql+psycopg://h/db", "dev_ann", 5000, True)
-    assert "nntp_password" not in s.as_public_dict()
+                           "CHUNK_SIZE": "5000", "NNTP_SSL": "yes", "NNTP_USER": "me",
+                           "NNTP_PASSWORD": "secret"})
+    assert (s.database_url, s.db_search_path, s.chunk_size, s.nntp.tls) == (
+        "postgresql+psycopg://h/db", "dev_ann", 5000, TLSMode.IMPLICIT)
+    assert "password" not in s.as_public_dict()["nntp"] and "secret" not in str(s.as_public_dict())
     assert "secret" not in repr(s)
+
+
+def test_nntp_settings_are_the_edges():
+    """The same variables as an edge node's, with the same defaults: NNTPS unless NNTP_SSL=0."""
+    assert Settings.from_env({}).nntp == NNTPSettings()
+    assert Settings.from_env({}).nntp.address == "news.example.net:563"
+    s = Settings.from_env({"NNTP_HOST": "127.0.0.1", "NNTP_PORT": "1119", "NNTP_SSL": "0", "NNTP_COMPRESS": "no",
+                           "NNTP_TIMEOUT": "5", "NNTP_USER": "me", "NNTP_PASSWORD": "secret"})
+    assert s.nntp == NNTPSettings(host="127.0.0.1", port=1119, tls=TLSMode.NONE, user="me", password="secret",
+                                  compress=False, timeout=5.0)
+    assert Settings.from_env({"NNTP_STARTTLS": "1"}).nntp.tls is TLSMode.STARTTLS
 
 
 @pytest.mark.parametrize("env, message", [
     ({"CHUNK_SIZE": "many"}, "CHUNK_SIZE must be an integer"),
     ({"LEASE_TIMEOUT": "0"}, "LEASE_TIMEOUT must be at least 1"),
     ({"NNTP_SSL": "maybe"}, "NNTP_SSL must be a boolean"),
+    ({"NNTP_PORT": "70000"}, "NNTP_PORT must be between 1 and 65535, got 70000"),
+    ({"NNTP_SSL": "1", "NNTP_STARTTLS": "1"}, "NNTP_SSL and NNTP_STARTTLS exclude each other"),
+    ({"NNTP_PASSWORD": "secret"}, "NNTP_PASSWORD is set but NNTP_USER is not"),
     ({"DB_SEARCH_PATH": "dev; drop table x"}, "DB_SEARCH_PATH must be comma-separated schema names"),
 ])
 def test_bad_values_are_clear_errors(env, message):

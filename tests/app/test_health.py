@@ -1,10 +1,16 @@
 """/healthz and JSON errors."""
+from edge.digest.compiled import IMPL
 
 
 def test_healthz_checks_the_database(client):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.get_json() == {"status": "ok", "database": "ok"}
+    assert response.get_json() == {"status": "ok", "database": "ok", "impl": IMPL}
+
+
+def test_healthz_tells_which_implementation_of_the_compiled_parts_runs(client):
+    """The test machine builds them (ops/setup); SEED_IMPL=python would make it "python"."""
+    assert client.get("/healthz").get_json()["impl"] == IMPL in ("c", "python")
 
 
 def test_unknown_path_is_a_json_error(client):

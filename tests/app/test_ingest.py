@@ -66,10 +66,10 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
     assert scalar(clean_db, "SELECT sum(articles) FROM seed_ranges") == 3000 - len(skip)
     assert scalar(clean_db, "SELECT count(*) FROM rule_counts WHERE rule = ''") == 3
     assert scalar(clean_db, "SELECT count(*) FROM seed_batches WHERE body IS NOT NULL OR release_keys IS NOT NULL") == 0
-    gathered = task_result(celery_app, "releases.gather", (batch_ids[1],), worker=celery_worker, ignore_result=False)
-    assert gathered is None  # redelivered: no-op
+    repaired = task_result(celery_app, "releases.repair", (batch_ids[1],), worker=celery_worker, ignore_result=False)
+    assert repaired is None  # redelivered: no-op
 
-    # A gather task lost on the way: the sweep finds the stored-but-not-gathered batch again.
+    # A repair task lost on the way: the sweep finds the stored-but-not-gathered batch again.
     with session_scope() as s:
         s.execute(text(
             "UPDATE seed_batches SET state = 'stored', stored_at = now() - interval '1 hour',"

@@ -269,8 +269,8 @@ def test_0008_drops_the_fragments_key_and_records_the_batches_whose_fragments_ar
 
 
 def test_a_partition_made_without_its_group_default_gets_it(db_session):
-    """A partition made by an earlier version (no group_id default) is given one, so rows COPYed
-    without group_id land in it."""
+    """A partition without a group_id default (as migrations before 0006 made them) is given one,
+    so rows COPYed without group_id land in it."""
     db_session.execute(text("CREATE TABLE fragments_g4343 PARTITION OF fragments FOR VALUES IN (4343)"))
     assert ensure_group_partitions(db_session, 4343) is True
     assert ensure_group_partitions(db_session, 4343) is False

@@ -9,16 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.services import _msgcolumns
-from edge.digest.batch import BatchMalformed, check_table
+from edge.digest.batch import BatchFormatError, check_table
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
 def test_the_compiled_reader_is_built():
     """setup.py builds it on every machine of ours; StoredBatch reads the fragments with it."""
-    from app.services import batches
+    from app.services.ingest import checks, decode, hosts
 
-    assert batches._msgcolumns is _msgcolumns
+    assert checks._msgcolumns is decode._msgcolumns is hosts._msgcolumns is _msgcolumns
 
 
 def whole(data: bytes, *args):
@@ -58,7 +58,7 @@ def test_ints_refuse_what_is_not_a_64_bit_integer(value, message):
     data = b"\x92\x01" + value
     with pytest.raises(ValueError, match=message):
         whole(data, 64)
-    with pytest.raises(BatchMalformed):  # as the Python check does
+    with pytest.raises(BatchFormatError):  # as the Python check does
         check_table("t", {"c": msgpack.unpackb(data)}, {"c": "int"})
 
 
@@ -183,7 +183,7 @@ def test_among_answers_for_keys_chosen_to_collide():
 
 
 def test_a_fragment_file_check_falls_back_to_the_set_when_among_gives_up(monkeypatch):
-    from app.services import batches
+    from app.services.ingest import checks
 
     class GivesUp:
         def __getattr__(self, name):
@@ -193,9 +193,9 @@ def test_a_fragment_file_check_falls_back_to_the_set_when_among_gives_up(monkeyp
         def among(values, keys):
             return None
 
-    monkeypatch.setattr(batches, "_msgcolumns", GivesUp())
-    assert batches._among(array("q", [1, 2, 2]), {1, 2}, [1, 2]) is True
-    assert batches._among(array("q", [1, 3]), {1, 2}, [1, 2]) is False
+    monkeypatch.setattr(checks, "_msgcolumns", GivesUp())
+    assert checks._among(array("q", [1, 2, 2]), {1, 2}, [1, 2]) is True
+    assert checks._among(array("q", [1, 3]), {1, 2}, [1, 2]) is False
 
 
 _IDS = st.lists(st.one_of(
@@ -209,7 +209,7 @@ _IDS = st.lists(st.one_of(
 def test_split_hosts_cuts_each_message_id_before_its_last_at_as_the_python_twin(ids):
     """A message-id is its local part and its host (from its last '@' on, b'' without one);
     hosts are numbered in the order first seen, the same in C and in Python."""
-    from app.services import batches
+    from app.services.ingest import hosts as hosts_module
 
     locals_, numbers, hosts = _msgcolumns.split_hosts(ids)
     assert [local + hosts[n] for local, n in zip(locals_, numbers)] == ids
@@ -218,13 +218,13 @@ def test_split_hosts_cuts_each_message_id_before_its_last_at_as_the_python_twin(
         assert hosts[n] or b"@" not in local
     assert len(set(hosts)) == len(hosts) and numbers.typecode == "i"
     assert [hosts[n] for n in sorted(set(numbers), key=list(numbers).index)] == hosts
-    compiled = batches.MessageHosts(*_msgcolumns.split_hosts(ids))
+    compiled = hosts_module.MessageHosts(*_msgcolumns.split_hosts(ids))
     import pytest
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(batches, "_msgcolumns", None)
-        assert batches.split_message_ids(ids) == compiled  # the Python twin
-        assert batches.split_message_ids([i.decode() for i in ids]) == compiled
+        patch.setattr(hosts_module, "_msgcolumns", None)
+        assert hosts_module.split_message_ids(ids) == compiled  # the Python twin
+        assert hosts_module.split_message_ids([i.decode() for i in ids]) == compiled
 
 
 def test_split_hosts_and_take_refuse_what_is_not_theirs():

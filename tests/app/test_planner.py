@@ -14,6 +14,7 @@ from app.services.groups import get_group
 from app.services.planner import find_first_after, plan_group, split
 from edge.digest.nntp import connect
 from edge.digest.overview import parse_date
+from edge.digest.settings import NNTPSettings, TLSMode
 from simnews.generator import Config, generate
 from simnews.inject import inject
 from simnews.proxy import ProviderProxy
@@ -114,7 +115,8 @@ def test_planning_starts_below_live_indexing_and_the_backfill(inn, dated_group, 
 def test_plan_command_and_its_errors(cli_runner, flask_app, inn, dated_group):
     name, _, _ = dated_group
     settings = flask_app.config["SETTINGS"]
-    flask_app.config["SETTINGS"] = dataclasses.replace(settings, nntp_port=inn.reader_port, range_size=50_000)
+    flask_app.config["SETTINGS"] = dataclasses.replace(
+        settings, nntp=NNTPSettings(host=inn.host, port=inn.reader_port, tls=TLSMode.NONE), range_size=50_000)
     try:
         assert cli_runner.invoke(args=["seed", "groups", "add", name]).exit_code == 0
         result = cli_runner.invoke(args=["seed", "plan", name, "--days", "36500", "--json"])
@@ -126,7 +128,8 @@ def test_plan_command_and_its_errors(cli_runner, flask_app, inn, dated_group):
         unknown = cli_runner.invoke(args=["seed", "plan", "alt.binaries.nope"])
         assert unknown.exit_code == 1 and "no such group" in unknown.output
         assert cli_runner.invoke(args=["seed", "plan", name, "--days", "0"]).exit_code == 2
-        flask_app.config["SETTINGS"] = dataclasses.replace(settings, nntp_port=1)
+        flask_app.config["SETTINGS"] = dataclasses.replace(
+            settings, nntp=NNTPSettings(host="127.0.0.1", port=1, tls=TLSMode.NONE))
         down = cli_runner.invoke(args=["seed", "plan", name])
         assert down.exit_code == 1 and "NNTP server 127.0.0.1:1" in down.output
     finally:

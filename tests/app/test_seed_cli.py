@@ -1,20 +1,28 @@
 """The operator's `flask seed ...` commands on real services: range, spool, status, token,
-rules, batches retry; and a poison batch that shows in status."""
+rules, batches retry, the store bench (and bench/store.py run alone); and a poison batch that
+shows in status."""
 from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select, text
 
 from app.db import session_scope
 from app.models import SeedBatch
-from app.services import batches, orchestrator
+from app.services import orchestrator
 from app.services.groups import get_group
+from app.services.ingest import lifecycle, store
 from app.services.tokens import hash_token
+from edge.digest.settings import NNTPSettings, TLSMode
 from simnews.generator import Config, generate
 from tests.app.factories import BIG, make_group, make_node, make_plan
+
+STORE_BENCH = Path(__file__).resolve().parents[2] / "bench" / "store.py"
 
 
 @pytest.fixture
@@ -24,7 +32,8 @@ def posted_range(inn, fresh_group, cli_runner, flask_app):
     assert inn.post(articles) == 3_000
     settings = flask_app.config["SETTINGS"]
     flask_app.config["SETTINGS"] = dataclasses.replace(
-        settings, nntp_port=inn.reader_port, chunk_size=400, batch_chunks=3)
+        settings, nntp=NNTPSettings(host=inn.host, port=inn.reader_port, tls=TLSMode.NONE), chunk_size=400,
+        batch_chunks=3)
     assert cli_runner.invoke(args=["seed", "groups", "add", fresh_group]).exit_code == 0
     with session_scope() as s:
         (seed_range,) = make_plan(s, get_group(s, fresh_group), [(1, 3_000)])
@@ -106,13 +115,13 @@ def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retr
     for attempt in range(3):
         with session_scope() as s:
             with pytest.raises(Exception):
-                batches.store_batch(s, accepted.batch_id)
+                store.store_batch(s, accepted.batch_id)
         with session_scope() as s:
-            state = batches.record_failure(s, accepted.batch_id, "BatchMalformed: undecodable", 3)
+            state = lifecycle.record_failure(s, accepted.batch_id, "BatchFormatError: undecodable", 3)
     assert state == "failed"
     data = json.loads(cli_runner.invoke(args=["seed", "status", "--json"]).output)
     assert data["batches"]["failed"] == 1
-    assert data["batches"]["failed_examples"][0]["error"] == "BatchMalformed: undecodable"
+    assert data["batches"]["failed_examples"][0]["error"] == "BatchFormatError: undecodable"
     assert "failed batch" in cli_runner.invoke(args=["seed", "status"]).output
     retried = cli_runner.invoke(args=["seed", "batches", "retry"])
     assert retried.exit_code == 0 and "1 failed batches back to accepted" in retried.output
@@ -125,7 +134,19 @@ def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retr
 def test_store_bench_reports_and_leaves_nothing_behind(cli_runner, clean_db, catalog):
     result = cli_runner.invoke(args=["seed", "bench", "--store", "--articles", "30000", "--rounds", "2", *catalog])
     assert result.exit_code == 0, result.output
-    figures = json.loads(result.output.strip().splitlines()[-1])
+    _assert_store_bench_figures(result.output, clean_db)
+
+
+def test_store_bench_runs_as_a_script(service_env, clean_db):
+    result = subprocess.run([sys.executable, str(STORE_BENCH), "--articles", "30000", "--rounds", "1"],
+                            env=service_env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("digesting 30000 generated articles")
+    _assert_store_bench_figures(result.stdout, clean_db)
+
+
+def _assert_store_bench_figures(output: str, clean_db) -> None:
+    figures = json.loads(output.strip().splitlines()[-1])
     assert figures["batches"] == 1 and figures["fragments"] > 20_000 and figures["release_chunks"] > 100
     # store_seconds is printed to the millisecond: the figure agrees with it up to that rounding
     # (a store of some 30 ms made a 1% tolerance fail on a fast machine).

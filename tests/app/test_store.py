@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from app.db import session_scope
-from app.services import batches
+from app.services.ingest import catalog, pgcopy, repair, store
 from tests.app.factories import BIG, accept, group_of_range, lease_one_range
 from tests.app.overview import make_batch
 from tests.fixtures.queries import scalar
@@ -24,7 +24,7 @@ def test_rows_already_there_are_kept_once(clean_db):
     group_id = group_of_range(range_id)
     first = make_batch(BIG, BIG + 999)
     with session_scope() as s:
-        batches.store_batch(s, accept(node, range_id, first))
+        store.store_batch(s, accept(node, range_id, first))
     second = make_batch(BIG + 1000, BIG + 1999)
     # Another writer got there first with one file of this batch (a batch's fragments are its
     # own: only its store writes them, see test_a_failure_after_the_fragments_committed_...).
@@ -35,10 +35,10 @@ def test_rows_already_there_are_kept_once(clean_db):
             {"g": group_id, "k": second["files"]["key"][-1], "r": second["files"]["release"][-1]})
     batch_id = accept(node, range_id, second)
     with session_scope() as s:
-        assert batches.store_batch(s, batch_id).stored
+        assert store.store_batch(s, batch_id).stored
     with session_scope() as s:
-        assert not batches.store_batch(s, batch_id).stored  # a redelivery does nothing
-        assert batches.gather_batch(s, batch_id) is None  # the store gathered it already
+        assert not store.store_batch(s, batch_id).stored  # a redelivery does nothing
+        assert repair.repair_batch(s, batch_id) is None  # nothing to repair: the store did it
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == 2000
     assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 2000
     assert scalar(clean_db, "SELECT array_agg(batch_id ORDER BY batch_id) FROM stored_fragments") == [
@@ -54,11 +54,11 @@ def test_rows_already_there_are_kept_once(clean_db):
 
 def test_the_look_up_finds_what_the_catalog_has_by_probing_its_keys(clean_db):
     """Which of a batch's files and releases are known: exactly those the catalog has, found by
-    an index probe a key, also where the planner would scan the catalog for so many keys."""
+    an index probe for each key, also where the planner would scan the catalog for so many keys."""
     node, range_id = lease_one_range(BIG, BIG + 1999)
     group_id = group_of_range(range_id)
     with session_scope() as s:
-        batches.store_batch(s, accept(node, range_id, make_batch(BIG, BIG + 999)))
+        store.store_batch(s, accept(node, range_id, make_batch(BIG, BIG + 999)))
     second = make_batch(BIG + 1000, BIG + 1999)  # releases straddle the two batches
     files, releases = second["files"], second["releases"]
     with clean_db.connect() as conn:
@@ -67,18 +67,18 @@ def test_the_look_up_finds_what_the_catalog_has_by_probing_its_keys(clean_db):
             {k for (k,) in conn.execute(text("SELECT key FROM releases WHERE key = ANY(:k)"), {"k": releases["key"]})})
         assert there[0] and there[1] and len(there[1]) < len(releases["key"])
         cur = conn.connection.driver_connection.cursor()
-        assert batches._known_keys(cur, group_id, files["key"], files["release"], releases["key"]) == there
+        assert catalog.known_keys(cur, group_id, files["key"], files["release"], releases["key"]) == there
         # A catalog some hundred thousand rows big, analyzed, and 5,000 keys: asked with = ANY, the
-        # planner scans the whole table (measured, in PostgreSQL 15); the probes stay probes.
+        # planner scans the whole table (PostgreSQL 15 does); the probes stay probes.
         for table, fill in ((f"files_g{group_id}", "(key, release_key, name, subject) SELECT -n, n, 'f', 's'"),
                             ("releases", "(group_id, key, name, poster) SELECT :g, -n, 'r', 'p'")):
             conn.execute(text(f"INSERT INTO {table} {fill} FROM generate_series(1, 200000) AS n"), {"g": group_id})
             conn.execute(text(f"ANALYZE {table}"))
-            keys = batches._array_literal(list(range(-5000, 0)))
+            keys = catalog._array_literal(list(range(-5000, 0)))
             cur.execute(f"EXPLAIN SELECT key FROM {table} WHERE group_id = %s AND key = ANY(%s::bigint[])",
                         (group_id, keys))
             assert "Seq Scan" in "\n".join(line for (line,) in cur.fetchall())  # what the probes avoid
-            cur.execute("EXPLAIN " + batches.PROBE_KEYS.format(table=table), (keys, group_id))
+            cur.execute("EXPLAIN " + catalog.PROBE_KEYS.format(table=table), (keys, group_id))
             plan = "\n".join(line for (line,) in cur.fetchall())
             assert "Seq Scan" not in plan and "Index Only Scan" in plan, plan
         conn.rollback()
@@ -96,7 +96,7 @@ def test_a_file_there_without_its_release_goes_in_once(clean_db, monkeypatch):
         s.execute(text("INSERT INTO files (group_id, key, release_key, name, subject) VALUES (:g, :k, :r, 'x', 'x')"),
                   {"g": group_id, "k": files["key"][7], "r": files["release"][7]})
     looked_up, went_in = [], {}
-    real_known_keys, real_finish = batches._known_keys, batches._PendingCopy.finish
+    real_known_keys, real_finish = catalog.known_keys, pgcopy.PendingCopy.finish
 
     def known_keys(*args):
         looked_up.append(real_known_keys(*args))
@@ -106,11 +106,11 @@ def test_a_file_there_without_its_release_goes_in_once(clean_db, monkeypatch):
         went_in[self.table] = real_finish(self)
         return went_in[self.table]
 
-    monkeypatch.setattr(batches, "_known_keys", known_keys)
-    monkeypatch.setattr(batches._PendingCopy, "finish", finish)
+    monkeypatch.setattr(catalog, "known_keys", known_keys)
+    monkeypatch.setattr(pgcopy.PendingCopy, "finish", finish)
     batch_id = accept(node, range_id, batch)
     with session_scope() as s:
-        assert batches.store_batch(s, batch_id).stored
+        assert store.store_batch(s, batch_id).stored
     assert looked_up == [(set(), set())]  # neither its release nor it asked for
     assert went_in["files"] == set(files["key"]) - {files["key"][7]}  # through ON CONFLICT
     assert went_in["releases"] is None  # straight in
@@ -130,7 +130,7 @@ def test_a_release_another_batch_holds_gets_both_parts(clean_db):
     for it, then adds its part to what that one wrote, never to the version it started from."""
     node, range_id = lease_one_range(BIG, BIG + 1999)
     with session_scope() as s:
-        batches.store_batch(s, accept(node, range_id, make_batch(BIG, BIG + 999)))
+        store.store_batch(s, accept(node, range_id, make_batch(BIG, BIG + 999)))
     second = make_batch(BIG + 1000, BIG + 1999)
     with clean_db.connect() as conn:
         shared = conn.execute(text("SELECT key, parts_seen FROM releases WHERE key = ANY(:k) ORDER BY key LIMIT 1"),
@@ -140,12 +140,12 @@ def test_a_release_another_batch_holds_gets_both_parts(clean_db):
     holder.execute(text("UPDATE releases SET parts_seen = parts_seen + 1000 WHERE key = :k"), {"k": shared.key})
     done = threading.Event()
 
-    def store():
+    def store_it():
         with session_scope() as s:
-            batches.store_batch(s, batch_id)
+            store.store_batch(s, batch_id)
         done.set()
 
-    worker = threading.Thread(target=store)
+    worker = threading.Thread(target=store_it)
     worker.start()
     try:
         deadline = time.monotonic() + 30
@@ -186,7 +186,7 @@ def test_known_releases_are_probed_even_in_a_group_the_planner_knows_nothing_of(
             self.cur = cur
 
         def execute(self, sql, params=None, **kwargs):
-            if sql in (batches.LOCK_RELEASES, batches.UPDATE_RELEASES):
+            if sql in (catalog.LOCK_RELEASES, catalog.UPDATE_RELEASES):
                 self.cur.execute("EXPLAIN " + sql, params)
                 plans[sql] = "\n".join(line for (line,) in self.cur.fetchall())
             return self.cur.execute(sql, params, **kwargs)
@@ -199,16 +199,16 @@ def test_known_releases_are_probed_even_in_a_group_the_planner_knows_nothing_of(
         columns=lambda wanted: (ones, ones, ones, ones, [None] * len(wanted), [None] * len(wanted))))
     with clean_db.connect() as conn:
         cur = conn.connection.driver_connection.cursor()
-        batches._OtherRows.update_known_releases(known, Explaining(cur))
+        catalog.KeyedRows.update_known_releases(known, Explaining(cur))
         cur.execute("SHOW enable_hashjoin")
         after.append(cur.fetchone()[0])
         conn.connection.driver_connection.commit()
-    assert set(plans) == {batches.LOCK_RELEASES, batches.UPDATE_RELEASES}
+    assert set(plans) == {catalog.LOCK_RELEASES, catalog.UPDATE_RELEASES}
     for plan in plans.values():
         assert "Seq Scan" not in plan and "Hash" not in plan and "Index Cond: ((group_id" in plan, plan
         # The batch's keys drive the probes: the outer side of the loop, never rescanned.
         assert plan.index("Function Scan") < plan.index("Index"), plan
-    assert "Tid Scan" in plans[batches.UPDATE_RELEASES]
+    assert "Tid Scan" in plans[catalog.UPDATE_RELEASES]
     assert after == ["on"]  # the transaction goes on with the planner's settings as they were
     assert scalar(clean_db, "SELECT sum(files_seen) FROM releases WHERE group_id = :g", g=group_id) == 3000
 
@@ -226,7 +226,7 @@ def test_a_known_release_that_is_not_there_fails_the_store_loudly(clean_db):
         columns=lambda keys: ([1, 1], [1, 1], [1, 1], [1, 1], [None, None], [None, None])))
     with clean_db.connect() as conn:
         with pytest.raises(RuntimeError, match="updated 1 of the batch's 2 known releases"):
-            batches._OtherRows.update_known_releases(known, conn.connection.driver_connection.cursor())
+            catalog.KeyedRows.update_known_releases(known, conn.connection.driver_connection.cursor())
 
 
 AGGREGATES = ("SELECT key, files_seen, parts_expected, parts_seen, bytes, completion, first_post, last_post"
@@ -246,7 +246,7 @@ def store_range(spans, skip=frozenset()):
     for batch in made:
         batch_id = accept(node, range_id, batch)
         with session_scope() as s:
-            assert batches.store_batch(s, batch_id).stored
+            assert store.store_batch(s, batch_id).stored
         with session_scope() as s:
             assert count_state(s, batch_id) == "gathered"
     return group_id, made
@@ -256,7 +256,7 @@ def count_state(session, batch_id):
     return session.execute(text("SELECT state FROM seed_batches WHERE id = :b"), {"b": batch_id}).scalar_one()
 
 
-def test_aggregates_kept_by_the_store_equal_a_full_gather(clean_db):
+def test_aggregates_kept_by_the_store_equal_a_full_repair(clean_db):
     # 15 articles per release, batches of 1000 (and one of 7): releases straddle batches.
     spans = [(BIG, BIG + 999), (BIG + 1000, BIG + 1006), (BIG + 1007, BIG + 2999)]
     group_id, made = store_range(spans, skip={BIG + 3, BIG + 1003, BIG + 2500})
@@ -264,7 +264,7 @@ def test_aggregates_kept_by_the_store_equal_a_full_gather(clean_db):
     assert len(kept) == len({k for b in made for k in b["releases"]["key"]})
     with session_scope() as s:
         keys = [r[0] for r in kept]
-        assert batches.gather_releases(s, group_id, keys) == len(keys)
+        assert repair.repair_releases(s, group_id, keys) == len(keys)
     assert rows(clean_db, AGGREGATES) == kept
     # One release straddling the first two batches, whole, with its hole counted.
     with clean_db.connect() as conn:
@@ -285,14 +285,14 @@ def test_a_release_stored_meanwhile_by_another_batch_gets_this_batchs_part(clean
     with session_scope() as s:
         s.execute(text("INSERT INTO releases (group_id, key, name, poster, files_seen, parts_expected, parts_seen,"
                        " bytes) VALUES (:g, :k, :n, 'p', 1, 5, 5, 10)"), {"g": group_id, "k": key, "n": name})
-    real = batches._known_keys
-    batches._known_keys = lambda cur, g, f, fr, r: (set(), set())
+    real = catalog.known_keys
+    catalog.known_keys = lambda cur, g, f, fr, r: (set(), set())
     try:
         batch_id = accept(node, range_id, batch)
         with session_scope() as s:
-            assert batches.store_batch(s, batch_id).stored
+            assert store.store_batch(s, batch_id).stored
     finally:
-        batches._known_keys = real
+        catalog.known_keys = real
     with clean_db.connect() as conn:
         row = conn.execute(text("SELECT files_seen, parts_expected, parts_seen, bytes FROM releases WHERE key = :k"),
                            {"k": key}).one()
@@ -312,7 +312,7 @@ def test_a_failure_after_the_fragments_committed_is_retried_without_storing_twic
     made = [make_batch(a, b, skip={BIG + 17}) for a, b in spans]
     first = accept(node, range_id, made[0])
     with session_scope() as s:
-        assert batches.store_batch(s, first).stored
+        assert store.store_batch(s, first).stored
     second = accept(node, range_id, made[1])
 
     class SessionFailed(Exception):
@@ -320,7 +320,7 @@ def test_a_failure_after_the_fragments_committed_is_retried_without_storing_twic
 
     with pytest.raises(SessionFailed):
         with session_scope() as s:
-            assert batches.store_batch(s, second).stored
+            assert store.store_batch(s, second).stored
             raise SessionFailed  # after load_catalog: the session's commit never happens
     fragments = len(made[0]["fragments"]["article"]) + len(made[1]["fragments"]["article"])
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == fragments  # the second's committed
@@ -331,7 +331,7 @@ def test_a_failure_after_the_fragments_committed_is_retried_without_storing_twic
     half = rows(clean_db, AGGREGATES)
 
     with session_scope() as s:  # the retry
-        assert batches.store_batch(s, second).stored
+        assert store.store_batch(s, second).stored
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == fragments
     assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == fragments
     assert scalar(clean_db, "SELECT count(*) FROM files") == len({k for b in made for k in b["files"]["key"]})
@@ -343,7 +343,7 @@ def test_a_failure_after_the_fragments_committed_is_retried_without_storing_twic
     assert kept != half
     with session_scope() as s:  # the aggregates equal a recomputation from scratch
         keys = [r[0] for r in kept]
-        assert batches.gather_releases(s, group_of_range(range_id), keys) == len(keys)
+        assert repair.repair_releases(s, group_of_range(range_id), keys) == len(keys)
     assert rows(clean_db, AGGREGATES) == kept
 
 
@@ -352,7 +352,7 @@ def test_making_a_groups_partitions_gives_up_on_a_lock_it_cannot_get(clean_db, m
     that parent while its session waits on the maker would wait with it forever (across two
     connections, no deadlock the server can see): the maker gives up after its lock timeout, the
     task is retried (OperationalError), and the batch goes in once the lock is free."""
-    monkeypatch.setattr(batches, "PARTITIONS_LOCK_TIMEOUT", "200ms")
+    monkeypatch.setattr(store, "PARTITIONS_LOCK_TIMEOUT", "200ms")
     node, range_id = lease_one_range(BIG, BIG + 999)
     group_id = group_of_range(range_id)
     with session_scope() as s:  # as for a group whose partitions were never made
@@ -364,9 +364,9 @@ def test_making_a_groups_partitions_gives_up_on_a_lock_it_cannot_get(clean_db, m
         other.execute(text("LOCK TABLE fragments IN ACCESS SHARE MODE"))  # held until the block ends
         with pytest.raises(OperationalError, match="lock timeout"):
             with session_scope() as s:
-                batches.store_batch(s, batch_id)
+                store.store_batch(s, batch_id)
     assert scalar(clean_db, f"SELECT state FROM seed_batches WHERE id = {batch_id}") == "accepted"
     assert scalar(clean_db, f"SELECT to_regclass('files_g{group_id}') IS NULL")  # nothing half made
     with session_scope() as s:
-        assert batches.store_batch(s, batch_id).stored
+        assert store.store_batch(s, batch_id).stored
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])

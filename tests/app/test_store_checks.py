@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from app.db import session_scope
-from app.services import batches
-from app.services.batches import MalformedBatch, StoredBatch, _array_literal, _in_key_order
-from edge.digest.batch import TABLES, BatchMalformed, decode_batch, encode_batch
+from app.services.ingest import checks, store
+from app.services.ingest.catalog import _array_literal, _in_key_order
+from app.services.ingest.checks import MalformedBatch
+from app.services.ingest.decode import StoredBatch
+from edge.digest.batch import TABLES, BatchFormatError, decode_batch, encode_batch
 from tests.app.factories import BIG, accept, lease_one_range
 from tests.app.overview import make_batch
 from tests.fixtures.queries import scalar
@@ -51,16 +53,16 @@ def test_a_poison_batch_fails_clearly_and_stores_nothing(clean_db, store_parts, 
     spoil(batch)
     batch_id = accept(node, range_id, batch)  # as if the API had let it in
     # As the ingest task stores it: the error leaves the session, which rolls back.
-    with pytest.raises((MalformedBatch, BatchMalformed), match=message):
+    with pytest.raises((MalformedBatch, BatchFormatError), match=message):
         with session_scope() as s:
-            batches.store_batch(s, batch_id)
+            store.store_batch(s, batch_id)
     for table in ("fragments", "stored_fragments", "files", "releases", "release_chunks", "rule_counts"):
         assert scalar(clean_db, f"SELECT count(*) FROM {table}") == 0
     assert scalar(clean_db, f"SELECT state FROM seed_batches WHERE id = {batch_id}") == "accepted"
     # The worker goes on with the next batch.
     good = make_batch(BIG + 1000, BIG + 1999)
     with session_scope() as s:
-        assert batches.store_batch(s, accept(node, range_id, good)).stored
+        assert store.store_batch(s, accept(node, range_id, good)).stored
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(good["fragments"]["article"])
 
 
@@ -70,7 +72,7 @@ def test_any_body_the_api_takes_is_stored_the_same(clean_db, store_parts, fmt, g
     batch = make_batch(BIG, BIG + 999)
     batch_id = accept(node, range_id, batch, encode_batch(batch, fmt=fmt, gzip=gzip))
     with session_scope() as s:
-        assert batches.store_batch(s, batch_id).stored
+        assert store.store_batch(s, batch_id).stored
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])
     assert scalar(clean_db, "SELECT count(*) FROM files") == len(batch["files"]["key"])
     assert scalar(clean_db, f"SELECT count(*) FROM seed_batches WHERE id = {batch_id} AND body IS NULL"
@@ -93,12 +95,12 @@ def test_stored_batch_decodes_table_by_table_what_decode_batch_decodes():
     assert (fragments["article"].typecode, fragments["file"].typecode, fragments["part"].typecode,
             fragments["bytes"].typecode) == ("q", "q", "i", "i")
     assert {column: list(values) for column, values in fragments.items()} == as_bytes["fragments"]
-    stored_whole = stored.whole()
+    stored_whole = stored.decoded()
     assert {**stored_whole, "fragments": {column: list(values) for column, values in fragments.items()}} == {
         **whole, **as_bytes}
-    with pytest.raises(BatchMalformed):
+    with pytest.raises(BatchFormatError):
         StoredBatch(b"\x93not a batch", "application/msgpack", "")
-    with pytest.raises(BatchMalformed):
+    with pytest.raises(BatchFormatError):
         StoredBatch(b"\x1f\x8bnot gzip", "application/msgpack", "gzip")
 
 
@@ -110,8 +112,8 @@ def test_each_once_answers_for_arrays_in_any_order_and_lists(values, once):
     """The articles' check: ascending arrays at C speed, any other order by a set, lists too."""
     from array import array
 
-    assert batches._each_once(array("q", values)) is once
-    assert batches._each_once(list(values)) is once
+    assert checks._each_once(array("q", values)) is once
+    assert checks._each_once(list(values)) is once
 
 
 def test_array_literal():

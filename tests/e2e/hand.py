@@ -10,7 +10,7 @@ import ssl
 from edge.digest.batch import encode_batch
 from edge.digest.nntp import connect
 from edge.digest.rules import RuleSet
-from edge.digest.runner import SingleConnectionSource, run_range
+from edge.digest.runner import RangeJob, SingleConnectionSource, run_range
 from tests.fixtures.api_server import ApiServer
 
 PREFIX = "/api/v1/seed"
@@ -75,8 +75,8 @@ def digest_lease(nntp_port: int, lease: dict, *, group: str | None = None, last_
     recorder = _Recorder()
     with connect("127.0.0.1", nntp_port, compress=False) as client:
         client.group(group)
-        run_range(group=group, next_id=seed_range["next_id"], last_id=last_id or seed_range["last_id"],
-                  chunk_size=lease["chunk_size"], batch_chunks=lease["batch_chunks"],
-                  source=SingleConnectionSource(client), sink=recorder, rules=RuleSet.from_data(lease["rules"]),
-                  layout=client.overview_layout())
+        job = RangeJob(group=group, next_id=seed_range["next_id"], last_id=last_id or seed_range["last_id"],
+                       chunk_size=lease["chunk_size"], batch_chunks=lease["batch_chunks"],
+                       rules=RuleSet.from_data(lease["rules"]), layout=client.overview_layout())
+        run_range(job, SingleConnectionSource(client), recorder)
     return recorder.batches

@@ -22,7 +22,7 @@ def test_two_nodes_on_both_groups_store_exactly_the_ground_truth(dc, news):
               for name in ("edge-paris", "edge-lyon")}
     with news.provider() as proxy:
         planned = json.loads(dc.flask("plan", "--days", "3650", "--json", NNTP_HOST="127.0.0.1",
-                                      NNTP_PORT=str(proxy.port)))
+                                      NNTP_PORT=str(proxy.port), NNTP_SSL="0"))
         assert sorted((p["group"], p["first_id"], p["last_id"]) for p in planned) == sorted(
             (g, news.groups[g].low, news.groups[g].high) for g in GROUPS)
         nodes = [dc.edge(name, dc.node_env(token, proxy.port), "--exit-when-idle") for name, token in tokens.items()]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge.digest.batch import (
-    JSON_TYPE, MSGPACK_TYPE, TABLES, BatchMalformed, BatchTooLarge, decode_batch, encode_batch, validate_batch,
+    JSON_TYPE, MSGPACK_TYPE, TABLES, BatchFormatError, BatchTooLarge, decode_batch, encode_batch, validate_batch,
 )
 from edge.digest.gather import Gatherer
 from edge.digest.rules import RuleSet
@@ -108,7 +108,7 @@ def test_too_large_plain_body():
     (b'{"version": "\xff"}', JSON_TYPE, None),
 ])
 def test_malformed_bodies(body, content_type, encoding):
-    with pytest.raises(BatchMalformed):
+    with pytest.raises(BatchFormatError):
         decode_batch(body, content_type, encoding)
 
 
@@ -142,7 +142,7 @@ def test_malformed_bodies(body, content_type, encoding):
 def test_structure_is_checked(spoil):
     batch = small_batch()
     spoil(batch)
-    with pytest.raises(BatchMalformed):
+    with pytest.raises(BatchFormatError):
         validate_batch(batch)
 
 

@@ -70,11 +70,11 @@ def test_overflowing_caches_change_no_batch(rules, group, monkeypatch):
              len(subjects_module._CLEANED))))
     clear_caches()
     assert got == expected
-    # each stays within its bound plus what one block adds (one entry per line at most)
+    # Each cache stays within its bound plus what one block adds (at most one entry for each line).
     assert max(tails for tails, _, _, _ in sizes) <= 7 + BLOCK_LINES
     assert max(subjects for _, subjects, _, _ in sizes) <= 5 + BLOCK_LINES
     assert max(known for _, _, known, _ in sizes) <= 3 + BLOCK_LINES
-    # emptied when over its bound at a miss: at most one more
+    # This cache is emptied when it is over its bound at a miss, so it holds at most one more.
     assert max(cleaned for _, _, _, cleaned in sizes) <= 2 + 1
 
 

@@ -3,10 +3,8 @@
 
 The digest is tuned for speed; this proves a change leaves its results identical. A change that
 should alter batches (a format change) updates these hashes on purpose, with the format's
-version and docs/batch-format.md. (The last change: files, releases and release chunks come in key
-order; each batch held the same rows as before, checked table by table with its rows sorted, and
-version 1 stays: the data center stores them in that order whatever order they come in. The one
-before: `stats.rejected` gained `repeated_number`.)
+version and docs/batch-format.md. Files, releases and release chunks come in key order; the data
+center stores them in that order whatever order they come in, so this is version 1 of the format.
 """
 import hashlib
 import json

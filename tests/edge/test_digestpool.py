@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 
 import pytest
 
@@ -13,8 +12,9 @@ from edge.digest.batch import EncodedBatch, decode_batch
 from edge.node.digestpool import DigestFailed, DigestPool, DigestWorkerLost
 from edge.digest.overview import DEFAULT_LAYOUT
 from edge.digest.rules import RuleSet
-from edge.digest.runner import _digest, batch_spans, run_range
+from edge.digest.runner import RangeJob, _digest, batch_spans, run_range
 from tests.edge.helpers import overview_line
+from tests.fixtures.waiting import WatchedCondition, wait_until
 
 BIG = 2**32 + 7_000_000  # article numbers past 32 bits
 GROUP = "alt.binaries.test"
@@ -106,13 +106,15 @@ def test_two_batches_digest_at_once_in_two_workers(pool):
 def test_a_worker_killed_with_a_batch_in_hand_fails_that_batch_only(pool):
     spans = spans_of(BIG, BIG + 999)
     pool.digest(GROUP, DEFAULT_LAYOUT, None, spans, Source().chunks(spans))  # a worker is running
-    (victim,) = [worker.process.pid for worker in pool._idle]
+    (worker,) = pool._idle
+    victim = worker.process.pid
 
     def killing_chunks():
         for index, chunk in enumerate(Source().chunks(spans)):
             if index == 2:
                 os.kill(victim, signal.SIGKILL)
-                time.sleep(0.2)
+                wait_until(lambda: not worker.process.is_alive(), timeout=10, what="the worker's death",
+                           interval=0.01)
             yield chunk
 
     with pytest.raises(DigestWorkerLost, match=str(victim)):
@@ -163,7 +165,10 @@ def test_workers_ignore_the_terminal_s_signals_and_end_with_the_pool(pool):
     for pid in pids:  # Ctrl-C reaches the whole process group; the node stops its workers itself
         os.kill(pid, signal.SIGINT)
         os.kill(pid, signal.SIGTERM)
-    time.sleep(0.3)
+    # A signal a worker did not ignore would be acted on before the worker reads what is sent
+    # after it, so each worker answering a round trip shows that both were delivered and ignored.
+    for worker in pool._idle:
+        assert worker.call(("batch", GROUP, DEFAULT_LAYOUT, None, "msgpack")) is None
     spans = spans_of(BIG, BIG + 999)
     assert pool.digest(GROUP, DEFAULT_LAYOUT, None, spans, Source().chunks(spans)) == in_process(spans)
     workers = list(pool._idle)
@@ -182,8 +187,8 @@ def test_run_range_with_the_pool_as_digester_posts_encoded_batches_in_order(pool
             assert isinstance(batch, EncodedBatch)
             taken.append((batch.first, batch.last, batch.lines))
 
-    state = run_range(group=GROUP, next_id=BIG, last_id=BIG + 2499, chunk_size=200, batch_chunks=5,
-                      source=Source(), sink=Sink(), digester=pool.digest, post_ahead=True)
+    job = RangeJob(group=GROUP, next_id=BIG, last_id=BIG + 2499, chunk_size=200, batch_chunks=5)
+    state = run_range(job, Source(), Sink(), digester=pool.digest, post_ahead=True)
     assert taken == [(BIG, BIG + 999, 1000), (BIG + 1000, BIG + 1999, 1000), (BIG + 2000, BIG + 2499, 500)]
     assert (state.next_id, state.batches, state.lines) == (BIG + 2500, 3, 2500)
 
@@ -207,6 +212,7 @@ def test_python_dash_m_edge_spawns_its_workers_without_running_the_program_again
 
 def test_a_batch_waiting_for_a_worker_is_refused_when_the_pool_closes():
     pool = DigestPool(1)
+    pool._cond = WatchedCondition()
     spans = spans_of(BIG, BIG + 999)
     release = threading.Event()
 
@@ -218,7 +224,7 @@ def test_a_batch_waiting_for_a_worker_is_refused_when_the_pool_closes():
 
     holder = threading.Thread(target=pool.digest, args=(GROUP, DEFAULT_LAYOUT, None, spans, held_chunks()))
     holder.start()
-    time.sleep(0.5)  # the only worker is in use
+    wait_until(lambda: pool._started == 1, timeout=10, what="the only worker in use", interval=0.01)
     refused = []
 
     def waiter():
@@ -229,7 +235,8 @@ def test_a_batch_waiting_for_a_worker_is_refused_when_the_pool_closes():
 
     waiting = threading.Thread(target=waiter)
     waiting.start()
-    time.sleep(0.2)
+    wait_until(lambda: waiting in pool._cond.waited, timeout=10, what="the second batch waiting for a worker",
+               interval=0.01)
     pool.close()
     waiting.join(5)
     assert refused == ["the digest pool is closed"]

@@ -65,8 +65,8 @@ def test_an_empty_reply_and_a_terminator_split_over_three_pieces():
 
 
 def test_a_piece_without_a_line_end_is_held_back_whole():
-    # Found by the property test: such a piece used to give its first byte as a line of its own,
-    # so article 123 came out as a bad line "1" and an article 23.
+    # A piece like this must not give its first byte as a line of its own (the property test found
+    # such a case): article 123 would then come out as a bad line "1" and an article 23.
     body = _DotTerminatedBody()
     assert body.feed(b"123\tlong subj") == b""
     assert body.feed(b"ect\r\n.\r\n") == b"123\tlong subject\r\n" and body.done

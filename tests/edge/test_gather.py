@@ -341,6 +341,44 @@ def test_the_compiled_numbering_takes_a_line_like_the_one_before_only_when_its_w
     assert len(numbers) == 5
 
 
+def test_the_compiled_numbering_survives_callbacks_that_change_its_lists():
+    """read_tail and the defaultdict's factory are Python code: what the C read of the lists is
+    held while they run, and the lists' sizes are read again for each line, so a callback that
+    empties the lists, or puts other subjects and posters in them, ends in a hand-back or in the
+    numbers of what the lines were when read, never in a read of freed memory (ops/sanitize runs
+    this under AddressSanitizer)."""
+    number_lines = gather_module._number_lines
+
+    def fresh(text):  # objects only the lists hold, so that taking them out frees them
+        return bytes(bytearray(text))
+
+    subjects = [fresh(b"s" * 60 + b" (1/2)"), fresh(b"s" * 60 + b" (2/2)")]
+    posters = [fresh(b"P" * 40), fresh(b"P" * 40)]
+
+    def emptying(tail):
+        subjects.clear()
+        posters.clear()
+        [bytes(bytearray(b"y" * 66)) for _ in range(1000)]  # the freed memory used again
+        return gather_module._counter_after_paren(tail)
+
+    assert number_lines(subjects, posters, {}, emptying, defaultdict(itertools.count().__next__)) is None
+
+    subjects = [fresh(b"s" * 60 + b" (1/2)"), fresh(b"s" * 60 + b" (2/2)")]
+    posters = [fresh(b"P" * 40), fresh(b"P" * 40)]
+    counter = itertools.count()
+
+    def replacing():  # the defaultdict's factory, run for the first line's new key
+        subjects[0], posters[0] = fresh(b"other"), fresh(b"other")
+        [bytes(bytearray(b"y" * 66)) for _ in range(1000)]
+        return next(counter)
+
+    numbers = defaultdict(replacing)
+    found, counters = number_lines(subjects, posters, {}, gather_module._counter_after_paren, numbers)
+    assert found == [0, 0]  # the second line is in the first one's file, as it was read
+    assert counters == [(1, 2, b""), (2, 2, b"")]
+    assert list(numbers) == [(b"P" * 40, b"s" * 60 + b" ", b"")]
+
+
 def test_the_compiled_loop_adds_lines_to_their_files_or_hands_odd_ones_back_untouched():
     add_to_files = gather_module._add_to_files
     assert add_to_files is not None
@@ -376,7 +414,8 @@ def _rows_both_ways(subjects, first_dates, last_dates, releases):
         found = []
         for rkey, numbers in releases:
             prefix = gather_module._FILE_KEY_PREFIX + rkey.to_bytes(8, "big", signed=True)
-            columns = (numbers, subjects, first_dates, last_dates, counters, first_lines, prefix, rkey, "Poster", keys)
+            columns = (numbers, gather_module._file_keys(numbers, subjects, prefix), subjects, first_dates, last_dates,
+                       counters, first_lines, rkey, "Poster", keys)
             if compiled:
                 rows = gather_module._compiled_file_rows(*columns, parse_date, _zoned_day_start)
                 assert rows is not None
@@ -396,8 +435,7 @@ def _subject(filename, index=None, subject="the subject"):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(max_size=300), min_size=1, max_size=6), st.integers(-2**63, 2**63 - 1))
 def test_the_compiled_file_rows_give_the_keys_file_key_gives(names, rkey):
-    """Keys hashed in C (BLAKE2b) for names of any length, across its 128-byte blocks: the ones
-    hashlib gives (file_key)."""
+    """The keys the rows and file_keys get, for names of any length: file_key's, in C as in Python."""
     subjects = [_subject(name or None, index=i) for i, name in enumerate(names)]
     dates = [b"Sat, 01 Nov 2025 07:27:27 +0000"] * len(names)
     compiled, python = _rows_both_ways(subjects, dates, dates, [(rkey, list(range(len(names))))])
@@ -435,14 +473,16 @@ def test_the_compiled_file_rows_hand_odd_input_back():
     prefix = gather_module._FILE_KEY_PREFIX + (1).to_bytes(8, "big")
     file_rows = gather_module._compiled_file_rows
 
-    def rows(numbers, subjects, first_lines=(0,), counters=((1, 1, b""),)):
-        return file_rows(numbers, subjects, date, date, list(counters), list(first_lines), prefix, 1, "P", [None],
+    def rows(numbers, subjects, first_lines=(0,), counters=((1, 1, b""),), keys=None):
+        keys = gather_module._file_keys([0], good, prefix) if keys is None else keys
+        return file_rows(numbers, keys, subjects, date, date, list(counters), list(first_lines), 1, "P", [None],
                          parse_date, _zoned_day_start)
 
     assert rows([0], good) is not None
     assert rows([1], good) is None  # no such file
     assert rows([0], [good[0][:5]]) is None  # not a _Subject
-    assert rows([0], [good[0][:6] + ("text",)]) is None  # an identity that is not bytes
+    assert rows([0], good, keys=[]) is None  # no key for the file
+    assert rows([0], good, keys=[1.5]) is None  # a key that is not an int
     assert rows([0], [(tuple(good[0][0]),) + good[0][1:]]) is None  # a plain tuple, no ParsedSubject
     assert rows([0], good, first_lines=[3]) is None  # no such line
     assert rows([0], good, counters=[None]) is None
@@ -465,13 +505,14 @@ def test_the_compiled_file_rows_survive_a_date_reader_that_changes_their_lists()
 
     dates = [b"d"] * 3  # not the fast path's shape: parse_date reads them
     prefix = gather_module._FILE_KEY_PREFIX + (7).to_bytes(8, "big")
-    assert gather_module._compiled_file_rows([0, 1, 2], subjects, dates, dates, counters, [0, 1, 2], prefix, 7, "P",
+    keys = gather_module._file_keys([0, 1, 2], subjects, prefix)
+    assert gather_module._compiled_file_rows([0, 1, 2], keys, subjects, dates, dates, counters, [0, 1, 2], 7, "P",
                                              [None] * 3, emptying, _zoned_day_start) is None
     date = [b"Mon, 01 Jan 2024 00:00:00 +0000"]
     one = [_subject("a.rar")]
 
     def rows(day_start):
-        return gather_module._compiled_file_rows([0], one, date, date, [(1, 1, b"")], [0], prefix, 7, "P", [None],
+        return gather_module._compiled_file_rows([0], [1], one, date, date, [(1, 1, b"")], [0], 7, "P", [None],
                                                  lambda raw: None, day_start)[0][0][5]
 
     assert rows(_zoned_day_start) == 1704067200

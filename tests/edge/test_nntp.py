@@ -41,7 +41,7 @@ def test_overview_in_every_encoding(options):
         info = client.group(GROUP)
         assert (info.count, info.first, info.last) == (len(LINES), BASE, BASE + 2999)
         assert received(client, BASE, BASE + 2999) == block(LINES)
-        # the connection stays in step: the next reply is read right
+        # The connection stays in step, so the next reply is read correctly.
         assert received(client, BASE + 5, BASE + 6) == block(LINES[5:7])
         assert client.article_date(BASE + 1) == parse_date(b"Sat, 01 Nov 2025 07:27:27 +0000")
 

@@ -138,10 +138,10 @@ def test_dates_read_by_hand_equal_the_standard_parser(seconds, offset_minutes, w
     (b"garbage", None),
     (b"", None),
     (b"Mon, 99 Foo 2025 07:27:27 +0000", None),
-    # a clock is read as written, out of range or not
+    # A clock is read as written, whether it is in range or not.
     (b"Sat, 01 Nov 2025 99:99:99 -9999", 1761955200 + 99 * 3600 + 99 * 60 + 99 + 99 * 3600 + 99 * 60),
     (b"Sat, 01 Nov 2025 00:00:00 -0000", 1761955200),
-    # not the usual clock: the standard parser's reading
+    # A date without the usual clock is read by the standard parser.
     (b"Sat, 01 Nov 2025 07:27:27 +01x0", _stdlib_date(b"Sat, 01 Nov 2025 07:27:27 +01x0")),
     (b"Sat, 01 Nov 2025 07:27:2x +0100", None),
     (b"Sat, 01 Nov 2025 07-27:27 +0100", None),

@@ -10,8 +10,9 @@ import pytest
 
 from edge.node.node import DigestTurns
 from edge.node.retry import Stopped
-from edge.digest.runner import run_range
+from edge.digest.runner import RangeHooks, RangeJob, run_range
 from tests.edge.helpers import overview_line
+from tests.fixtures.waiting import WatchedCondition, wait_until
 
 BIG = 2**32 + 10_000  # article numbers past 32 bits
 
@@ -31,6 +32,7 @@ class Sink:
     def __init__(self, hold: threading.Event | None = None, fail_at: int | None = None):
         self.taken: list[int] = []
         self.asked: list[int] = []
+        self.refused: list[int] = []
         self.hold, self.fail_at = hold, fail_at
         self.busy = 0
         self.most_at_once = 0
@@ -46,6 +48,7 @@ class Sink:
                 assert self.hold.wait(5)
             time.sleep(0.02)
             if batch["first"] == self.fail_at:
+                self.refused.append(batch["first"])
                 raise RuntimeError("refused")
             self.taken.append(batch["first"])
         finally:
@@ -53,9 +56,28 @@ class Sink:
                 self.busy -= 1
 
 
-def run(sink, **options):
-    return run_range(group="alt.binaries.test", next_id=BIG, last_id=BIG + 399, chunk_size=50, batch_chunks=2,
-                     source=Source(), sink=sink, **options)
+class Hooks(RangeHooks):
+    """The hooks a test gives as functions; those not given keep RangeHooks' defaults."""
+
+    def __init__(self, digest_slot=None, should_stop=None, on_digested=None, progress=None):
+        for name, hook in (("digest_slot", digest_slot), ("should_stop", should_stop),
+                           ("on_digested", on_digested), ("progress", progress)):
+            if hook is not None:
+                setattr(self, name, hook)
+
+
+JOB = RangeJob(group="alt.binaries.test", next_id=BIG, last_id=BIG + 399, chunk_size=50, batch_chunks=2)
+
+
+def run(sink, post_ahead=False, **hooks):
+    return run_range(JOB, Source(), sink, Hooks(**hooks), post_ahead=post_ahead)
+
+
+def test_without_hooks_the_range_is_digested_into_the_sink_batch_by_batch():
+    sink = Sink()
+    state = run_range(JOB, Source(), sink)
+    assert sink.taken == [BIG + 100 * i for i in range(4)]
+    assert (state.done, state.next_id, state.batches, state.lines) == (True, BIG + 400, 4, 400)
 
 
 def test_posting_ahead_the_next_batch_is_digested_while_the_sink_takes_one():
@@ -178,7 +200,8 @@ def test_digest_turns_go_to_the_longest_held_range_first():
     waiters = [threading.Thread(target=waiter, args=(n,)) for n in (9, 3, 7)]  # ask in this order
     for thread in waiters:
         thread.start()
-    time.sleep(0.2)
+    wait_until(lambda: turns._waiting == {3, 7, 9}, timeout=5, what="the three ranges waiting for a turn",
+               interval=0.01)
     release_first.set()
     for thread in waiters:
         thread.join(5)
@@ -190,6 +213,7 @@ def test_a_range_leased_later_waits_for_the_first_turn_of_one_leased_before_it()
     (the prefetcher fetches its chunks first), whichever thread asks first; a range that ends
     before its first turn lets the others go."""
     turns = DigestTurns(threading.Event())
+    turns._cond = WatchedCondition()
     for order in (0, 1, 2):
         turns.expect(order)
     order = []
@@ -201,7 +225,8 @@ def test_a_range_leased_later_waits_for_the_first_turn_of_one_leased_before_it()
     late = [threading.Thread(target=ranged, args=(n,)) for n in (2, 1)]
     for thread in late:
         thread.start()
-    time.sleep(0.2)
+    wait_until(lambda: set(late) <= turns._cond.waited, timeout=5, what="ranges 1 and 2 waiting for a turn",
+               interval=0.01)
     assert order == []  # range 0 has not asked yet: nobody goes before it
     turns.forget(0)  # it ended before its first turn (failed, given back)
     for thread in late:
@@ -214,7 +239,7 @@ def test_digest_turns_without_an_expected_range_go_to_whoever_asks():
     turns.expect(0)
     with turns.turn(0):
         pass
-    # range 0 took its first turn: between its batches a later range may digest
+    # Range 0 has taken its first turn, so a later range may digest between its batches.
     done = threading.Event()
 
     def later():
@@ -249,16 +274,26 @@ def test_a_range_waiting_for_its_turn_stops_when_the_node_stops():
 
 def test_posting_ahead_a_stop_asked_while_a_batch_is_posted_leaves_the_next_one_unposted():
     stop = threading.Event()
+    turns = []
+    second_turn = threading.Event()
+
+    @contextmanager
+    def slot():
+        turns.append(None)
+        if len(turns) == 2:
+            second_turn.set()
+        yield
 
     class StoppingSink(Sink):
         def submit(self, batch):
             if batch["first"] == BIG:
+                assert second_turn.wait(5)  # the second batch is being digested
                 stop.set()  # SIGTERM (or the range dropped) while the first batch is on its way
-                time.sleep(0.1)  # the second is digested meanwhile
             super().submit(batch)
 
     sink = StoppingSink()
-    state = run(sink, post_ahead=True, should_stop=stop.is_set)
+    state = run(sink, post_ahead=True, digest_slot=slot, should_stop=stop.is_set)
+    assert len(turns) == 2
     assert sink.asked == [BIG]  # the batch digested meanwhile is never posted
     assert (state.next_id, state.batches) == (BIG + 100, 1)
 
@@ -271,7 +306,7 @@ def test_posting_ahead_a_refusal_ends_the_range_before_it_waits_for_its_next_tur
     def slot():
         turns.append(len(turns))
         if len(turns) == 2:
-            time.sleep(0.2)  # the first batch is refused meanwhile
+            wait_until(lambda: sink.refused, timeout=5, what="the first batch refused", interval=0.01)
         yield
 
     with pytest.raises(RuntimeError, match="refused"):
@@ -332,10 +367,12 @@ def test_digest_turns_with_two_slots_let_two_ranges_digest_and_the_third_wait():
             assert release.wait(5)
 
     threads = [threading.Thread(target=holder, args=(order,)) for order in range(3)]
-    for thread in threads:
+    for order, thread in enumerate(threads[:2]):
         thread.start()
-    assert entered[0].wait(5) and entered[1].wait(5)
-    assert not entered[2].wait(0.3)  # both slots taken
+        assert entered[order].wait(5)
+    threads[2].start()
+    wait_until(lambda: 2 in turns._waiting, timeout=5, what="the third range waiting for a turn", interval=0.01)
+    assert not entered[2].is_set()  # both slots taken
     assert sorted(inside) == [0, 1]
     release.set()
     for thread in threads:

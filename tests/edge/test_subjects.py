@@ -182,8 +182,8 @@ _PLAIN_FORMS = {
     "_SIZE": re.compile(r"\b\d+(?:[.,]\d+)?\s*(?:[KMGT]i?B|bytes|B)\b", re.IGNORECASE),
     "_SEPARATOR_RUN": re.compile(r"(?: ?[-:|~]){2,} ?"),
 }
-# what they look at, with every letter IGNORECASE matches beside ASCII (KELVIN SIGN, İ, ı, ſ),
-# other digits and word characters
+# Pieces of what these forms look at, with every letter that IGNORECASE matches beside ASCII
+# (KELVIN SIGN, İ, ı, ſ), and other digits and word characters.
 _NOISE_PIECES = ["y", "Y", "e", "E", "n", "N", "c", "C", "yEnc", "YENC", "yenc 123", " ", "\t", "\n", "1", "22", "٣",
                  "²", ".", ",", "k", "K", "\u212a", "m", "G", "t", "T", "i", "I", "\u0130", "\u0131", "B", "b",
                  "bytes", "BYTES", "s", "S", "\u017f", "-", ":", "|", "~", "_", "a", "é", "MB", "GiB", " 12 ", "x", "ǅ",

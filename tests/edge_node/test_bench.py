@@ -29,7 +29,8 @@ def test_bench_prints_its_figures_last():
     assert [run["connections"] for run in figures["runs"]] == [1, 2]
     assert all(run["lines"] == 3000 and run["batches"] == 1 and run["peak_rss_mib"] > 0 for run in figures["runs"])
     assert figures["runs"][0]["speedup"] == 1.0
-    # the same articles as three ranges, two held at once: every line digested once, a batch a range
+    # The same articles as three ranges, two held at once: every line is digested once, and there
+    # is one batch for each range.
     assert [(run["connections"], run["ranges"]) for run in figures["range_runs"]] == [(1, 3), (2, 3)]
     assert all(run["lines"] == 3000 and run["batches"] == 3 and run["vs_one_range"] > 0 for run in figures["range_runs"])
     assert "where the digest thread's time goes" in result.stdout

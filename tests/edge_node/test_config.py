@@ -5,6 +5,7 @@ import argparse
 
 import pytest
 
+from edge.digest.settings import TLSMode
 from edge.node.config import ConfigError, EdgeConfig, add_arguments, load_config
 
 REQUIRED = {"COORDINATOR_URL": "https://seed.example.net:8443", "NODE_TOKEN": "seed_abc"}
@@ -13,7 +14,7 @@ REQUIRED = {"COORDINATOR_URL": "https://seed.example.net:8443", "NODE_TOKEN": "s
 def test_two_settings_are_enough():
     config = load_config(env=REQUIRED)
     assert config == EdgeConfig(coordinator_url="https://seed.example.net:8443", node_token="seed_abc")
-    assert (config.nntp_ssl, config.nntp_port_or_default, config.nntp_connections) == (True, 563, 8)
+    assert (config.nntp.tls, config.nntp.port_or_default, config.nntp_connections) == (TLSMode.IMPLICIT, 563, 8)
     assert (config.max_leases, config.chunks_in_flight, config.batch_format) == (3, 12, "msgpack")
     assert config.spool_dir is None
     assert "seed_abc" not in repr(config)
@@ -31,8 +32,23 @@ def test_flags_override_the_environment():
     add_arguments(parser)
     flags = vars(parser.parse_args(["--nntp-connections", "3", "--batch-format", "JSON", "--nntp-ssl", "0"]))
     config = load_config(flags, env={**REQUIRED, "NNTP_CONNECTIONS": "5", "NNTP_HOST": "news.provider.net"})
-    assert (config.nntp_connections, config.batch_format, config.nntp_host) == (3, "json", "news.provider.net")
-    assert config.nntp_port_or_default == 119
+    assert (config.nntp_connections, config.batch_format, config.nntp.host) == (3, "json", "news.provider.net")
+    assert (config.nntp.tls, config.nntp.port_or_default) == (TLSMode.NONE, 119)
+
+
+def test_a_bad_flag_is_named_as_the_flag():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    flags = vars(parser.parse_args(["--nntp-port", "nntp"]))
+    with pytest.raises(ConfigError) as error:
+        load_config(flags, env={**REQUIRED, "NNTP_PORT": "119"})
+    assert str(error.value).startswith("--nntp-port must be an integer, got 'nntp'")
+
+
+def test_the_password_stays_out_of_repr():
+    config = load_config(env={**REQUIRED, "NNTP_USER": "me", "NNTP_PASSWORD": "hunter2"})
+    assert (config.nntp.user, config.nntp.password) == ("me", "hunter2")
+    assert "hunter2" not in repr(config)
 
 
 def test_secrets_have_no_flag():
@@ -56,6 +72,7 @@ def test_secrets_have_no_flag():
     ({"COORDINATOR_CAFILE": "/nonexistent/ca.pem"}, "COORDINATOR_CAFILE '/nonexistent/ca.pem' is not a readable file"),
     ({"NNTP_SSL": "1", "NNTP_STARTTLS": "1"}, "NNTP_SSL and NNTP_STARTTLS exclude each other"),
     ({"NNTP_PASSWORD": "secret"}, "NNTP_PASSWORD is set but NNTP_USER is not"),
+    ({"NNTP_CAFILE": "/nonexistent/ca.pem"}, "NNTP_CAFILE '/nonexistent/ca.pem' is not a readable file"),
 ])
 def test_bad_values_are_named(env, message):
     with pytest.raises(ConfigError) as error:
@@ -65,7 +82,7 @@ def test_bad_values_are_named(env, message):
 
 def test_starttls_means_the_plain_port_upgraded():
     config = load_config(env={**REQUIRED, "NNTP_STARTTLS": "yes"})
-    assert (config.nntp_ssl, config.nntp_starttls, config.nntp_port_or_default) == (False, True, 119)
+    assert (config.nntp.tls, config.nntp.port_or_default) == (TLSMode.STARTTLS, 119)
 
 
 def test_the_spool_directory_is_made(tmp_path):

@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import text
 
 from app.db import session_scope
-from app.services.dcrun import spool_range
+from app.services.datacenter_fetch import spool_range
+from edge.digest.settings import NNTPSettings, TLSMode
 from simnews.proxy import ProviderProxy
 from tests.app.factories import make_node
 from tests.edge_node.conftest import BATCH_CHUNKS, CHUNK_SIZE, all_batches_stored, plan, post_articles, stored_message_ids
@@ -32,7 +33,7 @@ def through_proxy(api_url: str, cafile: str, token: str, proxy_port: int, **extr
 
 
 def assert_stored_once(engine, posted) -> None:
-    assert wait_until(lambda: all_batches_stored(engine), timeout=120), "batches not stored"
+    wait_until(lambda: all_batches_stored(engine), timeout=120, what="every batch stored")
     stored = stored_message_ids(engine, posted.group)
     assert len(stored) == len(set(stored)), "an article was stored twice"
     assert set(stored) == posted.kept
@@ -99,7 +100,7 @@ def test_a_node_killed_takes_its_digest_processes_with_it(edge_api, inn, fresh_g
         workers = descendants(edge.proc.pid)
         assert len(workers) >= 2, edge.log()  # two digest workers (and the resource tracker)
         edge.kill()
-    assert wait_until(lambda: not any(map(alive, workers)), timeout=10), "digest workers outlived the node"
+    wait_until(lambda: not any(map(alive, workers)), timeout=10, what="the digest workers to end with the node")
     assert edge.named("start")[0]["digest_processes"] == 2
 
 
@@ -128,7 +129,7 @@ def test_while_a_range_s_last_batch_is_posted_the_next_range_is_leased_and_fetch
     goes on), but holds no more than one range more than MAX_LEASES: the third range waits for
     the first's `done`. Every article is stored once."""
     posted = post_articles(inn, fresh_group, 3 * CHUNK_SIZE * BATCH_CHUNKS)
-    per_range = -(-(posted.high - posted.low + 1) // 3)  # at most one batch a range
+    per_range = -(-(posted.high - posted.low + 1) // 3)  # at most one batch for each range
     spans = [(a, min(a + per_range - 1, posted.high)) for a in range(posted.low, posted.high + 1, per_range)]
     token, ranges = plan(fresh_group, spans)
     assert len(ranges) == 3
@@ -151,9 +152,10 @@ def test_after_nothing_to_do_the_coordinator_is_asked_again_only_when_the_node_i
         edge_api, celery_worker, inn, fresh_group, clean_db, run_edge):
     """A 204 is not asked again each time one of the node's ranges ends (their ends bring the
     coordinator no work), only after POLL_INTERVAL or once the node holds no range. A slow
-    coordinator (half a second a batch) and ranges of 1, 2, 3 and 4 batches spread the ranges'
-    ends over two seconds: the 204 comes with the first ends, and each later end asked again
-    before. With a poll of ten minutes the node still exits as soon as its last range is done."""
+    coordinator (half a second for each batch) and ranges of 1, 2, 3 and 4 batches spread the
+    ranges' ends over two seconds: the 204 comes with the first ends, and each later end would ask
+    again if the node did not hold back. With a poll of ten minutes the node still exits as soon as
+    its last range is done."""
     batch = CHUNK_SIZE * BATCH_CHUNKS
     posted = post_articles(inn, fresh_group, 10 * batch)
     firsts = [posted.low + batch * done for done in (0, 1, 3, 6)]
@@ -166,7 +168,8 @@ def test_after_nothing_to_do_the_coordinator_is_asked_again_only_when_the_node_i
                          "MAX_LEASES": "3", "POLL_INTERVAL": "600"}, "--exit-when-idle")
         assert edge.wait(120) == 0, edge.log()
     assert sorted(e["range"] for e in edge.named("done")) == sorted(ranges)
-    # the one 204 while ranges were still held; then the ask once none was left, which ended the run
+    # There is one 204 while ranges were still held; the node asked again once none was left, and
+    # that answer ended the run.
     assert len(edge.named("idle")) == 1, [(e["event"], e.get("range")) for e in edge.events]
     assert edge.named("stopping")[-1]["reason"] == "nothing to do"
     assert_stored_once(clean_db, posted)
@@ -217,7 +220,8 @@ def test_a_spooled_range_is_read_from_the_coordinators_stream(edge_api, celery_w
                                                               clean_db, run_edge):
     posted = post_articles(inn, fresh_group, ARTICLES)
     token, (range_id,) = plan(fresh_group, [(posted.low, posted.high + 700)])
-    spool_range(replace(settings, nntp_host=inn.host, nntp_port=inn.reader_port, chunk_size=CHUNK_SIZE), range_id)
+    nntp = NNTPSettings(host=inn.host, port=inn.reader_port, tls=TLSMode.NONE)
+    spool_range(replace(settings, nntp=nntp, chunk_size=CHUNK_SIZE), range_id)
     # No Usenet server at all: every chunk must come from the stream.
     env = {"COORDINATOR_URL": edge_api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": edge_api.cafile,
            "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(free_port()), "NNTP_SSL": "0"}
@@ -241,7 +245,8 @@ def test_a_restarted_node_takes_its_fetched_chunks_from_the_spool_directory(edge
                "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0",
                "SPOOL_DIR": str(spool_dir), "MAX_CHUNKS_IN_FLIGHT": str(chunks)}
         first = run_edge(env)
-        assert wait_until(lambda: len(list(spool_dir.glob("*/*.over"))) == chunks, timeout=60), first.log()
+        wait_until(lambda: len(list(spool_dir.glob("*/*.over"))) == chunks, timeout=60,
+                   what=lambda: f"every chunk in the local spool; the node's log:\n{first.log()}")
         first.signal(signal.SIGTERM)
         assert first.wait(10) == 143, first.log()
     assert query(clean_db, "SELECT status FROM seed_ranges") == [("planned",)]

@@ -14,8 +14,9 @@ from edge.digest.nntp import NNTPConnectionError, NNTPReplyError
 from edge.digest.overview import DEFAULT_LAYOUT
 from edge.node.prefetch import ChunkUnavailable, FatalNNTPError, Prefetcher
 from edge.node.retry import Stopped
-from edge.digest.runner import chunk_spans, run_range
+from edge.digest.runner import RangeHooks, RangeJob, chunk_spans, run_range
 from tests.edge.helpers import overview_line
+from tests.fixtures.waiting import wait_until
 
 
 class FakeServer:
@@ -117,7 +118,8 @@ def test_one_connection_takes_the_first_leased_range_first_and_switches_group(ma
     threads[0].start()
     assert server.asked.acquire(timeout=5)  # range a is open: its first chunk is asked for
     threads[1].start()
-    time.sleep(0.1)
+    wait_until(lambda: second.state.waiting, timeout=5, what="range b's loop waiting for its first chunk",
+               interval=0.01)
     server.gate.set()
     for thread in threads:
         thread.join(5)
@@ -131,7 +133,10 @@ def test_chunks_in_flight_are_capped_but_a_waiting_range_is_never_starved(make_p
     prefetcher = make_prefetcher(server, connections=3, in_flight=4)
     slow = prefetcher.source(1, "a").chunks(chunk_spans(1, 10_000, 100))
     next(slow)  # takes one chunk, then takes nothing more for now
-    time.sleep(0.3)
+    # Once the cap's worth is fetched, no connection takes another chunk of a range whose loop
+    # does not wait: the count below is final.
+    wait_until(lambda: len(slow.state.results) == 4, timeout=5, what="the cap's worth of chunks fetched",
+               interval=0.01)
     assert len(server.overs) == 1 + 4  # the one taken, and the cap
     late = list(prefetcher.source(2, "b").chunks(chunk_spans(1, 300, 100)))  # beyond the cap, as it waits
     assert [first for first, _, _ in late] == [1, 101, 201]
@@ -186,20 +191,12 @@ def test_a_waiting_range_loop_stops_at_once_when_the_node_stops(make_prefetcher)
     server.gate.set()
 
 
-def _wait_for(condition, seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 def test_a_range_is_fetched_from_as_soon_as_it_is_opened_before_any_chunk_is_taken(make_prefetcher):
     server = FakeServer({"g": 300})
     prefetcher = make_prefetcher(server, connections=2, in_flight=4)
     chunks = prefetcher.source(1, "g").chunks(chunk_spans(1, 300, 100))
-    assert _wait_for(lambda: len(server.overs) == 3)  # nothing taken yet
+    # The connections fetch the range's chunks before its loop takes any.
+    wait_until(lambda: len(server.overs) == 3, timeout=5, what="the range's three chunks fetched", interval=0.01)
     assert [n for _, _, blocks in chunks for n in numbers(blocks)] == list(range(1, 301))
     assert len(server.overs) == 3  # each fetched once
 
@@ -208,10 +205,11 @@ def test_a_range_closed_before_any_chunk_was_taken_gives_its_slots_back(make_pre
     server = FakeServer({"a": 300, "b": 300})
     prefetcher = make_prefetcher(server, connections=2, in_flight=2)
     dropped = prefetcher.source(1, "a").chunks(chunk_spans(1, 300, 100))
-    assert _wait_for(lambda: len(server.overs) == 2)  # the cap
+    wait_until(lambda: len(server.overs) == 2, timeout=5, what="the cap's worth fetched", interval=0.01)
     dropped.close()
     kept = prefetcher.source(2, "b").chunks(chunk_spans(1, 300, 100))
-    assert _wait_for(lambda: len([o for o in server.overs if o[0] == "b"]) == 2)
+    wait_until(lambda: len([o for o in server.overs if o[0] == "b"]) == 2, timeout=5,
+               what="the cap's worth of b fetched", interval=0.01)
     assert len([n for _, _, blocks in kept for n in numbers(blocks)]) == 300
     assert [o for o in server.overs if o[0] == "a"] == [("a", 1, 100), ("a", 101, 200)]
 
@@ -223,15 +221,17 @@ def test_a_range_loop_waiting_for_its_turn_to_digest_has_its_chunks_fetched_mean
     prefetcher = make_prefetcher(server, connections=2, in_flight=8)
     fetched_before_the_turn = []
 
-    @contextmanager
-    def slot():
-        fetched_before_the_turn.append(_wait_for(lambda: len(server.overs) == 4, seconds=3))
-        yield
+    class Hooks(RangeHooks):
+        @contextmanager
+        def digest_slot(self):
+            fetched_before_the_turn.append(wait_until(lambda: len(server.overs) == 4, timeout=3, interval=0.01,
+                                                      what="the range's chunks fetched before its turn"))
+            yield
 
     batches = []
-    state = run_range(group="g", next_id=1, last_id=400, chunk_size=100, batch_chunks=4,
-                      source=prefetcher.source(1, "g"), sink=type("Sink", (), {"submit": lambda _, b: batches.append(b)})(),
-                      digest_slot=slot)
+    job = RangeJob(group="g", next_id=1, last_id=400, chunk_size=100, batch_chunks=4)
+    state = run_range(job, prefetcher.source(1, "g"), type("Sink", (), {"submit": lambda _, b: batches.append(b)})(),
+                      Hooks())
     assert fetched_before_the_turn == [True]
     assert state.done and len(batches[0]["fragments"]["article"]) + sum(
         counts[2] for rule, counts in batches[0]["rules"].items() if rule) == 400
@@ -244,7 +244,8 @@ def test_the_node_s_range_loop_opens_its_range_when_it_asks_for_the_chunks(make_
     prefetcher = make_prefetcher(server, connections=2, in_flight=4)
     held = HeldRange(lease=None, next_id=1)
     chunks = _TrackedSource(prefetcher.source(1, "g"), held).chunks(chunk_spans(1, 300, 100))
-    assert _wait_for(lambda: len(server.overs) == 3)  # before the loop takes any
+    # The range is opened, and its chunks fetched, before the loop takes any.
+    wait_until(lambda: len(server.overs) == 3, timeout=5, what="the range's chunks fetched", interval=0.01)
     before = held.last_activity
     assert next(chunks)[:2] == (1, 100)
     assert held.last_activity > before  # each chunk taken is the range's sign of life
@@ -258,7 +259,8 @@ def test_beyond_the_cap_a_waiting_range_has_a_connection_s_worth_of_chunks_fetch
     server = FakeServer({"a": 10_000, "b": 10_000})
     prefetcher = make_prefetcher(server, connections=3, in_flight=2)
     ahead = prefetcher.source(1, "a").chunks(chunk_spans(1, 10_000, 100))
-    assert _wait_for(lambda: len(server.overs) == 2)  # the cap, nothing taken
+    # The cap's worth of range a is fetched, and none of it taken.
+    wait_until(lambda: len(server.overs) == 2, timeout=5, what="the cap's worth fetched", interval=0.01)
     server.gate.clear()
     while server.asked.acquire(blocking=False):  # what was asked so far
         pass
@@ -271,7 +273,9 @@ def test_beyond_the_cap_a_waiting_range_has_a_connection_s_worth_of_chunks_fetch
     server.gate.set()
     reader.join(5)
     assert got[0][:2] == (1, 100)
-    time.sleep(0.3)  # the loop takes no more: nothing beyond a connection's worth is fetched for it
+    # The loop takes no more: once the connection's worth is fetched, nothing beyond it is, and the
+    # count below is final.
+    wait_until(lambda: len(late.state.results) == 2, timeout=5, what="b's look-ahead fetched", interval=0.01)
     assert len([o for o in server.overs if o[0] == "b"]) == 3
     late.close()
     ahead.close()

@@ -1,16 +1,20 @@
-"""COPY ... FROM STDIN payloads built column by column at C speed, not row by row.
+"""PostgreSQL COPY for the store: payloads built column by column at C speed, not row by row, and
+the COPYs that send them.
 
 The store sends PostgreSQL's binary format (below), in slices of rows, so the server parses and
 stores one slice while the next one is being built (client and server work side by side instead
-of one after the other). The text format (columns separated by tabs, rows by newlines, NULL as
-\\N, backslash, tab, newline and carriage return escaped) is kept for the store benchmark's
-plain-COPY baseline.
+of one after the other), from a background thread (StreamedCopy); a COPY into a keyed table falls
+back to INSERT ... ON CONFLICT should another worker have stored one of its rows (PendingCopy). The
+text format (columns separated by tabs, rows by newlines, NULL as \\N, backslash, tab, newline and
+carriage return escaped) is kept for the store benchmark's plain-COPY baseline.
 """
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat, starmap
+
+from edge.digest.compiled import load as load_compiled
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
@@ -101,24 +105,27 @@ def _interleave(pieces: list[list]) -> bytes:
     return b"".join(rows)
 
 
-try:  # built by setup.py where a C compiler is at hand; the same bytes as _pack_rows_python
-    from app.services._copyrows import pack_rows as _pack_rows_c
-except ImportError:  # pragma: no cover - an install without the compiled part
-    _pack_rows_c = None
+# Built by setup.py where a C compiler is at hand (SEED_IMPL chooses): the same bytes as
+# _pack_rows_python, which serves where it is not built.
+_copyrows = load_compiled("app.services._copyrows")
+_pack_rows_c = _copyrows.pack_rows if _copyrows is not None else None
 
 
 def _pack_rows(columns: Sequence[tuple[str, Sequence]], scan: bool) -> bytes:
-    """Equal-length columns as binary COPY rows (no header): in C (_copyrows.c, a quarter of the
-    time: no Python object a value), else in Python."""
+    """Equal-length columns as binary COPY rows, without a header. The C version (_copyrows.c)
+    runs where it is loaded; it takes a quarter of the time because it makes no Python object for
+    each value. Otherwise the rows are packed in Python."""
     if _pack_rows_c is not None:
         return _pack_rows_c([kind for kind, _ in columns], [values for _, values in columns], scan)
     return _pack_rows_python(columns, scan)
 
 
 def _pack_rows_python(columns: Sequence[tuple[str, Sequence]], scan: bool) -> bytes:
-    """Equal-length columns as binary COPY rows (no header). scan False: the columns hold no NULL,
-    so none is looked for (a None is refused as a value of the wrong type is). Runs of columns without NULLs are packed together, one struct call a row, with the next
-    text column's length; a column with NULLs (looked for when `scan`) is packed value by value."""
+    """Equal-length columns as binary COPY rows, without a header. With `scan` False the columns
+    hold no NULL, so none is looked for (a None is refused as a value of the wrong type is). Runs
+    of columns without NULLs are packed together, with one struct call for each row that also
+    packs the next text column's length; a column with NULLs (looked for when `scan`) is packed
+    value by value."""
     if len({len(values) for _, values in columns}) != 1:  # zip below would drop rows silently
         raise ValueError("columns of different lengths")
     pieces: list = []
@@ -184,3 +191,66 @@ def binary_slices(columns: Sequence[tuple[str, Sequence]], rows: int = SLICE_ROW
 
 def binary_payload(columns: Sequence[tuple[str, Sequence]]) -> bytes:
     return b"".join(binary_slices(columns))
+
+
+class PendingCopy:
+    """A COPY of rows the caller believes new straight into `target`, under a savepoint, sent in
+    the background (the caller prepares the next tables meanwhile); finish() tells which rows went
+    in. Should another worker have stored one of them meanwhile (a unique violation), the
+    savepoint is rolled back and the rows go through a staging table and INSERT ... ON CONFLICT DO
+    NOTHING RETURNING the key."""
+
+    def __init__(self, cur, table: str, target: str, column_names: str, pieces: list[bytes], key: str,
+                 binary: bool = False):
+        """pieces: the payload, kept for the fallback."""
+        self.cur, self.table, self.target, self.column_names, self.key = cur, table, target, column_names, key
+        self.options = " (FORMAT binary)" if binary else ""
+        self.copy = self.error = None
+        self.pieces = pieces
+        if not pieces or binary and sum(map(len, pieces)) == len(BINARY_HEADER) + len(BINARY_TRAILER):
+            return
+        cur.execute("SAVEPOINT copy_new_rows")
+        try:
+            self.copy = StreamedCopy(cur, f'COPY "{target}" ({column_names}) FROM STDIN{self.options}', pieces)
+        except Exception as exc:
+            self.error = exc
+
+    def abort(self, exc: BaseException) -> None:
+        """The caller failed before finish(): end the COPY (if still open) with that error."""
+        if self.copy is not None:
+            self.copy.abort(exc)
+
+    def finish(self) -> set | None:
+        """None when every row went in; else the keys of the rows that did."""
+        if self.copy is None and self.error is None:
+            return None
+        exc = self.error
+        if exc is None:
+            try:
+                self.copy.finish()
+            except Exception as error:
+                exc = error
+        if exc is None:
+            self.cur.execute("RELEASE SAVEPOINT copy_new_rows")
+            return None
+        if getattr(exc, "sqlstate", None) != "23505":  # unique_violation
+            raise exc
+        cur, names = self.cur, self.column_names
+        cur.execute("ROLLBACK TO SAVEPOINT copy_new_rows")
+        # Shaped like the target, its group_id default included (per target: a session may
+        # store batches of several groups).
+        stage = f"stage_{self.target}"
+        cur.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{stage}" (LIKE "{self.target}" INCLUDING DEFAULTS)'
+                    " ON COMMIT DELETE ROWS")
+        with cur.copy(f'COPY "{stage}" ({names}) FROM STDIN{self.options}') as copy:
+            for piece in self.pieces:
+                copy.write(piece)
+        # In key order, as the COPYs go: two workers wait on each other's rows in one order.
+        cur.execute(f'INSERT INTO "{self.target}" ({names}) SELECT {names} FROM "{stage}" ORDER BY {self.key}'
+                    f" ON CONFLICT DO NOTHING RETURNING {self.key}")
+        inserted = {key for (key,) in cur.fetchall()}
+        cur.execute(f'TRUNCATE "{stage}"')
+        cur.execute("RELEASE SAVEPOINT copy_new_rows")
+        return inserted
+
+

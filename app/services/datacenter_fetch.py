@@ -1,7 +1,8 @@
-"""The data center's own fetching: run a range straight into the tables (`flask seed range`),
-or fetch its raw chunks into the spool for nodes to stream (`flask seed spool`).
+"""The data center's own fetching from its Usenet server: run a range straight into the tables
+(`flask seed range`), or fetch its raw chunks into the spool for nodes to stream (`flask seed spool`).
 
-Both use the digest library's range loop and NNTP client, exactly as the edge node does.
+Both use the digest library's NNTP client, and a range run here the library's range loop, exactly
+as the edge node does.
 """
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from dataclasses import dataclass
 from app.config import Settings
 from app.db import session_scope
 from app.models import Group
-from app.services import batches, orchestrator, spool
+from app.services import orchestrator, spool
+from app.services.ingest import repair, store
 from app.services.nntp import connect_from_settings
 from app.services.rules import active_rules
 from edge.digest.batch import encode_batch
 from edge.digest.rules import RuleSet
-from edge.digest.runner import RangeProgress, SingleConnectionSource, chunk_spans, run_range
+from edge.digest.runner import RangeHooks, RangeJob, RangeProgress, SingleConnectionSource, chunk_spans, run_range
 
 
 @dataclass
@@ -34,26 +36,38 @@ class StoreSink:
                 body=body, content_type=content_type, content_encoding=content_encoding,
             )
         with session_scope() as session:
-            batches.store_batch(session, accepted.batch_id)
+            store.store_batch(session, accepted.batch_id)
         with session_scope() as session:
-            batches.gather_batch(session, accepted.batch_id)
+            repair.repair_batch(session, accepted.batch_id)
+
+
+class _ShowProgress(RangeHooks):
+    """Tells the caller of run_range_here of each batch stored."""
+
+    def __init__(self, show: Callable[[RangeProgress], None]):
+        self.show = show
+
+    def progress(self, state: RangeProgress) -> None:
+        self.show(state)
 
 
 def run_range_here(
     settings: Settings, range_id: int, progress: Callable[[RangeProgress], None] | None = None
 ) -> RangeProgress:
+    """Lease the range to the data center, digest it from its resume point over one NNTP
+    connection and store each batch at once (progress(state) after each); the range is finished
+    at its end, or given back at its resume point if anything fails."""
     with session_scope() as session:
         lease = orchestrator.lease_range(session, orchestrator.datacenter_node(session), range_id)
         rules = RuleSet.from_data(active_rules(session, lease.group))
     try:
         with connect_from_settings(settings) as client:
             client.group(lease.group)
-            state = run_range(
-                group=lease.group, next_id=lease.next_id, last_id=lease.last_id,
-                chunk_size=settings.chunk_size, batch_chunks=settings.batch_chunks,
-                source=SingleConnectionSource(client), sink=StoreSink(range_id), rules=rules,
-                layout=client.overview_layout(), progress=progress,
-            )
+            job = RangeJob(group=lease.group, next_id=lease.next_id, last_id=lease.last_id,
+                           chunk_size=settings.chunk_size, batch_chunks=settings.batch_chunks, rules=rules,
+                           layout=client.overview_layout())
+            state = run_range(job, SingleConnectionSource(client), StoreSink(range_id),
+                              _ShowProgress(progress) if progress is not None else None)
     except BaseException:
         # Give the range back at its resume point so a node (or a later run) goes on from there.
         with session_scope() as session:

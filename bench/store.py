@@ -1,32 +1,49 @@
-"""`flask seed bench --store`: how fast the batch store is, beside a raw COPY of the same rows.
+"""How fast the batch store is, beside a raw COPY of the same rows.
 
-A generated boneless range (article numbers past 2^32) is digested into batches with the
-edge's own library (not timed), then each batch is accepted, then stored exactly as the
-ingest task stores it (timed; the store keeps the releases' aggregates up to date itself, so
-nothing is left to gather). In the same run the same fragments are COPYed raw into a scratch table shaped like the fragments
-partition, the way the store sends them (binary), and the way it sent them before (text: the
-baseline issue 4's bar was set against). Everything made is removed afterwards.
+    .venv/bin/python bench/store.py [--articles 400000] [--group alt.binaries.e-book.french]
+                                    [--rounds 3] [--catalog 0]
+
+or `flask seed bench --store` with the same options, which runs this file of the checkout. It
+works on the database of the data center's settings (DATABASE_URL, DB_SEARCH_PATH), with its
+CHUNK_SIZE and BATCH_CHUNKS. A generated boneless range (article numbers past 2^32) is digested
+into batches with the edge's own library (not timed), then each batch is accepted, then stored
+exactly as the ingest task stores it (timed; the store keeps the releases' aggregates up to date
+itself, so nothing is left to gather). In the same run the same fragments are COPYed raw into a
+scratch table shaped like the fragments partition, the way the store sends them (binary), and
+as plain text (the baseline of docs/benchmarks.md). Everything made is removed afterwards. The
+last line printed is JSON with every figure.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import secrets
+import sys
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import NamedTuple
 
-from sqlalchemy import text
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.db import PARTITIONED_TABLES, ensure_group_partitions, get_engine, partition_name, session_scope
-from app.models import SeedPlan, SeedRange
-from app.services import batches, orchestrator
-from app.services.batches import FRAGMENT_COPY, fragment_slices, host_column, message_host_ids, split_message_ids
-from app.services.copytext import copy_payload
-from app.services.groups import add_groups
-from edge.digest.batch import decode_batch, encode_batch
-from edge.digest.gather import Gatherer
-from edge.digest.runner import batch_spans
-from simnews.generator import Config, generate
-from simnews.scripted import overview_lines
+from sqlalchemy import text  # noqa: E402
+
+from app.config import get_settings  # noqa: E402
+from app.db import PARTITIONED_TABLES, ensure_group_partitions, get_engine, partition_name, session_scope  # noqa: E402
+from app.models import SeedPlan, SeedRange  # noqa: E402
+from app.services import orchestrator  # noqa: E402
+from app.services.ingest import store  # noqa: E402
+from app.services.ingest.hosts import host_column, message_host_ids, split_message_ids  # noqa: E402
+from app.services.ingest.store import FRAGMENT_COPY, fragment_slices  # noqa: E402
+from app.services.ingest.pgcopy import copy_payload  # noqa: E402
+from app.services.groups import add_groups  # noqa: E402
+from edge.digest.batch import decode_batch, encode_batch  # noqa: E402
+from edge.digest.gather import Gatherer  # noqa: E402
+from edge.digest.runner import batch_spans  # noqa: E402
+from simnews.generator import Config, generate  # noqa: E402
+from simnews.scripted import overview_lines  # noqa: E402
+
+DEFAULT_GROUP = "alt.binaries.e-book.french"
 
 BONELESS_BASE = 2**32 + 1_000_000
 
@@ -44,8 +61,8 @@ class StoreBench:
     raw_copy_seconds: float
     raw_copy_fragments_per_second: float
     store_vs_raw_copy: float
-    # The raw COPY as this bench made it before the store went binary (text format, group_id sent
-    # in every row, the whole payload built first): the baseline issue 4's bar was set against.
+    # The raw COPY in text format, group_id sent in every row, the whole payload built first: a
+    # second baseline, slower than the binary one.
     raw_text_copy_seconds: float
     raw_text_copy_fragments_per_second: float
     store_vs_raw_text_copy: float
@@ -106,8 +123,7 @@ class _Round(NamedTuple):
 
 def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decoded: list[dict],
                catalog: int = 0) -> _Round:
-    """(store seconds, gather seconds, raw COPY seconds, fragments, release chunks, raw text COPY
-    seconds) of one round."""
+    """The timings and the counts of one round, on a group of its own removed afterwards."""
     name = f"{source_group}.bench-{secrets.token_hex(4)}"
     with session_scope() as session:
         group_id = add_groups(session, [name])[0].id
@@ -134,7 +150,7 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
         started = time.perf_counter()
         for batch_id in batch_ids:  # as ingest.store_batch does it
             with session_scope() as session:
-                batches.store_batch(session, batch_id)
+                store.store_batch(session, batch_id)
         store_seconds = time.perf_counter() - started
         with session_scope() as session:
             release_chunks = session.execute(
@@ -171,8 +187,8 @@ def _fill_catalog(group_id: int, files: int) -> None:
 
 
 def _raw_copy(decoded: list[dict], group_id: int, text_format: bool = False) -> float:
-    """The same fragments COPYed into a table shaped like a fragments partition (with its key
-    and its group_id default), the same way the store sends them (binary, in slices), one
+    """The same fragments COPYed into a table shaped like a fragments partition (without a key,
+    as the fragments have none, and with its group_id default), the same way the store sends them (binary, in slices), one
     transaction per batch as the store has. Their message-ids are cut and their hosts' ids found
     before the clock starts (the store's timing includes both)."""
     table = f"bench_raw_fragments_{secrets.token_hex(4)}"
@@ -189,7 +205,7 @@ def _raw_copy(decoded: list[dict], group_id: int, text_format: bool = False) -> 
             with session_scope() as session:
                 conn = session.connection().connection.driver_connection
                 with conn.cursor() as cur:
-                    if text_format:  # as the store sent them before
+                    if text_format:  # the baseline: text, group_id in every row
                         fragments = batch["fragments"]
                         columns = [("int", fragments["article"]), ("int", fragments["file"]),
                                    ("int", fragments["part"]), ("int", fragments["bytes"]), ("int", list(ids)),
@@ -219,3 +235,48 @@ def _remove(group_id: int) -> None:
     # every later round check them (the partitions are dropped whole, the raw COPY's table is new).
     with get_engine().connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM releases"))
+
+
+def announce(*, articles: int, group: str, rounds: int, catalog: int) -> str:
+    """What a run is about to do (it takes a while)."""
+    held = f", the catalog holding {catalog:,} files" if catalog else ""
+    return (f"digesting {articles} generated articles of {group} numbered from 2^32 + 1,000,000;"
+            f" best of {rounds} rounds{held} ...")
+
+
+def summary(result: StoreBench) -> list[str]:
+    """The figures in words, before the JSON line."""
+    return [
+        f"stored {result.batches} batches: {result.fragments} fragments, {result.release_chunks} release"
+        f" chunks in {result.store_seconds} s = {result.ms_per_release_chunk} ms per release chunk"
+        " (releases brought up to date in the same transactions)",
+        f"store: {result.store_fragments_per_second:,} fragments/s; raw COPY of the same fragments:"
+        f" {result.raw_copy_fragments_per_second:,}/s binary ({result.store_vs_raw_copy:.0%} of raw),"
+        f" {result.raw_text_copy_fragments_per_second:,}/s text ({result.store_vs_raw_text_copy:.0%})",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--articles", type=int, default=400_000, help="generated articles (at least 1000)")
+    parser.add_argument("--group", default=DEFAULT_GROUP,
+                        help="which group's generated data: alt.binaries.e-book.french or alt.binaries.cd.image.playstation2.dvdiso")
+    parser.add_argument("--rounds", type=int, default=3, help="each timing is the best of this many rounds")
+    parser.add_argument("--catalog", type=int, default=0,
+                        help="files the group's catalog holds before the store (a release per three)")
+    args = parser.parse_args(argv)
+    if args.articles < 1000 or args.rounds < 1 or args.catalog < 0:
+        parser.error("--articles must be at least 1000, --rounds at least 1, --catalog at least 0")
+    settings = get_settings()
+    print(announce(articles=args.articles, group=args.group, rounds=args.rounds, catalog=args.catalog),
+          file=sys.stderr, flush=True)
+    result = run_store_bench(articles=args.articles, source_group=args.group, chunk_size=settings.chunk_size,
+                             batch_chunks=settings.batch_chunks, rounds=args.rounds, catalog=args.catalog)
+    for line in summary(result):
+        print(line)
+    print(json.dumps(result.as_dict()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,5 @@
 """COPY text payloads: escaping, NULLs, big integers."""
-from app.services.copytext import copy_payload
+from app.services.ingest.pgcopy import copy_payload
 
 
 def test_payload_escapes_and_nulls():
@@ -30,7 +30,7 @@ def test_binary_payload_round_trips_through_postgres(engine):
     timestamptz, and any text (tabs, backslashes, newlines, empty, non-ASCII); in slices."""
     import datetime
 
-    from app.services.copytext import binary_payload, binary_slices
+    from app.services.ingest.pgcopy import binary_payload, binary_slices
 
     columns = [("int8", [2**63 - 1, -(2**63), 2**32 + 5, 0]), ("int4", [2**31 - 1, None, -(2**31), 7]),
                ("float4", [93.25, 0.0, None, 100.0]), ("timestamp", [1761982047, None, 0, -86400]),
@@ -61,7 +61,7 @@ def test_binary_payload_refuses_values_past_their_width():
 
     import pytest
 
-    from app.services.copytext import binary_payload
+    from app.services.ingest.pgcopy import binary_payload
 
     with pytest.raises(struct.error):
         binary_payload([("int4", [2**31])])
@@ -76,7 +76,7 @@ def test_binary_rows_without_nulls_equal_the_null_aware_packing():
 
     import pytest
 
-    from app.services.copytext import _pack_rows, binary_payload, binary_slices
+    from app.services.ingest.pgcopy import _pack_rows, binary_payload, binary_slices
 
     columns = [("int8", [2**63 - 1, -5]), ("text", ["a", "é"]), ("int4", [1, 2]), ("float4", [1.5, 0.0]),
                ("timestamp", [1761982047, 0]), ("text", ["x", ""]), ("int8", [3, 4])]
@@ -107,7 +107,7 @@ def test_binary_rows_without_nulls_equal_the_null_aware_packing():
 
 
 def test_binary_rows_with_a_null_in_the_first_column():
-    from app.services.copytext import binary_payload
+    from app.services.ingest.pgcopy import binary_payload
 
     payload = binary_payload([("int8", [None, 1]), ("text", ["a", None])])
     assert payload[19:] == (b"\x00\x02" + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x01a"
@@ -119,10 +119,10 @@ def test_binary_rows_with_a_null_in_the_first_column():
 
 def test_the_compiled_packing_is_built_and_used():
     """setup.py builds it on every machine of ours (a C compiler is part of ops/setup's machine);
-    copytext packs with it."""
-    from app.services import copytext
+    pgcopy packs with it."""
+    from app.services.ingest import pgcopy
 
-    assert copytext._pack_rows_c is not None
+    assert pgcopy._pack_rows_c is not None
 
 
 _KINDS = ("int8", "int4", "float4", "timestamp", "text", "utf8")
@@ -159,7 +159,7 @@ def test_compiled_and_python_packing_give_the_same_bytes():
     free str hypothesis draws, as UTF-8 bytes too)."""
     from hypothesis import given, settings
 
-    from app.services.copytext import _pack_rows_c, _pack_rows_python
+    from app.services.ingest.pgcopy import _pack_rows_c, _pack_rows_python
 
     def kinds_values(columns):
         return [kind for kind, _ in columns], [values for _, values in columns]
@@ -187,7 +187,7 @@ def test_compiled_packing_refuses_what_the_python_packing_refuses():
 
     import pytest
 
-    from app.services.copytext import _pack_rows_c, _pack_rows_python
+    from app.services.ingest.pgcopy import _pack_rows_c, _pack_rows_python
 
     class Index:  # an integer that is not an int, as struct takes it
         def __index__(self):
@@ -225,7 +225,7 @@ def test_compiled_packing_packs_the_columns_as_they_were_when_called():
     """A value's __index__ and a column's __iter__ are Python code, which could change a column
     while it is packed: the packing works on copies of the columns (tuples of their values), so
     it packs them as they were, never reads or writes past what it sized."""
-    from app.services.copytext import _pack_rows_c, _pack_rows_python
+    from app.services.ingest.pgcopy import _pack_rows_c, _pack_rows_python
 
     texts = ["a"] * 3
 
@@ -251,7 +251,7 @@ def test_compiled_packing_packs_the_columns_as_they_were_when_called():
 def test_both_packings_refuse_columns_of_different_lengths_and_unknown_kinds():
     import pytest
 
-    from app.services.copytext import _pack_rows_c, _pack_rows_python
+    from app.services.ingest.pgcopy import _pack_rows_c, _pack_rows_python
 
     with pytest.raises(ValueError):
         _pack_rows_python([("int8", [1, 2]), ("int8", [1])], scan=False)  # zip would drop a row
@@ -272,7 +272,7 @@ def test_compiled_packing_takes_integer_arrays_as_lists():
 
     import pytest
 
-    from app.services.copytext import _pack_rows_c, _pack_rows_python
+    from app.services.ingest.pgcopy import _pack_rows_c, _pack_rows_python
 
     big = [2**63 - 1, -(2**63), 2**32 + 5, 0]
     small = [2**31 - 1, -(2**31), 7, 0]

@@ -1,0 +1,25 @@
+"""Ingest: batches checked at the door, stored into the catalog, retried, repaired.
+
+A batch's life cycle (app.models.batches.BatchState): the API decodes and checks a posted body
+whole (decode.check_body, with checks.check_batch) and the orchestrator accepts it, its raw body
+durable in seed_batches ('accepted'); after the commit the API enqueues the ingest task. The store
+(store.store_batch) loads its rows and brings the releases it touched up to date in the task's
+transaction, the fragments on a connection of their own committed just before it, and marks it
+'gathered'. A failed attempt is counted (lifecycle.record_failure): after a few the batch is
+'failed', a poison batch an operator can give fresh attempts (lifecycle.retry_failed). Beat's
+requeue sweep (lifecycle.pending_batches) sends again the batches whose task was lost. A batch in
+'stored' (its rows in, its releases not up to date: an operator put it back there) has its
+releases recomputed whole by release repair (repair.repair_batch). Each step runs under a row lock
+on the batch and only from the state before it, and moves the state in the same transaction, so a
+redelivered task finds the work done and does nothing.
+
+Modules:
+- checks: what a batch must hold beyond its format (check_batch), and the errors the API answers;
+- decode: a body decoded, whole for the API (check_body), table by table for the store (StoredBatch);
+- hosts: message-ids cut before their host, the hosts stored once (message_hosts);
+- pgcopy: COPY payloads (binary and text) and the COPYs that send them;
+- store: store_batch and load_catalog, the fragments' COPY;
+- catalog: the keyed rows (files, release chunks, releases) and the known releases' update;
+- repair: release repair;
+- lifecycle: failed attempts, lost tasks, retries.
+"""

@@ -1,0 +1,245 @@
+"""A batch's keyed rows (files, release chunks, releases) into the catalog, less the files and
+releases there already (they span batches, ranges and nodes), and the known releases' aggregates
+brought up to date by what the batch adds to them.
+
+Rows go in by COPY straight into the group's partitions; should another worker store one of them
+meanwhile, that table falls back to staging and INSERT ... ON CONFLICT DO NOTHING (PendingCopy),
+and only the rows that went in are added to the releases' aggregates. Nothing is stored or
+counted twice either way.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from itertools import compress, islice, repeat
+from operator import itemgetter, lt
+
+from app.db import partition_name
+from app.services.ingest.pgcopy import PendingCopy, binary_slices
+
+FILE_COLUMNS = "key, release_key, posted_at, file_index, file_count, parts, name, subject, poster"
+RELEASE_CHUNK_COLUMNS = "release_key, batch_from, range_id, bytes, first_post, last_post, files, fragments"
+RELEASE_COLUMNS = ("key, name, poster, file_count, group_id, files_seen, parts_expected, parts_seen, bytes,"
+                   " completion, first_post, last_post, gathered_at")
+
+
+# Each key is looked up by an index probe of its own (a LATERAL ... LIMIT 1). With a few thousand
+# keys in one `= ANY`, the planner may prefer to scan a whole partition, which grows with the
+# catalog; the probes make the look-up's cost grow with the batch instead
+# (`bench/store.py --catalog 1000000`, docs/benchmarks.md).
+PROBE_KEYS = ('SELECT k.key FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL'
+              ' (SELECT FROM "{table}" t WHERE t.group_id = %s AND t.key = k.key LIMIT 1) AS hit')
+
+
+def known_keys(cur, group_id: int, file_keys: list[int], file_releases: list[int],
+                release_keys: list[int]) -> tuple[set, set]:
+    """Which of these files and releases the catalog has for the group already (those spanning
+    batches, ranges and nodes are stored by the first batch that saw them).
+
+    Releases first: a file is stored with its release (the same transaction), so only the files
+    of known releases are looked up, a tenth of a batch's or so. Should a file be there without
+    its release all the same, its COPY meets it and goes through ON CONFLICT (PendingCopy):
+    slower, never stored twice."""
+    known: tuple[set, set] = (set(), set())
+    if not release_keys:
+        return known
+    # The keys as array literals: parsed by the server in C, where a list of ints would be adapted
+    # value by value here.
+    cur.execute(PROBE_KEYS.format(table="releases"), (_array_literal(release_keys), group_id), binary=True)
+    known[1].update(key for (key,) in cur.fetchall())
+    candidates = [key for key, release in zip(file_keys, file_releases) if release in known[1]] if known[1] else []
+    if candidates:
+        cur.execute(PROBE_KEYS.format(table=partition_name("files", group_id)), (_array_literal(candidates), group_id),
+                    binary=True)
+        known[0].update(key for (key,) in cur.fetchall())
+    return known
+
+
+def _array_literal(integers: list[int | None]) -> str:
+    """An integer array parameter as its text literal (None: NULL)."""
+    if None in integers:
+        return "{" + ",".join("NULL" if v is None else str(v) for v in integers) + "}"
+    return "{" + ",".join(map(str, integers)) + "}"
+
+
+def _without(known: set[int], keys: list[int], columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
+    if not known:
+        return columns
+    keep = [key not in known for key in keys]
+    return [(kind, list(compress(values, keep))) for kind, values in columns]
+
+
+def _completion(parts_seen: int, parts_expected: int) -> float:
+    return min(100.0, 100.0 * parts_seen / parts_expected) if parts_expected > 0 else 0.0
+
+
+NO_CHUNK = (0, 0, None, None)
+
+
+class _Additions:
+    """What one batch adds to each of its releases: the files and the release chunk it stored."""
+
+    def __init__(self, tables: dict, inserted_file_keys: set | None, new_files: tuple[list, list],
+                 inserted_chunks: set | None):
+        """new_files: the release and parts of each file the batch means to store; inserted_*:
+        None when every row went in, else the keys of those that did (through ON CONFLICT)."""
+        files, chunks = tables["files"], tables["release_chunks"]
+        releases, parts = new_files
+        if inserted_file_keys is not None:  # count those that went in (once)
+            went_in = {k: (r, p) for k, r, p in zip(files["key"], files["release"], files["parts"])
+                       if k in inserted_file_keys}
+            releases, parts = map(list, zip(*went_in.values())) if went_in else ([], [])
+        self.files = Counter(releases)
+        self.parts = dict.fromkeys(self.files, 0)
+        for release, count in zip(releases, parts):
+            self.parts[release] += count
+        rows = zip(chunks["release"], zip(chunks["fragments"], chunks["bytes"], chunks["first_date"],
+                                          chunks["last_date"]))
+        self.chunk = dict(rows) if inserted_chunks is None else {
+            release: row for release, row in rows if release in inserted_chunks}
+
+    def columns(self, keys: list[int]) -> tuple:
+        """(files, parts, fragments, bytes, first dates, last dates), a sequence each, for the keys."""
+        if not keys:
+            return ((),) * 6
+        return (list(map(self.files.get, keys, repeat(0))), list(map(self.parts.get, keys, repeat(0))),
+                *zip(*map(self.chunk.get, keys, repeat(NO_CHUNK))))
+
+
+def _in_key_order(columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
+    """The rows sorted by their first column (the key). Workers storing batches that share new
+    files or releases then insert them in one order, so they wait on each other, never deadlock.
+    The edge sends them in that order: then they are only checked (docs/batch-format.md)."""
+    keys = columns[0][1]
+    if len(keys) < 2 or all(map(lt, keys, islice(keys, 1, None))):
+        return columns
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    pick = itemgetter(*order)
+    return [(kind, list(pick(values))) for kind, values in columns]
+
+
+def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _Additions, text: str) -> list[bytes]:
+    keys = list(compress(releases["key"], new))
+    files, parts, fragments, size, first, last = additions.columns(keys)
+    n = len(keys)
+    return list(binary_slices(_in_key_order([
+        ("int8", keys), (text, list(compress(releases["name"], new))),
+        (text, list(compress(releases["poster"], new))), ("int4", list(compress(releases["file_count"], new))),
+        ("int4", [group_id] * n), ("int4", files), ("int8", parts), ("int8", fragments), ("int8", size),
+        ("float4", list(map(_completion, fragments, parts))),
+        ("timestamp", first), ("timestamp", last), ("timestamp", [int(time.time())] * n)])))
+
+
+class KeyedRows:
+    """A batch's files, release chunks and releases as binary COPY payloads, less the files and
+    releases the catalog has already, and what the batch adds to each release's aggregates.
+    store() sends each table as soon as its rows are built, so the server stores one while the
+    next is built here; the known releases are updated last."""
+
+    def __init__(self, files: dict, releases: dict, chunks: dict, known_files: set, known_releases: set,
+                 group_id: int, range_id: int, batch_from: int, raw_text: bool):
+        self.tables = {"files": files, "release_chunks": chunks}
+        self.releases, self.group_id = releases, group_id
+        self.range_id, self.batch_from = range_id, batch_from
+        # Text as the batch holds it: UTF-8 bytes (StoredBatch.raw_text), else str.
+        self.text, no_name = ("utf8", b"") if raw_text else ("text", "")
+        file_keys = files["key"]
+        # A file's poster is its release's (stored there): NULL unless it differs.
+        release_poster = dict(zip(releases["key"], releases["poster"]))
+        file_columns = _in_key_order(_without(known_files, file_keys, [
+            ("int8", file_keys), ("int8", files["release"]), ("timestamp", files["date"]),
+            ("int4", files["index"]), ("int4", files["count"]), ("int4", files["parts"]),
+            (self.text, [name or no_name for name in files["name"]]), (self.text, files["subject"]),
+            (self.text, [None if poster == release_poster.get(release) else poster
+                         for release, poster in zip(files["release"], files["poster"])])]))
+        self.file_pieces = list(binary_slices(file_columns))
+        self.new_files = (file_columns[1][1], file_columns[5][1])  # release, parts
+        self.new = [key not in known_releases for key in releases["key"]]
+        self.to_update: list[int] = []
+
+    def _chunk_pieces(self) -> list[bytes]:
+        chunks = self.tables["release_chunks"]
+        count = len(chunks["release"])
+        return list(binary_slices([
+            ("int8", chunks["release"]), ("int8", [self.batch_from] * count), ("int8", [self.range_id] * count),
+            ("int8", chunks["bytes"]), ("timestamp", chunks["first_date"]),
+            ("timestamp", chunks["last_date"]), ("int4", chunks["files"]), ("int4", chunks["fragments"])]))
+
+    def store(self, cur, meanwhile=None) -> None:
+        """The files, the release chunks, then the new releases (their aggregates counting only
+        the rows that really went in). The other tables are built, and meanwhile() runs, while
+        the server stores the files."""
+        group_id = self.group_id
+        files = PendingCopy(cur, "files", partition_name("files", group_id), FILE_COLUMNS, self.file_pieces,
+                            "key", binary=True)
+        try:
+            chunk_pieces = self._chunk_pieces()
+            # The additions as if every row goes in, which is nearly always so; they are counted
+            # again below when some rows did not go in.
+            self.additions = _Additions(self.tables, None, self.new_files, None)
+            release_pieces = _release_pieces(self.releases, self.new, group_id, self.additions, self.text)
+            if meanwhile is not None:
+                meanwhile()
+        except BaseException as exc:
+            files.abort(exc)
+            raise
+        inserted_files = files.finish()
+        inserted_chunks = PendingCopy(cur, "release_chunks", partition_name("release_chunks", group_id),
+                                      RELEASE_CHUNK_COLUMNS, chunk_pieces, "release_key", binary=True).finish()
+        if inserted_files is not None or inserted_chunks is not None:
+            self.additions = _Additions(self.tables, inserted_files, self.new_files, inserted_chunks)
+            release_pieces = _release_pieces(self.releases, self.new, group_id, self.additions, self.text)
+        inserted_releases = PendingCopy(cur, "releases", "releases", RELEASE_COLUMNS, release_pieces, "key",
+                                        binary=True).finish()
+        # Releases stored before (or by a concurrent batch meanwhile) get this batch's part added.
+        self.to_update = sorted(key for key, is_new in zip(self.releases["key"], self.new)
+                                if not is_new or (inserted_releases is not None and key not in inserted_releases))
+
+    def update_known_releases(self, cur) -> None:
+        """Last, so that the locks on releases shared with other batches are held briefly."""
+        if not self.to_update:
+            return
+        add = self.additions.columns(self.to_update)
+        keys = _array_literal(self.to_update)
+        cur.execute(LOCK_RELEASES, (keys, self.group_id))
+        cur.execute(PROBES_ONLY)
+        cur.execute(UPDATE_RELEASES, (keys, *map(_array_literal, add), self.group_id))
+        updated = cur.rowcount
+        cur.execute(PROBES_DONE)
+        if updated != len(self.to_update):  # each was locked, so each is there: never silently fewer
+            raise RuntimeError(f"updated {updated} of the batch's {len(self.to_update)} known releases")
+
+
+# A batch's part added to the releases stored before it. Each release is locked by an index probe,
+# in key order first: two batches of one release stored at once then wait on each other in one
+# order, never deadlock. Then updated by a statement of its own, whose snapshot sees what a batch
+# that held the lock before wrote, where a probe of that snapshot finds it (its ctid). Probes (with
+# LIMIT 1: a subquery the planner cannot fold into a join), with hash and merge joins off for the
+# UPDATE: the planner would rather scan the releases table, every group's, from a few thousand
+# releases on, or, for a group it has no statistics of yet (a new one), walk the group's releases
+# once for every release of the batch (tests/app/test_store.py shows the plans).
+PROBES_ONLY = "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
+PROBES_DONE = "RESET enable_hashjoin; RESET enable_mergejoin"
+LOCK_RELEASES = ("SELECT FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL"
+                 " (SELECT FROM releases r WHERE r.group_id = %s AND r.key = k.key FOR UPDATE) AS hit")
+UPDATE_RELEASES = """
+    WITH target AS MATERIALIZED (
+        SELECT hit.tid, d.*
+          FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
+                      %s::bigint[]) AS d(key, files, parts, fragments, bytes, first_post, last_post)
+         CROSS JOIN LATERAL (SELECT r.ctid AS tid FROM releases r
+                              WHERE r.group_id = %s AND r.key = d.key LIMIT 1) AS hit)
+    UPDATE releases r
+       SET files_seen = r.files_seen + d.files, parts_expected = r.parts_expected + d.parts,
+           parts_seen = r.parts_seen + d.fragments, bytes = r.bytes + d.bytes,
+           first_post = least(r.first_post, to_timestamp(d.first_post)),
+           last_post = greatest(r.last_post, to_timestamp(d.last_post)),
+           completion = CASE WHEN r.parts_expected + d.parts > 0
+                             THEN least(100.0, 100.0 * (r.parts_seen + d.fragments)
+                                               / (r.parts_expected + d.parts)) ELSE 0 END,
+           gathered_at = now()
+      FROM target d
+     WHERE r.ctid = d.tid
+"""
+
+

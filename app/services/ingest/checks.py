@@ -1,0 +1,171 @@
+"""What the data center checks of a batch beyond its format, at the door and again in the store:
+the batch covers its span with its chunks, its rows fit the catalog's columns, its keys come
+once and its tables are one batch's catalog. The errors here are what the API answers with.
+"""
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+from itertools import islice
+from operator import lt
+
+from app.services.errors import ServiceError
+from edge.digest.compiled import load as load_compiled
+
+# Built by setup.py where a C compiler is at hand (SEED_IMPL chooses); else the columns are checked in Python.
+_msgcolumns = load_compiled("app.services._msgcolumns")
+
+# Columns stored as PostgreSQL integer: the digest's format allows 64 bits everywhere, the
+# catalog does not, so a value past 32 bits is refused at the door rather than poison a task.
+INT32_COLUMNS = {
+    "files": ("index", "count", "parts"),
+    "fragments": ("part", "bytes"),
+    "releases": ("file_count",),
+    "release_chunks": ("files", "fragments"),
+}
+INT32 = (-(2**31), 2**31 - 1)
+assert array("i").itemsize == 4  # check_batch's 32-bit test
+# Dates the catalog's timestamptz columns hold (unix seconds: 4713 BC to 294276 AD, a margin kept).
+DATE_COLUMNS = (("files", "date"), ("release_chunks", "first_date"), ("release_chunks", "last_date"))
+DATES = (-210_000_000_000, 9_000_000_000_000)
+
+
+class MalformedBatch(ServiceError):
+    """A batch the data center refuses (400 at the door; in the store, a poison batch)."""
+
+    status = 400
+    code = "malformed_batch"
+
+
+class BatchBodyTooLarge(ServiceError):
+    """A body that decodes past the API's limit (413)."""
+
+    status = 413
+    code = "batch_too_large"
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    """What the API needs of a checked batch to accept it."""
+
+    batch_from: int
+    batch_to: int
+    group: str
+
+
+def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
+    """What the data center needs beyond the format (edge.digest.batch.validate_batch checked that):
+    the batch covers first..last with its chunks, and its rows fit the catalog's columns (int32
+    False: leave that to the store's COPY, whose packing of those columns as int4 refuses them)."""
+    def bad(message: str):
+        raise MalformedBatch(f"malformed batch: {message}")
+
+    first, last = batch["first"], batch["last"]
+    chunks = batch["chunks"]
+    if not chunks or chunks[0][0] != first or chunks[-1][1] != last or any(
+        a[0] > a[1] or a[1] + 1 != b[0] for a, b in zip(chunks, chunks[1:])
+    ):
+        bad("chunks must cover first..last in order, without gaps")
+    if not all(first <= a <= b <= last for a, b in batch["missing"]):
+        bad("missing spans must lie inside first..last")
+    try:
+        articles = batch["fragments"]["article"]
+        bounds = _bounds(articles)
+        if bounds and not (first <= bounds[0] and bounds[1] <= last):
+            bad("a fragment's article number is outside first..last")
+        # The catalog keeps no key on the fragments (migration 0008): an article is stored once
+        # because it is in one batch only (a range's batches follow each other, ranges do not
+        # overlap) and once in it. The digest keeps one line of an article a server listed twice.
+        if not _each_once(articles):
+            bad("fragments.article holds an article twice")
+    except TypeError:  # the store checks the fragments' values itself, as it packs them
+        bad("fragments.article must hold integers")
+    for table, columns in INT32_COLUMNS.items() if int32 else ():
+        for column in columns:
+            values = batch[table][column]
+            try:
+                try:
+                    array("i", values)  # one pass at C speed (int is 32 bits here, see INT32)
+                except TypeError:  # NULLs (a nullable column): leave them out
+                    array("i", [v for v in values if v is not None])
+            except OverflowError:
+                bad(f"{table}.{column} holds a value past 32 bits")
+    for table, column in DATE_COLUMNS if int32 else ():
+        dates = [d for d in batch[table][column] if d is not None]
+        if dates and not (DATES[0] <= min(dates) and max(dates) <= DATES[1]):
+            bad(f"{table}.{column} holds a date PostgreSQL cannot store")
+    if any(n < 0 for counts in batch["rules"].values() for n in counts):
+        bad("rule counts cannot be negative")
+    if any(counts[0] > INT32[1] or counts[1] > INT32[1] for counts in batch["rules"].values()):
+        bad("rule counts of releases and files must fit 32 bits")
+    if any("\0" in name or not encodes_as_utf8(name) for name in batch["rules"]):
+        bad("rule names must be UTF-8 strings without NUL")
+    # Each of the catalog's keys comes once in a batch: the digest merges repeated rows before it
+    # builds the batch.
+    keys = {}
+    for table, column in (("files", "key"), ("releases", "key"), ("release_chunks", "release")):
+        values = batch[table][column]
+        try:
+            keys[table] = set(values)
+            unique = len(keys[table]) == len(values)
+        except TypeError:  # unhashable: the format check refuses it
+            unique = False
+        if not unique:
+            bad(f"{table}.{column} holds a value twice")
+    # The tables are one batch's catalog, as the digest builds it: every file's release among the
+    # batch's releases, one release chunk for each release, every fragment's file among its files
+    # (int32 False: the store leaves the fragments' values to its COPY, see StoredBatch). A node
+    # that sent others would leave files no release counts, or fragments of no file.
+    try:
+        if not keys["releases"].issuperset(batch["files"]["release"]):
+            bad("a file's release is not among the batch's releases")
+        if keys["release_chunks"] != keys["releases"]:
+            bad("release_chunks must hold one row for each of the batch's releases")
+        if int32 and not _among(batch["fragments"]["file"], keys["files"], batch["files"]["key"]):
+            bad("a fragment's file is not among the batch's files")
+    except TypeError:  # unhashable: the format check refuses it
+        bad("files.release and fragments.file must hold integers")
+    return BatchHeader(batch_from=first, batch_to=last, group=batch["group"])
+
+
+def _bounds(values) -> tuple[int, int] | None:
+    """(min, max) of a column (None when empty): at C speed for one read as an array."""
+    if _msgcolumns is not None and type(values) is array:
+        return _msgcolumns.bounds(values)
+    return (min(values), max(values)) if values else None
+
+
+def _each_once(values) -> bool:
+    """No value of a column comes twice: at C speed for one read as an array in ascending order
+    (the digest's articles), else by a set."""
+    if _msgcolumns is not None and type(values) is array:
+        if _msgcolumns.ascending(values):
+            return True
+    elif all(map(lt, values, islice(values, 1, None))):
+        return True
+    return len(set(values)) == len(values)
+
+
+def _among(values, keys: set, key_list: list) -> bool:
+    """Every value of a column is one of the keys (the set of key_list): at C speed for a column
+    read as an array."""
+    if _msgcolumns is not None and type(values) is array:
+        try:
+            among = _msgcolumns.among(values, array("q", key_list))
+        except (TypeError, OverflowError):  # not all 64-bit integers: the set says which
+            among = None
+        # None means the keys collide in the C check's hash table (as a sender could arrange on
+        # purpose); the set then decides.
+        if among is not None:
+            return among
+    return keys.issuperset(values)
+
+
+def encodes_as_utf8(text: str) -> bool:
+    """Whether a decoded string encodes as UTF-8 (a JSON body may hold a lone surrogate)."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+

@@ -1,0 +1,271 @@
+"""A batch's body decoded and checked: whole by the API before it accepts the batch
+(check_body), table by table by the store (StoredBatch), so the store's COPYs start early.
+"""
+from __future__ import annotations
+
+from array import array
+from itertools import compress, repeat
+from operator import is_not
+
+import msgpack
+
+from app.config import get_settings
+from app.services.ingest.checks import (
+    INT32_COLUMNS,
+    BatchBodyTooLarge,
+    BatchHeader,
+    MalformedBatch,
+    check_batch,
+    encodes_as_utf8,
+)
+from app.services.ingest.hosts import MessageHosts, split_message_ids
+from edge.digest.batch import (
+    GZIP,
+    MAX_DECODED,
+    MSGPACK_TYPES,
+    TABLES,
+    BatchError,
+    BatchTooLarge,
+    check_table,
+    decode_batch,
+    validate_batch,
+)
+from edge.digest.compiled import load as load_compiled
+from edge.digest.deflate import ERRORS as GZIP_ERRORS
+from edge.digest.deflate import gunzipper
+
+# Built by setup.py where a C compiler is at hand (SEED_IMPL chooses); else the fragments are read by msgpack.
+_msgcolumns = load_compiled("app.services._msgcolumns")
+
+
+def check_body(body: bytes, content_type: str, content_encoding: str, max_decoded: int) -> BatchHeader:
+    """Decode and check a posted body whole, as the store will read it (413 too large, 400
+    malformed): the format, the fragments' values included, and check_batch."""
+    try:
+        stored = StoredBatch(body, content_type, content_encoding, max_decoded=max_decoded)
+        stored.check_fragments()
+        batch = stored.decoded(int32=True)  # check_batch included
+        return BatchHeader(batch_from=batch["first"], batch_to=batch["last"], group=batch["group"])
+    except BatchTooLarge as exc:
+        raise BatchBodyTooLarge(str(exc)) from None
+    except BatchError as exc:
+        raise MalformedBatch(str(exc)) from None
+
+
+class StoredBatch:
+    """An accepted body decoded for the store, table by table, so the fragments' COPY starts as
+    soon as the fragments are decoded and the rest is decoded and checked while the server
+    stores them.
+
+    The fragments (nine tenths of a batch's values) are read and checked in C where it is built
+    (_msgcolumns.c: integers as arrays, text as its UTF-8 bytes checked UTF-8 without NUL), for
+    the API and the store alike. Without it the API decodes and checks the body whole before
+    accepting it, and the store checks it again less the fragments' values: their COPY refuses a
+    value of the wrong type or past its column's width as it packs it (struct, bytes.join), and
+    the table's NOT NULL refuses a null. Text stays the UTF-8 bytes the body holds (`raw_text`):
+    the COPY sends bytes, so each column is checked at once (UTF-8, no NUL) instead of decoded
+    value by value and encoded again. Anything else than a msgpack map is decoded and checked
+    whole, at once."""
+
+    def __init__(self, body: bytes, content_type: str, content_encoding: str | None, max_decoded: int | None = None):
+        """max_decoded: the API's limit (BatchTooLarge past it); the store's is never below it."""
+        self._body, self._content_type, self._content_encoding = body, content_type, content_encoding
+        self._cap = max_decoded or _decoded_cap()
+        self._data: memoryview | None = None
+        self._spans: dict = {}
+        self._columns: dict[str, dict] = {}
+        self._tables: dict = {}
+        self._batch: dict | None = None
+        self._hosts: MessageHosts | None = None
+        self.raw_text = False
+        media_type = (content_type or "").split(";")[0].strip().lower()
+        encoding = (content_encoding or "identity").strip().lower()
+        if encoding == "identity" and len(body) > self._cap:
+            raise BatchTooLarge(f"body of {len(body)} bytes is over the {self._cap} byte limit")
+        if media_type in MSGPACK_TYPES and encoding in (GZIP, "identity"):
+            try:
+                data = _gunzip(body, self._cap) if encoding == GZIP else body
+                unpacker = msgpack.Unpacker(None, raw=False, max_buffer_size=len(data) + 1)
+                unpacker.feed(data)
+                for _ in range(unpacker.read_map_header()):
+                    key = unpacker.unpack()
+                    start = unpacker.tell()
+                    if key in TABLES:  # where each column is: decoded one by one (see table())
+                        columns = {}
+                        for _ in range(unpacker.read_map_header()):
+                            column = unpacker.unpack()
+                            column_start = unpacker.tell()
+                            unpacker.skip()
+                            columns[column] = (column_start, unpacker.tell())
+                        self._columns[key] = columns
+                    else:
+                        unpacker.skip()
+                    self._spans[key] = (start, unpacker.tell())
+                if unpacker.tell() == len(data) and all(type(key) is str for key in self._spans):
+                    self._data = memoryview(data)
+                    self.raw_text = True
+            except BatchTooLarge:
+                raise
+            except (ValueError, TypeError, msgpack.UnpackException, *GZIP_ERRORS):
+                pass  # decoded whole below, which says what is wrong
+        if self._data is None:
+            self._batch = decode_batch(body, content_type, content_encoding, max_decoded=self._cap)
+            _text_without_nul(self._batch)
+            check_batch(self._batch)
+
+    @classmethod
+    def of(cls, batch: dict) -> StoredBatch:
+        """A batch decoded and checked already (check_batch included)."""
+        stored = cls.__new__(cls)
+        stored._body, stored._batch, stored.raw_text, stored._hosts = None, batch, False, None
+        return stored
+
+    def table(self, name: str) -> dict:
+        """A table of the batch, its structure checked (columns, lengths), not its values (the
+        fragments' values too, when read in C: see _read_checked)."""
+        if self._batch is not None:
+            return self._batch[name]
+        if name not in self._tables:
+            kinds = TABLES[name]
+            in_c = (name == "fragments" and _msgcolumns is not None and name in self._columns
+                    and set(self._columns[name]) == set(kinds))  # else refused below, as it is
+            # Column by column: between two, the COPY writers' threads get their turn.
+            if in_c:
+                table = {column: self._read_checked(name, column, span, kinds.get(column, ""))
+                         for column, span in self._columns[name].items()}
+            elif name in self._columns:
+                table = {column: self._unpack(name, span, raw=kinds.get(column, "").startswith("str"))
+                         for column, span in self._columns[name].items()}
+            else:
+                table = self._unpack(name)
+            if not isinstance(table, dict) or set(table) != set(kinds) or not all(
+                    type(column) in (list, array) for column in table.values()) or len(set(map(len, table.values()))) != 1:
+                self.raise_if_malformed()
+                raise MalformedBatch(f"malformed batch: {name} is not a table of the columns {', '.join(kinds)}")
+            if name in self._columns and not in_c:
+                for column, kind in kinds.items():
+                    if kind.startswith("str"):
+                        self._check_text(name, column, table[column], nullable=kind.endswith("?"))
+            self._tables[name] = table
+        return self._tables[name]
+
+    def decoded(self, int32: bool = False) -> dict:
+        """The whole batch, checked as the API checked it (the fragments' values aside, see the
+        class's doc); int32: check_batch's 32-bit columns too (else left to the COPY's packing)."""
+        if self._batch is None:
+            for name in TABLES:
+                self.table(name)
+            batch = {key: self._tables[key] if key in self._tables else self._unpack(key) for key in self._spans}
+            # The fragments' columns as empty lists (their values are checked as they are packed),
+            # the text as empty strings (checked as bytes by table()).
+            shapes = {name: {column: [""] * len(values) if TABLES[name][column].startswith("str") else values
+                             for column, values in batch[name].items()} for name in TABLES if name != "fragments"}
+            validate_batch({**batch, **shapes, "fragments": {column: [] for column in TABLES["fragments"]}})
+            check_batch(batch, int32=int32)  # else: the COPY packs those columns as int4, refusing them
+            self._batch = batch
+        return self._batch
+
+    def check_fragments(self) -> None:
+        """The fragments' values checked too, as the API must before it accepts a batch (the
+        store leaves them to its COPY, when they are not read in C); their message-ids were
+        checked by table()."""
+        if self._batch is not None:  # decoded and checked whole already
+            return
+        fragments = self.table("fragments")
+        if _msgcolumns is not None:  # read and checked in C (table())
+            return
+        check_table("fragments", {**fragments, "message_id": [""] * len(fragments["message_id"])},
+                    TABLES["fragments"])
+
+    def message_hosts(self) -> MessageHosts:
+        """The fragments' message-ids cut as the catalog stores them (split_message_ids), once."""
+        if self._hosts is None:
+            self._hosts = split_message_ids(self.table("fragments")["message_id"])
+        return self._hosts
+
+    def field(self, key: str):
+        """One of the batch's values outside the tables (first, last, group...), its type unchecked."""
+        return self._batch[key] if self._batch is not None else self._unpack(key)
+
+    def _check_text(self, table: str, column: str, values: list, nullable: bool) -> None:
+        """A text column as bytes (msgpack strings, undecoded): each value UTF-8 without NUL, as
+        the catalog's text holds it; NULLs only where the format allows them. One pass: joined
+        with NUL between the values, a NUL inside one shows as one too many, and a character
+        cut between two values as invalid UTF-8."""
+        present = list(compress(values, map(is_not, values, repeat(None)))) if nullable else values
+        try:
+            joined = b"\0".join(present)
+        except TypeError:
+            joined = None
+        bad = joined is None or joined.count(b"\0") != max(len(present) - 1, 0)
+        if not bad and not joined.isascii():
+            try:
+                joined.decode("utf-8")
+            except UnicodeDecodeError:
+                bad = True
+        if bad:
+            self.raise_if_malformed()
+            raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
+
+    def _read_checked(self, table: str, column: str, span: tuple[int, int], kind: str):
+        """A column of a table without NULLs, read and its values checked in C (_msgcolumns.c):
+        integers as an array ('i' for the catalog's 32-bit columns), text as its UTF-8 bytes."""
+        start, end = span
+        try:
+            if kind == "int":
+                return _msgcolumns.ints(self._data, start, end, 32 if column in INT32_COLUMNS.get(table, ()) else 64)
+            if kind == "str":
+                return _msgcolumns.texts(self._data, start, end, True)
+        except ValueError as exc:
+            self.raise_if_malformed()  # says what is wrong as the API would
+            raise MalformedBatch(f"malformed batch: {table}.{column} {exc}") from None
+        raise ValueError(f"{table}.{column} is not read in C")
+
+    def _unpack(self, key: str, span: tuple[int, int] | None = None, raw: bool = False):
+        if span is None and key not in self._spans:
+            self.raise_if_malformed()
+            raise MalformedBatch(f"malformed batch: no {key}")
+        start, end = span or self._spans[key]
+        try:
+            return msgpack.unpackb(self._data[start:end], raw=raw)
+        except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
+            self.raise_if_malformed()
+            raise MalformedBatch(f"malformed batch: undecodable {key}") from None
+
+    def raise_if_malformed(self) -> None:
+        """Decode and check the body whole, raising what is wrong with it as the API would. A
+        caller that found something wrong raises its own error when this finds nothing."""
+        if self._body is None:  # given decoded and checked
+            return
+        check_batch(decode_batch(self._body, self._content_type, self._content_encoding, max_decoded=self._cap))
+
+
+
+def _text_without_nul(batch: dict) -> None:
+    """A decoded batch's text holds no NUL (PostgreSQL's text cannot) and encodes as UTF-8 (a
+    JSON body may hold a lone surrogate); StoredBatch.table checks the undecoded text of a
+    msgpack body itself."""
+    for table, columns in TABLES.items():
+        for column, kind in columns.items():
+            if kind.startswith("str"):
+                text = "".join(filter(None, batch[table][column]))
+                if "\0" in text or not encodes_as_utf8(text):
+                    raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
+
+
+def _decoded_cap() -> int:
+    """The API's decoded-size limit (MAX_DECODED_BYTES), never below the format's default: a
+    batch the API took must never be too large for the store."""
+    return max(get_settings().max_decoded_bytes, MAX_DECODED)
+
+
+def _gunzip(body: bytes, cap: int) -> bytes:
+    """Inflates at most cap + 1 bytes: enough to know a body is too large (a gzip bomb)."""
+    inflater = gunzipper()
+    data = inflater.decompress(body, cap + 1)
+    if len(data) > cap or inflater.unconsumed_tail:
+        raise BatchTooLarge(f"body inflates past the {cap} byte limit")
+    if not inflater.eof or inflater.unused_data:
+        raise ValueError("not a whole gzip body")
+    return data
+

@@ -1,0 +1,70 @@
+"""Release repair: the releases a batch in the 'stored' state names (its rows in the catalog, its
+releases not brought up to date, as after an operator put it back there) recomputed whole from
+every batch that saw them, and the batch marked gathered. The store keeps releases up to date
+itself and never leaves a batch 'stored'; the `releases.repair` task runs this.
+"""
+from __future__ import annotations
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from app.models import SeedBatch, SeedRange
+from app.models.batches import BatchState
+
+
+def repair_batch(session: Session, batch_id: int) -> int | None:
+    """Repair the releases a stored batch names (recomputed whole) and mark it gathered; None when
+    there was nothing to do (not stored yet, or gathered already). Returns how many releases
+    were updated."""
+    row = session.scalar(
+        select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if row is None or row.state != BatchState.STORED:
+        return None
+    group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == row.range_id))
+    updated = repair_releases(session, group_id, row.release_keys or [])
+    row.state = BatchState.GATHERED
+    row.release_keys = None
+    return updated
+
+
+def repair_releases(session: Session, group_id: int, release_keys: list[int]) -> int:
+    """Recompute the aggregates of these releases from every batch that saw them, so releases
+    split over batches, ranges and nodes come out whole. Returns how many were updated.
+
+    It scans the group's files partition: no index serves files by release (nothing
+    on the hot path reads them so). The rows are locked first (in key order), and the sums read
+    by the next statement: its snapshot then holds every batch that added to them before (the
+    store adds under the same row locks), so no addition is lost between reading and writing."""
+    if not release_keys:
+        return 0
+    params = {"g": group_id, "keys": sorted(set(release_keys))}
+    session.execute(text(
+        "SELECT 1 FROM releases WHERE group_id = :g AND key = ANY(:keys) ORDER BY key FOR UPDATE"), params)
+    result = session.execute(
+        text(
+            """
+            WITH chunk AS (
+                SELECT release_key, sum(fragments) AS fragments, sum(bytes) AS bytes,
+                       min(first_post) AS first_post, max(last_post) AS last_post
+                  FROM release_chunks WHERE group_id = :g AND release_key = ANY(:keys)
+                 GROUP BY release_key),
+            file AS (
+                SELECT release_key, count(*) AS files, coalesce(sum(parts), 0) AS parts
+                  FROM files WHERE group_id = :g AND release_key = ANY(:keys)
+                 GROUP BY release_key)
+            UPDATE releases r
+               SET files_seen = file.files, parts_expected = file.parts, parts_seen = chunk.fragments,
+                   bytes = chunk.bytes, first_post = chunk.first_post, last_post = chunk.last_post,
+                   completion = CASE WHEN file.parts > 0
+                                     THEN least(100.0, 100.0 * chunk.fragments / file.parts) ELSE 0 END,
+                   gathered_at = now()
+              FROM chunk JOIN file USING (release_key)
+             WHERE r.group_id = :g AND r.key = chunk.release_key
+            """
+        ),
+        params,
+    )
+    return result.rowcount
+

@@ -1,0 +1,262 @@
+"""The store: one accepted batch loaded into the catalog, its releases brought up to date, and the
+batch marked gathered, in the ingest task's transaction (the fragments on a connection of their
+own, committed just before it: see load_catalog).
+
+The store runs under a row lock on the batch and only from 'accepted', and moves the state in the
+same transaction, so a redelivered task finds the work done and does nothing. The fragments have
+no key: they are the bulk of the rows, and keeping a key up to date would cost about half of
+PostgreSQL's work for each batch. A batch's articles are its own, each once (the API checks it),
+and its fragments go in whole in a transaction that records the batch in stored_fragments, so a
+retry knows they are in. The keyed tables are in catalog.py.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import struct
+import sys
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from sqlalchemy import select, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import Session, defer
+
+from app.db import ensure_group_partitions, partition_name
+from app.models import SeedBatch, SeedRange
+from app.models.batches import BatchState
+from app.services.ingest import catalog
+from app.services.ingest.checks import MalformedBatch, check_batch
+from app.services.ingest.decode import StoredBatch
+from app.services.ingest.hosts import host_column, message_host_ids
+from app.services.ingest.pgcopy import StreamedCopy, binary_slices
+
+log = logging.getLogger(__name__)
+
+# The COPYs' writer threads get the GIL this often during a store (seconds; Python's default:
+# 0.005). Process-wide: the workers are prefork, one store at a time in a process.
+STORE_SWITCH_INTERVAL = 0.0005
+# How long making a group's partitions waits for its locks (see _store_batch).
+PARTITIONS_LOCK_TIMEOUT = "5s"
+
+@dataclass(frozen=True)
+class StoreResult:
+    batch_id: int
+    stored: bool  # False: found stored already (a redelivery) or gone, nothing done
+
+
+def store_batch(session: Session, batch_id: int) -> StoreResult:
+    """Load one accepted batch into the catalog and bring its releases' aggregates up to date,
+    in the session's transaction (the fragments in one of their own, see load_catalog);
+    idempotent (see the module's doc). The batch ends 'gathered'.
+
+    The cyclic garbage collector is paused meanwhile: the store makes some hundred thousand
+    short-lived tuples and lists (none in a cycle), each few hundred of which would start a
+    collection that walks the whole heap of the worker now and then. And the threads that talk to
+    the server while this one packs rows (the COPYs' writers) get the GIL sooner
+    than every 5 ms: each has short steps to take that would otherwise wait out a full switch
+    interval."""
+    paused = gc.isenabled()
+    gc.disable()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(STORE_SWITCH_INTERVAL)
+    try:
+        return _store_batch(session, batch_id)
+    finally:
+        sys.setswitchinterval(interval)
+        if paused:
+            gc.enable()
+
+
+def _store_batch(session: Session, batch_id: int) -> StoreResult:
+    # FOR NO KEY UPDATE: it keeps a second store of the batch off, and lets the fragments'
+    # connection add the batch to stored_fragments (its foreign key's check: FOR KEY SHARE).
+    batch_row = session.scalar(
+        select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update(key_share=True)
+        .options(defer(SeedBatch.body)).execution_options(populate_existing=True)
+    )
+    if batch_row is None or batch_row.state != BatchState.ACCEPTED:
+        # Gone (its range was deleted) or already stored/failed: nothing to do.
+        return StoreResult(batch_id, stored=False)
+    range_id = batch_row.range_id
+    # The body in binary (as text, a bytea comes hex-encoded: twice the bytes, and decoded here).
+    with session.connection().connection.driver_connection.cursor() as cur:
+        cur.execute("SELECT body FROM seed_batches WHERE id = %s", (batch_id,), binary=True)
+        (body,) = cur.fetchone()
+    stored = StoredBatch(body, batch_row.content_type, batch_row.content_encoding)
+    group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == range_id))
+    engine = _engine_of(session)
+    # Committed on their own: the fragments' connection must see them, and would wait forever on
+    # partitions made, uncommitted, by this session. Making one locks its parent table whole:
+    # should a worker's fragments connection hold that parent while its session waits on this
+    # one (a wait across two connections the server cannot see as a deadlock), the lock timeout
+    # ends it and the task is retried.
+    hosts = stored.message_hosts()  # the fragments read (and checked) first: their COPY starts first
+    with engine.begin() as partitions:
+        partitions.execute(text(f"SET LOCAL lock_timeout = '{PARTITIONS_LOCK_TIMEOUT}'"))
+        ensure_group_partitions(partitions, group_id)
+        host_ids = message_host_ids(partitions, hosts.names)
+    # The fragments' transaction commits when this block ends without an error, after everything
+    # else of the batch is written and just before the caller commits the session (see load_catalog).
+    with engine.begin() as fragments:
+        _record_stored(session, batch_row, load_catalog(session, fragments, group_id, range_id, stored, host_ids,
+                                                        batch_id))
+        session.flush()
+    return StoreResult(batch_id, stored=True)
+
+
+def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> None:
+    """The batch's counts added to its range's, and the batch marked gathered."""
+    range_id = batch_row.range_id
+    chunks = batch["chunks"]
+    lines = sum(c[2] for c in chunks)
+    rejected = sum(c[3] for c in chunks)
+    missing = sum(b - a + 1 for a, b in batch["missing"])
+    kept = batch["rules"].get("", [0, 0, 0, 0])
+    dropped = sum(v[2] for k, v in batch["rules"].items() if k != "")
+    session.execute(
+        text(
+            "UPDATE seed_ranges SET articles = articles + :articles, missing = missing + :missing,"
+            " rejected = rejected + :rejected, files = files + :files, releases = releases + :releases,"
+            " dropped = dropped + :dropped WHERE id = :id"
+        ),
+        {"articles": lines - rejected, "missing": missing, "rejected": rejected, "files": kept[1],
+         "releases": kept[0], "dropped": dropped, "id": range_id},
+    )
+    # The releases were brought up to date with the rows (load_catalog): nothing is left to repair.
+    batch_row.state = BatchState.GATHERED
+    batch_row.stored_at = datetime.now(timezone.utc)
+    batch_row.error = None
+    batch_row.body = None  # the catalog holds the batch's rows, so the raw body would only take space
+    batch_row.release_keys = None
+
+
+
+# Whether a batch's fragments are in (committed with them, see load_catalog).
+FRAGMENTS_STORED = "SELECT FROM stored_fragments WHERE batch_id = %s"
+RECORD_FRAGMENTS_STORED = "INSERT INTO stored_fragments (batch_id) VALUES (%s)"
+# Fragments' columns in the table's order (no alignment padding: 8-byte columns first); the
+# partition's own default gives group_id. They go in by binary COPY (the bulk of every batch).
+FRAGMENT_COLUMNS = "article, file_key, part, bytes, host_id, message_local"
+FRAGMENT_COPY = "COPY {table} (" + FRAGMENT_COLUMNS + ") FROM STDIN (FORMAT binary)"
+
+
+def fragment_slices(fragments: dict, locals_: list[bytes], host_ids: array) -> Iterator[bytes]:
+    """The fragments as a binary COPY payload for FRAGMENT_COPY, in slices (check_batch first:
+    part and bytes must fit 32 bits), their message-ids as split_message_ids cut them and the
+    hosts' ids."""
+    return binary_slices([("int8", fragments["article"]), ("int8", fragments["file"]),
+                          ("int4", fragments["part"]), ("int4", fragments["bytes"]),
+                          ("int4", host_ids), ("utf8", locals_)], nulls=False)
+
+
+
+def _check_keys(stored: StoredBatch, *columns: list) -> None:
+    """The keys the look-up sends are 64-bit integers (before the rest of the batch is checked)."""
+    try:
+        for keys in columns:
+            array("q", keys)
+    except (TypeError, OverflowError):
+        stored.raise_if_malformed()
+        raise MalformedBatch("malformed batch: keys must be 64-bit integers") from None
+
+
+def _packed(stored: StoredBatch, table: str, pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """The pieces, a value that the packing refuses (of the wrong type, past its column's width)
+    making the batch malformed: saying what is wrong with it, as the API would."""
+    try:
+        yield from pieces
+    except (struct.error, TypeError, AttributeError) as exc:
+        stored.raise_if_malformed()
+        raise MalformedBatch(f"malformed batch: {table} hold a value that does not fit its column ({exc})") from None
+
+
+NO_JIT = "SELECT set_config('jit', 'off', true)"
+
+
+def load_catalog(session: Session, fragments_connection: Connection, group_id: int, range_id: int,
+                 batch: dict | StoredBatch, host_ids: array, batch_id: int) -> dict:
+    """Files, fragments, releases, release chunks and rule counts of one batch, in bulk, and the
+    releases' aggregates (what a repair recomputes) kept up to date as rows go in. Returns the
+    batch (decoded whole).
+
+    A release's aggregates are sums over its files and release chunks, so they are maintained
+    by adding what this batch stored: a new release goes in with them, a known one is updated
+    by increments (safe against a concurrent batch: the row lock serialises the additions).
+
+    The fragments (nine tenths of the rows) go in on a second connection of their own,
+    `fragments_connection`, in a transaction of its own, so that two server processes work at
+    once: their COPY starts as soon as they are read, the longest part of the store, while the
+    session's looks up the known keys, stores the files, release chunks and releases and updates
+    the known releases. The caller commits the fragments' transaction last, when everything else
+    of the batch is written, just before the session's (see _store_batch). That transaction
+    also records the batch in stored_fragments (the catalog keeps no key on the fragments,
+    migration 0008): should the session's commit fail after it, the batch is still 'accepted'
+    and its retry finds it there and leaves its fragments as they are, all in. Nothing is
+    stored twice, and nothing is counted from the fragments. A reader may see a batch's
+    fragments a moment before their files and releases, never a release counting fragments that
+    are not there. The group's partitions must exist, committed, and host_ids hold the
+    message_hosts id of each of the batch's hosts (message_host_ids).
+    """
+    stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
+    conn = session.connection().connection.driver_connection  # psycopg, for COPY
+    with conn.cursor() as cur, fragments_connection.connection.driver_connection.cursor() as fragment_cur:
+        # No JIT for the store's statements: PostgreSQL compiles one it prices high, and these are
+        # short bulk ones (a look-up or update of a few thousand keys) where compiling costs tens
+        # of ms and saves less. For both transactions, to their end.
+        cur.execute(NO_JIT)
+        fragment_cur.execute(NO_JIT)
+        # The fragments first: their COPY is the longest part of a batch's store, and the server
+        # stores them while the rest of the batch is read, looked up and stored on the session's.
+        fragment_table, hosts = stored.table("fragments"), stored.message_hosts()
+        fragments = None
+        cur.execute(FRAGMENTS_STORED, (batch_id,))
+        if cur.fetchone() is None:  # else a retry after the fragments committed: they are in
+            # Committed with the fragments, so it tells their commit (a second store of the batch
+            # would wait on this row and fail, should the batch's lock not have kept it off).
+            fragment_cur.execute(RECORD_FRAGMENTS_STORED, (batch_id,))
+            if fragment_table["article"]:
+                # A plain COPY, each slice sent as it is packed and let go: no key, so nothing to
+                # fall back on (PendingCopy's savepoint and kept payload are for the keyed tables).
+                fragment_rows = fragment_slices(fragment_table, hosts.locals, host_column(hosts.numbers, host_ids))
+                fragments = StreamedCopy(
+                    fragment_cur, FRAGMENT_COPY.format(table=f'"{partition_name("fragments", group_id)}"'),
+                    _packed(stored, "fragments", fragment_rows))
+        try:
+            files, releases = stored.table("files"), stored.table("releases")
+            file_keys, file_releases, release_keys = files["key"], files["release"], releases["key"]
+            _check_keys(stored, file_keys, file_releases, release_keys)
+            known_files, known_releases = catalog.known_keys(cur, group_id, file_keys, file_releases, release_keys)
+            # The other tables' rows are built while the server stores the fragments.
+            others = catalog.KeyedRows(files, releases, stored.table("release_chunks"), known_files, known_releases,
+                                       group_id, range_id, stored.field("first"), stored.raw_text)
+            # While the server stores the files, the rest of the batch is decoded and checked.
+            others.store(cur, meanwhile=stored.decoded)
+            batch = stored.decoded()  # decoded and checked during the files' COPY, and kept since
+            others.update_known_releases(cur)
+            cur.executemany(
+                "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [(range_id, batch["first"], rule, group_id, *counts) for rule, counts in batch["rules"].items()],
+            )
+        except BaseException as exc:
+            try:
+                if fragments is not None:
+                    fragments.abort(exc)
+            except Exception as ended:  # the COPY's own end: the error that brought us here counts
+                log.warning("fragments COPY ended with %s while failing on %s", ended, exc)
+            if isinstance(exc, (struct.error, TypeError, AttributeError)):
+                check_batch(stored.decoded())  # says which column, when a value is past 32 bits
+                raise MalformedBatch(f"malformed batch: a value does not fit its column ({exc})") from None
+            raise
+        if fragments is not None:
+            fragments.finish()
+    return batch
+
+
+def _engine_of(session: Session) -> Engine:
+    bind = session.get_bind()
+    return getattr(bind, "engine", bind)
+
