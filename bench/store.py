@@ -31,7 +31,8 @@ from sqlalchemy import text  # noqa: E402
 from app.config import get_settings  # noqa: E402
 from app.db import PARTITIONED_TABLES, ensure_group_partitions, get_engine, partition_name, session_scope  # noqa: E402
 from app.models import SeedPlan, SeedRange  # noqa: E402
-from app.services import orchestrator  # noqa: E402
+from app.services import leases  # noqa: E402
+from app.services.ingest import accept as acceptance  # noqa: E402
 from app.services.ingest import store  # noqa: E402
 from app.services.ingest.hosts import host_column, message_host_ids, split_message_ids  # noqa: E402
 from app.services.ingest.store import FRAGMENT_COPY, fragment_slices  # noqa: E402
@@ -135,15 +136,15 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
         session.add(seed_range)
         session.flush()
         range_id = seed_range.id
-        orchestrator.lease_range(session, orchestrator.datacenter_node(session), range_id)
+        leases.lease_range(session, leases.datacenter_node(session), range_id)
     try:
         if catalog:
             _fill_catalog(group_id, catalog)
         batch_ids = []
         for batch, (body, content_type, content_encoding) in zip(built, encoded):
             with session_scope() as session:
-                accepted = orchestrator.accept_batch(
-                    session, orchestrator.datacenter_node(session), range_id, batch_from=batch["first"],
+                accepted = acceptance.accept_batch(
+                    session, leases.datacenter_node(session), range_id, batch_from=batch["first"],
                     batch_to=batch["last"], body=body, content_type=content_type,
                     content_encoding=content_encoding or "")
                 batch_ids.append(accepted.batch_id)

@@ -10,9 +10,10 @@ from app.api.auth import node_required
 from app.api.errors import error_response
 from app.config import Settings
 from app.db import session_scope
-from app.services import orchestrator, spool
+from app.services import leases, spool
 from app.services import status as status_service
 from app.services.errors import ServiceError
+from app.services.ingest import accept as acceptance
 from app.services.ingest.decode import check_body
 from app.services.rules import active_rules
 from app.tasks.ingest import enqueue_store
@@ -80,7 +81,7 @@ def lease():
     settings = _settings()
     skip = _skip_list(_json_object())
     with session_scope() as session:
-        granted = orchestrator.lease(session, g.node, max_leases=settings.max_leases_per_node, skip=skip)
+        granted = leases.lease(session, g.node, max_leases=settings.max_leases_per_node, skip=skip)
         if granted is None:
             return Response(status=204)
         rules = active_rules(session, granted.group)
@@ -101,7 +102,7 @@ def lease():
 @node_required
 def chunks(range_id: int):
     with session_scope() as session:
-        orchestrator.held_range(session, g.node, range_id)
+        leases.held_range(session, g.node, range_id)
         if not spool.has_chunks(session, range_id):
             return error_response(404, "not_spooled", f"range {range_id} has no spooled chunks")
     return Response(
@@ -120,7 +121,7 @@ def post_batch(range_id: int):
     # Decode and check the whole batch before anything is stored: bad input changes nothing.
     header = check_body(body, content_type, content_encoding, settings.max_decoded_bytes)
     with session_scope() as session:
-        accepted = orchestrator.accept_batch(
+        accepted = acceptance.accept_batch(
             session, g.node, range_id, batch_from=header.batch_from, batch_to=header.batch_to,
             body=body, content_type=content_type, content_encoding=content_encoding, group=header.group,
         )
@@ -135,7 +136,7 @@ def post_batch(range_id: int):
 @node_required
 def heartbeat(range_id: int):
     with session_scope() as session:
-        return _range_answer("leased", orchestrator.heartbeat(session, g.node, range_id),
+        return _range_answer("leased", leases.heartbeat(session, g.node, range_id),
                              lease_timeout=_settings().lease_timeout)
 
 
@@ -143,7 +144,7 @@ def heartbeat(range_id: int):
 @node_required
 def done(range_id: int):
     with session_scope() as session:
-        return _range_answer("done", orchestrator.finish(session, g.node, range_id))
+        return _range_answer("done", leases.finish(session, g.node, range_id))
 
 
 @seed_api.post("/ranges/<int:range_id>/release")
@@ -151,7 +152,7 @@ def done(range_id: int):
 def release(range_id: int):
     failure = _failure_text(_json_object())
     with session_scope() as session:
-        return _range_answer("planned", orchestrator.release(session, g.node, range_id, failure=failure))
+        return _range_answer("planned", leases.release(session, g.node, range_id, failure=failure))
 
 
 @seed_api.get("/status")

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from app.config import Settings
 from app.db import session_scope
 from app.models import Group
-from app.services import orchestrator, spool
+from app.services import leases, spool
+from app.services.ingest import accept as acceptance
 from app.services.ingest import repair, store
 from app.services.nntp import connect_from_settings
 from app.services.rules import active_rules
@@ -30,8 +31,8 @@ class StoreSink:
     def submit(self, batch: dict) -> None:
         body, content_type, content_encoding = encode_batch(batch)
         with session_scope() as session:
-            node = orchestrator.datacenter_node(session)
-            accepted = orchestrator.accept_batch(
+            node = leases.datacenter_node(session)
+            accepted = acceptance.accept_batch(
                 session, node, self.range_id, batch_from=batch["first"], batch_to=batch["last"],
                 body=body, content_type=content_type, content_encoding=content_encoding,
             )
@@ -58,7 +59,7 @@ def run_range_here(
     connection and store each batch at once (progress(state) after each); the range is finished
     at its end, or given back at its resume point if anything fails."""
     with session_scope() as session:
-        lease = orchestrator.lease_range(session, orchestrator.datacenter_node(session), range_id)
+        lease = leases.lease_range(session, leases.datacenter_node(session), range_id)
         rules = RuleSet.from_data(active_rules(session, lease.group))
     try:
         with connect_from_settings(settings) as client:
@@ -71,17 +72,17 @@ def run_range_here(
     except BaseException:
         # Give the range back at its resume point so a node (or a later run) goes on from there.
         with session_scope() as session:
-            orchestrator.release(session, orchestrator.datacenter_node(session), range_id)
+            leases.release(session, leases.datacenter_node(session), range_id)
         raise
     with session_scope() as session:
-        orchestrator.finish(session, orchestrator.datacenter_node(session), range_id)
+        leases.finish(session, leases.datacenter_node(session), range_id)
     return state
 
 
 def spool_range(settings: Settings, range_id: int, progress: Callable[[int, int], None] | None = None) -> int:
     """Fetch the range's raw chunks (from its resume point) into the spool; returns lines kept."""
     with session_scope() as session:
-        seed_range = orchestrator.locked_range(session, range_id)
+        seed_range = leases.locked_range(session, range_id)
         group = session.get(Group, seed_range.group_id).name
         first, last = seed_range.next_id, seed_range.last_id
     total = 0

@@ -7,7 +7,7 @@ from celery import shared_task
 
 from app.config import get_settings
 from app.db import session_scope
-from app.services.orchestrator import expire_leases
+from app.services.leases import expire_leases
 
 log = logging.getLogger(__name__)
 

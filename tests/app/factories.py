@@ -31,12 +31,12 @@ def make_plan(session: Session, group, spans: list[tuple[int, int]]) -> list[See
 def lease_one_range(first: int, last: int):
     """A group planned as the one range first..last, leased by a new node: (node, range id)."""
     from app.db import session_scope
-    from app.services import orchestrator
+    from app.services import leases
 
     with session_scope() as session:
         (seed_range,) = make_plan(session, make_group(session), [(first, last)])
         node, _ = make_node(session)
-        orchestrator.lease(session, node, max_leases=1)
+        leases.lease(session, node, max_leases=1)
         return node, seed_range.id
 
 
@@ -52,11 +52,11 @@ def accept(node, range_id: int, batch: dict, encoded: tuple | None = None) -> in
     """The batch accepted for the range as the API accepts it, encoded as the edge posts it unless
     `encoded` (body, content type, content encoding) is given; its id."""
     from app.db import session_scope
-    from app.services import orchestrator
+    from app.services.ingest import accept as acceptance
     from edge.digest.batch import encode_batch
 
     body, content_type, content_encoding = encoded or encode_batch(batch)
     with session_scope() as session:
-        return orchestrator.accept_batch(
+        return acceptance.accept_batch(
             session, node, range_id, batch_from=batch["first"], batch_to=batch["last"], body=body,
             content_type=content_type, content_encoding=content_encoding or "").batch_id

@@ -14,8 +14,9 @@ from sqlalchemy import select, text
 
 from app.db import session_scope
 from app.models import SeedBatch
-from app.services import orchestrator
+from app.services import leases
 from app.services.groups import get_group
+from app.services.ingest import accept as acceptance
 from app.services.ingest import lifecycle, store
 from app.services.tokens import hash_token
 from edge.digest.settings import NNTPSettings, TLSMode
@@ -108,8 +109,8 @@ def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retr
     with session_scope() as s:
         node, _ = make_node(s)
         (seed_range,) = make_plan(s, get_group(s, "alt.binaries.test"), [(1, 100)])
-        orchestrator.lease(s, node, max_leases=1)
-        accepted = orchestrator.accept_batch(
+        leases.lease(s, node, max_leases=1)
+        accepted = acceptance.accept_batch(
             s, node, seed_range.id, batch_from=1, batch_to=100, body=b"\x93not a batch",
             content_type="application/msgpack", content_encoding="")
     for attempt in range(3):
@@ -165,8 +166,8 @@ def test_status_shows_a_range_that_failed_on_a_node(cli_runner, clean_db):
         group = make_group(session)
         node, _ = make_node(session)
         (failed, _) = make_plan(session, group, [(BIG + 1000, BIG + 1999), (BIG, BIG + 999)])
-        orchestrator.lease(session, node, max_leases=1)
-        orchestrator.release(session, node, failed.id, failure="Refused: 413 batch_too_large")
+        leases.lease(session, node, max_leases=1)
+        leases.release(session, node, failed.id, failure="Refused: 413 batch_too_large")
         failed_id = failed.id
     status = cli_runner.invoke(args=["seed", "status"])
     assert status.exit_code == 0, status.output

@@ -1,7 +1,7 @@
 """Ingest: batches checked at the door, stored into the catalog, retried, repaired.
 
 A batch's life cycle (app.models.batches.BatchState): the API decodes and checks a posted body
-whole (decode.check_body, with checks.check_batch) and the orchestrator accepts it, its raw body
+whole (decode.check_body, with checks.check_batch) and accepts it (accept.accept_batch), its raw body
 durable in seed_batches ('accepted'); after the commit the API enqueues the ingest task. The store
 (store.store_batch) loads its rows and brings the releases it touched up to date in the task's
 transaction, the fragments on a connection of their own committed just before it, and marks it
@@ -14,6 +14,7 @@ on the batch and only from the state before it, and moves the state in the same 
 redelivered task finds the work done and does nothing.
 
 Modules:
+- accept: a batch accepted: its raw body stored, the range's resume point moved (accept_batch);
 - checks: what a batch must hold beyond its format (check_batch), and the errors the API answers;
 - decode: a body decoded, whole for the API (check_body), table by table for the store (StoredBatch);
 - hosts: message-ids cut before their host, the hosts stored once (message_hosts);

@@ -1,7 +1,9 @@
-"""The seed orchestrator: lease, accept, heartbeat, finish, release, expire.
+"""Leases: which node holds which range. Lease, heartbeat, finish, release, expire, and the
+data center's own node for the ranges it fetches itself.
 
-Every decision about a range is taken here under a row lock on that range, so the API, the
-tasks and the CLI cannot disagree, and any number of API processes can run side by side.
+Every decision about a range is taken under a row lock on that range (locked_range), here and
+where a batch is accepted (app.services.ingest.accept), so the API, the tasks and the CLI cannot
+disagree, and any number of API processes can run side by side.
 """
 from __future__ import annotations
 
@@ -12,21 +14,12 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from app.models import Group, SeedBatch, SeedNode, SeedRange
-from app.services.errors import Conflict, NotFound, ServiceError
+from app.models import Group, SeedNode, SeedRange
+from app.services.errors import Conflict, NotFound
 
 
 class NotYourLease(Conflict):
     code = "not_your_lease"
-
-
-class OutOfOrder(Conflict):
-    code = "out_of_order"
-
-
-class OutsideRange(ServiceError):
-    status = 422
-    code = "outside_range"
 
 
 class BatchesMissing(Conflict):
@@ -46,13 +39,6 @@ class Lease:
     last_id: int
     next_id: int
     spooled: bool
-
-
-@dataclass(frozen=True)
-class Acceptance:
-    batch_id: int
-    next_id: int
-    created: bool  # False: the same batch was accepted before, nothing stored this time
 
 
 def lease(session: Session, node: SeedNode, *, max_leases: int, skip: Collection[int] = ()) -> Lease | None:
@@ -114,60 +100,6 @@ def held_range(session: Session, node: SeedNode | None, range_id: int) -> SeedRa
     if node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
         raise NotYourLease(f"range {range_id} is not leased to this node")
     return seed_range
-
-
-def accept_batch(
-    session: Session,
-    node: SeedNode | None,
-    range_id: int,
-    *,
-    batch_from: int,
-    batch_to: int,
-    body: bytes,
-    content_type: str,
-    content_encoding: str,
-    group: str | None = None,
-) -> Acceptance:
-    """Store a batch's raw body durably and move the range's resume point past it.
-
-    The caller commits, and only then enqueues ingest, so a task never sees an uncommitted batch
-    and a batch answered 2xx is always in the database.
-    """
-    seed_range = locked_range(session, range_id)
-    previous = session.scalar(
-        select(SeedBatch).where(SeedBatch.range_id == range_id, SeedBatch.batch_from == batch_from)
-    )
-    if previous is not None:
-        if previous.batch_to != batch_to:
-            raise OutOfOrder(
-                f"a batch from {batch_from} was accepted with end {previous.batch_to}, not {batch_to}"
-            )
-        # Re-sent (e.g. the answer was lost): already durable, nothing to do.
-        return Acceptance(batch_id=previous.id, next_id=seed_range.next_id, created=False)
-    if node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
-        raise NotYourLease(f"range {range_id} is not leased to this node")
-    if group is not None and group != session.get(Group, seed_range.group_id).name:
-        raise OutsideRange(f"batch of group {group} for a range of another group")
-    if not (seed_range.first_id <= batch_from <= batch_to <= seed_range.last_id):
-        raise OutsideRange(
-            f"batch {batch_from}-{batch_to} is outside range {seed_range.first_id}-{seed_range.last_id}"
-        )
-    if batch_from != seed_range.next_id:
-        raise OutOfOrder(f"batch starts at {batch_from}; the range resumes at {seed_range.next_id}")
-    batch_id = session.execute(
-        insert(SeedBatch)
-        .values(
-            range_id=range_id, node_id=node.id if node else None, batch_from=batch_from,
-            batch_to=batch_to, body=body, content_type=content_type,
-            content_encoding=content_encoding, body_bytes=len(body),
-        )
-        .returning(SeedBatch.id)
-    ).scalar_one()
-    seed_range.next_id = batch_to + 1
-    seed_range.touched_at = func.now()
-    seed_range.batches += 1
-    session.flush()
-    return Acceptance(batch_id=batch_id, next_id=batch_to + 1, created=True)
 
 
 def heartbeat(session: Session, node: SeedNode, range_id: int) -> SeedRange:

@@ -1,4 +1,4 @@
-"""The orchestrator's rules for leases and batches, on the real database."""
+"""Leases and accepting batches: the rules that hold for a range, on the real database."""
 from __future__ import annotations
 
 import threading
@@ -8,12 +8,13 @@ from sqlalchemy import select, text
 
 from app.db import session_scope
 from app.models import SeedBatch, SeedRange
-from app.services import orchestrator
+from app.services import leases
+from app.services.ingest import accept as acceptance
 from tests.app.factories import BIG, make_group, make_node, make_plan
 
 
 def accept(session, node, seed_range, start, end, body=b"x"):
-    return orchestrator.accept_batch(
+    return acceptance.accept_batch(
         session, node, seed_range.id, batch_from=start, batch_to=end, body=body,
         content_type="application/msgpack", content_encoding="gzip",
     )
@@ -24,31 +25,31 @@ def test_lease_takes_the_oldest_plan_first_and_respects_the_cap(db_session):
     node, _ = make_node(db_session)
     old = make_plan(db_session, group, [(BIG + 200, BIG + 299), (BIG + 100, BIG + 199)])
     new = make_plan(db_session, group, [(BIG, BIG + 99)])
-    got = [orchestrator.lease(db_session, node, max_leases=2) for _ in range(2)]
+    got = [leases.lease(db_session, node, max_leases=2) for _ in range(2)]
     assert [g.range_id for g in got] == [old[0].id, old[1].id]
     assert got[0].next_id == BIG + 200 and got[0].group == "alt.binaries.test"
-    with pytest.raises(orchestrator.LeaseCap):
-        orchestrator.lease(db_session, node, max_leases=2)
+    with pytest.raises(leases.LeaseCap):
+        leases.lease(db_session, node, max_leases=2)
     other, _ = make_node(db_session, "edge-2")
-    assert orchestrator.lease(db_session, other, max_leases=2).range_id == new[0].id
-    assert orchestrator.lease(db_session, other, max_leases=2) is None
+    assert leases.lease(db_session, other, max_leases=2).range_id == new[0].id
+    assert leases.lease(db_session, other, max_leases=2) is None
 
 
 def test_batches_move_next_id_and_a_resent_batch_is_stored_once(db_session):
     group = make_group(db_session)
     node, _ = make_node(db_session)
     (r,) = make_plan(db_session, group, [(BIG, BIG + 59_999)])
-    orchestrator.lease(db_session, node, max_leases=1)
+    leases.lease(db_session, node, max_leases=1)
     first = accept(db_session, node, r, BIG, BIG + 19_999)
     assert first.created and first.next_id == BIG + 20_000
     again = accept(db_session, node, r, BIG, BIG + 19_999)
     assert not again.created and again.batch_id == first.batch_id
     assert db_session.scalar(select(text("count(*)")).select_from(SeedBatch)) == 1
-    with pytest.raises(orchestrator.OutOfOrder):
+    with pytest.raises(acceptance.OutOfOrder):
         accept(db_session, node, r, BIG + 40_000, BIG + 59_999)  # a gap
-    with pytest.raises(orchestrator.OutOfOrder):
+    with pytest.raises(acceptance.OutOfOrder):
         accept(db_session, node, r, BIG, BIG + 9_999)  # same start, other end
-    with pytest.raises(orchestrator.OutsideRange):
+    with pytest.raises(acceptance.OutsideRange):
         accept(db_session, node, r, BIG + 20_000, BIG + 70_000)
     db_session.refresh(r)
     assert (r.next_id, r.batches) == (BIG + 20_000, 1)
@@ -59,11 +60,11 @@ def test_another_nodes_batch_is_refused_and_changes_nothing(db_session):
     holder, _ = make_node(db_session)
     intruder, _ = make_node(db_session, "edge-2")
     (r,) = make_plan(db_session, group, [(BIG, BIG + 999)])
-    orchestrator.lease(db_session, holder, max_leases=1)
-    with pytest.raises(orchestrator.NotYourLease):
+    leases.lease(db_session, holder, max_leases=1)
+    with pytest.raises(leases.NotYourLease):
         accept(db_session, intruder, r, BIG, BIG + 499)
-    for call in (orchestrator.heartbeat, orchestrator.release, orchestrator.finish):
-        with pytest.raises(orchestrator.NotYourLease):
+    for call in (leases.heartbeat, leases.release, leases.finish):
+        with pytest.raises(leases.NotYourLease):
             call(db_session, intruder, r.id)
     db_session.refresh(r)
     assert (r.status, r.node_id, r.next_id) == ("leased", holder.id, BIG)
@@ -74,17 +75,17 @@ def test_finish_needs_every_batch_and_release_resumes_at_next_id(db_session):
     node, _ = make_node(db_session)
     other, _ = make_node(db_session, "edge-2")
     (r,) = make_plan(db_session, group, [(BIG, BIG + 999)])
-    orchestrator.lease(db_session, node, max_leases=1)
+    leases.lease(db_session, node, max_leases=1)
     accept(db_session, node, r, BIG, BIG + 499)
-    with pytest.raises(orchestrator.BatchesMissing):
-        orchestrator.finish(db_session, node, r.id)
-    orchestrator.release(db_session, node, r.id)
-    again = orchestrator.lease(db_session, other, max_leases=1)
+    with pytest.raises(leases.BatchesMissing):
+        leases.finish(db_session, node, r.id)
+    leases.release(db_session, node, r.id)
+    again = leases.lease(db_session, other, max_leases=1)
     assert (again.range_id, again.next_id) == (r.id, BIG + 500)
     accept(db_session, other, r, BIG + 500, BIG + 999)
-    done = orchestrator.finish(db_session, other, r.id)
+    done = leases.finish(db_session, other, r.id)
     assert (done.status, done.node_id) == ("done", None)
-    assert orchestrator.finish(db_session, other, r.id).status == "done"  # idempotent
+    assert leases.finish(db_session, other, r.id).status == "done"  # idempotent
 
 
 def test_a_failed_range_is_counted_and_leased_after_the_others_never_to_a_node_that_skips_it(db_session):
@@ -93,21 +94,21 @@ def test_a_failed_range_is_counted_and_leased_after_the_others_never_to_a_node_t
     other, _ = make_node(db_session, "edge-2")
     (bad, good) = make_plan(db_session, group, [(BIG + 1000, BIG + 1999), (BIG, BIG + 999)])
     newer = make_plan(db_session, group, [(BIG - 1000, BIG - 1)])
-    assert orchestrator.lease(db_session, node, max_leases=1).range_id == bad.id
+    assert leases.lease(db_session, node, max_leases=1).range_id == bad.id
     accept(db_session, node, bad, BIG + 1000, BIG + 1099)
-    orchestrator.release(db_session, node, bad.id, failure="Refused: 413 batch_too_large " + "x" * 5000)
+    leases.release(db_session, node, bad.id, failure="Refused: 413 batch_too_large " + "x" * 5000)
     db_session.flush()
     db_session.refresh(bad)
     assert (bad.status, bad.next_id, bad.failures) == ("planned", BIG + 1100, 1)
     assert bad.last_failure.startswith("edge-1: Refused: 413") and len(bad.last_failure) == 1000
     # The failed range comes after every other range, of its plan and of later plans.
-    assert orchestrator.lease(db_session, other, max_leases=3).range_id == good.id
-    assert orchestrator.lease(db_session, other, max_leases=3).range_id == newer[0].id
+    assert leases.lease(db_session, other, max_leases=3).range_id == good.id
+    assert leases.lease(db_session, other, max_leases=3).range_id == newer[0].id
     # The node it failed on skips it; another node still gets it, at its resume point.
-    assert orchestrator.lease(db_session, node, max_leases=1, skip=[bad.id]) is None
-    again = orchestrator.lease(db_session, other, max_leases=3)
+    assert leases.lease(db_session, node, max_leases=1, skip=[bad.id]) is None
+    again = leases.lease(db_session, other, max_leases=3)
     assert (again.range_id, again.next_id) == (bad.id, BIG + 1100)
-    orchestrator.release(db_session, other, bad.id)  # a plain give-back (a stop) is no failure
+    leases.release(db_session, other, bad.id)  # a plain give-back (a stop) is no failure
     db_session.flush()
     db_session.refresh(bad)
     assert (bad.failures, bad.last_failure.startswith("edge-1: ")) == (1, True)
@@ -118,17 +119,17 @@ def test_expired_lease_passes_on_and_resumes_at_next_id(db_session):
     node, _ = make_node(db_session)
     other, _ = make_node(db_session, "edge-2")
     (r, finished) = make_plan(db_session, group, [(BIG, BIG + 999), (BIG + 1000, BIG + 1999)])
-    orchestrator.lease(db_session, node, max_leases=2)
-    orchestrator.lease(db_session, node, max_leases=2)
+    leases.lease(db_session, node, max_leases=2)
+    leases.lease(db_session, node, max_leases=2)
     accept(db_session, node, r, BIG, BIG + 299)
     accept(db_session, node, finished, BIG + 1000, BIG + 1999)
     db_session.execute(text("UPDATE seed_ranges SET touched_at = now() - interval '20 minutes'"))
-    assert orchestrator.expire_leases(db_session, 900) == sorted([r.id, finished.id])
+    assert leases.expire_leases(db_session, 900) == sorted([r.id, finished.id])
     db_session.refresh(finished)
     assert finished.status == "done"  # every batch was in: nothing to pass on
-    again = orchestrator.lease(db_session, other, max_leases=1)
+    again = leases.lease(db_session, other, max_leases=1)
     assert (again.range_id, again.next_id) == (r.id, BIG + 300)
-    with pytest.raises(orchestrator.NotYourLease):
+    with pytest.raises(leases.NotYourLease):
         accept(db_session, node, r, BIG + 300, BIG + 599)
 
 
@@ -145,7 +146,7 @@ def test_concurrent_nodes_never_share_a_range(clean_db):
         barrier.wait()
         while True:
             with session_scope() as s:
-                granted = orchestrator.lease(s, node, max_leases=100)
+                granted = leases.lease(s, node, max_leases=100)
             if granted is None:
                 return
             with lock:

@@ -1,0 +1,84 @@
+"""Accepting a batch: its raw body stored durably and the range's resume point moved past it, in
+the caller's transaction, under the range's row lock (app.services.leases.locked_range). The
+caller commits and only then enqueues the store (app.tasks.ingest.enqueue_store)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from app.models import Group, SeedBatch, SeedNode
+from app.services.errors import Conflict, ServiceError
+from app.services.leases import NotYourLease, locked_range
+
+
+class OutOfOrder(Conflict):
+    code = "out_of_order"
+
+
+class OutsideRange(ServiceError):
+    status = 422
+    code = "outside_range"
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    batch_id: int
+    next_id: int
+    created: bool  # False: the same batch was accepted before, nothing stored this time
+
+
+def accept_batch(
+    session: Session,
+    node: SeedNode | None,
+    range_id: int,
+    *,
+    batch_from: int,
+    batch_to: int,
+    body: bytes,
+    content_type: str,
+    content_encoding: str,
+    group: str | None = None,
+) -> Acceptance:
+    """Store a batch's raw body durably and move the range's resume point past it.
+
+    The caller commits, and only then enqueues ingest, so a task never sees an uncommitted batch
+    and a batch answered 2xx is always in the database.
+    """
+    seed_range = locked_range(session, range_id)
+    previous = session.scalar(
+        select(SeedBatch).where(SeedBatch.range_id == range_id, SeedBatch.batch_from == batch_from)
+    )
+    if previous is not None:
+        if previous.batch_to != batch_to:
+            raise OutOfOrder(
+                f"a batch from {batch_from} was accepted with end {previous.batch_to}, not {batch_to}"
+            )
+        # Re-sent (e.g. the answer was lost): already durable, nothing to do.
+        return Acceptance(batch_id=previous.id, next_id=seed_range.next_id, created=False)
+    if node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
+        raise NotYourLease(f"range {range_id} is not leased to this node")
+    if group is not None and group != session.get(Group, seed_range.group_id).name:
+        raise OutsideRange(f"batch of group {group} for a range of another group")
+    if not (seed_range.first_id <= batch_from <= batch_to <= seed_range.last_id):
+        raise OutsideRange(
+            f"batch {batch_from}-{batch_to} is outside range {seed_range.first_id}-{seed_range.last_id}"
+        )
+    if batch_from != seed_range.next_id:
+        raise OutOfOrder(f"batch starts at {batch_from}; the range resumes at {seed_range.next_id}")
+    batch_id = session.execute(
+        insert(SeedBatch)
+        .values(
+            range_id=range_id, node_id=node.id if node else None, batch_from=batch_from,
+            batch_to=batch_to, body=body, content_type=content_type,
+            content_encoding=content_encoding, body_bytes=len(body),
+        )
+        .returning(SeedBatch.id)
+    ).scalar_one()
+    seed_range.next_id = batch_to + 1
+    seed_range.touched_at = func.now()
+    seed_range.batches += 1
+    session.flush()
+    return Acceptance(batch_id=batch_id, next_id=batch_to + 1, created=True)
