@@ -34,6 +34,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from hashlib import blake2b
+from struct import Struct
 from itertools import chain, compress, count, islice, repeat
 from operator import itemgetter, lt, not_
 from typing import NamedTuple
@@ -114,6 +115,8 @@ def _release_key(poster: bytes, folded_release: str, file_count: int | None) -> 
     return stable_key(b"release", poster, folded_release.encode(), count_text)
 
 
+# A key's 8 digest bytes read as PostgreSQL's signed bigint.
+_INT64 = Struct(">q").unpack
 _FILE_KEY_PREFIX = len(b"file").to_bytes(4, "big") + b"file" + (8).to_bytes(4, "big")  # then the release key
 
 
@@ -629,8 +632,18 @@ class Gatherer:
 def _file_keys(numbers: list[int], subjects: list[_Subject], key_prefix: bytes) -> list[int]:
     """The keys of one kept release's files (file_key's: the release's key prefix, then each
     file's identity, hashed)."""
-    return [int.from_bytes(blake2b(key_prefix + subjects[number][6], digest_size=8).digest(), "big", signed=True)
-            for number in numbers]
+    if len(numbers) == 1:
+        return [_INT64(blake2b(key_prefix + subjects[numbers[0]][6], digest_size=8).digest())[0]]
+    # The prefix is hashed once and the hash's state copied for each file: the same digests as
+    # hashing prefix + identity anew, at about half the cost, which counts where a new file
+    # starts every few lines (e-book groups).
+    copy = blake2b(key_prefix, digest_size=8).copy
+    keys = []
+    for number in numbers:
+        hashed = copy()
+        hashed.update(subjects[number][6])
+        keys.append(_INT64(hashed.digest())[0])
+    return keys
 
 
 def _file_rows(numbers: list[int], keys: list[int], subjects: list[_Subject], first_dates: list[bytes],
