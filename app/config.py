@@ -9,8 +9,36 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Mapping
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
 from edge.digest.settings import SettingsError  # noqa: F401 - what from_env raises, for its callers
 from edge.digest.settings import NNTPSettings, integer, read, read_nntp_settings, text
+
+
+DATABASE_SCHEME = "postgresql+psycopg"
+
+
+def _database_url(raw: str) -> str:
+    """A SQLAlchemy URL for psycopg 3. `postgres://` and `postgresql://` (libpq's and Heroku's
+    spellings) are refused rather than translated: SQLAlchemy reads the first not at all and the
+    second as psycopg2, which is not installed, and the operator should see the URL the data
+    center really uses. The message never repeats the URL: it may hold a password."""
+    url = raw.strip()
+    scheme, sep, rest = url.partition("://")
+    if not sep or not rest or any(c.isspace() for c in url):
+        raise ValueError(f"must be a {DATABASE_SCHEME}://user@host/database URL")
+    if scheme != DATABASE_SCHEME:
+        raise ValueError(f"must start {DATABASE_SCHEME}:// (the driver the data center uses), not {scheme}://")
+    return url
+
+
+def shown_database_url(url: str) -> str:
+    """The URL without its password, to name the database in a message or a log."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url.partition("://")[0] + "://..."
 
 
 def _schema_names(raw: str) -> str:
@@ -56,7 +84,7 @@ class Settings:
             return read(env, name, integer(1), default)
 
         return cls(
-            database_url=read(env, "DATABASE_URL", text, d.database_url),
+            database_url=read(env, "DATABASE_URL", _database_url, d.database_url),
             db_search_path=read(env, "DB_SEARCH_PATH", _schema_names),
             redis_url=read(env, "REDIS_URL", text, d.redis_url),
             lease_timeout=count("LEASE_TIMEOUT", d.lease_timeout),
@@ -81,6 +109,7 @@ class Settings:
     def as_public_dict(self) -> dict:
         """Settings safe to show an operator (no secrets)."""
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["database_url"] = shown_database_url(self.database_url)
         shown["nntp"] = self.nntp.public_dict()
         return shown
 

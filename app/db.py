@@ -89,7 +89,10 @@ def warm_pool(connections: int = 2) -> int:
         logging.getLogger(__name__).warning("could not open database connections at start: %s", exc)
     finally:
         for connection in opened:
-            connection.close()  # back to the pool, open
+            try:
+                connection.close()  # back to the pool, open
+            except Exception as exc:  # noqa: BLE001 - the database went away meanwhile
+                logging.getLogger(__name__).warning("could not return a connection at start: %s", exc)
     return ready
 
 

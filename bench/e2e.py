@@ -4,7 +4,8 @@ PostgreSQL, beside the raw OVER read rate from the same server with the same con
     .venv/bin/python bench/e2e.py [--articles 2000000] [--connections 4] [--workdir /tmp/e2e-bench]
                                   [--chunk-size 20000] [--batch-chunks 10] [--range-size 100000]
 
-Everything runs on this machine, as ops/run starts it: a private PostgreSQL (fsync off), Redis and
+Everything runs on this machine, as ops/run starts it: a private PostgreSQL (durable as a production
+catalog runs: fsync and synchronous_commit on; `--no-durability` turns both off to show their cost), Redis and
 INN 2 (ops/pg, ops/redis, ops/inn), gunicorn over HTTPS (2 workers), one Celery worker on the
 ingest queue and one on gather+control, and one `edge run` with --connections NNTP connections.
 The two seed test groups (alt.binaries.e-book.french, alt.binaries.cd.image.playstation2.dvdiso)
@@ -107,8 +108,10 @@ def tree_cpu(root: int) -> float:
 # -- the services --------------------------------------------------------------------------------
 
 class Services:
-    def __init__(self, workdir: Path, connections: int, chunk_size: int, batch_chunks: int, range_size: int):
+    def __init__(self, workdir: Path, connections: int, chunk_size: int, batch_chunks: int, range_size: int,
+                 durable: bool = True):
         self.workdir = workdir
+        self.durable = durable
         self.connections = connections
         pg_port, redis_port, reader, feed, tls, api = free_ports(6)
         self.ports = {"pg": pg_port, "redis": redis_port, "reader": reader, "feed": feed, "tls": tls, "api": api}
@@ -126,7 +129,8 @@ class Services:
         }
 
     def start(self, articles: int) -> None:
-        env = {**os.environ, "PG_PORT": str(self.ports["pg"]), "PG_FAST": "1", "REDIS_PORT": str(self.ports["redis"])}
+        env = {**os.environ, "PG_PORT": str(self.ports["pg"]), "PG_FAST": "0" if self.durable else "1",
+               "REDIS_PORT": str(self.ports["redis"])}
         run(REPO / "ops/pg", "init", self.pg_dir, env=env, stdout=subprocess.DEVNULL)
         run(REPO / "ops/pg", "start", self.pg_dir, env=env)
         run("psql", "-q", "-h", "127.0.0.1", "-p", self.ports["pg"], "-U", "seed", "-d", "postgres",
@@ -297,13 +301,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-size", type=int, default=20_000, help="articles per OVER chunk")
     parser.add_argument("--batch-chunks", type=int, default=10, help="chunks per batch")
     parser.add_argument("--range-size", type=int, default=100_000, help="articles per leased range")
+    parser.add_argument("--no-durability", action="store_true",
+                        help="PostgreSQL with fsync and synchronous_commit off (to show what durability costs)")
     args = parser.parse_args(argv)
     print(f"command: .venv/bin/python bench/e2e.py --articles {args.articles} --connections {args.connections}"
-          f" --chunk-size {args.chunk_size} --batch-chunks {args.batch_chunks} --range-size {args.range_size}")
+          f" --chunk-size {args.chunk_size} --batch-chunks {args.batch_chunks} --range-size {args.range_size}"
+          + (" --no-durability" if args.no_durability else ""))
+    print("PostgreSQL: " + ("fsync and synchronous_commit off (--no-durability)" if args.no_durability
+                            else "fsync and synchronous_commit on, as a production catalog runs"))
     workdir = Path(args.workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    services = Services(workdir, args.connections, args.chunk_size, args.batch_chunks, args.range_size)
+    services = Services(workdir, args.connections, args.chunk_size, args.batch_chunks, args.range_size,
+                        durable=not args.no_durability)
     try:
         services.start(args.articles)
         services.flask("groups", "add", *GROUPS)
@@ -392,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = {
         "articles": articles, "connections": args.connections, "chunk_size": args.chunk_size,
         "batch_chunks": args.batch_chunks, "range_size": args.range_size, "overview_bytes": overview_bytes,
+        "durable": not args.no_durability,
         "raw_over_lines_per_second": round(raw_rate),
         "raw_over_reads_lines_per_second": [round(r.lines / r.seconds) for r in raw_reads],
         "raw_reader_cpu_us_per_line": round(reader_us, 2),

@@ -3,16 +3,18 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import wraps
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, stream_with_context
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.api.auth import node_required
+from app.api.operator import scoped_status
 from app.api.errors import error_response
 from app.config import Settings
 from app.db import session_scope
 from app.services import leases, spool
-from app.services import status as status_service
-from app.services.errors import ServiceError
+from app.services.errors import NotFound, ServiceError
 from app.services.ingest import accept as acceptance
 from app.services.ingest.decode import check_body
 from app.services.rules import active_rules
@@ -43,13 +45,18 @@ def _json_object() -> dict:
         return {}
     if (request.content_length or 0) > MAX_CONTROL_BODY:
         raise MalformedRequest(f"body over {MAX_CONTROL_BODY} bytes")
-    body = request.get_data(cache=False)
+    # A chunked body says no length: one byte read past the limit tells it is longer.
+    body = request.stream.read(MAX_CONTROL_BODY + 1)
+    if len(body) > MAX_CONTROL_BODY:
+        raise MalformedRequest(f"body over {MAX_CONTROL_BODY} bytes")
     if not body.strip():
         return {}
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedRequest(f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise MalformedRequest("body is not JSON: nested too deep") from None
     if not isinstance(data, dict):
         raise MalformedRequest("body must be a JSON object")
     return data
@@ -69,6 +76,32 @@ def _failure_text(data: dict) -> str | None:
     if failure is not None and (not isinstance(failure, str) or not failure.strip()):
         raise MalformedRequest("failure must be a non-empty string")
     return failure
+
+
+def _batch_body() -> bytes:
+    """The whole body, or 413 past MAX_CONTENT_LENGTH. Werkzeug refuses a longer Content-Length
+    before reading, but stops a chunked body at the limit without a word: a byte left after the
+    limit tells it was longer."""
+    body = request.get_data(cache=False)
+    limit = request.max_content_length
+    if request.content_length is None and limit is not None and len(body) >= limit and request.input_stream.read(1):
+        raise RequestEntityTooLarge(f"body over the {limit} byte limit")
+    return body
+
+
+def range_call(view):
+    """A call on one range, by a node (node_required). A range id past 64 bits names no range:
+    404 unknown_range, as for any id the catalog does not hold, instead of a query the database
+    cannot run."""
+
+    @node_required
+    @wraps(view)
+    def call(range_id: int):
+        if range_id > INT64_MAX:
+            raise NotFound(f"no such range: {range_id}", code="unknown_range")
+        return view(range_id)
+
+    return call
 
 
 def _range_answer(status: str, seed_range, **extra):
@@ -99,7 +132,7 @@ def lease():
 
 
 @seed_api.get("/ranges/<int:range_id>/chunks")
-@node_required
+@range_call
 def chunks(range_id: int):
     with session_scope() as session:
         leases.held_range(session, g.node, range_id)
@@ -112,10 +145,10 @@ def chunks(range_id: int):
 
 
 @seed_api.post("/ranges/<int:range_id>/batches")
-@node_required
+@range_call
 def post_batch(range_id: int):
     settings = _settings()
-    body = request.get_data(cache=False)
+    body = _batch_body()
     content_type = (request.mimetype or "").lower()
     content_encoding = (request.headers.get("Content-Encoding") or "").strip().lower()
     # Decode and check the whole batch before anything is stored: bad input changes nothing.
@@ -133,7 +166,7 @@ def post_batch(range_id: int):
 
 
 @seed_api.post("/ranges/<int:range_id>/heartbeat")
-@node_required
+@range_call
 def heartbeat(range_id: int):
     with session_scope() as session:
         return _range_answer("leased", leases.heartbeat(session, g.node, range_id),
@@ -141,22 +174,19 @@ def heartbeat(range_id: int):
 
 
 @seed_api.post("/ranges/<int:range_id>/done")
-@node_required
+@range_call
 def done(range_id: int):
     with session_scope() as session:
         return _range_answer("done", leases.finish(session, g.node, range_id))
 
 
 @seed_api.post("/ranges/<int:range_id>/release")
-@node_required
+@range_call
 def release(range_id: int):
     failure = _failure_text(_json_object())
     with session_scope() as session:
         return _range_answer("planned", leases.release(session, g.node, range_id, failure=failure))
 
 
-@seed_api.get("/status")
-@node_required
-def status():
-    with session_scope() as session:
-        return jsonify(status_service.seed_status(session))
+# A node sees what concerns it; an operator key sees the whole picture (app/api/operator.py).
+seed_api.add_url_rule("/status", view_func=scoped_status, methods=["GET"])

@@ -2,12 +2,13 @@
 from app.models.batches import SeedBatch, StoredFragments
 from app.models.catalog import File, Fragment, MessageHost, Release, ReleaseChunk, RuleCount
 from app.models.groups import Group
+from app.models.keys import OperatorKey
 from app.models.nodes import SeedNode
 from app.models.ranges import SeedPlan, SeedRange
 from app.models.rules import SeedRule
 from app.models.spool import SpoolChunk
 
 __all__ = [
-    "File", "Fragment", "Group", "MessageHost", "Release", "ReleaseChunk", "RuleCount", "SeedBatch",
+    "File", "Fragment", "Group", "MessageHost", "OperatorKey", "Release", "ReleaseChunk", "RuleCount", "SeedBatch",
     "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk", "StoredFragments",
 ]

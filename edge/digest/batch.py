@@ -196,7 +196,8 @@ def validate_batch(batch) -> dict:
     """The batch if it has the documented structure and value types, else BatchFormatError."""
     if not isinstance(batch, dict):
         raise BatchFormatError("a batch is a map")
-    if batch.get("version") != FORMAT_VERSION:
+    # Exactly the int 1: Python's equality would take true and 1.0 for it.
+    if type(batch.get("version")) is not int or batch["version"] != FORMAT_VERSION:
         raise BatchFormatError(f"unsupported batch version {batch.get('version')!r}")
     if not isinstance(batch.get("group"), str) or not batch["group"]:
         raise BatchFormatError("group must be a non-empty string")

@@ -14,7 +14,9 @@ LIST OVERVIEW.FMT, OVER/XOVER, DATE and QUIT, with compression where the server 
   compressed stream's own end, never by polling for a terminator.
 
 Overview replies are streamed: :meth:`NNTPClient.over` yields blocks of lines as they arrive, so
-memory stays bounded whatever the range. Every socket operation has a timeout; error replies,
+memory stays bounded whatever the range. What a server sends is bounded too: a reply with more
+lines than the numbers asked for, more bytes than they can hold, lines numbered outside them, a
+line over MAX_LINE or a short text reply over MAX_LINE in all is a protocol error. Every socket operation has a timeout; error replies,
 dropped connections, timeouts and broken streams raise an :class:`NNTPError` subclass. After a
 connection-level error (anything but :class:`NNTPReplyError`) the client is closed.
 """
@@ -41,6 +43,10 @@ RECV_SIZE = 256 * 1024
 INFLATE_STEP = 1024 * 1024
 # No reply or overview line is this long; a longer one means the stream is broken.
 MAX_LINE = 1024 * 1024
+# What an overview reply may hold for each article number asked for, on top of one line of
+# MAX_LINE: real lines are well under a kilobyte, so only a broken or hostile server's reply
+# reaches it, and the memory of one reply stays bounded by the range asked for.
+MAX_OVER_BYTES_PER_ARTICLE = 16 * 1024
 
 CRLF = b"\r\n"
 TERMINATOR = b"\r\n.\r\n"
@@ -206,6 +212,14 @@ def _unstuffed(block: bytes) -> bytes:
     return block.replace(b"\r\n.", CRLF) if b"\r\n." in block else block
 
 
+def _number_of(block: bytes, start: int) -> int | None:
+    """The article number the line at `start` begins with, or None when it has none (the digest
+    counts such a line as rejected)."""
+    end = block.find(b"\t", start, start + 21)
+    digits = block[start:end] if end > start else b""
+    return int(digits) if digits.isdigit() else None
+
+
 def _is_compressed_start(first_byte: int) -> bool:
     return first_byte in (0x78, 0x1F)  # zlib header with a 32 KiB window; gzip magic
 
@@ -356,7 +370,40 @@ class NNTPClient:
         gzip = self.compression == "gzip" and (
             "COMPRESS=GZIP" in message.upper() or _is_compressed_start(self._peek_byte())
         )
-        yield from self._stream_block(self._gzip_blocks() if gzip else self._plain_blocks())
+        blocks = self._stream_block(self._gzip_blocks() if gzip else self._plain_blocks())
+        yield from self._bounded(blocks, first, last)
+
+    def _bounded(self, blocks: Iterator[bytes], first: int, last: int) -> Iterator[bytes]:
+        """The blocks of an OVER reply, checked against the range asked for: more lines than it
+        has numbers (and some stray ones), more bytes than such lines can hold, or a block that
+        starts before `first` or ends past `last` is a protocol error (the connection is closed),
+        so that a server whose reply never ends cannot fill the memory. Lines in the middle of a block are not
+        looked at here: the digest rejects those outside the range one by one."""
+        numbers = last - first + 1
+        # One line a number, and some more: stray lines without a number that a server keeps
+        # are passed on for the digest to reject and count (a tenth of the range, and a hundred).
+        max_lines = numbers + numbers // 10 + 100
+        max_bytes = MAX_LINE + numbers * MAX_OVER_BYTES_PER_ARTICLE
+        lines = size = 0
+        try:
+            for block in blocks:
+                lines += block.count(CRLF)
+                size += len(block)
+                if lines > max_lines or size > max_bytes:
+                    raise self._broken(NNTPProtocolError(
+                        f"the OVER {first}-{last} reply goes on past the {max_lines} lines or {max_bytes} bytes"
+                        " that many articles can have"))
+                head = _number_of(block, 0)
+                tail = _number_of(block, block.rfind(b"\n", 0, len(block) - 1) + 1)
+                if (head is not None and head < first) or (tail is not None and tail > last):
+                    raise self._broken(NNTPProtocolError(
+                        f"the OVER {first}-{last} reply has lines numbered outside the range asked for"
+                        f" ({head if head is not None and head < first else tail})"))
+                yield block
+        finally:
+            # Whether cut off here or abandoned by the caller, the reply is no longer read: its
+            # stream closes the connection (a reply read to its end makes this a no-op).
+            blocks.close()
 
     def article_date(self, number: int) -> int | None:
         """The Date of one article as unix seconds (from its overview line), or None when the
@@ -421,8 +468,19 @@ class NNTPClient:
         return self._guarded(self._wire.recv)
 
     def _read_text_block(self) -> list[str]:
-        data = b"".join(self._stream_block(self._plain_blocks()))
-        return data.decode("utf-8", "replace").split("\r\n")[:-1]
+        """A short multi-line reply (CAPABILITIES, LIST OVERVIEW.FMT): one over MAX_LINE bytes in
+        all is a protocol error, so that a reply that never ends cannot fill the memory."""
+        pieces, size = [], 0
+        blocks = self._stream_block(self._plain_blocks())
+        try:
+            for block in blocks:
+                size += len(block)
+                if size > MAX_LINE:
+                    raise self._broken(NNTPProtocolError(f"a text reply goes on past {MAX_LINE} bytes"))
+                pieces.append(block)
+        finally:
+            blocks.close()
+        return b"".join(pieces).decode("utf-8", "replace").split("\r\n")[:-1]
 
     def _stream_block(self, blocks: Iterator[bytes]) -> Iterator[bytes]:
         """Marks the connection busy while a data block is read; closes it if abandoned."""

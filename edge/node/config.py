@@ -1,11 +1,12 @@
 """The edge node's settings: the environment, overridden by `edge run` flags, in one object.
 
 Only COORDINATOR_URL and NODE_TOKEN are required; everything else has a default or a
-placeholder. This and edge.digest.compiled (SEED_IMPL, read when the digest is
-imported) are the only modules of edge/ that read os.environ. Secrets (NODE_TOKEN,
-NNTP_PASSWORD) come from the environment only: a flag would show them in the process list.
-The parsers and the NNTP settings are the digest library's (edge/digest/settings.py), which
-the data center reads its own with.
+placeholder. COORDINATOR_URL is https:// unless COORDINATOR_INSECURE=1 says plain http:// is
+meant: over http:// the node token goes out unencrypted, so a node never does so unasked. This
+and edge.digest.compiled (SEED_IMPL, read when the digest is imported) are the only modules of
+edge/ that read os.environ. Secrets (NODE_TOKEN, NNTP_PASSWORD) come from the environment only:
+a flag would show them in the process list. The parsers and the NNTP settings are the digest
+library's (edge/digest/settings.py), which the data center reads its own with.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 
 from edge.digest.settings import PLACEHOLDER_NNTP_HOST  # noqa: F401 - the node warns when NNTP_HOST is it
 from edge.digest.settings import (
-    NNTP_VARIABLES, NNTPSettings, SettingsError, integer, read, read_nntp_settings, readable_file, seconds,
+    NNTP_VARIABLES, NNTPSettings, SettingsError, boolean, integer, read, read_nntp_settings, readable_file, seconds,
 )
 
 BATCH_FORMATS = ("msgpack", "json")
@@ -33,6 +34,8 @@ class EdgeConfig:
     coordinator_url: str
     node_token: str = field(repr=False)
     coordinator_cafile: str | None = None
+    # Plain http:// to the coordinator is refused unless this says it is meant (a test network).
+    coordinator_insecure: bool = False
     coordinator_timeout: float = 60.0
     # No answer from the coordinator for this long (while it is needed) stops the node (exit 4).
     coordinator_give_up: float = 3600.0
@@ -60,6 +63,14 @@ class EdgeConfig:
         return self.max_chunks_in_flight or self.nntp_connections + 4
 
     @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the node says at start about settings it runs with but should not."""
+        if urlsplit(self.coordinator_url).scheme == "http":
+            return ("COORDINATOR_URL is plain http:// (COORDINATOR_INSECURE=1): the node token and the "
+                    "batches go out unencrypted",)
+        return ()
+
+    @property
     def digest_processes_or_default(self) -> int:
         if self.digest_processes is not None:
             return self.digest_processes
@@ -80,7 +91,8 @@ def _cores() -> int:
 def _url(raw: str) -> str:
     parts = urlsplit(raw.strip())
     if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise ValueError(f"must be an https:// (or http://) URL with a host, got {raw!r}")
+        raise ValueError(f"must be an https:// URL with a host (http:// only with COORDINATOR_INSECURE=1), "
+                         f"got {raw!r}")
     try:
         parts.port
     except ValueError:
@@ -130,6 +142,8 @@ SETTINGS = (
     Setting("NODE_TOKEN", "node_token", _token, "this node's token (required)", flag=False),
     Setting("COORDINATOR_CAFILE", "coordinator_cafile", readable_file,
             "CA file that signs the coordinator's certificate (default: the system's CAs)"),
+    Setting("COORDINATOR_INSECURE", "coordinator_insecure", boolean,
+            "1 allows a plain http:// COORDINATOR_URL, which sends the node token unencrypted (a test network only)"),
     Setting("COORDINATOR_TIMEOUT", "coordinator_timeout", seconds, "seconds to wait for one HTTP answer"),
     Setting("COORDINATOR_GIVE_UP", "coordinator_give_up", seconds,
             "seconds without any answer from the coordinator before the node gives up (exit 4)"),
@@ -191,4 +205,7 @@ def load_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] |
     missing = [s.env for s in SETTINGS if s.attr in ("coordinator_url", "node_token") and s.attr not in values]
     if missing:
         raise ConfigError(f"{' and '.join(missing)} must be set (see `edge run --help`)")
+    if urlsplit(values["coordinator_url"]).scheme == "http" and not values.get("coordinator_insecure"):
+        raise ConfigError(f"{shown.get('COORDINATOR_URL', 'COORDINATOR_URL')} is plain http://, which would send the "
+                          "node token unencrypted: use https://, or set COORDINATOR_INSECURE=1 on a test network")
     return EdgeConfig(nntp=nntp, **values)

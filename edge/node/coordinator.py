@@ -1,7 +1,8 @@
 """The node API client (docs/api.md): standard library only, HTTPS verified.
 
 The coordinator's certificate and host name are checked against the system's CAs or a CA file;
-plain HTTP only when the URL says http://. Network errors, timeouts, 5xx and 429 are retried
+plain HTTP only when the URL says http:// (which the node's settings allow only with
+COORDINATOR_INSECURE=1: the bearer token would go out unencrypted). Network errors, timeouts, 5xx and 429 are retried
 with exponential backoff and jitter; a call ends with an answer, a typed error, or
 :class:`Unreachable` once nothing has been heard from the coordinator for `give_up` seconds (a
 batch is never dropped while the coordinator may still take it). Waits end early when the node
@@ -190,6 +191,10 @@ class Coordinator:
         body, headers = _json_body({"failure": failure}) if failure else (None, None)
         return self._call("POST", f"/ranges/{range_id}/release", "release", body=body, headers=headers,
                           deadline=deadline, stopping=True)[1]
+
+    def status(self, deadline: float | None = None) -> dict:
+        """GET /status: what this node may see of the seed (the plan's totals by group among it)."""
+        return self._call("GET", "/status", "status", deadline=deadline)[1]
 
     @contextmanager
     def spool_stream(self, range_id: int) -> Iterator[BinaryIO]:

@@ -11,7 +11,9 @@ thread waits for a stop (signal, fatal error, or nothing left to do with --once 
 What happens on failure: network errors, timeouts and 5xx are retried with backoff (a batch is
 never dropped while the coordinator may take it); 409 drops the range (it is not ours any
 more); 401/403 stops the node; a batch the coordinator refuses (400/413/422), a group the
-Usenet server lacks, or bad rules fail that range only: it is given back, and the node goes on.
+Usenet server lacks, a chunk it cannot serve within a bounded number of tries (edge.node.prefetch),
+or bad rules fail that range only: it is given back, and the node goes on. Every range still
+held is given back on every way out, except when the coordinator refuses the node (exit 3, 5).
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ EXIT_CODES = {
     EXIT_UNAUTHORIZED: "the coordinator refuses the node token (401/403)",
     EXIT_UNREACHABLE: "no answer from the coordinator for COORDINATOR_GIVE_UP seconds",
     EXIT_CERTIFICATE: "the coordinator's TLS certificate is not trusted",
-    EXIT_NNTP: "the Usenet server refuses the settings (login, TLS certificate, overview format)",
+    EXIT_NNTP: "the Usenet server refuses the settings (login, TLS, overview format)",
     128 + signal.SIGINT: "stopped by SIGINT, held ranges given back",
     128 + signal.SIGTERM: "stopped by SIGTERM, held ranges given back",
 }
@@ -70,6 +72,8 @@ STOP_GRACE = 1.5
 # The coordinator takes at most 10,000 ids in a lease's `skip`; older failures may be offered again.
 MAX_SKIPPED = 10_000
 RELEASE_DEADLINE = 2.0
+# How often --exit-when-idle asks again while ranges are leased by other nodes (POLL_INTERVAL if shorter).
+OTHERS_POLL_INTERVAL = 5.0
 
 
 @dataclass(eq=False)
@@ -273,7 +277,15 @@ class Node:
         # Ranges given back after failing here, not worked on again (named in `skip` on leases):
         # the latest MAX_SKIPPED, in the order they failed.
         self.failed: dict[int, None] = {}
+        # Without NNTP_HOST only spooled ranges can be fetched: the others are given back as soon as
+        # they are leased (not as failed: another node can fetch them) and named in `skip` too.
+        self.no_server = config.nntp.host == PLACEHOLDER_NNTP_HOST
+        self.unfetchable: dict[int, None] = {}
         self.leased = 0
+        # Set under _lock once the node gives its ranges back: a lease granted after that is
+        # given back by the control thread at once instead of being started.
+        self._closing = False
+        self._control: threading.Thread | None = None
         self.exit_code: int | None = None
         self._lock = threading.Lock()
         self._changed = threading.Event()  # a range ended: the control loop may lease again
@@ -281,6 +293,9 @@ class Node:
         # however many of the node's ranges end meanwhile (their ends bring it no new work), or
         # at once when the node has no range left (--exit-when-idle asks before it exits).
         self._nothing_to_do = False
+        # --exit-when-idle with nothing to lease while other nodes hold ranges: asked again
+        # every OTHERS_POLL_INTERVAL at most, so that the node exits soon after the last is done.
+        self._waiting_for_others = False
         # Batches digested by worker processes (DIGEST_PROCESSES), else on the ranges' threads.
         self.digest_processes = config.digest_processes_or_default
         self.digest_pool = DigestPool(self.digest_processes, config.batch_format) if self.digest_processes else None
@@ -299,11 +314,13 @@ class Node:
                    nntp=config.nntp.address, connections=config.nntp_connections,
                    max_leases=config.max_leases, digest_processes=self.digest_processes,
                    spool_dir=config.spool_dir, impl=COMPILED_IMPL,
-                   warning="NNTP_HOST is not set: only spooled ranges can be fetched"
-                   if config.nntp.host == PLACEHOLDER_NNTP_HOST else None)
+                   warning="; ".join(config.warnings + (
+                       ("NNTP_HOST is not set: only spooled ranges are taken, others are given back",)
+                       if self.no_server else ())) or None)
         if self.digest_pool is not None:
             self.digest_pool.start()  # while the first lease is asked for
-        threading.Thread(target=self._control_loop, name="control", daemon=True).start()
+        self._control = threading.Thread(target=self._control_loop, name="control", daemon=True)
+        self._control.start()
         while not self.stop.wait(WAKE_INTERVAL):
             pass
         self._shut_down()
@@ -319,6 +336,7 @@ class Node:
                                else "stopping", exit_code=code, **why)
         self.stop.set()
         self.prefetcher.wake()
+        self._changed.set()  # the control loop ends now, not after its wait: _shut_down joins it
 
     def _on_signal(self, signum: int, _frame) -> None:
         # Asked to stop a second time, the node waits no more, not even for a post under way.
@@ -327,6 +345,12 @@ class Node:
         self.finish(128 + signum, reason=signal.Signals(signum).name)
 
     def _shut_down(self) -> None:
+        with self._lock:
+            self._closing = True
+        # A lease call under way when the node stopped: its range is given back by the control
+        # thread (see _start), which is waited for, as long as a give-back may take.
+        if self._control is not None:
+            self._control.join(STOP_GRACE + RELEASE_DEADLINE)
         deadline = time.monotonic() + STOP_GRACE
         for held in list(self.held.values()):
             if held.thread is not None:
@@ -363,7 +387,10 @@ class Node:
                 if time.monotonic() >= next_lease and self._may_lease():
                     if self._lease_one():
                         continue  # Try to lease another range at once: one may be waiting.
-                    next_lease = time.monotonic() + self.config.poll_interval
+                    interval = self.config.poll_interval
+                    if self._waiting_for_others:
+                        interval = min(interval, OTHERS_POLL_INTERVAL)
+                    next_lease = time.monotonic() + interval
                 if self.once and self.leased and not self._running():
                     self.finish(EXIT_OK)
                     return
@@ -398,10 +425,10 @@ class Node:
 
     def _lease_one(self) -> bool:
         """Leases a range and starts it; False when there is nothing to start now."""
-        self._nothing_to_do = False
+        self._nothing_to_do = self._waiting_for_others = False
         try:
             with self._lock:  # range threads add to it
-                skip = list(self.failed)
+                skip = (list(self.unfetchable) + list(self.failed))[-MAX_SKIPPED:]
             lease = self.coordinator.lease(on_retry=self.retry_hook(None), skip=skip)
         except Conflict as exc:
             # A 409 here is the lease cap: ranges held by an earlier run of this node still count
@@ -414,7 +441,13 @@ class Node:
         self._nothing_to_do = lease is None
         if lease is None:
             if (self.exit_when_idle or self.once) and not self._running():
-                self.finish(EXIT_OK, reason="nothing to do")
+                leased = self._leased_elsewhere()
+                if not leased:
+                    self.finish(EXIT_OK, reason="nothing to do")
+                    return False
+                # Ranges of another node (maybe a dead one) may come back when their leases lapse.
+                self._waiting_for_others = True
+                self.event("idle", reason=f"ranges still leased by other nodes ({leased}): waiting for them")
             else:
                 self.event("idle", reason="the coordinator has nothing to do")
             return False
@@ -426,25 +459,51 @@ class Node:
             self.event("failed", range=lease.range_id, reason="failed here before: given back")
             self._give_back(HeldRange(lease, lease.next_id), failure="failed on this node before")
             return False
-        self._start(lease)
-        return True
+        if self.no_server and not lease.spooled:
+            self.event("skipped", range=lease.range_id,
+                       reason="NNTP_HOST is not set: only spooled ranges can be fetched; given back")
+            with self._lock:
+                self.unfetchable[lease.range_id] = None
+                while len(self.unfetchable) > MAX_SKIPPED:
+                    del self.unfetchable[next(iter(self.unfetchable))]
+            self._give_back(HeldRange(lease, lease.next_id))
+            return True  # another range (a spooled one) may be waiting
+        return self._start(lease)
 
-    def _start(self, lease: Lease) -> None:
+    def _leased_elsewhere(self) -> int:
+        """How many ranges of the plan are leased while this node holds none (GET /status: the
+        plan's totals by group); 0 when the coordinator cannot tell."""
+        try:
+            answer = self.coordinator.status(deadline=RELEASE_DEADLINE * 5)
+            return sum(int(group.get("leased") or 0) for group in answer.get("groups", []))
+        except (CoordinatorError, TypeError, ValueError, AttributeError) as exc:
+            self.event("error", message=f"the coordinator's status cannot be read ({exc}): "
+                                        "ranges leased by other nodes are not waited for")
+            return 0
+
+    def _start(self, lease: Lease) -> bool:
+        """Starts the range's thread; a range leased while the node stops is given back instead."""
         held = HeldRange(lease, lease.next_id, order=self.leased)
         held.thread = threading.Thread(target=self._work, args=(held,), name=f"range-{lease.range_id}", daemon=True)
-        with self._lock:
-            self.held[lease.range_id] = held
-            self.leased += 1
-        if self.spool is not None and lease.next_id > lease.first_id:
-            self.spool.discard(lease.group, lease.first_id, lease.next_id - 1)
         self.event("lease", range=lease.range_id, group=lease.group, first_id=lease.first_id,
                    last_id=lease.last_id, next_id=lease.next_id, spooled=lease.spooled)
+        with self._lock:
+            closing = self._closing or self.stop.is_set()
+            if not closing:
+                self.held[lease.range_id] = held
+                self.leased += 1
+        if closing:
+            self._give_back(held)
+            return False
+        if self.spool is not None and lease.next_id > lease.first_id:
+            self.spool.discard(lease.group, lease.first_id, lease.next_id - 1)
         self._turns.expect(held.order)  # its thread forgets it when it ends
         try:
             held.thread.start()
         except BaseException:
             self._turns.forget(held.order)
             raise
+        return True
 
     def _heartbeats(self) -> None:
         now = time.monotonic()

@@ -9,8 +9,11 @@ beyond that cap, as many chunks as there are connections for the range loop that
 next one (so a range that opened late is never starved by the look-ahead of another: only the
 ranges digesting, one at a time or one per digest process, wait so).
 
-A lost connection is reopened with backoff and its chunk fetched again; a connection switches
-group (GROUP) when its next chunk is in another group. With a local spool, chunks found there
+A lost connection is reopened with backoff and its chunk fetched again, a bounded number of
+times: a chunk the server refuses, answers with a broken or oversized reply, or leaves
+unanswered past the timeout MAX_REFUSALS times, or that MAX_ATTEMPTS connections in a row fail
+on, is unavailable and its range fails (the node gives it back with the reason). A connection
+switches group (GROUP) when its next chunk is in another group. With a local spool, chunks found there
 are not fetched, and fetched chunks are written there.
 """
 from __future__ import annotations
@@ -22,21 +25,27 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from edge.node.localspool import LocalSpool
-from edge.digest.nntp import NNTPClient, NNTPConnectionError, NNTPError, NNTPReplyError
+from edge.digest.nntp import NNTPClient, NNTPConnectionError, NNTPError, NNTPProtocolError, NNTPReplyError, NNTPTimeout
 from edge.digest.overview import OverviewLayout
 from edge.node.retry import Backoff, Stopped, pause
 
 # Unexpected replies to GROUP/OVER (not a lost connection) tolerated per chunk, each on a fresh
 # connection, before the chunk is given up as unavailable from this server.
 MAX_REFUSALS = 3
+# Lost connections (dropped, refused, unreachable) tolerated per chunk, or in a row at start
+# before any connection ever opened (then the settings name no server that answers): with the
+# backoff, about two minutes.
+MAX_ATTEMPTS = 10
 # How often waiting threads look at the stop flag when nobody wakes them.
 WAKE_INTERVAL = 0.5
 
 EventHook = Callable[..., None]  # (event name, **fields)
+# TLS errors that are a connection lost during the handshake, not settings that never work.
+_TLS_DROPS = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
 
 
 class FatalNNTPError(Exception):
-    """The Usenet server refuses this node's settings (login, TLS certificate, overview format)."""
+    """The Usenet server refuses this node's settings (login, TLS, overview format)."""
 
 
 class ChunkUnavailable(Exception):
@@ -262,16 +271,23 @@ class _Connection:
         self.backoff = Backoff(cap=prefetcher._backoff_cap)
 
     def open(self) -> None:
-        """Connects, retrying until it works or the node stops."""
+        """Connects, retrying until it works or the node stops. MAX_ATTEMPTS failures in a row
+        before any connection of the prefetcher ever opened (none learned the overview format)
+        are fatal: the settings name no server that answers, and ranges wait for the format."""
         while self.client is None:
             try:
                 self._connect()
             except NNTPError as exc:
+                if self.backoff.attempts + 1 >= MAX_ATTEMPTS and self.prefetcher._layout is None:
+                    raise FatalNNTPError(f"no connection to the Usenet server in {MAX_ATTEMPTS} tries: {exc} "
+                                         "(check NNTP_HOST, NNTP_PORT, NNTP_SSL)") from None
                 self._retry_later(None, exc)
 
     def fetch(self, state: _Range, first: int, last: int) -> list[bytes] | None:
-        """The chunk's lines as blocks; None if the range was closed meanwhile."""
-        refusals = 0
+        """The chunk's lines as blocks; None if the range was closed meanwhile. Refusals, broken
+        replies and timeouts (the server's doing, and likely again) end after MAX_REFUSALS
+        tries, lost connections after MAX_ATTEMPTS: then the chunk is unavailable."""
+        refusals = attempts = 0
         while not state.closed:
             try:
                 if self.client is None:
@@ -290,7 +306,17 @@ class _Connection:
                 if refusals >= MAX_REFUSALS:
                     raise ChunkUnavailable(f"chunk {first}-{last} of {state.group} refused: {exc}") from None
                 self._retry_later(state, exc)
-            except NNTPError as exc:  # a lost connection, a broken reply
+            except (NNTPProtocolError, NNTPTimeout) as exc:  # a broken, oversized or stalled reply
+                refusals += 1
+                if refusals >= MAX_REFUSALS:
+                    raise ChunkUnavailable(f"chunk {first}-{last} of {state.group} failed {refusals} times,"
+                                           f" last: {exc}") from None
+                self._retry_later(state, exc)
+            except NNTPError as exc:  # a lost connection
+                attempts += 1
+                if attempts >= MAX_ATTEMPTS:
+                    raise ChunkUnavailable(f"chunk {first}-{last} of {state.group}: {attempts} connections"
+                                           f" failed, last: {exc}") from None
                 self._retry_later(state, exc)
         return None
 
@@ -308,10 +334,17 @@ class _Connection:
             if exc.command.startswith("AUTHINFO") or exc.code in (480, 481, 482):
                 raise FatalNNTPError(f"the Usenet server refuses the login: {exc} "
                                      "(check NNTP_USER, NNTP_PASSWORD)") from None
+            if exc.command == "STARTTLS":
+                raise FatalNNTPError(f"the Usenet server refuses STARTTLS: {exc} "
+                                     "(check NNTP_STARTTLS, NNTP_SSL and NNTP_PORT)") from None
             raise
         except NNTPConnectionError as exc:
             if isinstance(exc.__cause__, ssl.SSLCertVerificationError):
                 raise FatalNNTPError(f"{exc} (check NNTP_HOST and NNTP_CAFILE)") from None
+            if isinstance(exc.__cause__, ssl.SSLError) and not isinstance(exc.__cause__, _TLS_DROPS):
+                # The TLS handshake itself failed (a plain port, an old protocol): every try will.
+                raise FatalNNTPError(f"TLS with the Usenet server fails: {exc} "
+                                     "(check NNTP_SSL, NNTP_STARTTLS and NNTP_PORT)") from None
             raise
         self.client = client
         try:

@@ -60,3 +60,29 @@ def accept(node, range_id: int, batch: dict, encoded: tuple | None = None) -> in
         return acceptance.accept_batch(
             session, node, range_id, batch_from=batch["first"], batch_to=batch["last"], body=body,
             content_type=content_type, content_encoding=content_encoding or "").batch_id
+
+
+# Releases whose aggregates are not the sums of their rows (release chunks and files): what a
+# repair would change. The store keeps it at 0.
+RELEASES_OFF_THEIR_ROWS = """
+    SELECT count(*) FROM releases r
+      LEFT JOIN (SELECT group_id, release_key, sum(fragments) AS fragments, sum(bytes) AS bytes
+                   FROM release_chunks GROUP BY 1, 2) c ON c.group_id = r.group_id AND c.release_key = r.key
+      LEFT JOIN (SELECT group_id, release_key, count(*) AS files, sum(parts) AS parts
+                   FROM files GROUP BY 1, 2) f ON f.group_id = r.group_id AND f.release_key = r.key
+     WHERE r.parts_seen <> coalesce(c.fragments, 0) OR r.bytes <> coalesce(c.bytes, 0)
+        OR r.files_seen <> coalesce(f.files, 0) OR r.parts_expected <> coalesce(f.parts, 0)"""
+
+# Ranges whose counts are not what their stored batches hold: every article of what they cover
+# is kept (a fragment, or dropped by a rule) or missing, once; the rule counts add up to the kept
+# articles; no count is negative, and each rule count holds releases <= files <= fragments.
+RANGES_OFF_THEIR_ROWS = """
+    SELECT count(*) FROM seed_ranges s
+     WHERE s.articles + s.missing <> s.next_id - s.first_id
+        OR least(s.articles, s.missing, s.rejected, s.files, s.releases, s.dropped) < 0 OR s.releases > s.files
+        OR s.articles <> s.dropped + (SELECT count(*) FROM fragments f WHERE f.group_id = s.group_id
+                                         AND f.article BETWEEN s.first_id AND s.last_id)
+        OR s.articles <> coalesce((SELECT sum(c.fragments) FROM rule_counts c WHERE c.range_id = s.id), 0)
+        OR EXISTS (SELECT FROM rule_counts c WHERE c.range_id = s.id
+                      AND NOT (0 <= c.releases AND c.releases <= c.files AND c.files <= c.fragments
+                               AND 0 <= c.bytes))"""

@@ -1,7 +1,7 @@
 """Settings come from the environment, with clear errors for bad values."""
 import pytest
 
-from app.config import Settings, SettingsError
+from app.config import Settings, SettingsError, shown_database_url
 from edge.digest.settings import NNTPSettings, TLSMode
 
 
@@ -39,7 +39,20 @@ def test_nntp_settings_are_the_edges():
     ({"NNTP_SSL": "1", "NNTP_STARTTLS": "1"}, "NNTP_SSL and NNTP_STARTTLS exclude each other"),
     ({"NNTP_PASSWORD": "secret"}, "NNTP_PASSWORD is set but NNTP_USER is not"),
     ({"DB_SEARCH_PATH": "dev; drop table x"}, "DB_SEARCH_PATH must be comma-separated schema names"),
+    ({"LEASE_TIMEOUT": "abc"}, "LEASE_TIMEOUT must be an integer, got 'abc'"),
+    ({"DATABASE_URL": "postgres://me:secret@db/seed"},
+     r"DATABASE_URL must start postgresql\+psycopg:// \(the driver the data center uses\), not postgres://$"),
+    ({"DATABASE_URL": "postgresql://db/seed"}, r"DATABASE_URL must start postgresql\+psycopg://"),
+    ({"DATABASE_URL": "db.example.net/seed"}, r"DATABASE_URL must be a postgresql\+psycopg://user@host/database URL"),
 ])
 def test_bad_values_are_clear_errors(env, message):
-    with pytest.raises(SettingsError, match=message):
+    with pytest.raises(SettingsError, match=message) as error:
         Settings.from_env(env)
+    assert "secret" not in str(error.value)
+
+
+def test_the_database_password_is_never_shown():
+    s = Settings.from_env({"DATABASE_URL": "postgresql+psycopg://me:secret@db.example.net:5433/seed"})
+    assert s.database_url == "postgresql+psycopg://me:secret@db.example.net:5433/seed"
+    assert s.as_public_dict()["database_url"] == "postgresql+psycopg://me:***@db.example.net:5433/seed"
+    assert shown_database_url("postgresql+psycopg://db.example.net/seed") == "postgresql+psycopg://db.example.net/seed"

@@ -66,3 +66,26 @@ def test_a_worker_opens_its_database_connections_as_it_starts(engine, settings):
     finally:
         override_settings(settings)
         reset_engine()
+
+
+def test_a_worker_that_cannot_warm_up_still_starts(monkeypatch, caplog):
+    """A database going down while a worker starts (its warm connections closed under it) must not
+    fail the worker's boot: gunicorn would stop the whole API. The worker starts cold and says so."""
+    import logging
+    import runpy
+
+    from gunicorn import util
+
+    import app.db
+
+    def shut_down(connections):
+        raise RuntimeError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(app.db, "warm_pool", shut_down)
+    monkeypatch.setattr(util, "write_error", util.write_error)  # the hook replaces it: put it back after
+    hooks = runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "..", "ops", "gunicorn.conf.py"))
+    worker = type("Worker", (), {"log": logging.getLogger("test.gunicorn")})()
+    with caplog.at_level(logging.WARNING, logger="test.gunicorn"):
+        hooks["post_worker_init"](worker)
+    assert "starts cold" in caplog.text and "administrator command" in caplog.text
+    assert util.write_error is hooks["write_json_error"]

@@ -70,6 +70,35 @@ def test_another_nodes_batch_is_refused_and_changes_nothing(db_session):
     assert (r.status, r.node_id, r.next_id) == ("leased", holder.id, BIG)
 
 
+def test_a_replay_is_answered_to_its_sender_and_the_holder_only(db_session):
+    """The lease and group checks come before the replay shortcut: another node learns nothing
+    of the range's batches; the node that sent a batch hears it again, even once it gave the
+    range back (its answer may have been lost on the way)."""
+    group = make_group(db_session)
+    sender, _ = make_node(db_session)
+    other, _ = make_node(db_session, "edge-2")
+    (r,) = make_plan(db_session, group, [(BIG, BIG + 999)])
+    leases.lease(db_session, sender, max_leases=1)
+    first = accept(db_session, sender, r, BIG, BIG + 499)
+    with pytest.raises(leases.NotYourLease):
+        accept(db_session, other, r, BIG, BIG + 499)
+    with pytest.raises(acceptance.OutsideRange):
+        acceptance.accept_batch(db_session, sender, r.id, batch_from=BIG, batch_to=BIG + 499, body=b"x",
+                                content_type="application/msgpack", content_encoding="gzip",
+                                group="alt.binaries.other")
+    leases.release(db_session, sender, r.id)
+    again = accept(db_session, sender, r, BIG, BIG + 499)
+    assert (again.created, again.batch_id, again.next_id) == (False, first.batch_id, BIG + 500)
+    with pytest.raises(leases.NotYourLease):
+        accept(db_session, other, r, BIG, BIG + 499)  # the range is planned: nobody holds it
+    leases.lease(db_session, other, max_leases=1)
+    held = accept(db_session, other, r, BIG, BIG + 499)
+    assert (held.created, held.batch_id) == (False, first.batch_id)
+    db_session.refresh(r)
+    assert (r.next_id, r.batches) == (BIG + 500, 1)
+    assert db_session.scalar(select(text("count(*)")).select_from(SeedBatch)) == 1
+
+
 def test_finish_needs_every_batch_and_release_resumes_at_next_id(db_session):
     group = make_group(db_session)
     node, _ = make_node(db_session)

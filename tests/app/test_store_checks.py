@@ -46,6 +46,15 @@ from tests.fixtures.queries import scalar
     (lambda b: b["rules"].__setitem__("", [2**31, 0, 0, 0]), "rule counts"),
     (lambda b: b["files"]["release"].__setitem__(0, 2**62 + 5), "a file's release is not among"),
     (lambda b: b["release_chunks"]["release"].__setitem__(0, 2**62 + 5), "one row for each"),
+    # Counts that are not the batch's, or past their bounds (docs/batch-format.md, "Bounds").
+    (lambda b: b["rules"].update(a=[1, 1, 2**63 - 1, 0], b=[1, 1, 2**63 - 1, 0]), "rules' fragments must add up"),
+    (lambda b: b["release_chunks"]["bytes"].__setitem__(0, 2**63 - 1000), "each release chunk must hold"),
+    (lambda b: b["chunks"][0].__setitem__(2, -5), "a chunk's lines"),
+    (lambda b: b["chunks"][0].__setitem__(3, b["chunks"][0][2] + 1), "a chunk's lines"),
+    (lambda b: b["stats"].__setitem__("lines", 1990), "stats must count"),
+    (lambda b: b["missing"].extend([[BIG + 5, BIG + 6], [BIG + 6, BIG + 7]]), "in order and disjoint"),
+    (lambda b: b["missing"].extend([[BIG + 5, BIG + 5]] * 1001), "missing holds more items than first..last"),
+    (lambda b: b["files"]["parts"].__setitem__(0, -1), "files.parts"),
 ])
 def test_a_poison_batch_fails_clearly_and_stores_nothing(clean_db, store_parts, spoil, message):
     node, range_id = lease_one_range(BIG, BIG + 1999)

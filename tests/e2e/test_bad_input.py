@@ -88,9 +88,28 @@ def test_bad_requests_at_the_api_are_refused_and_change_nothing(dc, news):
         huge_part = {**batch, "fragments": {**batch["fragments"],
                                             "part": [2**40] + batch["fragments"]["part"][1:]}}
         refused(malformed, "POST", batches, body=encode_batch(huge_part)[0], headers=good)
+        # Counts that are not the batch's (refused whole, before the range is looked at): rule
+        # counts adding up past 2^63 - 1, a release's bytes near 2^63, negative lines, more
+        # rejected lines than lines, five million missing spans for a few thousand articles.
+        kept_bytes = batch["rules"][""][3]
+        for spoiled in [
+            {**batch, "rules": {**batch["rules"], "a": [1, 1, 2**63 - 1, 0], "b": [1, 1, 2**63 - 1, 0]}},
+            {**batch, "release_chunks": {**batch["release_chunks"],
+                                         "bytes": [2**63 - 1000 - kept_bytes] + batch["release_chunks"]["bytes"][1:]},
+             "rules": {**batch["rules"], "": batch["rules"][""][:3] + [2**63 - 1000]}},
+            {**batch, "chunks": [[*batch["chunks"][0][:2], -5, 0]] + batch["chunks"][1:]},
+            {**batch, "chunks": [[*batch["chunks"][0][:3], batch["chunks"][0][2] + 1]] + batch["chunks"][1:]},
+        ]:
+            refused(malformed, "POST", batches, body=encode_batch(spoiled)[0], headers=good)
+        spans = msgpack.packb({**msgpack.unpackb(raw), "missing": []})
+        spans = spans.replace(b"\xa7missing\x90", b"\xa7missing\xdd" + (5_000_000).to_bytes(4, "big")
+                              + b"\x92\x01\x01" * 5_000_000)
+        refused(malformed, "POST", batches, body=gzip.compress(spans, compresslevel=9), headers=good)
+        # A batch past the range's end, its counts in step: refused for its span.
         past_the_end = {**batch, "last": seed_range["last_id"] + 1,
                         "chunks": batch["chunks"][:-1] + [[batch["chunks"][-1][0], seed_range["last_id"] + 1,
-                                                           *batch["chunks"][-1][2:]]]}
+                                                           *batch["chunks"][-1][2:]]],
+                        "missing": batch["missing"] + [[batch["last"] + 1, seed_range["last_id"] + 1]]}
         refused((422, "outside_range"), "POST", batches, body=encode_batch(past_the_end)[0], headers=good)
         later = digest_lease(proxy.port, lease)[1]
         refused((409, "out_of_order"), "POST", batches, body=encode_batch(later)[0], headers=good)

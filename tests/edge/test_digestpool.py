@@ -201,8 +201,8 @@ def test_python_dash_m_edge_spawns_its_workers_without_running_the_program_again
     import subprocess
     import sys
 
-    env = {"PATH": os.environ.get("PATH", ""), "COORDINATOR_URL": "http://127.0.0.1:1", "NODE_TOKEN": "seed_x",
-           "COORDINATOR_GIVE_UP": "1.5", "DIGEST_PROCESSES": "2"}
+    env = {"PATH": os.environ.get("PATH", ""), "COORDINATOR_URL": "http://127.0.0.1:1", "COORDINATOR_INSECURE": "1",
+           "NODE_TOKEN": "seed_x", "COORDINATOR_GIVE_UP": "1.5", "DIGEST_PROCESSES": "2"}
     done = subprocess.run([sys.executable, "-m", "edge", "run", "--progress", "json"], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 4, done.stderr

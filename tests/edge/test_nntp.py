@@ -8,11 +8,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from edge.digest.nntp import (
-    INFLATE_STEP, RECV_SIZE, NNTPClient, NNTPConnectionError, NNTPError, NNTPProtocolError, NNTPReplyError, NNTPTimeout,
+    INFLATE_STEP, MAX_LINE, MAX_OVER_BYTES_PER_ARTICLE, RECV_SIZE, NNTPClient, NNTPConnectionError, NNTPError, NNTPProtocolError, NNTPReplyError, NNTPTimeout,
     connect,
 )
 from edge.digest.overview import parse_date
 from simnews.generator import Config, generate, make_article
+from simnews.hostile import HostileServer
 from simnews.scripted import ScriptedServer
 from tests.edge.helpers import block, overview_line
 
@@ -120,6 +121,46 @@ def test_a_silent_server_times_out():
             received(client, BASE, BASE + 10)
     with ScriptedServer(silent=True) as server, pytest.raises(NNTPTimeout):
         NNTPClient(server.host, server.port, timeout=0.5)
+
+
+@pytest.mark.parametrize("behaviour, match", [
+    ("endless", "lines or"),
+    ("long_line", "too long"),
+    ("out_of_range", "outside the range"),
+])
+def test_a_hostile_reply_is_a_protocol_error_in_bounded_memory(behaviour, match):
+    """A reply that never ends, has a line over the limit or lines numbered past the range asked
+    for is cut off as soon as it shows, with the connection closed; the memory used meanwhile is
+    bounded by the range asked for (1000 articles), not by what the server sends."""
+    with HostileServer(behaviour, {GROUP: (BASE, BASE + 9999)}) as server, \
+            connect(server.host, server.port, timeout=5) as client:
+        client.group(GROUP)
+        tracemalloc.start()
+        try:
+            with pytest.raises(NNTPProtocolError, match=match):
+                for _ in client.over(BASE, BASE + 999):
+                    pass
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        print(f"{behaviour}: peak {peak / 2**20:.1f} MiB")
+        assert peak < 2 * MAX_LINE + 1000 * MAX_OVER_BYTES_PER_ARTICLE
+        with pytest.raises(NNTPConnectionError):
+            client.group(GROUP)
+
+
+def test_a_reply_stalled_mid_line_times_out():
+    with HostileServer("stall", {GROUP: (BASE, BASE + 9999)}) as server, \
+            connect(server.host, server.port, timeout=0.5) as client:
+        client.group(GROUP)
+        with pytest.raises(NNTPTimeout):
+            received(client, BASE, BASE + 999)
+
+
+def test_a_refused_starttls_is_a_reply_error_naming_it():
+    with HostileServer("no_starttls", {GROUP: (BASE, BASE + 9)}) as server, pytest.raises(NNTPReplyError) as error:
+        connect(server.host, server.port, starttls=True, timeout=5)
+    assert (error.value.code, error.value.command) == (580, "STARTTLS")
 
 
 def test_nothing_listening_is_a_connection_error():

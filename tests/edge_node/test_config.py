@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from edge.digest.settings import TLSMode
 from edge.node.config import ConfigError, EdgeConfig, add_arguments, load_config
+from tests.fixtures.ports import free_port
 
 REQUIRED = {"COORDINATOR_URL": "https://seed.example.net:8443", "NODE_TOKEN": "seed_abc"}
 
@@ -60,7 +65,11 @@ def test_secrets_have_no_flag():
 
 
 @pytest.mark.parametrize("env, message", [
-    ({"COORDINATOR_URL": "seed.example.net"}, "COORDINATOR_URL must be an https:// (or http://) URL"),
+    ({"COORDINATOR_URL": "seed.example.net"}, "COORDINATOR_URL must be an https:// URL with a host"),
+    ({"COORDINATOR_URL": "ftp://seed.example.net"}, "COORDINATOR_URL must be an https:// URL with a host"),
+    ({"COORDINATOR_URL": "http://seed.example.net"}, "COORDINATOR_URL is plain http://"),
+    ({"COORDINATOR_URL": "http://seed.example.net", "COORDINATOR_INSECURE": "0"}, "COORDINATOR_URL is plain http://"),
+    ({"COORDINATOR_INSECURE": "maybe"}, "COORDINATOR_INSECURE must be a boolean"),
     ({"COORDINATOR_URL": "https://x:99999"}, "COORDINATOR_URL has a bad port"),
     ({"NODE_TOKEN": "two words"}, "NODE_TOKEN must be the node token"),
     ({"NNTP_CONNECTIONS": "0"}, "NNTP_CONNECTIONS must be between 1 and 256, got 0"),
@@ -106,3 +115,46 @@ def test_digest_processes_can_be_set_and_are_checked():
     for bad in ("-1", "65", "two"):
         with pytest.raises(ConfigError, match="DIGEST_PROCESSES"):
             load_config(env={**REQUIRED, "DIGEST_PROCESSES": bad})
+
+
+def test_plain_http_needs_coordinator_insecure_and_is_then_warned_about():
+    with pytest.raises(ConfigError) as error:
+        load_config(env={**REQUIRED, "COORDINATOR_URL": "http://seed.example.net:8080"})
+    assert "use https://, or set COORDINATOR_INSECURE=1" in str(error.value)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    flags = vars(parser.parse_args(["--coordinator-url", "http://seed.example.net"]))
+    with pytest.raises(ConfigError) as error:
+        load_config(flags, env=REQUIRED)
+    assert str(error.value).startswith("--coordinator-url is plain http://")
+    insecure = load_config(env={**REQUIRED, "COORDINATOR_URL": "http://seed.example.net:8080",
+                                "COORDINATOR_INSECURE": "1"})
+    assert (insecure.coordinator_url, insecure.coordinator_insecure) == ("http://seed.example.net:8080", True)
+    assert "unencrypted" in insecure.warnings[0]
+    assert load_config(env=REQUIRED).warnings == ()
+    # The setting allows http://; an https:// URL with it set is simply https.
+    assert load_config(env={**REQUIRED, "COORDINATOR_INSECURE": "1"}).warnings == ()
+
+
+def _edge_run(tmp_path, **env) -> subprocess.CompletedProcess:
+    # A server the node could use (nothing listens there): it asks the coordinator first.
+    env = {"PATH": os.environ.get("PATH", ""), "NODE_TOKEN": "seed_x", "COORDINATOR_GIVE_UP": "1",
+           "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(free_port()), "NNTP_SSL": "0", **env}
+    return subprocess.run([sys.executable, "-m", "edge", "run", "--progress", "json"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_edge_run_refuses_a_plain_http_coordinator_unless_told(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    refused = _edge_run(tmp_path, COORDINATOR_URL=url)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.strip() == (
+        "edge run: COORDINATOR_URL is plain http://, which would send the node token unencrypted: use https://,"
+        " or set COORDINATOR_INSECURE=1 on a test network")
+    # Told so, the node runs: it asks the coordinator (nothing listens there) and gives up (exit 4).
+    ran = _edge_run(tmp_path, COORDINATOR_URL=url, COORDINATOR_INSECURE="1")
+    assert ran.returncode == 4, ran.stderr
+    start = json.loads(ran.stderr.splitlines()[0])
+    assert (start["event"], start["coordinator"]) == ("start", url)
+    assert "unencrypted" in start["warning"]
+    assert "Traceback" not in ran.stderr

@@ -1,6 +1,8 @@
 """What the node does when things go wrong, against the real services: SIGTERM mid-range, a
 coordinator that fails for a while, a lease taken away (409), NNTP connections cut mid-reply,
-and a restart that finds its chunks in the spool directory."""
+a restart that finds its chunks in the spool directory, no NNTP settings, and ranges still
+leased by a dead node when --exit-when-idle finds nothing to do. (A hostile Usenet server:
+test_hostile_server.py.)"""
 from __future__ import annotations
 
 import signal
@@ -13,6 +15,7 @@ from sqlalchemy import text
 
 from app.db import session_scope
 from app.services.datacenter_fetch import spool_range
+from app.services.leases import expire_leases
 from edge.digest.settings import NNTPSettings, TLSMode
 from simnews.proxy import ProviderProxy
 from tests.app.factories import make_node
@@ -186,14 +189,16 @@ def test_a_lease_taken_away_drops_the_range_and_the_node_goes_on(edge_api, celer
     # One slow connection: the first range's second batch comes seconds after its first.
     with ProviderProxy(inn.host, inn.reader_port, lines_per_sec=1000) as proxy:
         edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="1",
-                                      MAX_LEASES="1"), "--exit-when-idle")
+                                      MAX_LEASES="1", POLL_INTERVAL="0.5"), "--exit-when-idle")
         edge.wait_for(lambda e: e["event"] == "batch" and e["range"] == taken)
         # Another node takes the range over (as after an expired lease).
         with session_scope() as s:
             taken_over = s.execute(text("UPDATE seed_ranges SET node_id = :node WHERE id = :id AND status = 'leased'"),
                                    {"node": other_id, "id": taken})
             assert taken_over.rowcount == 1
-        assert edge.wait(120) == 0, edge.log()
+        # With nothing left for it, the node waits while the other node holds its range.
+        edge.wait_for(lambda e: e["event"] == "idle" and "still leased" in e["reason"], timeout=120)
+        assert edge.proc.poll() is None, "exited while a range was still leased"
     (dropped,) = edge.named("dropped")
     assert dropped["range"] == taken and "not_your_lease" in dropped["reason"]
     assert [e["range"] for e in edge.named("done")] == [kept]
@@ -201,6 +206,10 @@ def test_a_lease_taken_away_drops_the_range_and_the_node_goes_on(edge_api, celer
     assert rows == {taken: "leased", kept: "done"}
     (next_id,), = query(clean_db, "SELECT next_id FROM seed_ranges WHERE id = :id", id=taken)
     assert next_id == max(b["last"] for b in edge.named("batch") if b["range"] == taken) + 1
+    # The other node finishes it: the plan has nothing leased or planned, and the node exits.
+    with session_scope() as s:
+        s.execute(text("UPDATE seed_ranges SET status = 'done', node_id = NULL WHERE id = :id"), {"id": taken})
+    assert edge.wait(60) == 0, edge.log()
 
 
 def test_connections_cut_mid_reply_are_reopened_and_nothing_is_lost(edge_api, celery_worker, inn, fresh_group,
@@ -258,4 +267,49 @@ def test_a_restarted_node_takes_its_fetched_chunks_from_the_spool_directory(edge
         assert proxy.dropped == 0
     assert [e["range"] for e in second.named("done")] == [range_id]
     assert list(Path(spool_dir).glob("*/*.over")) == []  # accepted: forgotten
+    assert_stored_once(clean_db, posted)
+
+
+def test_without_nntp_host_only_spooled_ranges_are_taken(edge_api, celery_worker, settings, inn, fresh_group,
+                                                          clean_db, run_edge):
+    """No NNTP settings at all: the node says so at start, works on the spooled range and gives the
+    other back at once, unfailed and untouched (another node with a server will fetch it), instead
+    of retrying a placeholder host."""
+    posted = post_articles(inn, fresh_group, ARTICLES)
+    middle = posted.low + 3 * CHUNK_SIZE
+    token, (spooled, unspooled) = plan(fresh_group, [(posted.low, middle - 1), (middle, posted.high)])
+    nntp = NNTPSettings(host=inn.host, port=inn.reader_port, tls=TLSMode.NONE)
+    spool_range(replace(settings, nntp=nntp, chunk_size=CHUNK_SIZE), spooled)
+    edge = run_edge({"COORDINATOR_URL": edge_api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": edge_api.cafile},
+                    "--exit-when-idle")
+    assert edge.wait(60) == 0, edge.log()
+    assert "NNTP_HOST is not set" in edge.named("start")[0]["warning"]
+    assert [e["range"] for e in edge.named("skipped")] == [unspooled]
+    assert [e["range"] for e in edge.named("done")] == [spooled]
+    assert not edge.named("nntp_retry") and not edge.named("failed")
+    rows = {r[0]: r[1:] for r in query(clean_db, "SELECT id, status, node_id, next_id, failures FROM seed_ranges")}
+    assert rows[unspooled] == ("planned", None, middle, 0)
+    assert rows[spooled][0] == "done"
+
+
+def test_exit_when_idle_waits_for_ranges_leased_by_another_node(edge_api, celery_worker, inn, fresh_group, clean_db,
+                                                                run_edge):
+    """A range leased by a node that died is not done: --exit-when-idle waits for its lease to
+    lapse, then works on it, and exits once the plan has nothing leased or planned."""
+    posted = post_articles(inn, fresh_group, ARTICLES)
+    token, (range_id,) = plan(fresh_group, [(posted.low, posted.high)])
+    with session_scope() as s:
+        dead, _ = make_node(s, "edge-dead")
+        s.execute(text("UPDATE seed_ranges SET status = 'leased', node_id = :node, leased_at = now(),"
+                       " touched_at = now() WHERE id = :id"), {"node": dead.id, "id": range_id})
+    env = {"COORDINATOR_URL": edge_api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": edge_api.cafile,
+           "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0", "POLL_INTERVAL": "0.5"}
+    edge = run_edge(env, "--exit-when-idle")
+    waiting = edge.wait_for(lambda e: e["event"] == "idle" and "still leased" in e["reason"], timeout=30)
+    assert "(1)" in waiting["reason"]
+    assert edge.proc.poll() is None, "exited while a range was still leased"
+    with session_scope() as s:  # the dead node's lease lapses, as the beat task finds it
+        assert expire_leases(s, 0) == [range_id]
+    assert edge.wait(120) == 0, edge.log()
+    assert [e["range"] for e in edge.named("done")] == [range_id]
     assert_stored_once(clean_db, posted)

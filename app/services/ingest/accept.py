@@ -51,17 +51,21 @@ def accept_batch(
     previous = session.scalar(
         select(SeedBatch).where(SeedBatch.range_id == range_id, SeedBatch.batch_from == batch_from)
     )
+    # A node re-sending its own batch (its answer was lost) is answered even when its lease has
+    # ended since. Anyone else must hold the lease and send the range's group before being told
+    # anything about the range's batches.
+    own_replay = previous is not None and node is not None and previous.node_id == node.id
+    if not own_replay and node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
+        raise NotYourLease(f"range {range_id} is not leased to this node")
+    if group is not None and group != session.get(Group, seed_range.group_id).name:
+        raise OutsideRange(f"batch of group {group} for a range of another group")
     if previous is not None:
         if previous.batch_to != batch_to:
             raise OutOfOrder(
                 f"a batch from {batch_from} was accepted with end {previous.batch_to}, not {batch_to}"
             )
-        # Re-sent (e.g. the answer was lost): already durable, nothing to do.
+        # Re-sent: already durable, nothing to do.
         return Acceptance(batch_id=previous.id, next_id=seed_range.next_id, created=False)
-    if node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
-        raise NotYourLease(f"range {range_id} is not leased to this node")
-    if group is not None and group != session.get(Group, seed_range.group_id).name:
-        raise OutsideRange(f"batch of group {group} for a range of another group")
     if not (seed_range.first_id <= batch_from <= batch_to <= seed_range.last_id):
         raise OutsideRange(
             f"batch {batch_from}-{batch_to} is outside range {seed_range.first_id}-{seed_range.last_id}"

@@ -218,6 +218,10 @@ class KeyedRows:
 # UPDATE: the planner would rather scan the releases table, every group's, from a few thousand
 # releases on, or, for a group it has no statistics of yet (a new one), walk the group's releases
 # once for every release of the batch (tests/app/test_store.py shows the plans).
+# The sums are made in numeric (bigint for the files) and held at their column's maximum: the
+# bounds checked at the door (checks.py) keep a release's sums far below it (a release would need
+# 2^32 articles of 2 GiB), so the cap is never reached by what the catalog holds, and an addition
+# can never fail the batch that shares the release.
 PROBES_ONLY = "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
 PROBES_DONE = "RESET enable_hashjoin; RESET enable_mergejoin"
 LOCK_RELEASES = ("SELECT FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL"
@@ -230,13 +234,15 @@ UPDATE_RELEASES = """
          CROSS JOIN LATERAL (SELECT r.ctid AS tid FROM releases r
                               WHERE r.group_id = %s AND r.key = d.key LIMIT 1) AS hit)
     UPDATE releases r
-       SET files_seen = r.files_seen + d.files, parts_expected = r.parts_expected + d.parts,
-           parts_seen = r.parts_seen + d.fragments, bytes = r.bytes + d.bytes,
+       SET files_seen = least(r.files_seen::bigint + d.files, 2147483647),
+           parts_expected = least(r.parts_expected::numeric + d.parts, 9223372036854775807),
+           parts_seen = least(r.parts_seen::numeric + d.fragments, 9223372036854775807),
+           bytes = least(r.bytes::numeric + d.bytes, 9223372036854775807),
            first_post = least(r.first_post, to_timestamp(d.first_post)),
            last_post = greatest(r.last_post, to_timestamp(d.last_post)),
-           completion = CASE WHEN r.parts_expected + d.parts > 0
-                             THEN least(100.0, 100.0 * (r.parts_seen + d.fragments)
-                                               / (r.parts_expected + d.parts)) ELSE 0 END,
+           completion = CASE WHEN r.parts_expected::numeric + d.parts > 0
+                             THEN least(100.0, 100.0 * (r.parts_seen::numeric + d.fragments)
+                                               / (r.parts_expected::numeric + d.parts)) ELSE 0 END,
            gathered_at = now()
       FROM target d
      WHERE r.ctid = d.tid

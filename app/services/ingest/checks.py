@@ -1,6 +1,8 @@
 """What the data center checks of a batch beyond its format, at the door and again in the store:
 the batch covers its span with its chunks, its rows fit the catalog's columns, its keys come
-once and its tables are one batch's catalog. The errors here are what the API answers with.
+once, its tables are one batch's catalog and its counts are theirs, each within the bounds that
+keep every sum the catalog makes of accepted batches in its column. The errors here are what the
+API answers with.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from operator import lt
 
 from app.services.errors import ServiceError
 from edge.digest.compiled import load as load_compiled
+from edge.digest.overview import MAX_ARTICLE_BYTES as OVERVIEW_MAX_ARTICLE_BYTES
 
 # Built by setup.py where a C compiler is at hand (SEED_IMPL chooses); else the columns are checked in Python.
 _msgcolumns = load_compiled("app.services._msgcolumns")
@@ -28,6 +31,19 @@ assert array("i").itemsize == 4  # check_batch's 32-bit test
 # Dates the catalog's timestamptz columns hold (unix seconds: 4713 BC to 294276 AD, a margin kept).
 DATE_COLUMNS = (("files", "date"), ("release_chunks", "first_date"), ("release_chunks", "last_date"))
 DATES = (-210_000_000_000, 9_000_000_000_000)
+# What one article, chunk and batch can hold, as a real server sends them and a real digest counts
+# them (docs/batch-format.md, "Bounds"). Everything the store and the releases' aggregates compute
+# from a batch is a sum of these, so each fits its column whatever batches the catalog keeps.
+INT64_MAX = 2**63 - 1
+# An article's size: the digest counts a larger :bytes as a bad number (edge.digest.overview).
+MAX_ARTICLE_BYTES = OVERVIEW_MAX_ARTICLE_BYTES
+# A segment counter "(p/P)" has at most 9 digits (edge.digest.gather reads no longer one).
+MAX_PARTS = 999_999_999
+# A chunk's lines, received and rejected (the data center's spool keeps them as 32-bit integers).
+MAX_CHUNK_LINES = 2**31 - 1
+# The rules a batch counts (every active rule), and the reasons it counts rejected lines by.
+MAX_RULES = 10_000
+MAX_REJECT_REASONS = 64
 
 
 class MalformedBatch(ServiceError):
@@ -55,8 +71,10 @@ class BatchHeader:
 
 def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
     """What the data center needs beyond the format (edge.digest.batch.validate_batch checked that):
-    the batch covers first..last with its chunks, and its rows fit the catalog's columns (int32
-    False: leave that to the store's COPY, whose packing of those columns as int4 refuses them)."""
+    the batch covers first..last with its chunks, its rows fit the catalog's columns, its tables
+    are one batch's catalog and its counts are those of its tables and chunks, within the bounds
+    that keep every sum the catalog makes of them in its column (int32 False: the fragments'
+    values are left to the store's COPY, whose packing of them as int4 refuses those past 32 bits)."""
     def bad(message: str):
         raise MalformedBatch(f"malformed batch: {message}")
 
@@ -80,8 +98,9 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
             bad("fragments.article holds an article twice")
     except TypeError:  # the store checks the fragments' values itself, as it packs them
         bad("fragments.article must hold integers")
-    for table, columns in INT32_COLUMNS.items() if int32 else ():
-        for column in columns:
+    for table, columns in INT32_COLUMNS.items():
+        # The fragments' (the bulk of a batch) only when int32: else left to the COPY's packing.
+        for column in columns if int32 or table != "fragments" else ():
             values = batch[table][column]
             try:
                 try:
@@ -125,7 +144,78 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
             bad("a fragment's file is not among the batch's files")
     except TypeError:  # unhashable: the format check refuses it
         bad("files.release and fragments.file must hold integers")
+    _check_counts(batch, bad, fragment_values=int32)
     return BatchHeader(batch_from=first, batch_to=last, group=batch["group"])
+
+
+def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
+    """The batch's counts are those of its chunks and tables, and each is within its bound
+    (MAX_ARTICLE_BYTES, MAX_PARTS, MAX_CHUNK_LINES...): what the store adds to its range's counts,
+    its rule counts and its releases' aggregates is then what the batch really holds, and no sum
+    of it passes its column (docs/batch-format.md, "Bounds"). fragment_values: the fragments'
+    values are checked too (the API's check; the store leaves them to its COPY)."""
+    first, last = batch["first"], batch["last"]
+    span = last - first + 1
+    if span > INT64_MAX:
+        bad("a batch covers fewer than 2^63 articles")
+    # Every article of first..last is either kept by one line of its chunk or in a missing span:
+    # a chunk keeps at most one line of each of its articles (the digest rejects a repeated one).
+    accepted = received = rejected_lines = 0
+    for start, end, lines, rejected in batch["chunks"]:
+        if not (0 <= rejected <= lines <= MAX_CHUNK_LINES):
+            bad(f"a chunk's lines and rejected lines must be counts with 0 <= rejected <= lines <= {MAX_CHUNK_LINES}")
+        if lines - rejected > end - start + 1:
+            bad("a chunk keeps more lines than it has articles")
+        accepted += lines - rejected
+        received += lines
+        rejected_lines += rejected
+    missed, after = 0, first - 1
+    for a, b in batch["missing"]:
+        if a <= after:
+            bad("missing spans must be in order and disjoint")
+        missed += b - a + 1
+        after = b
+    if accepted + missed != span:
+        bad("the chunks' kept lines and the missing spans must count each article of first..last once")
+    stats = batch["stats"]
+    reasons = stats["rejected"]
+    if len(reasons) > MAX_REJECT_REASONS or any(n < 0 for n in reasons.values()):
+        bad("stats.rejected must count lines by at most a few reasons")
+    if stats["lines"] != received or sum(reasons.values()) != rejected_lines:
+        bad("stats must count the chunks' lines and rejected lines")
+    rules = batch["rules"]
+    if len(rules) > MAX_RULES:
+        bad(f"a batch counts at most {MAX_RULES} rules")
+    # A rule (or '' for what stayed) counts a release when it took one of its files, and a file
+    # has at least one article, of at most MAX_ARTICLE_BYTES.
+    for releases, files, fragments, size in rules.values():
+        if not (releases <= files <= fragments and size <= fragments * MAX_ARTICLE_BYTES):
+            bad("each rule count must hold releases <= files <= fragments, and bytes within what its fragments hold")
+    if sum(counts[2] for counts in rules.values()) != accepted:
+        bad("the rules' fragments must add up to the lines the chunks kept")
+    kept = rules[""]
+    files, fragments, chunks = batch["files"], batch["fragments"], batch["release_chunks"]
+    if kept[0] != len(batch["releases"]["key"]) or kept[1] < len(files["key"]) or kept[2] != len(fragments["article"]):
+        bad("rules[''] must count the batch's releases, files and fragments")
+    if not 0 <= stats["bad_dates"] <= kept[1]:
+        bad("stats.bad_dates must count some of the kept files")
+    parts = files["parts"]
+    if parts and not (0 <= min(parts) and max(parts) <= MAX_PARTS):
+        bad(f"files.parts must lie within 0..{MAX_PARTS}")
+    # A release's row of this batch: its files (each with an article at least) and their articles.
+    for files_of, fragments_of, size in zip(chunks["files"], chunks["fragments"], chunks["bytes"]):
+        if not (1 <= files_of <= fragments_of and 0 <= size <= fragments_of * MAX_ARTICLE_BYTES):
+            bad("each release chunk must hold 1 <= files <= fragments, and bytes within what its fragments hold")
+    if (sum(chunks["files"]) != len(files["key"]) or sum(chunks["fragments"]) != kept[2]
+            or sum(chunks["bytes"]) != kept[3]):
+        bad("release_chunks must add up to the batch's files, fragments and rules['']")
+    if fragment_values:
+        for column, high in (("part", MAX_PARTS), ("bytes", MAX_ARTICLE_BYTES)):
+            bounds = _bounds(fragments[column])
+            if bounds and not (0 <= bounds[0] and bounds[1] <= high):
+                bad(f"fragments.{column} must lie within 0..{high}")
+        if sum(fragments["bytes"]) != kept[3]:
+            bad("rules[''] must count the bytes of the batch's fragments")
 
 
 def _bounds(values) -> tuple[int, int] | None:

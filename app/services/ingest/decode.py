@@ -12,6 +12,7 @@ import msgpack
 from app.config import get_settings
 from app.services.ingest.checks import (
     INT32_COLUMNS,
+    MAX_RULES,
     BatchBodyTooLarge,
     BatchHeader,
     MalformedBatch,
@@ -108,10 +109,40 @@ class StoredBatch:
                 raise
             except (ValueError, TypeError, msgpack.UnpackException, *GZIP_ERRORS):
                 pass  # decoded whole below, which says what is wrong
-        if self._data is None:
+        if self._data is not None:
+            self._refuse_lists_past_the_span()
+        else:
             self._batch = decode_batch(body, content_type, content_encoding, max_decoded=self._cap)
             _text_without_nul(self._batch)
             check_batch(self._batch)
+
+    def _refuse_lists_past_the_span(self) -> None:
+        """Before a list of the body is decoded: none is longer than the batch's span allows. A
+        batch's chunks and missing spans are in order and disjoint, each of at least one article,
+        and each row of its tables is an article of it or belongs to one (a file to its fragments,
+        a release to its files), so none has more items than first..last has articles; nor does
+        it count more rules than MAX_RULES. A body that says more is refused here, from the lists'
+        headers, before it costs the Python objects of its items."""
+        head = {}
+        for key in ("version", "group", "first", "last"):
+            try:
+                head[key] = msgpack.unpackb(self._data[slice(*self._spans[key])])
+            except (KeyError, ValueError, TypeError, msgpack.UnpackException):
+                pass
+        first, last = head.get("first"), head.get("last")
+        if type(first) is not int or type(last) is not int or first > last:
+            validate_batch(head)  # says what is wrong with them, as the whole check would
+            raise MalformedBatch("malformed batch: first and last must be integers, first <= last")
+        span = last - first + 1
+        lists = [(key, self._spans[key]) for key in ("chunks", "missing") if key in self._spans]
+        lists += [(f"{table}.{column}", where) for table, columns in self._columns.items()
+                  for column, where in columns.items()]
+        for name, (start, _) in lists:
+            if _header_length(self._data, start, msgpack.Unpacker.read_array_header) > span:
+                raise MalformedBatch(f"malformed batch: {name} holds more items than first..last has articles")
+        if "rules" in self._spans and _header_length(
+                self._data, self._spans["rules"][0], msgpack.Unpacker.read_map_header) > MAX_RULES:
+            raise MalformedBatch(f"malformed batch: a batch counts at most {MAX_RULES} rules")
 
     @classmethod
     def of(cls, batch: dict) -> StoredBatch:
@@ -251,6 +282,17 @@ def _text_without_nul(batch: dict) -> None:
                 text = "".join(filter(None, batch[table][column]))
                 if "\0" in text or not encodes_as_utf8(text):
                     raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
+
+
+def _header_length(data: memoryview, start: int, read_header) -> int:
+    """The item count of the msgpack array or map at start (read_header says which), read from its
+    header alone; 0 when it is none (the checks that follow say what is wrong with it)."""
+    unpacker = msgpack.Unpacker()
+    unpacker.feed(data[start:start + 5])  # a header is at most 5 bytes
+    try:
+        return read_header(unpacker)
+    except (ValueError, msgpack.UnpackException):
+        return 0
 
 
 def _decoded_cap() -> int:

@@ -42,6 +42,8 @@ def repair_releases(session: Session, group_id: int, release_keys: list[int]) ->
     params = {"g": group_id, "keys": sorted(set(release_keys))}
     session.execute(text(
         "SELECT 1 FROM releases WHERE group_id = :g AND key = ANY(:keys) ORDER BY key FOR UPDATE"), params)
+    # The sums are numeric in PostgreSQL; each is held at its column's maximum, as the store's
+    # additions are (catalog.py), so a repair never fails on a release's totals.
     result = session.execute(
         text(
             """
@@ -55,8 +57,10 @@ def repair_releases(session: Session, group_id: int, release_keys: list[int]) ->
                   FROM files WHERE group_id = :g AND release_key = ANY(:keys)
                  GROUP BY release_key)
             UPDATE releases r
-               SET files_seen = file.files, parts_expected = file.parts, parts_seen = chunk.fragments,
-                   bytes = chunk.bytes, first_post = chunk.first_post, last_post = chunk.last_post,
+               SET files_seen = least(file.files, 2147483647),
+                   parts_expected = least(file.parts, 9223372036854775807),
+                   parts_seen = least(chunk.fragments, 9223372036854775807),
+                   bytes = least(chunk.bytes, 9223372036854775807), first_post = chunk.first_post, last_post = chunk.last_post,
                    completion = CASE WHEN file.parts > 0
                                      THEN least(100.0, 100.0 * chunk.fragments / file.parts) ELSE 0 END,
                    gathered_at = now()

@@ -1,0 +1,39 @@
+"""The operator-key guard, and the status call it scopes: an operator key sees the whole seed,
+a node token what concerns its node, anything else gets 401 (app.api.auth)."""
+from __future__ import annotations
+
+from functools import wraps
+
+from flask import g, jsonify
+
+from app.api.auth import _bearer_token, node_required
+from app.db import session_scope
+from app.services import operators
+from app.services import status as status_service
+
+
+def node_or_operator_required(view):
+    """`Authorization: Bearer <operator key>` sets g.operator; else the node-token guard runs
+    (g.node, or 401)."""
+    as_node = node_required(view)
+
+    @wraps(view)
+    def guarded(*args, **kwargs):
+        secret = _bearer_token()
+        if secret is not None:
+            with session_scope() as session:
+                key = operators.authenticate(session, secret)
+            if key is not None:
+                g.operator = key
+                return view(*args, **kwargs)
+        return as_node(*args, **kwargs)
+
+    return guarded
+
+
+@node_or_operator_required
+def scoped_status():
+    """GET /api/v1/seed/status: the whole status for an operator key, the node's own view for a
+    node token."""
+    with session_scope() as session:
+        return jsonify(status_service.status_for(session, None if "operator" in g else g.node))
