@@ -1,25 +1,15 @@
 """Edge nodes and their tokens."""
 from __future__ import annotations
 
-import re
-
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.models import SeedNode
 from app.services import tokens
-from app.services.errors import Conflict, NotFound, ServiceError
-
-_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,63}$")
-
+from app.services.errors import Conflict, NotFound
 
 def validate_node_name(name: str) -> str:
-    if not _NODE_NAME.match(name):
-        raise ServiceError(
-            f"not a node name: {name!r} (letters, digits, '.', '_', '-'; at most 64)",
-            code="bad_node_name",
-        )
-    return name
+    return tokens.check_name(name, "a node name", "bad_node_name")
 
 
 def create_node(session: Session, name: str) -> tuple[SeedNode, str]:
@@ -60,15 +50,7 @@ def rotate_token(session: Session, name: str) -> tuple[SeedNode, str]:
 
 
 def authenticate(session: Session, token: str) -> SeedNode | None:
-    """The enabled node holding this token, or None.
-
-    The look-up is by the token's hash (unique index); the stored hash is then compared in
-    constant time, so timing tells nothing about how much of a guess was right.
-    """
-    if not token or len(token) > 256:
-        return None
-    digest = tokens.hash_token(token)
-    node = session.scalar(select(SeedNode).where(SeedNode.token_hash == digest))
-    if node is None or not tokens.token_matches(token, node.token_hash) or not node.enabled:
-        return None
-    return node
+    """The enabled node holding this token, or None (tokens.holder: found by hash, compared in
+    constant time)."""
+    node = tokens.holder(session, SeedNode.token_hash, token)
+    return node if node is not None and node.enabled else None

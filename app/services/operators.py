@@ -1,24 +1,17 @@
 """Operator keys: the credential of people and tools that see the whole seed."""
 from __future__ import annotations
 
-import re
-
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.models import OperatorKey
 from app.services import tokens
-from app.services.errors import Conflict, NotFound, ServiceError
-
-# Named like a node: what a person types and a table shows.
-_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,63}$")
+from app.services.errors import Conflict, NotFound
 
 
 def create_key(session: Session, name: str) -> tuple[OperatorKey, str]:
     """A new key and its secret; the secret is returned once and only its hash is stored."""
-    if not _KEY_NAME.match(name):
-        raise ServiceError(f"not an operator key name: {name!r} (letters, digits, '.', '_', '-'; at most 64)",
-                           code="bad_operator_key_name")
+    tokens.check_name(name, "an operator key name", "bad_operator_key_name")
     if session.scalar(select(OperatorKey.id).where(OperatorKey.name == name)) is not None:
         raise Conflict(f"operator key already exists: {name}", code="operator_key_exists")
     secret = tokens.new_operator_key()
@@ -41,15 +34,10 @@ def revoke_key(session: Session, name: str) -> None:
 
 
 def authenticate(session: Session, secret: str) -> OperatorKey | None:
-    """The operator key with this secret, or None.
-
-    The look-up is by the secret's hash (unique index); the stored hash is then compared in
-    constant time, so timing tells nothing about how much of a guess was right.
-    """
-    if not secret or len(secret) > tokens.MAX_CREDENTIAL_LENGTH:
-        return None
-    key = session.scalar(select(OperatorKey).where(OperatorKey.key_hash == tokens.hash_token(secret)))
-    if key is None or not tokens.token_matches(secret, key.key_hash):
+    """The operator key with this secret, or None (tokens.holder: found by hash, compared in
+    constant time)."""
+    key = tokens.holder(session, OperatorKey.key_hash, secret)
+    if key is None:
         return None
     # Last use, written at most once a minute per key.
     session.execute(

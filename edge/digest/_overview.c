@@ -429,6 +429,23 @@ static inline int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+
+/* A date read for file_rows as a C integer in *value (0 for None, which stays unread). Returns 0
+ * for anything but None or an int that fits, with no error set: file_rows then hands the release
+ * back to its Python twin. */
+static int date_as_value(PyObject *date, long long *value)
+{
+    if (date == Py_None)
+        return 1;
+    if (!PyLong_Check(date))
+        return 0;
+    *value = PyLong_AsLongLong(date);
+    if (*value == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
 /* edge.digest.overview.parse_date(raw). A date ending in " HH:MM:SS +ZZZZ" (any two digits each)
  * is read here, its day's start given by zoned_day_start(raw[:-15], "+ZZZZ"), which caches it.
  * Anything else, or a day start that is None or far out, is read by parse_date itself. Returns a
@@ -573,24 +590,8 @@ static PyObject *file_rows(PyObject *self, PyObject *args)
         if (date == NULL || last_date == NULL)
             goto error;
         long long date_value = 0, last_value = 0;
-        if (date != Py_None) {
-            if (!PyLong_Check(date))
-                goto fallback;
-            date_value = PyLong_AsLongLong(date);
-            if (date_value == -1 && PyErr_Occurred()) {
-                PyErr_Clear();
-                goto fallback;
-            }
-        }
-        if (last_date != Py_None) {
-            if (!PyLong_Check(last_date))
-                goto fallback;
-            last_value = PyLong_AsLongLong(last_date);
-            if (last_value == -1 && PyErr_Occurred()) {
-                PyErr_Clear();
-                goto fallback;
-            }
-        }
+        if (!date_as_value(date, &date_value) || !date_as_value(last_date, &last_value))
+            goto fallback;
         if (date == Py_None) {
             bad_dates++;
         } else if (earliest == NULL || date_value < earliest_value) {
