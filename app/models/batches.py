@@ -16,8 +16,8 @@ class BatchState(StrEnum):
     """Where a batch is in its life cycle (app.services.ingest)."""
 
     ACCEPTED = "accepted"  # durable, not stored yet
-    STORED = "stored"  # in the catalog, its releases not brought up to date yet (release repair)
-    GATHERED = "gathered"  # done: in the catalog, its releases up to date
+    STORED = "stored"  # in the catalog, its releases up to date, not joined into their posts yet
+    GATHERED = "gathered"  # done: in the catalog, its releases joined into their posts
     FAILED = "failed"  # gave up after its attempts (a poison batch, shown in status)
 
 

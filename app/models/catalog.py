@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import REAL, BigInteger, DateTime, Identity, Integer, PrimaryKeyConstraint, Text, func
+from sqlalchemy import (
+    REAL, BigInteger, Boolean, Computed, DateTime, Identity, Index, Integer, PrimaryKeyConstraint, Text, func, text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -82,10 +84,21 @@ class MessageHost(Base):
     host: Mapped[str] = mapped_column(Text, unique=True)
 
 
+# The release name without case, spaces or punctuation (migration 0011): the name posts are joined by.
+NAME_FOLD = "lower(regexp_replace(name, '[[:space:][:punct:]]+', '', 'g'))"
+
+
 class Release(Base):
-    """Files posted together; the aggregates are recomputed by gathering after each batch."""
+    """Files gathered together by the digest (one poster, one name, one file count); its
+    aggregates are kept up to date by the store. Releases of one post (its poster changed part
+    way, its .nfo had a counter of its own) are joined by app.services.ingest.posts: post_key is
+    the post's key (NULL: the release is a post of its own), the view `posts` sums them."""
 
     __tablename__ = "releases"
+    __table_args__ = (
+        Index("ix_releases_name_fold", "name_fold", "group_id"),
+        Index("ix_releases_post", text("coalesce(post_key, key)"), "group_id"),
+    )
 
     group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -101,6 +114,11 @@ class Release(Base):
     last_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     gathered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    post_key: Mapped[int | None] = mapped_column(BigInteger)
+    # One metadata file (.nfo, .sfv, .nzb, .jpg...) with a file count of one or none: what posters
+    # add beside a set, at its time or later (app.services.ingest.posts).
+    companion: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    name_fold: Mapped[str | None] = mapped_column(Text, Computed(NAME_FOLD, persisted=True))
 
 
 class ReleaseChunk(Base):

@@ -14,7 +14,7 @@ from app.db import session_scope
 from app.models import Group
 from app.services import leases, spool
 from app.services.ingest import accept as acceptance
-from app.services.ingest import repair, store
+from app.services.ingest import posts, store
 from app.services.nntp import connect_from_settings
 from app.services.rules import active_rules
 from edge.digest.batch import encode_batch
@@ -39,7 +39,7 @@ class StoreSink:
         with session_scope() as session:
             store.store_batch(session, accepted.batch_id)
         with session_scope() as session:
-            repair.repair_batch(session, accepted.batch_id)
+            posts.gather_batch(session, accepted.batch_id)
 
 
 class _ShowProgress(RangeHooks):

@@ -1,5 +1,5 @@
 """batches.requeue (beat): batches accepted but not stored, or stored but their releases not
-repaired, after a while are sent again (their task was lost: Redis down, a worker killed)."""
+joined into posts, after a while are sent again (their task was lost: Redis down, a worker killed)."""
 from __future__ import annotations
 
 import logging
@@ -17,16 +17,15 @@ log = logging.getLogger(__name__)
 @shared_task(name="batches.requeue", acks_late=True, ignore_result=False)
 def requeue() -> dict:
     from app.tasks.ingest import store_batch
-    from app.tasks.releases import repair
 
     age = get_settings().batch_requeue_after
     with session_scope() as session:
         pending = pending_batches(session, age)
-    to_store, to_repair = pending[BatchState.ACCEPTED], pending[BatchState.STORED]
-    for batch_id in to_store:
+    to_store, to_gather = pending[BatchState.ACCEPTED], pending[BatchState.STORED]
+    # The ingest task stores a batch still 'accepted' and gathers one 'stored' (each step skips
+    # what is done).
+    for batch_id in to_store + to_gather:
         store_batch.delay(batch_id)
-    for batch_id in to_repair:
-        repair.delay(batch_id)
-    if to_store or to_repair:
-        log.info("requeued %d batches to store and %d to repair", len(to_store), len(to_repair))
+    if to_store or to_gather:
+        log.info("requeued %d batches to store and %d to gather", len(to_store), len(to_gather))
     return pending

@@ -1,4 +1,5 @@
-"""ingest.store_batch: an accepted batch into the catalog tables; enqueue_store sends it."""
+"""ingest.store_batch: an accepted batch into the catalog tables and its releases into their posts;
+enqueue_store sends it."""
 from __future__ import annotations
 
 import logging
@@ -11,7 +12,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from app.config import get_settings
 from app.db import session_scope
 from app.models.batches import BatchState
-from app.services.ingest import store
+from app.services.ingest import posts, store
 from app.services.ingest.lifecycle import record_failure
 
 log = logging.getLogger(__name__)
@@ -31,9 +32,14 @@ ENQUEUE_POOL_WAIT = 5
     max_retries=None,
 )
 def store_batch(self, batch_id: int) -> dict:
+    """Store the batch (from 'accepted'), then join its releases into their posts (from 'stored'),
+    each in a transaction of its own; either step finds its work done on a redelivery. The requeue
+    sweep sends this task for batches left in either state."""
     try:
         with session_scope() as session:
             result = store.store_batch(session, batch_id)
+        with session_scope() as session:
+            moved = posts.gather_batch(session, batch_id)
     except TRANSIENT_DB_ERRORS:
         raise
     except Exception as exc:
@@ -44,9 +50,8 @@ def store_batch(self, batch_id: int) -> dict:
             log.error("batch %s failed for good after repeated errors: %s", batch_id, exc)
             return {"batch_id": batch_id, "state": BatchState.FAILED.value}
         raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries), max_retries=None)
-    # The store brings the batch's releases up to date in its own transaction (the batch is then
-    # 'gathered'): no repair task to send.
-    return {"batch_id": batch_id, "state": "stored" if result.stored else "already_stored"}
+    return {"batch_id": batch_id, "state": "stored" if result.stored else "already_stored",
+            "joined": moved or 0}
 
 
 def enqueue_store(batch_id: int) -> bool:

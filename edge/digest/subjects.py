@@ -67,9 +67,10 @@ _PLAIN_EXTENSIONS = frozenset("""
     chm fb2 jpg jpeg png gif bmp srt sub idx ass ssa exe scr com bat cmd msi pif vbs js jar apk lnk
 """.split())
 # Numbered volumes (.r00, .001, .z01, .p01) and, inside a name, .part01 and .vol03+04.
-_NUMBERED_EXTENSION = re.compile(r"r\d{2,3}|s\d{2}|\d{3}|z\d{2}|p\d{2}", re.IGNORECASE)
+# Two digits (.10 ... .55) are split volumes too: obfuscating posting tools number a hash name so.
+_NUMBERED_EXTENSION = re.compile(r"r\d{2,3}|s\d{2}|\d{2,3}|z\d{2}|p\d{2}", re.IGNORECASE)
 _NUMBERED_FIRST = frozenset("0123456789rRsSzZpPvV")  # what those can start with
-_NUMBERED_INNER_SUFFIX = re.compile(r"r\d{2,3}|s\d{2}|\d{3}|z\d{2}|p\d{2}|vol\d+[+-]\d+|part\d*", re.IGNORECASE)
+_NUMBERED_INNER_SUFFIX = re.compile(r"r\d{2,3}|s\d{2}|\d{2,3}|z\d{2}|p\d{2}|vol\d+[+-]\d+|part\d*", re.IGNORECASE)
 
 # [i/N] - "name" yEnc, with maybe text in front: most subjects of binary groups. The text in
 # front can only end at the space before the first quote or bracket: its repeat is possessive (it
@@ -138,7 +139,7 @@ def parse_pieces(before: str, after: str, part: int | None, parts: int | None) -
         around, file_index, file_count, filename = usual.groups()
         if around is not None:
             around = around[:-1]  # its space
-        stem = base_name(filename)
+        stem = release_stem(filename)
         if (file_index or not around) and (
             not around or "yEnc" not in around and around.strip(_EDGE_PUNCTUATION) in ("", stem)
         ):
@@ -284,17 +285,44 @@ def _cleaned(text: str) -> str:
 
 
 def _release_name(filename: str | None, text: str) -> str:
-    """The text around the counters when it names the files or the names are obfuscated, else
-    the file name's base. Around text that is just the base name needs no cleaning."""
-    stem = base_name(filename) if filename else ""
+    """The text around the counters when it names the files, names a release (one dotted token,
+    as a.b.teevee posts show it in brackets), or the names are obfuscated; else the file name's
+    base. Around text that is just the base name needs no cleaning."""
+    stem = release_stem(filename) if filename else ""
     quick = text.replace("yEnc", " ").strip(_EDGE_PUNCTUATION)
     if not quick or quick == stem:
         return stem
     around = _clean_around(text)
-    obfuscated = stem == filename and _OBFUSCATED.fullmatch(stem)  # a random name without extension
-    if around and (not stem or obfuscated or stem.casefold() in around.casefold() or _folded(stem) in _folded(around)):
+    if around and (not stem or _names_release(around, stem, filename)):
         return around
     return stem or around
+
+
+def _names_release(around: str, stem: str, filename: str) -> bool:
+    if stem.casefold() in around.casefold():
+        return True
+    if stem == filename and _OBFUSCATED.fullmatch(stem):  # a random name without extension
+        return True
+    if len(around) >= 10 and "." in around and " " not in around:  # Show.S01E01.720p.HDTV.x264-GROUP
+        return True
+    folded_stem, folded_around = _folded(stem), _folded(around)
+    # The text names the files, or is the start of their names (a sample's "-sample" after it).
+    return folded_stem in folded_around or (len(folded_around) >= 8 and folded_stem.startswith(folded_around))
+
+
+# C1 control characters (U+0080 - U+009F) at the end of a name are never what a poster meant: a
+# tool that mis-encoded a few files of a set leaves them after the set's name ("name\x95\x8c.part02.rar"
+# beside "name.part01.rar"). Inside a name they are most often a UTF-8 name read as Latin-1 ("Ã\x89"
+# for "É"), the same in every file of the set, so they stay.
+_C1_CONTROLS = "".join(map(chr, range(0x80, 0xA0)))
+
+
+def release_stem(filename: str) -> str:
+    """The file name's base (base_name) as a release name, without stray C1 controls at its end."""
+    stem = base_name(filename)
+    if not stem.isascii():
+        stem = stem.rstrip(_C1_CONTROLS) or stem
+    return stem
 
 
 def _folded(text: str) -> str:

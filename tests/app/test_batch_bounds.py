@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from app.db import session_scope
 from app.services.ingest import accept as acceptance
-from app.services.ingest import store
+from app.services.ingest import posts, store
 from app.services.ingest.checks import MAX_ARTICLE_BYTES, MAX_CHUNK_LINES, MAX_PARTS, MalformedBatch
 from app.services.ingest.decode import check_body
 from edge.digest.batch import encode_batch
@@ -160,6 +160,8 @@ def accepted_and_stored(engine, range_id: int, body: bytes, content_type: str, e
                                            content_encoding=encoding or "", group=header.group).batch_id
     with session_scope() as session:
         assert store.store_batch(session, batch_id).stored
+    with session_scope() as session:
+        posts.gather_batch(session, batch_id)
     assert scalar(engine, "SELECT state FROM seed_batches WHERE id = :b", b=batch_id) == "gathered"
     return True
 
@@ -289,6 +291,8 @@ def stored_here_or_by_a_worker(batch_id: int) -> None:
     once, whoever does it."""
     with session_scope() as session:
         store.store_batch(session, batch_id)
+    with session_scope() as session:
+        posts.gather_batch(session, batch_id)
     with session_scope() as session:
         assert session.scalar(text("SELECT state FROM seed_batches WHERE id = :b"), {"b": batch_id}) == "gathered"
 

@@ -69,16 +69,24 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
     repaired = task_result(celery_app, "releases.repair", (batch_ids[1],), worker=celery_worker, ignore_result=False)
     assert repaired is None  # redelivered: no-op
 
-    # A repair task lost on the way: the sweep finds the stored-but-not-gathered batch again.
+    # A task lost between the store and the join into posts: the sweep finds the stored-but-not-
+    # gathered batch again and the ingest task gathers it.
+    put_back = text("UPDATE seed_batches SET state = 'stored', stored_at = now() - interval '1 hour',"
+                    " release_keys = (SELECT array_agg(key) FROM releases WHERE name = :n) WHERE id = :b")
     with session_scope() as s:
-        s.execute(text(
-            "UPDATE seed_batches SET state = 'stored', stored_at = now() - interval '1 hour',"
-            " release_keys = (SELECT array_agg(key) FROM releases WHERE name = :n) WHERE id = :b"
-        ), {"n": straddling, "b": batch_ids[1]})
-        s.execute(text("UPDATE releases SET files_seen = 0, parts_seen = 0 WHERE name = :n"), {"n": straddling})
+        s.execute(put_back, {"n": straddling, "b": batch_ids[1]})
     requeued = task_result(celery_app, "batches.requeue", worker=celery_worker)
     assert requeued == {"accepted": [], "stored": [batch_ids[1]]}
     assert wait_until(lambda: all_stored(clean_db))
+    assert scalar(clean_db, "SELECT parts_seen FROM releases WHERE name = :n", n=straddling) == 15
+
+    # An operator doubting a release's sums puts its batch back and repairs it: recomputed whole.
+    with session_scope() as s:
+        s.execute(put_back, {"n": straddling, "b": batch_ids[1]})
+        s.execute(text("UPDATE releases SET files_seen = 0, parts_seen = 0 WHERE name = :n"), {"n": straddling})
+    repaired = task_result(celery_app, "releases.repair", (batch_ids[1],), worker=celery_worker, ignore_result=False)
+    assert repaired == scalar(clean_db, "SELECT count(*) FROM releases WHERE name = :n", n=straddling)
+    assert all_stored(clean_db)
     assert scalar(clean_db, "SELECT parts_seen FROM releases WHERE name = :n", n=straddling) == 15
 
 

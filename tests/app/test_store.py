@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from app.db import session_scope
-from app.services.ingest import catalog, pgcopy, repair, store
+from app.services.ingest import catalog, pgcopy, posts, repair, store
 from tests.app.factories import BIG, accept, group_of_range, lease_one_range
 from tests.app.overview import make_batch
 from tests.fixtures.queries import scalar
@@ -38,7 +38,11 @@ def test_rows_already_there_are_kept_once(clean_db):
         assert store.store_batch(s, batch_id).stored
     with session_scope() as s:
         assert not store.store_batch(s, batch_id).stored  # a redelivery does nothing
-        assert repair.repair_batch(s, batch_id) is None  # nothing to repair: the store did it
+    with session_scope() as s:
+        assert posts.gather_batch(s, batch_id) == 0  # one post per release here
+    with session_scope() as s:
+        assert posts.gather_batch(s, batch_id) is None  # a redelivery does nothing
+        assert repair.repair_batch(s, batch_id) is None  # nothing to repair: gathered
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == 2000
     assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 2000
     assert scalar(clean_db, "SELECT array_agg(batch_id ORDER BY batch_id) FROM stored_fragments") == [
@@ -247,6 +251,9 @@ def store_range(spans, skip=frozenset()):
         batch_id = accept(node, range_id, batch)
         with session_scope() as s:
             assert store.store_batch(s, batch_id).stored
+        with session_scope() as s:
+            assert count_state(s, batch_id) == "stored"
+            posts.gather_batch(s, batch_id)
         with session_scope() as s:
             assert count_state(s, batch_id) == "gathered"
     return group_id, made

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.db import session_scope
-from app.services.ingest import checks, store
+from app.services.ingest import checks, posts, store
 from app.services.ingest.catalog import _array_literal, _in_key_order
 from app.services.ingest.checks import MalformedBatch
 from app.services.ingest.decode import StoredBatch
@@ -82,6 +82,8 @@ def test_any_body_the_api_takes_is_stored_the_same(clean_db, store_parts, fmt, g
     batch_id = accept(node, range_id, batch, encode_batch(batch, fmt=fmt, gzip=gzip))
     with session_scope() as s:
         assert store.store_batch(s, batch_id).stored
+    with session_scope() as s:
+        posts.gather_batch(s, batch_id)
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])
     assert scalar(clean_db, "SELECT count(*) FROM files") == len(batch["files"]["key"])
     assert scalar(clean_db, f"SELECT count(*) FROM seed_batches WHERE id = {batch_id} AND body IS NULL"

@@ -12,7 +12,7 @@ run, `check_ground_truth` compares that with everything the data center stored:
   rejected lines equal the garbage served;
 - every range done and tiled by its batches end to end; every batch gathered;
 - releases whole: each release posted is one release row, whatever batches and ranges it was
-  split over, with its parts, files and bytes summed over all of them.
+  split over, with its parts, files and bytes summed over all of them, and one post of its own.
 
 Problems are collected and reported together, so a failing case says everything that is wrong.
 """
@@ -296,6 +296,21 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
         problem(f"{len(merged)} releases mix articles of several posted releases, e.g. {list(merged.items())[:3]}")
     if set(releases) != set(fragments_of_db):
         problem(f"{len(set(releases) ^ set(fragments_of_db))} releases stored without fragments or missing")
+    # Posts (releases joined by app.services.ingest.posts): each posted release one post, each
+    # post one posted release (a false join of two posts is as wrong as a split).
+    post_of = dict(_rows(conn, "SELECT key, coalesce(post_key, key) FROM releases WHERE group_id = :g", g=group_id))
+    posts_of_truth: dict[tuple, set[int]] = defaultdict(set)
+    truth_of_post: dict[int, set[tuple]] = defaultdict(set)
+    for key, identities in truth_of_db.items():
+        for identity in identities:
+            posts_of_truth[identity].add(post_of.get(key))
+            truth_of_post[post_of.get(key)].add(identity)
+    split = {k: v for k, v in posts_of_truth.items() if len(v) > 1}
+    if split:
+        problem(f"{len(split)} posted releases came out as several posts, e.g. {list(split.items())[:3]}")
+    merged = {k: v for k, v in truth_of_post.items() if len(v) > 1}
+    if merged:
+        problem(f"{len(merged)} posts join several posted releases, e.g. {list(merged.items())[:3]}")
     posted_releases = truth.releases()
     for key, row in releases.items():
         if key not in fragments_of_db:

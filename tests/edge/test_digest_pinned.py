@@ -117,10 +117,10 @@ EXPECTED_GENERATED: dict[tuple[str, str], list[str]] = {
     ("alt.binaries.cd.image.playstation2.dvdiso", "operator-only"): ["046da6d29fe84dd0", "a2932077d0b751d6"],
 }
 EXPECTED_ODD: dict[str, list[str]] = {
-    "executable": ["a5c3234c83fcc6d5"],
-    "none": ["e7e9488b9794fa9f"],
-    "operator": ["d91bc0ec0bf7bd83"],
-    "operator-only": ["62944cb2d7350b11"],
+    "executable": ["ba829173019501c5"],
+    "none": ["264dd4c2a2fb6c6d"],
+    "operator": ["2a470b10ee0faf84"],
+    "operator-only": ["5b8c8d0110b31b0b"],
 }
 
 

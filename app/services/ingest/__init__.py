@@ -5,11 +5,12 @@ whole (decode.check_body, with checks.check_batch) and accepts it (accept.accept
 durable in seed_batches ('accepted'); after the commit the API enqueues the ingest task. The store
 (store.store_batch) loads its rows and brings the releases it touched up to date in the task's
 transaction, the fragments on a connection of their own committed just before it, and marks it
-'gathered'. A failed attempt is counted (lifecycle.record_failure): after a few the batch is
-'failed', a poison batch an operator can give fresh attempts (lifecycle.retry_failed). Beat's
-requeue sweep (lifecycle.pending_batches) sends again the batches whose task was lost. A batch in
-'stored' (its rows in, its releases not up to date: an operator put it back there) has its
-releases recomputed whole by release repair (repair.repair_batch). Each step runs under a row lock
+'stored'; then, in a transaction of its own, its releases are joined into their posts
+(posts.gather_batch) and it is 'gathered'. A failed attempt is counted (lifecycle.record_failure):
+after a few the batch is 'failed', a poison batch an operator can give fresh attempts
+(lifecycle.retry_failed). Beat's requeue sweep (lifecycle.pending_batches) sends again the batches
+whose task was lost, in either state. Release repair (repair.repair_batch) recomputes a stored
+batch's releases whole before joining them. Each step runs under a row lock
 on the batch and only from the state before it, and moves the state in the same transaction, so a
 redelivered task finds the work done and does nothing.
 
@@ -21,6 +22,7 @@ Modules:
 - pgcopy: COPY payloads (binary and text) and the COPYs that send them;
 - store: store_batch and load_catalog, the fragments' COPY;
 - catalog: the keyed rows (files, release chunks, releases) and the known releases' update;
+- posts: releases of one post joined (its poster changed, its .nfo had its own counter);
 - repair: release repair;
 - lifecycle: failed attempts, lost tasks, retries.
 """

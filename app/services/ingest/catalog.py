@@ -16,6 +16,7 @@ from operator import itemgetter, lt
 
 from app.db import partition_name
 from app.services.ingest.pgcopy import PendingCopy, binary_slices
+from edge.digest.rules import METADATA, file_kind
 
 FILE_COLUMNS = "key, release_key, posted_at, file_index, file_count, parts, name, subject, poster"
 RELEASE_CHUNK_COLUMNS = "release_key, batch_from, range_id, bytes, first_post, last_post, files, fragments"
@@ -156,6 +157,7 @@ class KeyedRows:
         self.new_files = (file_columns[1][1], file_columns[5][1])  # release, parts
         self.new = [key not in known_releases for key in releases["key"]]
         self.to_update: list[int] = []
+        self.companions = _companions(files, releases, self.new)
 
     def _chunk_pieces(self) -> list[bytes]:
         chunks = self.tables["release_chunks"]
@@ -191,6 +193,8 @@ class KeyedRows:
             release_pieces = _release_pieces(self.releases, self.new, group_id, self.additions, self.text)
         inserted_releases = PendingCopy(cur, "releases", "releases", RELEASE_COLUMNS, release_pieces, "key",
                                         binary=True).finish()
+        if self.companions:
+            cur.execute(MARK_COMPANIONS, (_array_literal(self.companions), group_id))
         # Releases stored before (or by a concurrent batch meanwhile) get this batch's part added.
         self.to_update = sorted(key for key, is_new in zip(self.releases["key"], self.new)
                                 if not is_new or (inserted_releases is not None and key not in inserted_releases))
@@ -208,6 +212,28 @@ class KeyedRows:
         cur.execute(PROBES_DONE)
         if updated != len(self.to_update):  # each was locked, so each is there: never silently fewer
             raise RuntimeError(f"updated {updated} of the batch's {len(self.to_update)} known releases")
+
+
+MARK_COMPANIONS = "UPDATE releases SET companion = true WHERE key = ANY(%s::bigint[]) AND group_id = %s"
+
+
+def _companions(files: dict, releases: dict, new: list[bool]) -> list[int]:
+    """The new releases that are companions (app.services.ingest.posts): one metadata file, a file
+    count of one or none. A companion is one file, so its first batch holds all of it."""
+    single = {key for key, count, is_new in zip(releases["key"], releases["file_count"], new)
+              if is_new and (count is None or count <= 1)}
+    if not single:
+        return []
+    names: dict[int, list] = {}
+    for release, name in zip(files["release"], files["name"]):
+        if release in single:
+            names.setdefault(release, []).append(name)
+    return sorted(key for key, found in names.items()
+                  if len(found) == 1 and file_kind(_text(found[0])) == METADATA)
+
+
+def _text(name) -> str | None:
+    return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
 
 
 # A batch's part added to the releases stored before it. Each release is locked by an index probe,

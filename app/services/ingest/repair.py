@@ -1,7 +1,8 @@
-"""Release repair: the releases a batch in the 'stored' state names (its rows in the catalog, its
-releases not brought up to date, as after an operator put it back there) recomputed whole from
-every batch that saw them, and the batch marked gathered. The store keeps releases up to date
-itself and never leaves a batch 'stored'; the `releases.repair` task runs this.
+"""Release repair: the releases a batch in the 'stored' state names recomputed whole from every
+batch that saw them (as after an operator put a batch back there, doubting its releases' sums),
+joined into their posts, and the batch marked gathered. The store keeps releases up to date
+itself, so the usual way out of 'stored' is posts.gather_batch; the `releases.repair` task runs
+this one.
 """
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from sqlalchemy.orm import Session
 
 from app.models import SeedBatch, SeedRange
 from app.models.batches import BatchState
+from app.services.ingest.posts import join_posts
 
 
 def repair_batch(session: Session, batch_id: int) -> int | None:
-    """Repair the releases a stored batch names (recomputed whole) and mark it gathered; None when
+    """Repair the releases a stored batch names (recomputed whole, then joined into their posts) and
+    mark it gathered; None when
     there was nothing to do (not stored yet, or gathered already). Returns how many releases
     were updated."""
     row = session.scalar(
@@ -24,6 +27,7 @@ def repair_batch(session: Session, batch_id: int) -> int | None:
         return None
     group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == row.range_id))
     updated = repair_releases(session, group_id, row.release_keys or [])
+    join_posts(session, group_id, row.release_keys or [])
     row.state = BatchState.GATHERED
     row.release_keys = None
     return updated

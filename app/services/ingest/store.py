@@ -1,6 +1,7 @@
 """The store: one accepted batch loaded into the catalog, its releases brought up to date, and the
-batch marked gathered, in the ingest task's transaction (the fragments on a connection of their
-own, committed just before it: see load_catalog).
+batch marked stored with its release keys, in the ingest task's transaction (the fragments on a
+connection of their own, committed just before it: see load_catalog). Joining its releases into
+their posts comes next, in a transaction of its own (posts.gather_batch).
 
 The store runs under a row lock on the batch and only from 'accepted', and moves the state in the
 same transaction, so a redelivered task finds the work done and does nothing. The fragments have
@@ -50,7 +51,7 @@ class StoreResult:
 def store_batch(session: Session, batch_id: int) -> StoreResult:
     """Load one accepted batch into the catalog and bring its releases' aggregates up to date,
     in the session's transaction (the fragments in one of their own, see load_catalog);
-    idempotent (see the module's doc). The batch ends 'gathered'.
+    idempotent (see the module's doc). The batch ends 'stored', for posts.gather_batch.
 
     The cyclic garbage collector is paused meanwhile: the store makes some hundred thousand
     short-lived tuples and lists (none in a cycle), each few hundred of which would start a
@@ -108,7 +109,7 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
 
 
 def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> None:
-    """The batch's counts added to its range's, and the batch marked gathered."""
+    """The batch's counts added to its range's, and the batch marked stored."""
     range_id = batch_row.range_id
     chunks = batch["chunks"]
     lines = sum(c[2] for c in chunks)
@@ -125,12 +126,13 @@ def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> None:
         {"articles": lines - rejected, "missing": missing, "rejected": rejected, "files": kept[1],
          "releases": kept[0], "dropped": dropped, "id": range_id},
     )
-    # The releases were brought up to date with the rows (load_catalog): nothing is left to repair.
-    batch_row.state = BatchState.GATHERED
+    # The releases were brought up to date with the rows (load_catalog); what is left is joining
+    # them into their posts (posts.gather_batch), in a transaction of its own.
+    batch_row.state = BatchState.STORED
     batch_row.stored_at = datetime.now(timezone.utc)
     batch_row.error = None
     batch_row.body = None  # the catalog holds the batch's rows, so the raw body would only take space
-    batch_row.release_keys = None
+    batch_row.release_keys = list(batch["releases"]["key"])
 
 
 
