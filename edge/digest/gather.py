@@ -219,6 +219,8 @@ def _counter_after_paren(tail: bytes) -> tuple[int, int, bytes] | bool:
     part, _, rest = tail.partition(b"/")
     parts, closing, after = rest.partition(b")")
     if closing and 0 < len(part) <= 9 and 0 < len(parts) <= 9 and part.isdigit() and parts.isdigit():
+        if b'"' in after:  # a counter in front of the quoted name counts files (find_segment_counter)
+            return False
         return int(part), int(parts), after  # "p/P)...", what the counter's regex reads, without it
     tail = b"(" + tail
     found = find_segment_counter(tail)

@@ -45,15 +45,19 @@ _SEGMENT_COUNTER_BYTES = re.compile(_SEGMENT_COUNTER.pattern.encode())
 
 
 def find_segment_counter(subject: AnyStr) -> tuple[int, int, int, int] | None:
-    """(start, end, part, parts) of the segment counter, the last ``(p/P)`` of the subject."""
+    """(start, end, part, parts) of the segment counter, the last ``(p/P)`` of the subject with no
+    quoted name after it: a ``(i/N)`` in front of the quoted name counts files, and posting tools
+    put the segment counter after the name."""
     if isinstance(subject, bytes):
-        pattern, opening = _SEGMENT_COUNTER_BYTES, b"("
+        pattern, opening, quote = _SEGMENT_COUNTER_BYTES, b"(", b'"'
     else:
-        pattern, opening = _SEGMENT_COUNTER, "("
+        pattern, opening, quote = _SEGMENT_COUNTER, "(", '"'
     end = len(subject)
     while (start := subject.rfind(opening, 0, end)) >= 0:
         match = pattern.match(subject, start)
         if match:
+            if quote in subject[match.end():]:
+                return None
             return start, match.end(), int(match[1]), int(match[2])
         end = start
     return None
@@ -65,6 +69,7 @@ _PLAIN_EXTENSIONS = frozenset("""
     iso img bin nrg mdf mds dmg vhd mkv avi mp4 m4v wmv mpg mpeg ts m2ts vob divx mov flv webm 3gp
     mp3 flac m4a m4b aac ogg opus wav ape wma ac3 dts mka epub pdf mobi azw3 azw lit djvu cbr cbz doc docx rtf
     chm fb2 jpg jpeg png gif bmp srt sub idx ass ssa exe scr com bat cmd msi pif vbs js jar apk lnk
+    mpls bdmv clpi csv
 """.split())
 # Numbered volumes (.r00, .001, .z01, .p01) and, inside a name, .part01 and .vol03+04.
 # Two digits (.10 ... .55) are split volumes too: obfuscating posting tools number a hash name so.
@@ -82,7 +87,7 @@ _BRACKETED = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])+)\]")  # one level of brac
 _BRACKET_COUNTER = re.compile(r"\[\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\]")
 _OF_COUNTER = re.compile(r"\b(?:files?\s+)?(\d{1,6})\s+of\s+(\d{1,6})\b:?", re.IGNORECASE)
 _ROUND_COUNTER = re.compile(r"\(\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\)")
-_REPLY_PREFIX = re.compile(r"(?:re|fwd?):\s*", re.IGNORECASE)
+_REPLY_PREFIX = re.compile(r"^(?:(?:re|fwd?):\s*)+", re.IGNORECASE)
 # What is left around the counters but names nothing: yEnc (and a byte count after it), sizes,
 # uploader tags, N3wZ-style "\id\::" prefixes.
 #
@@ -124,14 +129,16 @@ def parse_pieces(before: str, after: str, part: int | None, parts: int | None) -
     """A subject already cut around its segment counter: the text before and after it."""
     text = before.strip()
     if ":" in text[:5]:
-        text = _REPLY_PREFIX.sub("", text, count=1)
+        text = _REPLY_PREFIX.sub("", text)
     if after and not _SIZE_ONLY.fullmatch(after):
         text = text + " " + after
     if _usual_subject is not None:
         found = _usual_subject(text, _CUT_SUFFIXES, _cuts)  # None: not ASCII, decided below
         if found:
             filename, file_index, file_count, stem = found
-            return _parsed((filename, part, parts, file_index, file_count, stem))
+            if filename == filename.strip():  # else the steps strip it
+                return _parsed((filename, part, parts, file_index, file_count, stem))
+            return _parse_by_steps(text, part, parts)
         if found is False:
             return _parse_by_steps(text, part, parts)
     usual = text.endswith('" yEnc') and _USUAL_SHAPE.fullmatch(text)  # most other shapes: no regex run
@@ -140,7 +147,7 @@ def parse_pieces(before: str, after: str, part: int | None, parts: int | None) -
         if around is not None:
             around = around[:-1]  # its space
         stem = release_stem(filename)
-        if (file_index or not around) and (
+        if filename == filename.strip() and (file_index or not around) and (
             not around or "yEnc" not in around and around.strip(_EDGE_PUNCTUATION) in ("", stem)
         ):
             return _parsed((filename, part, parts, file_index and int(file_index), file_count and int(file_count),
@@ -149,10 +156,14 @@ def parse_pieces(before: str, after: str, part: int | None, parts: int | None) -
 
 
 def _parse_by_steps(text: str, part: int | None, parts: int | None) -> ParsedSubject:
+    # [N]-[i/name]: the counter is read before the name is taken out of its bracket (what is
+    # left of it, "[N]-", is a tag the release name leaves out).
+    counted = _COUNT_THEN_INDEX.search(text) if "]-[" in text else None
     filename, text = _take_filename(text)
     file_index = file_count = None
-    match = _find_file_counter(text)
-    if match:
+    if counted:
+        file_index, file_count = int(counted[2]), int(counted[1])
+    elif match := _find_file_counter(text):
         file_index, file_count = int(match[1]), int(match[2])
         text = text[:match.start()] + " " + text[match.end():]
     return _parsed((filename, part, parts, file_index, file_count, _release_name(filename, text)))
@@ -217,7 +228,12 @@ def extension(filename: str) -> str:
 
 
 def _take_filename(text: str) -> tuple[str | None, str]:
-    """The file name and the text without it."""
+    """The file name and the text without it: the first quoted name with a known extension, else
+    a name in brackets, else a bare name with one (_bare_name), else the first quoted string,
+    else an obfuscated token standing alone."""
+    if "#34;" in text or "&quot;" in text:
+        text = text.replace("&#34;", '"').replace("#34;", '"').replace("&quot;", '"')
+    quoted = None
     if '"' in text:
         if '""' in text:
             text = _DOUBLED_QUOTES.sub(r'"\1"', text)
@@ -229,32 +245,112 @@ def _take_filename(text: str) -> tuple[str | None, str]:
                 break
             name = text[start + 1:end].strip()
             if name:
-                return name, text[:start] + " " + text[end + 1:]
+                rest = text[:start] + " " + text[end + 1:]
+                if extension(name):
+                    return name, rest
+                quoted = quoted or (name, rest)
             start = text.find('"', end + 1)
     if "[" in text:
+        if "]-[" in text:
+            match = _COUNT_THEN_NAME.search(text)
+            if match:  # [24]-[12/name]: the name after the file's number, whatever it ends with
+                return match[1].strip(), text[:match.start()] + " " + text[match.end():]
         for match in _BRACKETED.finditer(text):
             if extension(match[1]):
-                return match[1].rsplit("/", 1)[-1].strip(), text[:match.start()] + " " + text[match.end():]
-    # A bare name: the last " - " separated piece that ends with a known extension.
-    for piece in reversed(_without_noise(text).split(" - ")):
-        name = piece.strip(_EDGE_PUNCTUATION)
-        if name and extension(name):
-            at = text.rfind(name)
-            return name, (text[:at] + " " + text[at + len(name):]) if at >= 0 else text
+                name = match[1].rsplit("/", 1)[-1].rsplit("\\", 1)[-1].strip()
+                return name, text[:match.start()] + " " + text[match.end():]
+    bare = _bare_name(_without_noise(text if quoted is None else quoted[1]))
+    if bare:
+        at = text.rfind(bare)
+        return bare, (text[:at] + " " + text[at + len(bare):]) if at >= 0 else text
+    if quoted:
+        return quoted
+    alone = _without_noise(text).strip(_EDGE_PUNCTUATION)
+    if alone and _OBFUSCATED.fullmatch(alone):  # "bdb28593ae0331ab0d1f5c039390b676 yEnc"
+        return alone, text.replace(alone, " ", 1)
     return None, text
 
 
+_COUNT_THEN_NAME = re.compile(r"\[\d{1,6}\]-\[\d{1,6}/([^\[\]]*[^\d\[\]][^\[\]]*)\]")
+# Where a bare name can end: after a dot-suffix, before a space, a quote, a bracket or the end.
+_NAME_END = re.compile(r"\.[\w+-]{1,12}(?=[\s\"\]),]|$)")
+# What a bare name comes after: a file counter ([i/N], (i/N], <<i/N>>, i/N], "File i of N:", "i of
+# N -"), a bracket closed before " - " ("[1971] - "), a request's or thanks' text up to its " - "
+# ("REQ ... - ", "...-Thanks much - "). The name starts after the last one before its end.
+_NAME_START = re.compile(
+    r"[\[(<{]+\s*\d{1,5}\s*[/|_-]\s*\d{1,5}\s*[\])>}]*"
+    r"|(?<![\w.,/-])\d{1,5}/\d{1,5}\]?"
+    r"|\b(?:files?\s+)?\d{1,5}\s+of\s+\d{1,5}\b\s*:?"
+    r"|\]\s+-\s"
+    r"|^REQ\b.*?\s-\s"
+    r"|\bthanks(?:\s+much)?\s+-\s",
+    re.IGNORECASE,
+)
+_NAME_EDGE = " \t-:|~,;<>"
+
+
+def _bare_name(text: str) -> str | None:
+    """A name with a known extension written without quotes: it ends at its extension and starts
+    after the last counter or request text before it (_NAME_START), else at the text's start;
+    a dotted release name before " - " is not part of it ("Some.Release - name.rar")."""
+    end = None
+    for match in _NAME_END.finditer(text):
+        suffix = match[0][1:]
+        # .NN volumes are quoted where they are posted; bare, ".14" is a number ("3.14").
+        if extension(text[:match.end()]) and not (len(suffix) < 3 and suffix.isdigit()):
+            end = match.end()
+    if end is None:
+        return None
+    start = 0
+    for match in _NAME_START.finditer(text, 0, end):
+        if match.end() < end:
+            start = match.end()
+    name = text[start:end].strip(_NAME_EDGE)
+    head, dash, tail = name.rpartition(" - ")
+    head = head.strip()
+    if dash and " " not in head and "." in head and extension(tail):
+        name = tail
+    return name if name and extension(name) else None
+
+
 def _find_file_counter(text: str) -> re.Match | None:
-    """The first [i/N], else "i of N", else (i/N)."""
+    """The first [i/N], else "i of N", else (i/N), else the rarer shapes (_find_odd_counter)."""
     if "[" in text:
         match = _BRACKET_COUNTER.search(text)
         if match:
             return match
     if " of " in text or " OF " in text or " Of " in text:
-        match = _OF_COUNTER.search(text)
+        for match in _OF_COUNTER.finditer(text):
+            if match[0][:1] in "Ff" or not _NOT_FILES.search(text, 0, match.start()):
+                return match
+    if "(" in text:
+        match = _ROUND_COUNTER.search(text)
         if match:
             return match
-    return _ROUND_COUNTER.search(text) if "(" in text else None
+    return _find_odd_counter(text)
+
+
+# What "i of N" counts when these come just before it (Disc 5 of 5), rather than files.
+_NOT_FILES = re.compile(r"\b(?:dis[ck]|cd|dvd|vol(?:ume)?|part|book|season|episode|chapter|tome|track)\s*$",
+                        re.IGNORECASE)
+# [N]-[i/name]: the PRiVATE/WtFnZb style with the file count in a bracket of its own.
+_COUNT_THEN_INDEX = re.compile(r"\[(\d{1,6})\]-\[(\d{1,6})/(?!\d+\])")
+# A counter in any brackets, or one bracket, or none: (02-17), (05|14), [2|2], [1_1], <<13/14>>,
+# (00/24], COMPLEX(02/92], [3/3 name, German 01/43], " 04/63 ", "004/387" at the end. Bare or
+# half-bracketed counters take a slash only (dashes write dates: 2013-07-07).
+_ODD_COUNTERS = (
+    re.compile(r"[\[(<{]\s*(\d{1,5})\s*[/|_-]\s*(\d{1,5})\s*[\])>}]"),
+    re.compile(r"(?:(?<=[\[(])|(?<![\w.,/-]))(\d{1,5})/(\d{1,5})(?:\]|(?=\s)|$)"),
+    re.compile(r"(\d{1,5})/(\d{1,5})\]"),
+)
+
+
+def _find_odd_counter(text: str) -> re.Match | None:
+    for pattern in _ODD_COUNTERS:
+        for match in pattern.finditer(text):
+            if int(match[1]) <= int(match[2]) and int(match[2]) > 0:
+                return match
+    return None
 
 
 def _without_noise(text: str) -> str:

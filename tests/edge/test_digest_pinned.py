@@ -117,10 +117,10 @@ EXPECTED_GENERATED: dict[tuple[str, str], list[str]] = {
     ("alt.binaries.cd.image.playstation2.dvdiso", "operator-only"): ["046da6d29fe84dd0", "a2932077d0b751d6"],
 }
 EXPECTED_ODD: dict[str, list[str]] = {
-    "executable": ["ba829173019501c5"],
-    "none": ["264dd4c2a2fb6c6d"],
-    "operator": ["2a470b10ee0faf84"],
-    "operator-only": ["5b8c8d0110b31b0b"],
+    "executable": ["cc5fe97704ee10a5"],
+    "none": ["5c7463dc66eee9e1"],
+    "operator": ["07a183cc26342c8c"],
+    "operator-only": ["4819f85f882a5a06"],
 }
 
 
