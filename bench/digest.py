@@ -1,8 +1,10 @@
-"""How fast the digest library digests overview lines, beside a naive digest, on generated data.
+"""How fast the digest library digests overview lines, beside a naive digest, on generated data
+or real posts.
 
-    .venv/bin/python bench/digest.py [--lines 600000] [--repeat 3] [--group alt.binaries.test]
+    .venv/bin/python bench/digest.py [--lines 600000] [--repeat 3] [--group alt.binaries.test] [--real-posts]
 
-For simnews.generator's articles turned into INN-style overview lines, it times, on one core
+For simnews.generator's articles (or, with --real-posts, the real posts of tests/data/nzb/ posted
+again and again under message-ids of their own) turned into INN-style overview lines, it times, on one core
 (process CPU time, best of --repeat runs each): parse + gather + rules + encode (msgpack, gzip)
 of batches of --batch-chunks chunks of --chunk lines, the lines in blocks of 256 KiB as the NNTP
 client yields them; and the same job done naively (split on tabs and one regex per line, plain
@@ -38,11 +40,26 @@ from edge.digest.nntp import RECV_SIZE  # noqa: E402
 from edge.digest.overview import DEFAULT_LAYOUT, decode_text, parse_date  # noqa: E402
 from edge.digest.rules import EXECUTABLE_RULE, KEPT, RuleSet, is_bare_executable_set  # noqa: E402
 from edge.digest.subjects import parse_subject  # noqa: E402
-from simnews.generator import Config, generate  # noqa: E402
+from simnews.generator import Article, Config, generate  # noqa: E402
+from simnews.nzbpost import load_nzb, post_articles  # noqa: E402
 from simnews.scripted import overview_lines  # noqa: E402
 
 FIRST_ARTICLE = 6_000_000_001  # past 2**32, as in the groups being backfilled
+NZB_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "nzb"
 RATIO_GROUPS = ("alt.binaries.e-book.french", "alt.binaries.cd.image.playstation2.dvdiso")
+
+
+def real_post_lines(group: str, count: int) -> list[bytes]:
+    """About `count` overview lines of real posts: the NZBs of tests/data/nzb/ posted again and
+    again (each time under message-ids of its own) into `group`, one post after another."""
+    posts = [load_nzb(path) for path in sorted(NZB_DIR.glob("*.nzb"))]
+    articles: list[Article] = []
+    round_ = 0
+    while len(articles) < count:
+        for post in posts:
+            articles += [Article(a.message_id, a.raw) for a in post_articles(post, group, namespace=f"r{round_}")]
+        round_ += 1
+    return list(overview_lines(articles[:count], group, FIRST_ARTICLE))
 
 
 def generated_lines(group: str, count: int, seed: int) -> list[bytes]:
@@ -221,13 +238,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=20_000, help="article numbers per OVER chunk")
     parser.add_argument("--batch-chunks", type=int, default=10, help="chunks per batch")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs (the best counts)")
+    parser.add_argument("--real-posts", action="store_true",
+                        help="digest the real posts of tests/data/nzb/ (posted again and again) instead of the "
+                             "generator's articles")
     args = parser.parse_args(argv)
 
-    lines = generated_lines(args.group, args.lines, args.seed)
+    if args.real_posts:
+        lines = real_post_lines(args.group, args.lines)
+    else:
+        lines = generated_lines(args.group, args.lines, args.seed)
     overview_bytes = sum(len(line) + 2 for line in lines)
     batches = as_batches(lines, args.chunk, args.batch_chunks)
     rules = RuleSet()
-    print(f"{len(lines)} overview lines of {args.group} ({overview_bytes / len(lines):.0f} bytes each), "
+    what = "real posts" if args.real_posts else args.group
+    print(f"{len(lines)} overview lines of {what} ({overview_bytes / len(lines):.0f} bytes each), "
           f"{len(batches)} batches of {args.batch_chunks} x {args.chunk}; compiled parts: {IMPL} (SEED_IMPL)")
 
     runs, wire = timed_runs(digest, batches, args.group, rules, args.repeat)
@@ -254,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({
         "lines": len(lines),
         "group": args.group,
+        "real_posts": args.real_posts,
         "impl": IMPL,
         "overview_bytes": overview_bytes,
         "lines_per_second": round(rate),

@@ -21,3 +21,12 @@ def test_bench_prints_its_figures_last():
     gzip = figures["gzip"]
     assert set(gzip) == {ENGINE, "zlib"} and gzip[ENGINE]["bytes"] == figures["wire_bytes"]
     assert all(f["gzip_seconds"] >= 0 and f["gunzip_seconds"] >= 0 and f["bytes"] > 0 for f in gzip.values())
+
+
+def test_bench_digests_the_real_posts():
+    result = subprocess.run([sys.executable, str(BENCH), "--real-posts", "--lines", "5000", "--chunk", "500",
+                             "--batch-chunks", "2", "--repeat", "1"], capture_output=True, text=True, check=True,
+                            timeout=300)
+    figures = json.loads(result.stdout.splitlines()[-1])
+    # Five posts of 3,785 articles, and the first of them again under new message-ids.
+    assert figures["real_posts"] is True and figures["lines"] == 5000 and figures["lines_per_second"] > 0
