@@ -1,8 +1,9 @@
 """Real posts end to end: the five NZBs of tests/data/nzb/ (real posts of public projects) posted
 to INN 2 amid a group's other traffic, read by two edge nodes over ranges that cut them, through
-the API and the Celery workers into PostgreSQL; and again by `flask seed range` in batches of 500
-lines. Each post comes out as one post of the catalog (app.services.ingest.posts) holding exactly
-its files, each file exactly its segments, nothing dropped, named as the post names itself."""
+the API and the Celery workers into PostgreSQL, in batches of 4,000 lines and of 500; and by
+`flask seed range` in batches of 500 lines. Each post comes out as one post of the catalog
+(app.services.ingest.posts) holding exactly its files, each file exactly its segments, nothing
+dropped, named as the post names itself."""
 from __future__ import annotations
 
 import re
@@ -15,6 +16,7 @@ from simnews.generator import Config, generate
 from simnews.nzbpost import load_nzb, mixed_with, post_articles
 from simnews.proxy import ProviderProxy
 from tests.e2e.conftest import DataCenter, News
+from tests.fixtures.api_server import start_api, stop_api
 
 pytestmark = pytest.mark.services
 
@@ -112,7 +114,29 @@ def test_real_posts_read_by_two_nodes_over_ranges_that_cut_them_are_whole(dc, ne
     assert all(done), done
 
 
-def test_real_posts_in_batches_of_500_lines_are_whole(dc, news, real_posts):
+def test_real_posts_in_batches_of_500_lines_read_by_nodes_are_whole(dc, news, real_posts):
+    # The coordinator hands its chunk size to the nodes with each lease: its API restarted with
+    # chunks of 250 articles, 2 to a batch.
+    stop_api(dc.api)
+    dc.api = start_api({**dc.env, "CHUNK_SIZE": "250", "BATCH_CHUNKS": "2"}, dc.directory, workers=3)
+    try:
+        dc.add_groups(GROUP)
+        with ProviderProxy(news.inn.host, news.inn.reader_port) as proxy:
+            dc.plan(proxy, GROUP, range_size=3_000)
+            tokens = {name: dc.create_node(name) for name in ("edge-a", "edge-b")}
+            nodes = [dc.edge(name, dc.node_env(token, proxy.port), "--exit-when-idle")
+                     for name, token in tokens.items()]
+            for node in nodes:
+                assert node.wait(120) == 0, node.log()
+        dc.wait_finished()
+        assert dc.value("SELECT max(batch_to - batch_from + 1) FROM seed_batches") == 500
+        check_posts(dc, real_posts)
+    finally:
+        stop_api(dc.api)
+        dc.api = start_api(dc.env, dc.directory, workers=3)
+
+
+def test_real_posts_in_batches_of_500_lines_fetched_by_the_data_center_are_whole(dc, news, real_posts):
     dc.add_groups(GROUP)
     with ProviderProxy(news.inn.host, news.inn.reader_port) as proxy:
         dc.plan(proxy, GROUP, range_size=100_000)
