@@ -55,8 +55,8 @@ class SeedBatch(Base):
     state: Mapped[BatchState] = mapped_column(BatchStateColumn, server_default=BatchState.ACCEPTED.value)
     attempts: Mapped[int] = mapped_column(Integer, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
-    # Releases a batch in 'stored' touched, kept until release repair brings them up to date (so a
-    # lost repair task is found and sent again by the requeue sweep).
+    # Releases a batch in 'stored' holds, kept until they are joined into their posts
+    # (app.services.ingest.posts; a lost task is found and sent again by the requeue sweep).
     release_keys: Mapped[list[int] | None] = mapped_column(ARRAY(BigInteger))
     accepted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     stored_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

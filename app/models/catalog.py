@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import (
-    REAL, BigInteger, Boolean, Computed, DateTime, Identity, Index, Integer, PrimaryKeyConstraint, Text, func, text,
+    REAL, BigInteger, Boolean, DateTime, Identity, Index, Integer, PrimaryKeyConstraint, Text, func, text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -84,20 +84,17 @@ class MessageHost(Base):
     host: Mapped[str] = mapped_column(Text, unique=True)
 
 
-# The release name without case, spaces or punctuation (migration 0011): the name posts are joined by.
-NAME_FOLD = "lower(regexp_replace(name, '[[:space:][:punct:]]+', '', 'g'))"
-
-
 class Release(Base):
     """Files gathered together by the digest (one poster, one name, one file count); its
     aggregates are kept up to date by the store. Releases of one post (its poster changed part
-    way, its .nfo had a counter of its own) are joined by app.services.ingest.posts: post_key is
-    the post's key (NULL: the release is a post of its own), the view `posts` sums them."""
+    way, its .nfo had a counter of its own) are joined by app.services.ingest.posts into
+    release_posts; the view `posts` sums a post's releases."""
 
     __tablename__ = "releases"
     __table_args__ = (
-        Index("ix_releases_name_fold", "name_fold", "group_id"),
-        Index("ix_releases_post", text("coalesce(post_key, key)"), "group_id"),
+        # The join's look-up of a name's releases; not led by the group, so that the store's probes by
+        # (group_id, key) keep to the primary key, also in a group the planner has no statistics of.
+        Index("ix_releases_name_hash", "name_hash", "group_id", postgresql_where=text("name_hash IS NOT NULL")),
     )
 
     group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -114,11 +111,25 @@ class Release(Base):
     last_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     gathered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    post_key: Mapped[int | None] = mapped_column(BigInteger)
-    # One metadata file (.nfo, .sfv, .nzb, .jpg...) with a file count of one or none: what posters
-    # add beside a set, at its time or later (app.services.ingest.posts).
-    companion: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
-    name_fold: Mapped[str | None] = mapped_column(Text, Computed(NAME_FOLD, persisted=True))
+    # The hash of the name folded (app.services.ingest.catalog.name_hash): what posts are joined
+    # by; NULL for a name too short to join anything.
+    name_hash: Mapped[int | None] = mapped_column(BigInteger)
+    # Every file the store saw of it in the batch that made it is a metadata file (.nfo, .sfv,
+    # .nzb, .jpg...): with one file and a file count of one or none, a companion (posts).
+    metadata_only: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+
+
+class ReleasePost(Base):
+    """A release joined into a post whose key (post_key: the least key of the post's sets) is not
+    its own; a release without a row is a post of its own. Written by app.services.ingest.posts
+    only (the store never touches it, so the two never wait on each other's row locks)."""
+
+    __tablename__ = "release_posts"
+    __table_args__ = (Index("ix_release_posts_post", "group_id", "post_key"),)
+
+    group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    post_key: Mapped[int] = mapped_column(BigInteger)
 
 
 class ReleaseChunk(Base):

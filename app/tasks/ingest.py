@@ -13,7 +13,7 @@ from app.config import get_settings
 from app.db import session_scope
 from app.models.batches import BatchState
 from app.services.ingest import posts, store
-from app.services.ingest.lifecycle import record_failure
+from app.services.ingest.lifecycle import record_failure, record_gather_error
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,6 @@ def store_batch(self, batch_id: int) -> dict:
     try:
         with session_scope() as session:
             result = store.store_batch(session, batch_id)
-        with session_scope() as session:
-            moved = posts.gather_batch(session, batch_id)
     except TRANSIENT_DB_ERRORS:
         raise
     except Exception as exc:
@@ -50,8 +48,20 @@ def store_batch(self, batch_id: int) -> dict:
             log.error("batch %s failed for good after repeated errors: %s", batch_id, exc)
             return {"batch_id": batch_id, "state": BatchState.FAILED.value}
         raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries), max_retries=None)
+    try:
+        with session_scope() as session:
+            changed = posts.gather_batch(session, batch_id)
+    except TRANSIENT_DB_ERRORS:
+        raise
+    except Exception as exc:
+        # The batch is in the catalog; only its posts wait. It stays 'stored' with the error shown,
+        # and the requeue sweep tries again after a while (not at once: the same error would come).
+        log.error("batch %s: joining its releases into posts failed: %s", batch_id, exc)
+        with session_scope() as session:
+            record_gather_error(session, batch_id, f"{type(exc).__name__}: {exc}")
+        return {"batch_id": batch_id, "state": BatchState.STORED.value, "error": str(exc)[:200]}
     return {"batch_id": batch_id, "state": "stored" if result.stored else "already_stored",
-            "joined": moved or 0}
+            "posts_changed": changed or 0}
 
 
 def enqueue_store(batch_id: int) -> bool:

@@ -298,7 +298,8 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
         problem(f"{len(set(releases) ^ set(fragments_of_db))} releases stored without fragments or missing")
     # Posts (releases joined by app.services.ingest.posts): each posted release one post, each
     # post one posted release (a false join of two posts is as wrong as a split).
-    post_of = dict(_rows(conn, "SELECT key, coalesce(post_key, key) FROM releases WHERE group_id = :g", g=group_id))
+    post_of = dict(_rows(conn, "SELECT r.key, coalesce(p.post_key, r.key) FROM releases r LEFT JOIN release_posts p"
+                               " ON p.group_id = r.group_id AND p.key = r.key WHERE r.group_id = :g", g=group_id))
     posts_of_truth: dict[tuple, set[int]] = defaultdict(set)
     truth_of_post: dict[int, set[tuple]] = defaultdict(set)
     for key, identities in truth_of_db.items():

@@ -9,8 +9,10 @@ counted twice either way.
 """
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
+from hashlib import blake2b
 from itertools import compress, islice, repeat
 from operator import itemgetter, lt
 
@@ -21,7 +23,7 @@ from edge.digest.rules import METADATA, file_kind
 FILE_COLUMNS = "key, release_key, posted_at, file_index, file_count, parts, name, subject, poster"
 RELEASE_CHUNK_COLUMNS = "release_key, batch_from, range_id, bytes, first_post, last_post, files, fragments"
 RELEASE_COLUMNS = ("key, name, poster, file_count, group_id, files_seen, parts_expected, parts_seen, bytes,"
-                   " completion, first_post, last_post, gathered_at")
+                   " completion, first_post, last_post, gathered_at, name_hash")
 
 
 # Each key is looked up by an index probe of its own (a LATERAL ... LIMIT 1). With a few thousand
@@ -128,7 +130,24 @@ def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _
         (text, list(compress(releases["poster"], new))), ("int4", list(compress(releases["file_count"], new))),
         ("int4", [group_id] * n), ("int4", files), ("int8", parts), ("int8", fragments), ("int8", size),
         ("float4", list(map(_completion, fragments, parts))),
-        ("timestamp", first), ("timestamp", last), ("timestamp", [int(time.time())] * n)])))
+        ("timestamp", first), ("timestamp", last), ("timestamp", [int(time.time())] * n),
+        ("int8", list(map(name_hash, compress(releases["name"], new))))])))
+
+
+_NOT_ALNUM = re.compile(r"[\W_]+")
+
+
+def name_hash(name: str | bytes) -> int | None:
+    """What posts are joined by (app.services.ingest.posts): a signed 64-bit BLAKE2b of the name
+    without case, spaces or punctuation ("The.Walking.Dead" and "the walking dead" are one name),
+    the same on every server whatever its locale; None for a name under 8 bytes so folded, which
+    would join releases that only share a word."""
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    folded = _NOT_ALNUM.sub("", name).casefold().encode()
+    if len(folded) < 8:
+        return None
+    return int.from_bytes(blake2b(folded, digest_size=8).digest(), "big", signed=True)
 
 
 class KeyedRows:
@@ -157,7 +176,7 @@ class KeyedRows:
         self.new_files = (file_columns[1][1], file_columns[5][1])  # release, parts
         self.new = [key not in known_releases for key in releases["key"]]
         self.to_update: list[int] = []
-        self.companions = _companions(files, releases, self.new)
+        self.metadata_only = _metadata_only(files, releases, self.new)
 
     def _chunk_pieces(self) -> list[bytes]:
         chunks = self.tables["release_chunks"]
@@ -193,8 +212,12 @@ class KeyedRows:
             release_pieces = _release_pieces(self.releases, self.new, group_id, self.additions, self.text)
         inserted_releases = PendingCopy(cur, "releases", "releases", RELEASE_COLUMNS, release_pieces, "key",
                                         binary=True).finish()
-        if self.companions:
-            cur.execute(MARK_COMPANIONS, (_array_literal(self.companions), group_id))
+        # Marked on the rows this batch inserted only: no other transaction sees them yet, so
+        # this waits on no one's lock.
+        marked = self.metadata_only if inserted_releases is None else [
+            key for key in self.metadata_only if key in inserted_releases]
+        if marked:
+            cur.execute(MARK_METADATA_ONLY, (_array_literal(marked), group_id))
         # Releases stored before (or by a concurrent batch meanwhile) get this batch's part added.
         self.to_update = sorted(key for key, is_new in zip(self.releases["key"], self.new)
                                 if not is_new or (inserted_releases is not None and key not in inserted_releases))
@@ -214,22 +237,22 @@ class KeyedRows:
             raise RuntimeError(f"updated {updated} of the batch's {len(self.to_update)} known releases")
 
 
-MARK_COMPANIONS = "UPDATE releases SET companion = true WHERE key = ANY(%s::bigint[]) AND group_id = %s"
+MARK_METADATA_ONLY = "UPDATE releases SET metadata_only = true WHERE key = ANY(%s::bigint[]) AND group_id = %s"
 
 
-def _companions(files: dict, releases: dict, new: list[bool]) -> list[int]:
-    """The new releases that are companions (app.services.ingest.posts): one metadata file, a file
-    count of one or none. A companion is one file, so its first batch holds all of it."""
+def _metadata_only(files: dict, releases: dict, new: list[bool]) -> list[int]:
+    """The new releases counting one file or none whose files in this batch are all metadata
+    (.nfo, .sfv, .nzb...): a companion of a post when it holds one file (app.services.ingest.posts
+    reads files_seen too, so where batches cut it does not matter)."""
     single = {key for key, count, is_new in zip(releases["key"], releases["file_count"], new)
               if is_new and (count is None or count <= 1)}
     if not single:
         return []
-    names: dict[int, list] = {}
+    kinds: dict[int, bool] = {}
     for release, name in zip(files["release"], files["name"]):
         if release in single:
-            names.setdefault(release, []).append(name)
-    return sorted(key for key, found in names.items()
-                  if len(found) == 1 and file_kind(_text(found[0])) == METADATA)
+            kinds[release] = kinds.get(release, True) and file_kind(_text(name)) == METADATA
+    return sorted(key for key, metadata in kinds.items() if metadata)
 
 
 def _text(name) -> str | None:

@@ -1,5 +1,6 @@
 """A batch's life cycle outside the store: failed attempts counted (a poison batch ends 'failed'),
-the batches whose task was lost found again, failed batches given fresh attempts."""
+a failed join into posts recorded, the batches whose task was lost found again, failed batches
+given fresh attempts."""
 from __future__ import annotations
 
 from sqlalchemy import text
@@ -21,6 +22,14 @@ def record_failure(session: Session, batch_id: int, error: str, max_attempts: in
     if row.attempts >= max_attempts:
         row.state = BatchState.FAILED
     return row.state
+
+
+def record_gather_error(session: Session, batch_id: int, error: str) -> None:
+    """A stored batch whose join into posts failed: the error shown in status; the requeue sweep
+    tries again. Its attempts are not counted: a stored batch never goes back to be stored again
+    (its releases' sums would count it twice)."""
+    session.execute(text("UPDATE seed_batches SET error = :e, stored_at = now() WHERE id = :b AND state = 'stored'"),
+                    {"e": error[:2000], "b": batch_id})
 
 
 def pending_batches(session: Session, older_than_seconds: int, limit: int = 1000) -> dict[BatchState, list[int]]:

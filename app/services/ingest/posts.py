@@ -4,39 +4,40 @@ The digest gathers a release from the files of one poster, one release name and 
 under a key every node computes the same, so a release split over batches, ranges and nodes is
 one row. Real posts break that in ways no single file shows: posting tools (ngPost, Nyuu) give
 files, or parts of a post, posters of their own, and a post's .nfo or .sfv comes with a counter
-of its own ([01/01] beside [i/36]). The releases such a post leaves share their name and were
-posted within minutes of each other; this joins them into one post.
+of its own ([01/01] beside [i/36]), at the time or later, from someone else. The releases such a
+post leaves share their name; this joins them into one post.
 
-Releases of a group are of one post when their folded names (``releases.name_fold``: no case,
-spaces or punctuation) are equal and at least MIN_NAME_CHARS long (a generic name such as
-"sample" joins nothing), and
-- both count the same files (or none), their posters write from one mail domain (ngPost's
-  "KIUzWM340zX@mile.com" then "Myfranco@mile.com") and their posting times, first to last, come
-  within JOIN_GAP of each other; or
-- one is a companion (``releases.companion``, marked by the store: one metadata file, .nfo,
-  .sfv, .nzb, .jpg..., counting one file or none) still on its own: it joins the post of the
-  nearest release of its name posted within COMPANION_GAP (an .nfo is often added later, by
-  someone else).
-Joining is transitive. Different names never join: two posts of one poster at one time stay two;
-nor do two series of one name counting different files ([i/3] and [i/4] are two posts), nor a
-name posted again by another poster days later. A post whose every file has a poster of its own,
+Releases of a group are of one post when the hashes of their folded names are equal
+(``releases.name_hash``, catalog.name_hash: no case, spaces or punctuation; none for a name too
+short to tell posts apart), and
+- both are sets (not companions) counting the same files (or none), their posters write from
+  one mail domain (ngPost's "KIUzWM340zX@mile.com" then "Myfranco@mile.com"), they were posted
+  within JOIN_GAP of each other and the post they make spans at most MAX_POST_SPAN; or
+- one is a companion: one metadata file (.nfo, .sfv, .nzb, .jpg...) counting one file or none;
+  it joins the post of the nearest set of its name posted within COMPANION_GAP of it.
+Different names never join: two posts of one poster at one time stay two; nor do two series of
+one name counting different files ([i/3] and [i/4] are two posts), nor posters without a mail
+domain, nor a name posted again days later. A post whose every file has a poster of its own,
 from mail domains of their own, is left as that many releases: nothing but the name and the time
 would join them, and those join different posts of one name too.
 
-A post's key is its least release key: ``releases.post_key`` (NULL: the release is a post of its
-own), and the view ``posts`` sums a post's releases. The least key does not depend on the order
-the batches came in, and a join only ever adds releases to a post (a release's posting times
-only widen as batches add to it), so any order of batches gives the same posts.
+A name's posts are worked out afresh from its releases each time one of them comes (never from
+the posts made before), so they depend only on what the catalog holds: the last join of a name
+runs after the last store of it (a batch is joined after its store commits, and the joins of a
+group run one at a time, under an advisory lock), so any order of batches, and any cut, gives
+the same posts. A post's key is the least key of its sets (a companion alone is a post of its
+own); release_posts holds the releases whose post key is not their own key, and only the join
+writes it: the store never waits on the join, nor the join on the store.
 
 The join runs after the store, in a transaction of its own (gather_batch): the batch waits in
 'stored' with its release keys until then, and the requeue sweep sends it again should the task
-be lost. Joins of one group run one at a time (an advisory lock), so each sees every release the
-joins before it saw; a store never waits on it (it takes no lock a store takes, but the rows it
-moves to another post, in key order as the store locks them).
+be lost.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import timedelta
+from typing import NamedTuple
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
@@ -45,33 +46,43 @@ from app.models import SeedBatch, SeedRange
 from app.models.batches import BatchState
 
 JOIN_GAP = timedelta(hours=1)
+MAX_POST_SPAN = timedelta(days=1)
 COMPANION_GAP = timedelta(days=45)
-MIN_NAME_CHARS = 8
 # pg_advisory_xact_lock(JOIN_LOCK, group_id): one join of a group at a time.
 JOIN_LOCK = 0x706F7374  # "post"
 
-# Every release of the group sharing a name with one of these (names of posts are not common).
+# Every release of the group sharing a name with one of these.
 NAMESAKES = text("""
-    SELECT r.key, coalesce(r.post_key, r.key) AS post, r.name_fold, r.companion, r.file_count,
-           lower(substring(r.poster from '@([^>[:space:]]+)')) AS domain, r.first_post, r.last_post
+    SELECT r.key, r.name_hash, r.file_count, r.first_post, r.last_post,
+           r.metadata_only AND r.files_seen = 1 AND coalesce(r.file_count, 0) <= 1 AS companion,
+           lower(substring(r.poster from '@([^>[:space:]]+)')) AS domain
       FROM releases r
-     WHERE r.group_id = :g AND r.name_fold IN (
-           SELECT name_fold FROM releases WHERE group_id = :g AND key = ANY(:keys)
-              AND length(name_fold) >= :min_chars)
+     WHERE r.group_id = :g AND r.name_hash IS NOT NULL AND r.name_hash IN (
+           SELECT name_hash FROM releases WHERE group_id = :g AND key = ANY(:keys) AND name_hash IS NOT NULL)
 """)
-LOCK_POSTS = text("SELECT FROM releases WHERE group_id = :g AND coalesce(post_key, key) = ANY(:posts)"
-                  " ORDER BY key FOR UPDATE")
-# The releases of these posts into the target's; a release whose post becomes its own key is a
-# post of its own again (NULL), as a companion moved back out is.
-MOVE = text("UPDATE releases SET post_key = nullif(:target, key)"
-            " WHERE group_id = :g AND (coalesce(post_key, key) = ANY(:posts) AND NOT companion"
-            "                          OR companion AND key = ANY(:posts))")
+CURRENT = text("SELECT key, post_key FROM release_posts WHERE group_id = :g AND key = ANY(:keys)")
+FORGET = text("DELETE FROM release_posts WHERE group_id = :g AND key = ANY(:keys)")
+JOIN = text("""
+    INSERT INTO release_posts (group_id, key, post_key)
+    SELECT :g, k, p FROM unnest(CAST(:keys AS bigint[]), CAST(:posts AS bigint[])) AS t(k, p)
+    ON CONFLICT (group_id, key) DO UPDATE SET post_key = EXCLUDED.post_key
+""")
+
+
+class Namesake(NamedTuple):
+    key: int
+    name_hash: int
+    file_count: int | None
+    first_post: object
+    last_post: object
+    companion: bool
+    domain: str | None
 
 
 def gather_batch(session: Session, batch_id: int) -> int | None:
     """Join the releases of a stored batch into their posts and mark it gathered; None when there
-    was nothing to do (not stored yet, or gathered already). Returns how many releases moved to
-    another post."""
+    was nothing to do (not stored yet, or gathered already). Returns how many releases changed
+    post."""
     row = session.scalar(
         select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update()
         .execution_options(populate_existing=True)
@@ -79,83 +90,76 @@ def gather_batch(session: Session, batch_id: int) -> int | None:
     if row is None or row.state != BatchState.STORED:
         return None
     group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == row.range_id))
-    moved = join_posts(session, group_id, row.release_keys or [])
+    changed = join_posts(session, group_id, row.release_keys or [])
     row.state = BatchState.GATHERED
     row.release_keys = None
-    return moved
+    row.error = None
+    return changed
 
 
 def join_posts(session: Session, group_id: int, release_keys: list[int]) -> int:
-    """Join these releases with the releases of their posts (see the module's doc); returns how
-    many releases moved to another post."""
+    """Work out afresh the posts of the names of these releases (see the module's doc) and write
+    the ones that changed; returns how many releases changed post."""
     if not release_keys:
         return 0
     session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
-    rows = session.execute(NAMESAKES, {"g": group_id, "keys": sorted(set(release_keys)),
-                                       "min_chars": MIN_NAME_CHARS}).all()
-    by_name: dict[str, list] = {}
+    rows = session.execute(NAMESAKES, {"g": group_id, "keys": sorted(set(release_keys))}).all()
+    by_name: dict[int, list[Namesake]] = defaultdict(list)
     for row in rows:
-        by_name.setdefault(row.name_fold, []).append(row)
-    moves: dict[int, list[int]] = {}  # target post -> the posts (or companions) that go to it
+        by_name[row.name_hash].append(Namesake(*row))
+    wanted: dict[int, int] = {}
     for namesakes in by_name.values():
-        for target, posts in _moves(namesakes):
-            moves.setdefault(target, []).extend(posts)
-    moved = 0
-    for target, posts in sorted(moves.items()):
-        session.execute(LOCK_POSTS, {"g": group_id, "posts": sorted({target, *posts})})
-        moved += session.execute(MOVE, {"g": group_id, "target": target, "posts": posts}).rowcount
-    return moved
+        wanted.update(posts_of(namesakes))
+    keys = sorted(wanted)
+    current = dict(session.execute(CURRENT, {"g": group_id, "keys": keys}).all()) if keys else {}
+    forget = [key for key in keys if wanted[key] == key and key in current]
+    join = [key for key in keys if wanted[key] != key and current.get(key) != wanted[key]]
+    if forget:
+        session.execute(FORGET, {"g": group_id, "keys": forget})
+    if join:
+        session.execute(JOIN, {"g": group_id, "keys": join, "posts": [wanted[key] for key in join]})
+    return len(forget) + len(join)
 
 
-def _apart(a, b) -> timedelta | None:
+def posts_of(namesakes: list[Namesake]) -> dict[int, int]:
+    """Each release of one name -> its post's key, from the releases alone (see the module's doc).
+    Sets are swept in the order they were posted within each (file count, mail domain), so a
+    name posted thousands of times costs a sort, not a comparison of every pair."""
+    post: dict[int, int] = {r.key: r.key for r in namesakes}
+    sets = [r for r in namesakes if not r.companion]
+    runs: dict[tuple, list[Namesake]] = defaultdict(list)
+    for r in sets:
+        if r.domain is not None and r.first_post is not None and r.last_post is not None:
+            runs[(r.file_count, r.domain)].append(r)
+    for run in runs.values():
+        run.sort(key=lambda r: (r.first_post, r.key))
+        members = [run[0]]
+        first, last = run[0].first_post, run[0].last_post
+        for r in run[1:]:
+            if r.first_post <= last + JOIN_GAP and max(last, r.last_post) - first <= MAX_POST_SPAN:
+                members.append(r)
+                last = max(last, r.last_post)
+                continue
+            _one_post(members, post)
+            members, first, last = [r], r.first_post, r.last_post
+        _one_post(members, post)
+    for companion in namesakes:
+        if companion.companion:
+            near = [(gap, post[r.key]) for r in sets
+                    if (gap := _apart(companion, r)) is not None and gap <= COMPANION_GAP]
+            if near:
+                post[companion.key] = min(near)[1]
+    return post
+
+
+def _one_post(members: list[Namesake], post: dict[int, int]) -> None:
+    key = min(r.key for r in members)
+    for r in members:
+        post[r.key] = key
+
+
+def _apart(a: Namesake, b: Namesake) -> timedelta | None:
     """The time between two releases' postings (zero when they overlap); None without dates."""
     if None in (a.first_post, a.last_post, b.first_post, b.last_post):
         return None
     return max(b.first_post - a.last_post, a.first_post - b.last_post, timedelta(0))
-
-
-def _moves(namesakes: list):
-    """(target post, [posts]) for the releases of one name: the sets (non-companions) joined by
-    their pairs, their post the least key of their releases; each companion in the post of its
-    nearest set, or its own, computed afresh each time (a nearer set may have come since)."""
-    sets = [r for r in namesakes if not r.companion]
-    pairs = []
-    for i, a in enumerate(sets):
-        for b in sets[i + 1:]:
-            if a.post != b.post and a.file_count == b.file_count and a.domain == b.domain:
-                gap = _apart(a, b)
-                if gap is not None and gap <= JOIN_GAP:
-                    pairs.append((a.post, b.post))
-    post_of = {r.post: r.post for r in sets}
-    for posts in _components(pairs):
-        yield posts[0], posts[1:]
-        post_of.update(dict.fromkeys(posts, posts[0]))
-    for companion in namesakes:
-        if not companion.companion:
-            continue
-        near = [(gap, post_of[r.post]) for r in sets
-                if (gap := _apart(companion, r)) is not None and gap <= COMPANION_GAP]
-        target = min(near)[1] if near else companion.key
-        if target != companion.post:
-            yield target, [companion.key]  # by its own key: a companion is a post of its own or a member
-
-
-def _components(pairs) -> list[list[int]]:
-    """The posts that pairs join, each set sorted (its least key first)."""
-    parent: dict[int, int] = {}
-
-    def root(post: int) -> int:
-        parent.setdefault(post, post)
-        while parent[post] != post:
-            parent[post] = parent[parent[post]]
-            post = parent[post]
-        return post
-
-    for a, b in pairs:
-        ra, rb = root(a), root(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    sets: dict[int, list[int]] = {}
-    for post in parent:
-        sets.setdefault(root(post), []).append(post)
-    return [sorted(posts) for posts in sets.values()]
