@@ -1,8 +1,9 @@
-"""HTTP API: health, and the node API under /api/v1/seed."""
+"""HTTP API: health, the node API under /api/v1/seed, and the newznab API at /api."""
 from flask import Flask
 
 from app.api.errors import register_error_handlers
 from app.api.health import health
+from app.api.newznab import newznab
 from app.api.seed import seed_api
 
 
@@ -10,3 +11,4 @@ def register_api(app: Flask) -> None:
     register_error_handlers(app)
     app.register_blueprint(health)
     app.register_blueprint(seed_api)
+    app.register_blueprint(newznab)

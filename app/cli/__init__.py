@@ -3,10 +3,13 @@ import click
 from flask.cli import AppGroup
 from sqlalchemy.exc import OperationalError
 
+from app.cli.apikeys import apikeys
 from app.cli.batches import batches
 from app.cli.bench import bench
+from app.cli.catalog import releases
 from app.cli.groups import groups
 from app.cli.nodes import nodes, token
+from app.cli.nzb import nzb
 from app.cli.operators import operators
 from app.cli.planning import plan, status
 from app.cli.ranges import range_, spool
@@ -30,7 +33,7 @@ class SeedGroup(AppGroup):
 
 
 seed = SeedGroup("seed", help="Plan, run and watch the seed (the distributed backfill).")
-for command in (groups, nodes, operators, rules, batches, plan, status, range_, spool, bench):
+for command in (groups, nodes, operators, rules, batches, plan, status, range_, spool, bench, releases, nzb, apikeys):
     seed.add_command(command)
 # `flask seed token NODE` is a short name for `flask seed nodes token NODE`.
 seed.add_command(token, "token")

@@ -1,6 +1,7 @@
 """The catalog's tables; importing this package registers every model on Base.metadata."""
+from app.models.apikeys import ApiKey
 from app.models.batches import SeedBatch, StoredFragments
-from app.models.catalog import File, Fragment, MessageHost, Release, ReleaseChunk, ReleasePost, RuleCount
+from app.models.catalog import File, Fragment, MessageHost, PostGrab, Release, ReleaseChunk, ReleasePost, RuleCount
 from app.models.groups import Group
 from app.models.keys import OperatorKey
 from app.models.nodes import SeedNode
@@ -9,7 +10,7 @@ from app.models.rules import SeedRule
 from app.models.spool import SpoolChunk
 
 __all__ = [
-    "File", "Fragment", "Group", "MessageHost", "OperatorKey", "Release", "ReleaseChunk", "ReleasePost", "RuleCount",
-    "SeedBatch",
-    "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk", "StoredFragments",
+    "ApiKey", "File", "Fragment", "Group", "MessageHost", "OperatorKey", "PostGrab", "Release", "ReleaseChunk",
+    "ReleasePost", "RuleCount", "SeedBatch", "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk",
+    "StoredFragments",
 ]

@@ -95,6 +95,10 @@ class Release(Base):
         # The join's look-up of a name's releases; not led by the group, so that the store's probes by
         # (group_id, key) keep to the primary key, also in a group the planner has no statistics of.
         Index("ix_releases_name_hash", "name_hash", "group_id", postgresql_where=text("name_hash IS NOT NULL")),
+        # Search by the words of the name (migration 0012, app.services.search.NAME_WORDS).
+        Index("ix_releases_name_words",
+              text(r"to_tsvector('simple'::regconfig, regexp_replace(name, '[^[\:alnum\:]]+', ' ', 'g'))"),
+              postgresql_using="gin"),
     )
 
     group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -130,6 +134,16 @@ class ReleasePost(Base):
     group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     post_key: Mapped[int] = mapped_column(BigInteger)
+
+
+class PostGrab(Base):
+    """How often a post's NZB was downloaded through the newznab API (app.services.grabs)."""
+
+    __tablename__ = "post_grabs"
+
+    group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    post_key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    grabs: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class ReleaseChunk(Base):
