@@ -57,8 +57,9 @@ _WORDS = re.compile(r"[.\-_]+")
 
 def category_of(group: str) -> Category:
     """The category of the posts of a group (see the module's doc)."""
-    words = set(_WORDS.split(group.lower()))
-    words |= {f"{a}.{b}" for a, b in zip(group.lower().split("."), group.lower().split(".")[1:])}
+    parts = group.lower().split(".")
+    # "e-book" as written, "e" and "book" split, and "cd.image" across a dot.
+    words = set(parts) | set(_WORDS.split(group.lower())) | {f"{a}.{b}" for a, b in zip(parts, parts[1:])}
     for names, category in RULES:
         if words & names:
             return category_named(category)

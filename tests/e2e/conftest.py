@@ -116,6 +116,14 @@ def news() -> Iterator[News]:
         yield News(inn, {group: fill_group(inn, group) for group in GROUPS})
 
 
+@pytest.fixture(scope="package")
+def real_posts(news: News) -> dict[str, dict]:
+    """The real posts of tests/data/nzb/ on the server (tests/e2e/realposts.py), posted once."""
+    from tests.e2e.realposts import post_real_posts
+
+    return post_real_posts(news.inn)
+
+
 # -- the data center ---------------------------------------------------------------------------
 
 def migrate(env: dict[str, str]) -> None:

@@ -6,53 +6,16 @@ the API and the Celery workers into PostgreSQL, in batches of 4,000 lines and of
 dropped, named as the post names itself."""
 from __future__ import annotations
 
-import re
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
-from simnews.generator import Config, generate
-from simnews.nzbpost import load_nzb, mixed_with, post_articles
 from simnews.proxy import ProviderProxy
-from tests.e2e.conftest import DataCenter, News
+from tests.e2e.conftest import DataCenter
+from tests.e2e.realposts import GROUP, NAMES
 from tests.fixtures.api_server import start_api, stop_api
 
 pytestmark = pytest.mark.services
-
-NZB_DIR = Path(__file__).resolve().parents[1] / "data" / "nzb"
-GROUP = "alt.binaries.realposts"
-OTHER_TRAFFIC = 3_000
-# What each post must be called: the name its subjects give it (in brackets, or its files' base
-# name); an obfuscated post that names nothing keeps its hash.
-NAMES = {
-    "avsnatch_teevee_walking_dead_s03e06.nzb": "The.Walking.Dead.S03E06.INTERNAL.720p.HDTV.x264-EVOLVE",
-    "nzbmatrix_teevee_underbelly_s05e04.nzb": "Underbelly.Badness.S05E04.Year.of.the.Rooster.PDTV.x264-FQM",
-    "dlnzb_ngpost_economist.nzb": "The_Economist_USA_-_April_19_2025",
-    "newsreap_ubuntu-16.04.1-server-i386.nzb": "b2d3075d94af88c6742b1fdfc34b225e",
-    "sabnzbd_unicode_rar.nzb": "你好世界",
-}
-QUOTED = re.compile(r'"([^"]+)"')
-
-
-@pytest.fixture(scope="module")
-def real_posts(news: News) -> dict[str, dict]:
-    """The five posts on the server, mixed into other traffic: per NZB, {message-id: (file name,
-    segment number)} of what was posted."""
-    news.inn.add_group(GROUP)
-    posted = []
-    truth: dict[str, dict] = {}
-    for path in sorted(NZB_DIR.glob("*.nzb")):
-        articles = post_articles(load_nzb(path), GROUP)
-        truth[path.name] = {a.message_id: (QUOTED.search(a.truth.file_subject)[1], a.truth.segment)
-                            for a in articles}
-        posted = mixed_with(posted, articles, seed=len(posted))
-    other = list(generate(OTHER_TRAFFIC, Config(seed=24, groups=(GROUP,), namespace="real", kind="general")))
-    everything = mixed_with(posted, [a for a in other if not a.lost], seed=24)
-    assert news.inn.post(everything) == len(everything)
-    assert set(truth) == set(NAMES)
-    return truth
-
 
 def check_posts(dc: DataCenter, truth: dict[str, dict]) -> None:
     group_id = dc.value("SELECT id FROM groups WHERE name = :n", n=GROUP)
