@@ -294,7 +294,7 @@ def _filled(make: Callable[[list[bytes]], bytes], head: list[bytes], tail: list[
 
 
 def _article(post: NZBPost, index: int, file: NZBFile, segment: NZBSegment, offset: int, newsgroups: tuple[str, ...],
-             namespace: str, format_date: _DateFormatter, full_size: bool) -> Article:
+             namespace: str, format_date: _DateFormatter, full_size: bool, added: int = 0) -> Article:
     count = len(file.segments)
     subject = header_bytes(segment_subject(file.subject, segment.number, count))
     message_id = posted_message_id(post.path, segment.message_id, namespace)
@@ -313,10 +313,10 @@ def _article(post: NZBPost, index: int, file: NZBFile, segment: NZBSegment, offs
         return _raw_article(poster, groups, subject, date, mid, body, len(lines))
 
     raw = make(head + data + tail)
-    if full_size and len(raw) != segment.bytes:
+    target = segment.bytes - added
+    if full_size and len(raw) != target:
         # the yEnc lines when they fit in the segment's bytes, else data lines alone
-        raw = (_filled(make, head, tail, mid, segment.bytes, 1) or _filled(make, [], [], mid, segment.bytes, 0)
-               or raw)
+        raw = _filled(make, head, tail, mid, target, 1) or _filled(make, [], [], mid, target, 0) or raw
     truth = NZBTruth(post.name, post.path, index, file.subject, file.poster, file.date, segment.number, count,
                      segment.bytes, message_id, segment.message_id, subject, newsgroups, len(raw))
     return Article(message_id, raw, False, truth)
@@ -334,9 +334,13 @@ def posting_order(post: NZBPost) -> list[tuple[int, NZBFile]]:
 
 
 def post_articles(post: NZBPost, group: str | None = None, *, namespace: str = "",
-                  full_size: bool = False) -> list[Article]:
+                  full_size: bool = False, server_adds: Callable[[int], int] | None = None) -> list[Article]:
     """One article per segment of the post's files, in posting order (see the module's text),
-    each with its :class:`NZBTruth`; posted to `group` when given, else to each file's groups."""
+    each with its :class:`NZBTruth`; posted to `group` when given, else to each file's groups.
+
+    With full_size, server_adds(i) is what the server adds to the i-th article (0-based) when it
+    stores it (INN: its Path entry and an Xref header naming the article's number): the article is
+    posted that much shorter, so that the size the server then reports is the NZB's."""
     check_namespace(namespace)
     if group is not None and (not group or _UNSAFE.search(group) or any(c.isspace() or c == "," for c in group)):
         raise ValueError(f"bad newsgroup name {group!r}")
@@ -348,8 +352,9 @@ def post_articles(post: NZBPost, group: str | None = None, *, namespace: str = "
             raise ValueError(f"{post.path}: file {index + 1} names no group, and no group was given")
         offset = 0
         for segment in file.segments:
+            added = server_adds(len(articles)) if full_size and server_adds is not None else 0
             articles.append(_article(post, index, file, segment, offset, newsgroups, namespace, format_date,
-                                     full_size))
+                                     full_size, added))
             offset += segment.bytes
     return articles
 

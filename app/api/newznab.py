@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import urllib.parse
 from datetime import datetime, timezone
 from email.utils import format_datetime
 from xml.etree import ElementTree as ET
@@ -166,9 +167,17 @@ def _get(session, key) -> Response:
     apikeys.record_use(session, key, grab=True)
     grabs.record(session, post.group_id, post.key)
     body = b"".join(nzbexport.nzb_chunks(session, post))
-    filename = "".join(c if c.isalnum() or c in "._-" else "_" for c in post.name)[:200] or str(post.key)
     return Response(body, mimetype="application/x-nzb",
-                    headers={"Content-Disposition": f'attachment; filename="{filename}.nzb"'})
+                    headers={"Content-Disposition": attachment(post.name, post.key)})
+
+
+def attachment(name: str, key: int) -> str:
+    """Content-Disposition for a post's NZB: an ASCII file name (headers are ASCII), and the name
+    as written in UTF-8 (RFC 6266 filename*) for clients that read it."""
+    plain = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in name)[:200]
+    if not plain.strip("_"):
+        plain = str(key)
+    return f'attachment; filename="{plain}.nzb"; filename*=UTF-8\'\'{urllib.parse.quote(name[:200] + ".nzb")}'
 
 
 def _caps(as_json: bool) -> Response:

@@ -162,3 +162,13 @@ def test_a_revoked_key_stops_working_at_once(catalog):
     with session_scope() as s:
         apikeys.revoke_key(s, "sonarr")
     assert error_code(get(client, t="search", apikey=key)) == 100
+
+
+def test_the_nzb_file_name_header_is_ascii_whatever_the_post_is_called():
+    from app.api.newznab import attachment
+
+    header = attachment("你好世界", 42)
+    assert header.isascii() and 'filename="42.nzb"' in header and "filename*=UTF-8''%E4%BD%A0" in header
+    hostile = attachment('a"b\r\nSet-Cookie: x=1', 7)
+    assert hostile.isascii() and "\r" not in hostile and "\n" not in hostile and hostile.count('"') == 2
+    assert attachment("The.Walking.Dead.S03E06", 1).startswith('attachment; filename="The.Walking.Dead.S03E06.nzb"')
