@@ -1,0 +1,75 @@
+"""bench/catalog.py fills a small catalog, times it through gunicorn and ends with its figures as
+JSON; a kept catalog is timed again without a fill (speed is not asserted here: the benchmark's
+own run is)."""
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench" / "catalog.py"
+pytestmark = pytest.mark.services
+SMALL = ["--releases", "3000", "--big-segments", "450", "--vocabulary", "2000", "--searches", "24", "--warmup", "4",
+         "--serial", "8", "--gets", "2", "--no-words", "1"]
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCH), *SMALL, *args], capture_output=True, text=True, timeout=600,
+                          cwd=REPO)
+
+
+def test_bench_fills_times_and_reuses_a_kept_catalog():
+    keep = Path(tempfile.mkdtemp(prefix="catalog-bench-test."))
+    try:
+        first = run_bench("--keep", str(keep), "--explain")
+        assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+        figures = json.loads(first.stdout.splitlines()[-1])
+        assert first.stdout.startswith("command: .venv/bin/python bench/catalog.py")
+        assert not figures["reused_catalog"] and figures["durable"]
+        assert figures["postgresql"]["fsync"] == "on" and figures["postgresql"]["synchronous_commit"] == "on"
+        fill = figures["fill"]
+        # Every small release and the big one, each stored and joined (no batch left behind).
+        assert fill["releases_stored"] == 3001
+        assert fill["fragments"] == fill["articles"] and fill["articles"] >= 3000 + 450
+        assert fill["files"] >= 3000 and fill["batches"] >= 1
+        searches = figures["searches"]
+        assert searches["all"]["n"] == 24
+        assert {"common", "rare", "common+common", "common+rare"} <= searches.keys()
+        assert all(searches[kind]["n"] == 6 for kind in ("common", "rare", "common+common", "common+rare"))
+        assert 0 < searches["all"]["p50_ms"] <= searches["all"]["p95_ms"] <= searches["all"]["p99_ms"] \
+            <= searches["all"]["max_ms"]
+        # The commonest words are in many names; the searches found what the catalog holds.
+        assert searches["common"]["posts_found_max"] > 100
+        assert sum(band["n"] for band in figures["searches_by_posts_found"].values()) == 24
+        assert figures["searches_one_client"]["n"] == 8
+        assert len(figures["slowest_searches"]) == 5 and len(figures["search_no_words_ms"]) == 1
+        assert len(figures["get_big_ms"]["all"]) == 2 and figures["get_big_ms"]["best"] > 0
+        assert len(figures["get_small_ms"]["all"]) == 5
+        goals = figures["goals"]
+        assert goals["search_p99_ms"]["goal"] == 50 and isinstance(goals["search_p99_ms"]["met"], bool)
+        # 450 segments are fewer than the goal names: never counted as met.
+        assert goals["get_big_ms"]["goal"] == 100 and goals["get_big_ms"]["met"] is False
+        assert "goals: search p99" in first.stdout
+        plans = first.stdout.split("-- EXPLAIN ANALYZE: ")[1:]
+        assert [plan.split(":", 1)[0].split("\n", 1)[0] for plan in plans] == [
+            "the slowest search", "the search without words", "t=get of the post of 450 segments"]
+        assert all("(actual time=" in plan for plan in plans)
+        assert "Query Text: WITH matched AS" in plans[0] and "fragments" in plans[2]
+        assert (keep / "catalog.json").exists() and not (keep / "pg" / "postmaster.pid").exists()
+
+        again = run_bench("--keep", str(keep), "--no-durability")
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        reused = json.loads(again.stdout.splitlines()[-1])
+        assert reused["reused_catalog"] and not reused["durable"] and reused["postgresql"]["fsync"] == "off"
+        assert reused["fill"] == fill
+        assert "filling" not in again.stderr
+
+        other = run_bench("--keep", str(keep), "--seed", "2")
+        assert other.returncode == 2 and "give the same options or another directory" in other.stderr
+    finally:
+        subprocess.run([str(REPO / "ops" / "pg"), "stop", str(keep / "pg")], capture_output=True)
+        shutil.rmtree(keep, ignore_errors=True)
