@@ -83,18 +83,31 @@ def gather_batch(session: Session, batch_id: int) -> int | None:
     """Join the releases of a stored batch into their posts and mark it gathered; None when there
     was nothing to do (not stored yet, or gathered already). Returns how many releases changed
     post."""
+    stored = locked_stored_batch(session, batch_id)
+    if stored is None:
+        return None
+    row, group_id = stored
+    changed = join_posts(session, group_id, row.release_keys or [])
+    mark_gathered(row)
+    return changed
+
+
+def locked_stored_batch(session: Session, batch_id: int) -> tuple[SeedBatch, int] | None:
+    """The batch (locked) and its group when it is 'stored', else None: what gathering and
+    release repair start from."""
     row = session.scalar(
         select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update()
         .execution_options(populate_existing=True)
     )
     if row is None or row.state != BatchState.STORED:
         return None
-    group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == row.range_id))
-    changed = join_posts(session, group_id, row.release_keys or [])
+    return row, session.scalar(select(SeedRange.group_id).where(SeedRange.id == row.range_id))
+
+
+def mark_gathered(row: SeedBatch) -> None:
     row.state = BatchState.GATHERED
     row.release_keys = None
     row.error = None
-    return changed
 
 
 def join_posts(session: Session, group_id: int, release_keys: list[int]) -> int:

@@ -6,30 +6,23 @@ this one.
 """
 from __future__ import annotations
 
-from sqlalchemy import select, text
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from app.models import SeedBatch, SeedRange
-from app.models.batches import BatchState
-from app.services.ingest.posts import join_posts
+from app.services.ingest.posts import join_posts, locked_stored_batch, mark_gathered
 
 
 def repair_batch(session: Session, batch_id: int) -> int | None:
     """Repair the releases a stored batch names (recomputed whole, then joined into their posts) and
-    mark it gathered; None when
-    there was nothing to do (not stored yet, or gathered already). Returns how many releases
-    were updated."""
-    row = session.scalar(
-        select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update()
-        .execution_options(populate_existing=True)
-    )
-    if row is None or row.state != BatchState.STORED:
+    mark it gathered; None when there was nothing to do (not stored yet, or gathered already).
+    Returns how many releases were updated."""
+    stored = locked_stored_batch(session, batch_id)
+    if stored is None:
         return None
-    group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == row.range_id))
+    row, group_id = stored
     updated = repair_releases(session, group_id, row.release_keys or [])
     join_posts(session, group_id, row.release_keys or [])
-    row.state = BatchState.GATHERED
-    row.release_keys = None
+    mark_gathered(row)
     return updated
 
 
