@@ -56,6 +56,14 @@ beat_schedule = {
     "leases.expire": {"task": "leases.expire", "schedule": 60.0},
     "batches.requeue": {"task": "batches.requeue", "schedule": 60.0},
     "control.queue_depth": {"task": "control.queue_depth", "schedule": 60.0},
+    # Live planning: new articles planned every LIVE_PLAN_INTERVAL seconds. A run not started
+    # within its period is dropped (the next one plans the same articles), so a stopped worker
+    # does not come back to a pile of them.
+    "plan.live": {
+        "task": "plan.live",
+        "schedule": float(_settings.live_plan_interval),
+        "options": {"expires": float(_settings.live_plan_interval)},
+    },
     "plan.replan": {
         "task": "plan.replan",
         "schedule": crontab(minute=_settings.replan_minute, hour=_settings.replan_hour),

@@ -61,6 +61,16 @@ class Settings:
     batch_chunks: int = 10
     range_size: int = 1_000_000
     plan_days: int = 30
+    # Live planning (plan.live): how often beat runs it, in seconds, and how many of the newest
+    # article numbers it keeps back while they may still be propagating. A number is planned
+    # once it is LIVE_LAG below the high-water mark, or once the previous look at the group
+    # (a planning period earlier) already saw it, whichever comes first: about one chunk, as
+    # NNTmux keeps back, without holding a slow group's posts for days.
+    live_plan_interval: int = 60
+    live_lag: int = 20_000
+    # While live ranges wait, one lease in this many looks at backfill first, so backfill keeps
+    # a share of the nodes however much is posted (app/services/leases.py, docs/api.md).
+    lease_backfill_every: int = 4
     max_body_bytes: int = 64 * 1024 * 1024
     max_decoded_bytes: int = 256 * 1024 * 1024
     batch_requeue_after: int = 300
@@ -93,6 +103,9 @@ class Settings:
             batch_chunks=count("BATCH_CHUNKS", d.batch_chunks),
             range_size=count("RANGE_SIZE", d.range_size),
             plan_days=count("PLAN_DAYS", d.plan_days),
+            live_plan_interval=count("LIVE_PLAN_INTERVAL", d.live_plan_interval),
+            live_lag=read(env, "LIVE_LAG", integer(0), d.live_lag),
+            lease_backfill_every=count("LEASE_BACKFILL_EVERY", d.lease_backfill_every),
             max_body_bytes=count("MAX_BODY_BYTES", d.max_body_bytes),
             max_decoded_bytes=count("MAX_DECODED_BYTES", d.max_decoded_bytes),
             batch_requeue_after=count("BATCH_REQUEUE_AFTER", d.batch_requeue_after),

@@ -114,7 +114,8 @@ def lease():
     settings = _settings()
     skip = _skip_list(_json_object())
     with session_scope() as session:
-        granted = leases.lease(session, g.node, max_leases=settings.max_leases_per_node, skip=skip)
+        granted = leases.lease(session, g.node, max_leases=settings.max_leases_per_node, skip=skip,
+                               backfill_every=settings.lease_backfill_every)
         if granted is None:
             return Response(status=204)
         rules = active_rules(session, granted.group)

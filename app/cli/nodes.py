@@ -1,10 +1,10 @@
-"""`flask seed nodes create|list|disable|enable`."""
+"""`flask seed nodes create|list|disable|enable|delete|token`."""
 from __future__ import annotations
 
 import click
 from flask.cli import AppGroup
 
-from app.cli.output import json_option, print_json, print_table, service_call
+from app.cli.output import json_option, print_json, print_table, report, service_call
 from app.services import nodes as node_service
 
 nodes = AppGroup("nodes", help="Edge nodes and their tokens.")
@@ -44,22 +44,44 @@ def list_(as_json: bool) -> None:
         print_table(_COLUMNS, [[r[c] for c in _COLUMNS] for r in rows])
 
 
+def _switch(name: str, enabled: bool, as_json: bool) -> None:
+    with service_call() as session:
+        node, changed = node_service.switch(session, name, enabled)
+        row = _row(node)
+    word = "enabled" if enabled else "disabled"
+    report(as_json, {**row, "changed": changed},
+           f"{word} node {name}" if changed else f"node {name} is already {word}")
+
+
 @nodes.command("disable")
 @click.argument("name")
-def disable(name: str) -> None:
+@json_option
+def disable(name: str, as_json: bool) -> None:
     """Refuse the node's token from now on (its leases expire as usual)."""
-    with service_call() as session:
-        node_service.set_enabled(session, name, False)
-    click.echo(f"disabled node {name}")
+    _switch(name, False, as_json)
 
 
 @nodes.command("enable")
 @click.argument("name")
-def enable(name: str) -> None:
+@json_option
+def enable(name: str, as_json: bool) -> None:
     """Accept the node's token again."""
+    _switch(name, True, as_json)
+
+
+@nodes.command("delete")
+@click.argument("name")
+@json_option
+def delete(name: str, as_json: bool) -> None:
+    """Delete the node: its token stops working, its leased ranges go back to planned (the next
+    node resumes where it stopped); its accepted batches stay."""
     with service_call() as session:
-        node_service.set_enabled(session, name, True)
-    click.echo(f"enabled node {name}")
+        node, released = node_service.delete_node(session, name)
+        row = _row(node)
+    text = f"deleted node {name}"
+    if released:
+        text += f"; {len(released)} leased ranges back to planned: {', '.join(map(str, released))}"
+    report(as_json, {**row, "deleted": True, "released_ranges": released}, text)
 
 
 @nodes.command("token")
@@ -68,9 +90,10 @@ def enable(name: str) -> None:
 def token(name: str, as_json: bool) -> None:
     """Rotate the node's token: the old one stops working, the new one is shown once."""
     with service_call() as session:
-        _, new = node_service.rotate_token(session, name)
+        node, new = node_service.rotate_token(session, name)
+        node_id = node.id
     if as_json:
-        print_json({"name": name, "token": new})
+        print_json({"id": node_id, "name": name, "token": new})
     else:
         click.echo(f"new token for node {name}, shown only this once (the old one no longer works):")
         click.echo(new)

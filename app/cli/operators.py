@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 from flask.cli import AppGroup
 
-from app.cli.output import json_option, print_json, print_table, service_call
+from app.cli.output import json_option, print_json, print_table, report, service_call
 from app.services import operators as operator_service
 
 operators = AppGroup("operators", help="Operator keys: the whole status over the API (a node sees only its own).")
@@ -46,8 +46,9 @@ def list_(as_json: bool) -> None:
 
 @operators.command("revoke")
 @click.argument("name")
-def revoke(name: str) -> None:
+@json_option
+def revoke(name: str, as_json: bool) -> None:
     """Delete the key: it stops working at once."""
     with service_call() as session:
-        operator_service.revoke_key(session, name)
-    click.echo(f"revoked operator key {name}")
+        row = {**_row(operator_service.revoke_key(session, name)), "revoked": True}
+    report(as_json, row, f"revoked operator key {name}")

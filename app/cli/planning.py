@@ -1,4 +1,4 @@
-"""`flask seed plan` and `flask seed status`."""
+"""`flask seed plan` (backfill, or --live) and `flask seed status`."""
 from __future__ import annotations
 
 import click
@@ -7,39 +7,54 @@ from flask.cli import with_appcontext
 
 from app.cli.output import json_option, print_json, print_table, service_call
 from app.services.errors import ServiceError
-from app.services.planner import groups_to_plan, plan_groups
+from app.services.planner import PlanResult, groups_to_plan, plan_groups, plan_live, summary
 from app.services.status import seed_status
-from edge.digest.nntp import NNTPError
 
 
 @click.command("plan")
 @with_appcontext
 @click.argument("groups", nargs=-1)
 @click.option("--days", type=click.IntRange(min=1), help="How far back to plan (default: PLAN_DAYS).")
+@click.option("--live", is_flag=True, help="Plan the new articles instead (what beat's plan.live does).")
 @json_option
-def plan(groups: tuple[str, ...], days: int | None, as_json: bool) -> None:
-    """Plan ranges for GROUPS (default: every active group) down to N days back."""
+def plan(groups: tuple[str, ...], days: int | None, live: bool, as_json: bool) -> None:
+    """Plan ranges for GROUPS (default: every active group) down to N days back; with --live,
+    up from the highest article covered to the server's high-water mark less LIVE_LAG.
+
+    Each group is planned on its own: one that fails is reported and the others are planned;
+    the command exits 1 after trying every group, with a summary."""
+    if live and days is not None:
+        raise click.UsageError("--days is for backfill planning; --live plans up to the newest articles")
     settings = current_app.config["SETTINGS"]
     with service_call() as session:
-        names = groups_to_plan(session, groups)  # unknown names fail before any NNTP work
+        names = groups_to_plan(session, groups)  # unknown or disabled names fail before any NNTP work
     if not names:
-        raise click.ClickException("no groups to plan: add one with `flask seed groups add NAME`")
+        raise click.ClickException("no groups to plan: add one with `flask seed groups add NAME`"
+                                   " (or enable one with `flask seed groups enable NAME`)")
     results = []
+    each = plan_live(settings, names) if live else plan_groups(settings, names, days=days)
     try:
-        for result in plan_groups(settings, names, days=days):
-            results.append(result.as_dict())
+        for result in each:
+            results.append(result)
             if not as_json:
-                if result.plan_id is None:
-                    click.echo(f"{result.group}: nothing to plan ({result.reason})")
-                else:
-                    click.echo(f"{result.group}: planned {result.first_id}-{result.last_id} in {result.ranges}"
-                               f" ranges (plan {result.plan_id})")
+                click.echo(_plan_line(result))
     except ServiceError as exc:
         raise click.ClickException(exc.message) from None
-    except (NNTPError, OSError) as exc:
-        raise click.ClickException(f"NNTP server {settings.nntp.address}: {exc}") from None
     if as_json:
-        print_json(results)
+        print_json([r.as_dict() for r in results])
+    if any(r.error is not None for r in results):
+        raise click.ClickException(summary(results))
+
+
+def _plan_line(result: PlanResult) -> str:
+    expired = f"; {result.expired} expired article numbers marked" if result.expired else ""
+    if result.error is not None:
+        return f"{result.group}: FAILED: {result.error}"
+    if result.plan_id is None:
+        return f"{result.group}: nothing to plan ({result.reason}){expired}"
+    kind = "live " if result.kind == "live" else ""
+    return (f"{result.group}: planned {kind}{result.first_id}-{result.last_id} in {result.ranges}"
+            f" ranges (plan {result.plan_id}){expired}")
 
 
 @click.command("status")
@@ -52,8 +67,19 @@ def status(as_json: bool) -> None:
     if as_json:
         print_json(data)
         return
-    columns = ("group", "ranges", "planned", "leased", "done", "articles", "missing", "files", "releases", "dropped")
+    columns = ("group", "ranges", "planned", "leased", "done", "expired_ranges", "articles", "missing", "expired",
+               "files", "releases", "dropped", "live_next")
     print_table(columns, [[g[c] for c in columns] for g in data["groups"]])
+    for g in data["groups"]:
+        if not g["active"]:
+            click.echo(f"  {g['group']}: disabled (neither planned nor leased)")
+        if g["expired_ranges"] or g["expired"]:
+            click.echo(f"  {g['group']}: {g['expired']} article numbers expired on the server before a node"
+                       f" read them ({g['expired_ranges']} ranges wholly)")
+        if g["plan_failures"]:
+            times = "once" if g["plan_failures"] == 1 else f"{g['plan_failures']} times in a row"
+            click.echo(f"  {g['group']}: planning failed {times}; last at {g['plan_error_at']:%Y-%m-%d %H:%M:%S}:"
+                       f" {g['plan_error']}")
     for g in data["groups"]:
         for rule, counts in sorted(g["rules"].items()):
             label = "kept" if rule == "" else f"dropped by {rule}"

@@ -5,7 +5,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.cli.output import json_option, print_json
+from app.cli.output import json_option, print_json, report
 from app.services.datacenter_fetch import run_range_here, spool_range
 from app.services.errors import ServiceError
 from edge.digest.nntp import NNTPError
@@ -41,7 +41,8 @@ def range_(range_id: int, as_json: bool) -> None:
 @click.command("spool")
 @with_appcontext
 @click.argument("range_id", type=click.IntRange(min=1))
-def spool(range_id: int) -> None:
+@json_option
+def spool(range_id: int, as_json: bool) -> None:
     """Fetch a range's raw chunks into the spool, for nodes to stream instead of asking NNTP."""
     settings = current_app.config["SETTINGS"]
     try:
@@ -51,4 +52,4 @@ def spool(range_id: int) -> None:
         raise click.ClickException(exc.message) from None
     except (NNTPError, OSError) as exc:
         raise click.ClickException(f"NNTP: {exc}") from None
-    click.echo(f"range {range_id} spooled: {lines} lines")
+    report(as_json, {"range_id": range_id, "spooled": True, "lines": lines}, f"range {range_id} spooled: {lines} lines")

@@ -1,13 +1,17 @@
-"""`flask seed rules add|list|remove`: operator rules handed to nodes with each lease."""
+"""`flask seed rules add|list|enable|disable|remove`: operator rules handed to nodes with each lease."""
 from __future__ import annotations
 
 import click
 from flask.cli import AppGroup
 
-from app.cli.output import json_option, print_json, print_table, service_call
+from app.cli.output import json_option, print_json, print_table, report, service_call
 from app.services import rules as rule_service
 
 rules = AppGroup("rules", help="Operator rules (the executable rule is built in).")
+
+
+def _row(rule) -> dict:
+    return {**rule_service.rule_data(rule), "enabled": rule.enabled}
 
 
 @rules.command("add")
@@ -16,12 +20,14 @@ rules = AppGroup("rules", help="Operator rules (the executable rule is built in)
 @click.option("--pattern", required=True, help="A regular expression, searched case-insensitively.")
 @click.option("--action", type=click.Choice(["drop", "keep"]), default="drop", show_default=True)
 @click.option("--groups", help="Only for groups matching this glob, e.g. 'alt.binaries.e-book.*'.")
-def add(name: str, field: str, pattern: str, action: str, groups: str | None) -> None:
+@json_option
+def add(name: str, field: str, pattern: str, action: str, groups: str | None, as_json: bool) -> None:
     """Add a rule; nodes apply it from their next lease."""
     with service_call() as session:
-        rule_service.add_rule(session, {"name": name, "field": field, "pattern": pattern,
-                                        "action": action, "groups": groups})
-    click.echo(f"added rule {name}")
+        rule = rule_service.add_rule(session, {"name": name, "field": field, "pattern": pattern,
+                                               "action": action, "groups": groups})
+        row = _row(rule)
+    report(as_json, row, f"added rule {name}")
 
 
 @rules.command("list")
@@ -29,7 +35,7 @@ def add(name: str, field: str, pattern: str, action: str, groups: str | None) ->
 def list_(as_json: bool) -> None:
     """List the rules in the order they are applied."""
     with service_call() as session:
-        rows = [{**rule_service.rule_data(r), "enabled": r.enabled} for r in rule_service.list_rules(session)]
+        rows = [_row(r) for r in rule_service.list_rules(session)]
     if as_json:
         print_json(rows)
     else:
@@ -37,10 +43,36 @@ def list_(as_json: bool) -> None:
         print_table(columns, [[r.get(c) for c in columns] for r in rows])
 
 
+def _switch(name: str, enabled: bool, as_json: bool) -> None:
+    with service_call() as session:
+        rule, changed = rule_service.set_enabled(session, name, enabled)
+        row = _row(rule)
+    word = "enabled" if enabled else "disabled"
+    report(as_json, {**row, "changed": changed},
+           f"{word} rule {name} (from each node's next lease)" if changed else f"rule {name} is already {word}")
+
+
+@rules.command("enable")
+@click.argument("name")
+@json_option
+def enable(name: str, as_json: bool) -> None:
+    """Hand the rule to nodes again, from their next lease."""
+    _switch(name, True, as_json)
+
+
+@rules.command("disable")
+@click.argument("name")
+@json_option
+def disable(name: str, as_json: bool) -> None:
+    """Keep the rule but stop handing it to nodes, from their next lease."""
+    _switch(name, False, as_json)
+
+
 @rules.command("remove")
 @click.argument("name")
-def remove(name: str) -> None:
+@json_option
+def remove(name: str, as_json: bool) -> None:
     """Remove a rule."""
     with service_call() as session:
-        rule_service.remove_rule(session, name)
-    click.echo(f"removed rule {name}")
+        row = {**_row(rule_service.remove_rule(session, name)), "removed": True}
+    report(as_json, row, f"removed rule {name}")

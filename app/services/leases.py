@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import exists, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from app.config import get_settings
 from app.models import Group, SeedNode, SeedRange
 from app.services.errors import Conflict, NotFound
 
@@ -41,12 +42,16 @@ class Lease:
     spooled: bool
 
 
-def lease(session: Session, node: SeedNode, *, max_leases: int, skip: Collection[int] = ()) -> Lease | None:
+def lease(session: Session, node: SeedNode, *, max_leases: int, skip: Collection[int] = (),
+          backfill_every: int | None = None) -> Lease | None:
     """The next planned range for this node, or None when nothing is left.
 
-    Ranges that failed on some node come after the others; then the oldest plan first. `skip`:
-    ranges the node will not take (they failed there). SKIP LOCKED lets concurrent nodes each take
-    a different range without waiting on each other.
+    Live ranges (new posts, what users search for) come before backfill, except that one lease
+    in `backfill_every` (default LEASE_BACKFILL_EVERY) looks at backfill first, so backfill keeps
+    a share of the nodes however much live work waits (lease_order). Within a kind, ranges that
+    failed on some node come after the others; then the oldest plan first. Ranges of disabled
+    groups are not leased. `skip`: ranges the node will not take (they failed there). SKIP
+    LOCKED lets concurrent nodes each take a different range without waiting on each other.
     """
     # Serialise one node's own lease calls so its cap holds under concurrency.
     session.execute(select(SeedNode.id).where(SeedNode.id == node.id).with_for_update())
@@ -57,19 +62,33 @@ def lease(session: Session, node: SeedNode, *, max_leases: int, skip: Collection
     )
     if held >= max_leases:
         raise LeaseCap(f"node already holds {held} ranges (the cap is {max_leases})")
-    query = select(SeedRange).where(SeedRange.status == "planned")
-    if skip:
-        query = query.where(SeedRange.id.not_in(list(skip)))
-    candidate = session.scalar(
-        query
-        .order_by(SeedRange.failures, SeedRange.plan_id, SeedRange.id)
-        .limit(1)
-        .with_for_update(skip_locked=True)
-        .execution_options(populate_existing=True)
-    )
-    if candidate is None:
-        return None
-    return _grant(session, candidate, node)
+    every = backfill_every or get_settings().lease_backfill_every
+    for kind in lease_order(session, every):
+        query = select(SeedRange).where(
+            SeedRange.status == "planned", SeedRange.kind == kind,
+            exists().where(Group.id == SeedRange.group_id, Group.active),
+        )
+        if skip:
+            query = query.where(SeedRange.id.not_in(list(skip)))
+        candidate = session.scalar(
+            query
+            .order_by(SeedRange.failures, SeedRange.plan_id, SeedRange.id)
+            .limit(1)
+            .with_for_update(skip_locked=True, of=SeedRange)
+            .execution_options(populate_existing=True)
+        )
+        if candidate is not None:
+            return _grant(session, candidate, node)
+    return None
+
+
+def lease_order(session: Session, backfill_every: int) -> tuple[str, str]:
+    """The kinds in the order this lease looks at them: live first, but backfill first on every
+    `backfill_every`-th lease call of the whole seed. The turn is a PostgreSQL sequence, shared
+    by every API process and never rolled back; a call that finds nothing of either kind uses
+    its turn too, so the share holds over the leases granted while both kinds wait."""
+    turn = session.execute(text("SELECT nextval('seed_lease_turns')")).scalar_one()
+    return ("backfill", "live") if turn % backfill_every == 0 else ("live", "backfill")
 
 
 def _grant(session: Session, seed_range: SeedRange, node: SeedNode) -> Lease:
@@ -111,7 +130,7 @@ def heartbeat(session: Session, node: SeedNode, range_id: int) -> SeedRange:
 def finish(session: Session, node: SeedNode | None, range_id: int) -> SeedRange:
     """The range is done once every article up to last_id is in an accepted batch."""
     seed_range = locked_range(session, range_id)
-    if seed_range.status == "done":
+    if seed_range.status == "done" or (seed_range.status == "expired" and node is None):
         return seed_range
     if node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
         raise NotYourLease(f"range {range_id} is not leased to this node")
@@ -187,8 +206,8 @@ def datacenter_node(session: Session) -> SeedNode:
 def lease_range(session: Session, node: SeedNode, range_id: int) -> Lease:
     """Lease one given range (the data center's runner); refused if someone else holds it or it is done."""
     seed_range = locked_range(session, range_id)
-    if seed_range.status == "done":
-        raise Conflict(f"range {range_id} is done", code="range_done")
+    if seed_range.status in ("done", "expired"):
+        raise Conflict(f"range {range_id} is {seed_range.status}", code=f"range_{seed_range.status}")
     if seed_range.status == "leased" and seed_range.node_id != node.id:
         raise NotYourLease(f"range {range_id} is leased to another node")
     return _grant(session, seed_range, node)

@@ -4,9 +4,10 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.models import SeedNode
-from app.services import tokens
+from app.models import SeedNode, SeedRange
+from app.services import leases, tokens
 from app.services.errors import Conflict, NotFound
+
 
 def validate_node_name(name: str) -> str:
     return tokens.check_name(name, "a node name", "bad_node_name")
@@ -24,8 +25,9 @@ def create_node(session: Session, name: str) -> tuple[SeedNode, str]:
     return node, token
 
 
-def get_node(session: Session, name: str) -> SeedNode:
-    node = session.scalar(select(SeedNode).where(SeedNode.name == name))
+def get_node(session: Session, name: str, *, lock: bool = False) -> SeedNode:
+    query = select(SeedNode).where(SeedNode.name == validate_node_name(name))
+    node = session.scalar(query.with_for_update() if lock else query)
     if node is None:
         raise NotFound(f"no such node: {name}", code="unknown_node")
     return node
@@ -36,9 +38,39 @@ def list_nodes(session: Session) -> list[SeedNode]:
 
 
 def set_enabled(session: Session, name: str, enabled: bool) -> SeedNode:
-    node = get_node(session, name)
+    return switch(session, name, enabled)[0]
+
+
+def switch(session: Session, name: str, enabled: bool) -> tuple[SeedNode, bool]:
+    """Enable or disable the node; (the node, whether it changed)."""
+    node = get_node(session, name, lock=True)
+    changed = node.enabled != enabled
     node.enabled = enabled
-    return node
+    session.flush()
+    return node, changed
+
+
+def delete_node(session: Session, name: str) -> tuple[SeedNode, list[int]]:
+    """Delete the node; (the node as it was, the ids of the ranges it held).
+
+    Its leased ranges go back to planned first, as if it had released them (the next node resumes
+    at their next_id): a range's holder is cleared by the foreign key on delete, but a leased range
+    must have one. Its batches stay, without their node (the batches' key is ON DELETE SET NULL).
+    The node's row is locked first, so that it takes no new lease meanwhile (a lease locks it too)."""
+    node = get_node(session, name, lock=True)
+    held = session.scalars(
+        select(SeedRange.id).where(SeedRange.node_id == node.id, SeedRange.status == "leased").order_by(SeedRange.id)
+    ).all()
+    released = []
+    for range_id in held:
+        try:
+            leases.release(session, node, range_id)
+        except (leases.NotYourLease, NotFound):
+            continue  # it expired and passed on, or its group was removed, meanwhile
+        released.append(range_id)
+    session.delete(node)
+    session.flush()
+    return node, released
 
 
 def rotate_token(session: Session, name: str) -> tuple[SeedNode, str]:

@@ -25,12 +25,14 @@ def list_keys(session: Session) -> list[OperatorKey]:
     return list(session.scalars(select(OperatorKey).order_by(OperatorKey.name)))
 
 
-def revoke_key(session: Session, name: str) -> None:
-    """The key stops working at once: its row is deleted."""
-    key = session.scalar(select(OperatorKey).where(OperatorKey.name == name))
+def revoke_key(session: Session, name: str) -> OperatorKey:
+    """The key stops working at once: its row is deleted (and returned as it was)."""
+    key = session.scalar(select(OperatorKey).where(OperatorKey.name == name).with_for_update())
     if key is None:
         raise NotFound(f"no such operator key: {name}", code="unknown_operator_key")
     session.delete(key)
+    session.flush()
+    return key
 
 
 def authenticate(session: Session, secret: str) -> OperatorKey | None:

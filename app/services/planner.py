@@ -1,26 +1,41 @@
-"""Planning: split a group's old articles into ranges for the nodes to lease.
+"""Planning: split a group's articles into ranges for the nodes to lease, both ways.
 
-For each group, from just below the lowest article already covered (live indexing's start,
+Backfill goes down: from just below the lowest article already covered (live planning's start,
 the group's backfill, earlier plans) down to the article posted N days back, found by
 bisecting article dates on the server, but never below the server's low mark. The plan takes
 over the group's backfill: the backfill pointer moves below it so nothing is fetched twice.
+
+Live goes up: from just above the highest article covered (the group's live pointer, live_next,
+or above every planned range on its first run) up to the server's high-water mark less a lag
+(see live_window). The two meet at the group's live_first: backfill never plans at or above
+it, live never below it, so no article is planned twice and none is skipped at the seam.
+
+Both take the same per-group advisory lock, so the two never interleave on one group, and both
+read the server's marks with GROUP, which is also when planned ranges the server has expired
+since are marked (mark_expired). plan_groups and plan_live plan each group on its own: a group
+that fails is recorded on the group and reported, and the others are planned.
 """
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import session_scope
 from app.models import Group, SeedPlan, SeedRange
 from app.services import groups as group_service
+from app.services.errors import Conflict, ServiceError
 from app.services.nntp import connect_from_settings
+from edge.digest.nntp import NNTPConnectionError, NNTPError, NNTPReplyError
 from edge.digest.overview import OverviewLayout, parse_date
+
+log = logging.getLogger(__name__)
 
 # The first probe window when looking for a dated article at or after a number; it grows
 # fourfold while the server answers with nothing (holes, expired articles).
@@ -35,6 +50,17 @@ class OverviewSource(Protocol):
     def overview_layout(self) -> OverviewLayout: ...
 
 
+# A planning error kept on the group: enough to tell what went wrong, bounded whatever a server says.
+MAX_ERROR_TEXT = 1000
+
+
+class PlanningFailed(ServiceError):
+    """Some groups could not be planned (each was tried; the others were planned)."""
+
+    status = 502
+    code = "planning_failed"
+
+
 @dataclass(frozen=True)
 class PlanResult:
     group: str
@@ -43,6 +69,11 @@ class PlanResult:
     last_id: int | None
     ranges: int
     reason: str
+    kind: str = "backfill"
+    # Article numbers of planned ranges the server had expired, marked by this planning.
+    expired: int = 0
+    # Why the group could not be planned (None: it was, or there was nothing to plan).
+    error: str | None = None
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -99,10 +130,33 @@ def find_first_after(source: OverviewSource, low: int, high: int, cutoff: int) -
 
 
 def lowest_covered(session: Session, group: Group) -> int | None:
-    """The lowest article something already covers: live indexing, the backfill, earlier plans."""
+    """The lowest article something already covers: live planning, the backfill, earlier plans."""
     planned = session.scalar(select(func.min(SeedRange.first_id)).where(SeedRange.group_id == group.id))
     candidates = [n for n in (group.live_first, group.backfill_id, planned) if n is not None]
     return min(candidates) if candidates else None
+
+
+def highest_covered(session: Session, group: Group) -> int | None:
+    """The highest article something already covers: live planning's pointer, earlier plans."""
+    planned = session.scalar(select(func.max(SeedRange.last_id)).where(SeedRange.group_id == group.id))
+    candidates = [n for n in (None if group.live_next is None else group.live_next - 1, planned) if n is not None]
+    return max(candidates) if candidates else None
+
+
+def live_window(start: int | None, low: int, high: int, *, lag: int, seen_high: int | None) -> tuple[int, int]:
+    """[first, last]: the article numbers live planning plans now; nothing when last < first.
+
+    `start` is the first article nothing covers yet (None: nothing covers the group at all, so
+    live planning starts at the top and leaves what lies below to backfill). The newest numbers
+    may still be propagating on the server: a number is ready once it is `lag` below the high
+    mark, or once the previous look at the group (`seen_high`, a planning period earlier) saw
+    it already, whichever comes first. Numbers below the low mark have expired: never planned.
+    """
+    ready = high - lag
+    if seen_high is not None:
+        ready = max(ready, min(seen_high, high))
+    first = ready + 1 if start is None else start
+    return max(first, low), ready
 
 
 def split(first_id: int, last_id: int, range_size: int) -> list[tuple[int, int]]:
@@ -116,56 +170,209 @@ def split(first_id: int, last_id: int, range_size: int) -> list[tuple[int, int]]
     return spans
 
 
+def mark_expired(session: Session, group: Group, low: int) -> int:
+    """Planned ranges of the group whose numbers the server's low mark `low` has passed: their
+    next_id moves up to it (a range wholly below it becomes 'expired'), the numbers skipped
+    counted in `expired`. Only planned ranges: a leased range's node reads on (it finds those
+    numbers missing), and next_id only ever moves past numbers no batch was accepted for.
+    Returns how many article numbers were marked."""
+    skipped = session.execute(
+        text(
+            "WITH passed AS ("
+            "   SELECT id, least(:low, last_id + 1) - next_id AS skipped FROM seed_ranges"
+            "    WHERE group_id = :g AND status = 'planned' AND next_id < :low FOR UPDATE)"
+            " UPDATE seed_ranges r SET"
+            "   expired = r.expired + p.skipped,"
+            "   next_id = r.next_id + p.skipped,"
+            "   status = CASE WHEN r.next_id + p.skipped > r.last_id THEN 'expired' ELSE r.status END"
+            " FROM passed p WHERE r.id = p.id"
+            " RETURNING p.skipped"
+        ),
+        {"g": group.id, "low": low},
+    ).scalars().all()
+    return sum(skipped)
+
+
+def _lock_and_read(session: Session, source: OverviewSource, group: Group):
+    """The group under the per-group planning lock, its marks read from the server (GROUP) and
+    kept, and its expired ranges marked: (the server's marks, the high mark seen before, the
+    article numbers marked expired)."""
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtext('plan'), :gid)"), {"gid": group.id})
+    session.refresh(group)
+    seen_high = group.high_mark
+    info = source.group(group.name)
+    group.low_mark, group.high_mark, group.marks_at = info.first, info.last, func.now()
+    # An empty group's low mark passes its last article too (everything in it expired); a
+    # server that says 0 says nothing.
+    expired = mark_expired(session, group, info.first) if info.first > 0 else 0
+    return info, seen_high, expired
+
+
+def _add_plan(session: Session, group: Group, kind: str, first_id: int, last_id: int, range_size: int,
+              days: int | None = None) -> tuple[SeedPlan, int]:
+    plan = SeedPlan(group_id=group.id, first_id=first_id, last_id=last_id, days=days, kind=kind)
+    session.add(plan)
+    session.flush()
+    spans = split(first_id, last_id, range_size)
+    session.execute(
+        SeedRange.__table__.insert(),
+        [
+            {"plan_id": plan.id, "group_id": group.id, "first_id": a, "last_id": b, "next_id": a, "kind": kind}
+            for a, b in spans
+        ],
+    )
+    return plan, len(spans)
+
+
 def plan_group(
     session: Session, source: OverviewSource, group: Group, *, days: int, range_size: int,
     now: float | None = None,
 ) -> PlanResult:
-    """Plan one group; under a per-group lock, so planning twice adds nothing twice."""
-    session.execute(text("SELECT pg_advisory_xact_lock(hashtext('plan'), :gid)"), {"gid": group.id})
-    session.refresh(group)
-    info = source.group(group.name)
-    group.low_mark, group.high_mark, group.marks_at = info.first, info.last, func.now()
+    """Plan one group's backfill; under a per-group lock, so planning twice adds nothing twice."""
+    info, _, expired = _lock_and_read(session, source, group)
+
+    def nothing(reason: str) -> PlanResult:
+        return PlanResult(group.name, None, None, None, 0, reason, expired=expired)
+
+    if not group.active:
+        return nothing("the group is disabled")
     if info.last < info.first or info.last <= 0:
-        return PlanResult(group.name, None, None, None, 0, "the group is empty on the server")
+        return nothing("the group is empty on the server")
     covered = lowest_covered(session, group)
     top = info.last if covered is None else min(info.last, covered - 1)
     if top < info.first:
-        return PlanResult(group.name, None, None, None, 0, "everything down to the low mark is covered")
+        return nothing("everything down to the low mark is covered")
     cutoff = int((time.time() if now is None else now) - days * 86400)
     start = find_first_after(source, info.first, top, cutoff)
     if start is None:
-        return PlanResult(group.name, None, None, None, 0, f"no article below {top + 1} is newer than {days} days")
+        return nothing(f"no article below {top + 1} is newer than {days} days")
     start = max(start, info.first)
-    plan = SeedPlan(group_id=group.id, first_id=start, last_id=top, days=days)
-    session.add(plan)
-    session.flush()
-    spans = split(start, top, range_size)
-    session.execute(
-        SeedRange.__table__.insert(),
-        [
-            {"plan_id": plan.id, "group_id": group.id, "first_id": a, "last_id": b, "next_id": a}
-            for a, b in spans
-        ],
-    )
+    plan, ranges = _add_plan(session, group, "backfill", start, top, range_size, days=days)
     group.backfill_id = start if group.backfill_id is None else min(group.backfill_id, start)
-    return PlanResult(group.name, plan.id, start, top, len(spans), "planned")
+    return PlanResult(group.name, plan.id, start, top, ranges, "planned", expired=expired)
+
+
+def plan_live_group(session: Session, source: OverviewSource, group: Group, *, lag: int,
+                    range_size: int) -> PlanResult:
+    """Plan one group's new articles, from live_next (or just above everything planned, on the
+    first run) up to the high mark less the lag (live_window); under the per-group lock."""
+    info, seen_high, expired = _lock_and_read(session, source, group)
+
+    def nothing(reason: str) -> PlanResult:
+        return PlanResult(group.name, None, None, None, 0, reason, kind="live", expired=expired)
+
+    if not group.active:
+        return nothing("the group is disabled")
+    if info.last < info.first or info.last <= 0:
+        return nothing("the group is empty on the server")
+    start = group.live_next
+    if start is None:
+        covered = highest_covered(session, group)
+        start = None if covered is None else covered + 1
+    first, last = live_window(start, info.first, info.last, lag=lag, seen_high=seen_high)
+    if group.live_first is None:
+        group.live_first = first
+    if last < first:
+        # The pointer still moves past numbers that expired before they were planned.
+        group.live_next = first
+        if start is None:
+            return nothing(f"live planning starts at {first}; backfill plans below it")
+        if first > info.last:
+            return nothing(f"nothing new above {first - 1}")
+        return nothing(f"{info.last - first + 1} new articles from {first} kept back while they may still"
+                       f" be propagating (LIVE_LAG {lag})")
+    plan, ranges = _add_plan(session, group, "live", first, last, range_size)
+    group.live_next = last + 1
+    return PlanResult(group.name, plan.id, first, last, ranges, "planned", kind="live", expired=expired)
 
 
 def groups_to_plan(session: Session, names: Sequence[str] = ()) -> list[str]:
-    """The groups named, each checked to exist (NotFound otherwise), or every active group."""
+    """The groups named, each checked to exist (NotFound otherwise) and be enabled (Conflict),
+    or every active group."""
     if names:
-        return [group_service.get_group(session, name).name for name in names]
+        groups = [group_service.get_group(session, name) for name in names]
+        disabled = [g.name for g in groups if not g.active]
+        if disabled:
+            raise Conflict(f"group disabled: {', '.join(disabled)} (`flask seed groups enable NAME` first)",
+                           code="group_disabled")
+        return [g.name for g in groups]
     return [group.name for group in group_service.list_groups(session) if group.active]
 
 
 def plan_groups(settings: Settings, names: Sequence[str], *, days: int | None = None) -> Iterator[PlanResult]:
-    """Plan the named groups one after the other on one NNTP connection, down to `days` back
-    (default PLAN_DAYS), yielding each group's result once it is committed: each group is
-    planned in its own transaction, so a group planned stays planned if a later one fails."""
+    """Plan the named groups' backfill one after the other, down to `days` back (default
+    PLAN_DAYS), yielding each group's result once it is committed (each in its own transaction,
+    so a group planned stays planned if a later one fails). A group that fails is recorded and
+    yielded with its error, and the next one is planned (_each_group)."""
     days = days or settings.plan_days
-    with connect_from_settings(settings) as client:
+    return _each_group(settings, names, "backfill", lambda session, client, group: plan_group(
+        session, client, group, days=days, range_size=settings.range_size))
+
+
+def plan_live(settings: Settings, names: Sequence[str]) -> Iterator[PlanResult]:
+    """Live planning of the named groups, each on its own as plan_groups does."""
+    return _each_group(settings, names, "live", lambda session, client, group: plan_live_group(
+        session, client, group, lag=settings.live_lag, range_size=settings.range_size))
+
+
+def _each_group(settings: Settings, names: Sequence[str], kind: str,
+                plan_one: Callable[[Session, OverviewSource, Group], PlanResult]) -> Iterator[PlanResult]:
+    """plan_one for every group on one NNTP connection, each group in its own transaction. A
+    group that fails (the server has no such group, refuses, is down, or a date look-up fails)
+    is rolled back, recorded on the group (plan_failures, plan_error, plan_error_at), logged and
+    yielded with its error; a connection lost on the way is opened again for the next group."""
+    address = settings.nntp.address
+    client = None
+    try:
         for name in names:
-            with session_scope() as session:
-                group = group_service.get_group(session, name)
-                result = plan_group(session, client, group, days=days, range_size=settings.range_size)
-            yield result
+            try:
+                if client is None:
+                    client = connect_from_settings(settings)
+                with session_scope() as session:
+                    group = group_service.get_group(session, name)
+                    result = plan_one(session, client, group)
+                    group.plan_failures = 0
+            except NNTPReplyError as exc:
+                error = f"NNTP server {address} answered {exc.code} {exc.message} to {exc.command}"
+            except (NNTPError, OSError) as exc:
+                error = f"NNTP server {address}: {exc}"
+                if client is not None and not isinstance(exc, NNTPConnectionError):
+                    _close(client)  # a timeout or reset below the client: its state is unknown
+                client = None
+            except ServiceError as exc:  # the group was removed meanwhile
+                error = exc.message
+            else:
+                yield result
+                continue
+            log.warning("planning %s (%s) failed: %s", name, kind, error)
+            record_failure(name, error)
+            yield PlanResult(name, None, None, None, 0, error, kind=kind, error=error)
+    finally:
+        if client is not None:
+            _close(client)
+
+
+def _close(client) -> None:
+    try:
+        client.quit()
+    except (NNTPError, OSError):
+        pass
+
+
+def record_failure(name: str, error: str) -> None:
+    """One more failed planning of the group, with its error and time (its own transaction)."""
+    with session_scope() as session:
+        session.execute(
+            update(Group).where(Group.name == name).values(
+                plan_failures=Group.plan_failures + 1, plan_error=error[:MAX_ERROR_TEXT], plan_error_at=func.now())
+        )
+
+
+def summary(results: Sequence[PlanResult]) -> str:
+    """One line for an operator: how many groups were planned, had nothing new, failed (named)."""
+    failed = [r for r in results if r.error is not None]
+    planned = sum(1 for r in results if r.plan_id is not None)
+    line = f"{len(results)} groups: {planned} planned, {len(results) - planned - len(failed)} with nothing to plan"
+    if failed:
+        line += f", {len(failed)} failed: " + "; ".join(f"{r.group} ({r.error})" for r in failed)
+    return line

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.models import SeedRule
 from app.services.errors import Conflict, NotFound, ServiceError
-from edge.digest.rules import Rule, RuleError
+from edge.digest.rules import EXECUTABLE_RULE, Rule, RuleError
 
 
 def rule_data(rule: SeedRule) -> dict:
@@ -35,11 +35,33 @@ def add_rule(session: Session, data: dict) -> SeedRule:
     return rule
 
 
-def remove_rule(session: Session, name: str) -> None:
-    rule = session.scalar(select(SeedRule).where(SeedRule.name == name))
+def get_rule(session: Session, name: str, *, lock: bool = False) -> SeedRule:
+    query = select(SeedRule).where(SeedRule.name == name)
+    rule = session.scalar(query.with_for_update() if lock else query)
     if rule is None:
+        if name == EXECUTABLE_RULE:
+            raise NotFound(f"no such rule: {name} (the executable rule is built into the digest, not an"
+                           " operator rule)", code="unknown_rule")
         raise NotFound(f"no such rule: {name}", code="unknown_rule")
+    return rule
+
+
+def remove_rule(session: Session, name: str) -> SeedRule:
+    rule = get_rule(session, name, lock=True)
     session.delete(rule)
+    session.flush()
+    return rule
+
+
+def set_enabled(session: Session, name: str, enabled: bool) -> tuple[SeedRule, bool]:
+    """Enable or disable a rule; (the rule, whether it changed). Nodes get the change with their
+    next lease (active_rules hands out enabled rules only); a range already leased keeps the rules
+    it was leased with."""
+    rule = get_rule(session, name, lock=True)
+    changed = rule.enabled != enabled
+    rule.enabled = enabled
+    session.flush()
+    return rule, changed
 
 
 def list_rules(session: Session) -> list[SeedRule]:

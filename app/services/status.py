@@ -26,7 +26,7 @@ def seed_status(session: Session) -> dict:
     """The whole seed, for an operator."""
     return {
         "scope": "operator",
-        "groups": _groups(session),
+        "groups": _groups(session, operator=True),
         "leased_ranges": _leased_ranges(session),
         # Ranges nodes gave back as failed and not done since: an operator looks at why.
         "failed_ranges": _failed_ranges(session),
@@ -49,26 +49,38 @@ def node_status(session: Session, node: SeedNode) -> dict:
     }
 
 
-def _groups(session: Session) -> list[dict]:
+def _groups(session: Session, operator: bool = False) -> list[dict]:
+    """Each group's ranges and counts, where live planning stands, its ranges the server expired
+    before they were read, and (for an operator) how planning it last failed."""
     groups = [dict(r._mapping) for r in session.execute(text(
         """
-        SELECT g.name AS group,
+        SELECT g.name AS group, g.active,
                count(r.id) AS ranges,
                count(r.id) FILTER (WHERE r.status = 'planned') AS planned,
                count(r.id) FILTER (WHERE r.status = 'leased') AS leased,
                count(r.id) FILTER (WHERE r.status = 'done') AS done,
+               count(r.id) FILTER (WHERE r.status = 'expired') AS expired_ranges,
+               count(r.id) FILTER (WHERE r.kind = 'live') AS live_ranges,
+               count(r.id) FILTER (WHERE r.kind = 'live' AND r.status IN ('planned', 'leased')) AS live_waiting,
                coalesce(sum(r.last_id - r.first_id + 1), 0)::bigint AS span,
                coalesce(sum(r.next_id - r.first_id), 0)::bigint AS covered,
                coalesce(sum(r.articles), 0)::bigint AS articles,
                coalesce(sum(r.missing), 0)::bigint AS missing,
+               coalesce(sum(r.expired), 0)::bigint AS expired,
                coalesce(sum(r.rejected), 0)::bigint AS rejected,
                coalesce(sum(r.files), 0)::bigint AS files,
                (SELECT count(*) FROM releases rel WHERE rel.group_id = g.id) AS releases,
-               coalesce(sum(r.dropped), 0)::bigint AS dropped
+               coalesce(sum(r.dropped), 0)::bigint AS dropped,
+               g.low_mark, g.high_mark, g.marks_at, g.live_first, g.live_next,
+               g.plan_failures, g.plan_error, g.plan_error_at
           FROM groups g LEFT JOIN seed_ranges r ON r.group_id = g.id
          GROUP BY g.id, g.name ORDER BY g.name
         """
     ))]
+    if not operator:
+        # The data center's planning errors name its Usenet server: an operator's business.
+        for group in groups:
+            del group["plan_error"]
     dropped = session.execute(text(
         """
         SELECT g.name AS group, c.rule, sum(c.releases)::bigint AS releases,
@@ -106,7 +118,7 @@ def _failed_ranges(session: Session, node: SeedNode | None = None) -> list[dict]
         """
         SELECT r.id, g.name AS group, r.first_id, r.next_id, r.last_id, r.status, r.failures, r.last_failure
           FROM seed_ranges r JOIN groups g ON g.id = r.group_id
-         WHERE r.failures > 0 AND r.status <> 'done'
+         WHERE r.failures > 0 AND r.status NOT IN ('done', 'expired')
            AND (CAST(:prefix AS text) IS NULL OR starts_with(r.last_failure, :prefix))
          ORDER BY r.failures DESC, r.id LIMIT :examples
         """

@@ -8,6 +8,12 @@ from edge.digest.settings import NNTPSettings, TLSMode
 def test_defaults_need_nothing():
     s = Settings.from_env({})
     assert (s.chunk_size, s.batch_chunks, s.lease_timeout) == (20_000, 10, 900)
+    assert (s.live_plan_interval, s.live_lag, s.lease_backfill_every) == (60, 20_000, 4)
+
+
+def test_live_planning_settings():
+    s = Settings.from_env({"LIVE_PLAN_INTERVAL": "5", "LIVE_LAG": "0", "LEASE_BACKFILL_EVERY": "1"})
+    assert (s.live_plan_interval, s.live_lag, s.lease_backfill_every) == (5, 0, 1)
 
 
 def test_values_are_read_and_checked():
@@ -40,6 +46,9 @@ def test_nntp_settings_are_the_edges():
     ({"NNTP_PASSWORD": "secret"}, "NNTP_PASSWORD is set but NNTP_USER is not"),
     ({"DB_SEARCH_PATH": "dev; drop table x"}, "DB_SEARCH_PATH must be comma-separated schema names"),
     ({"LEASE_TIMEOUT": "abc"}, "LEASE_TIMEOUT must be an integer, got 'abc'"),
+    ({"LIVE_LAG": "-1"}, "LIVE_LAG must be at least 0, got -1"),
+    ({"LIVE_PLAN_INTERVAL": "0"}, "LIVE_PLAN_INTERVAL must be at least 1"),
+    ({"LEASE_BACKFILL_EVERY": "often"}, "LEASE_BACKFILL_EVERY must be an integer"),
     ({"DATABASE_URL": "postgres://me:secret@db/seed"},
      r"DATABASE_URL must start postgresql\+psycopg:// \(the driver the data center uses\), not postgres://$"),
     ({"DATABASE_URL": "postgresql://db/seed"}, r"DATABASE_URL must start postgresql\+psycopg://"),

@@ -66,9 +66,9 @@ def test_range_runs_in_the_data_center_into_the_tables(cli_runner, posted_range,
 
 def test_spool_then_stream(cli_runner, posted_range, clean_db):
     range_id, truth = posted_range
-    result = cli_runner.invoke(args=["seed", "spool", str(range_id)])
+    result = cli_runner.invoke(args=["seed", "spool", str(range_id), "--json"])
     assert result.exit_code == 0, result.output
-    assert "3000 lines" in result.output
+    assert json.loads(result.stdout) == {"range_id": range_id, "spooled": True, "lines": 3000}
     with clean_db.connect() as conn:
         chunks = conn.execute(text("SELECT chunk_from, chunk_to, lines FROM spool_chunks ORDER BY chunk_from")).all()
         spooled = conn.execute(text("SELECT spooled FROM seed_ranges")).scalar_one()
