@@ -41,8 +41,8 @@ def search(words: tuple[str, ...], groups: tuple[str, ...], poster: str | None, 
             session, list(words), group=list(groups) or None, poster=poster, min_size=min_size, max_size=max_size,
             max_age_days=max_age, min_completion=min_completion, limit=limit, offset=offset)
     if as_json:
-        print_json({"total": page.total, "limit": page.limit, "offset": page.offset,
-                    "items": [dataclasses.asdict(item) for item in page.items]})
+        print_json({"total": page.total, "total_exact": page.total_exact, "limit": page.limit,
+                    "offset": page.offset, "items": [dataclasses.asdict(item) for item in page.items]})
         return
     if not page.items:
         click.echo(f"no posts found ({page.total:,} match, from offset {page.offset:,})" if page.total
@@ -52,7 +52,8 @@ def search(words: tuple[str, ...], groups: tuple[str, ...], poster: str | None, 
         (p.key, _cut(p.name), p.group, p.files, human_size(p.bytes), f"{p.completion:.1f}%", utc(p.last_post))
         for p in page.items])
     first = page.offset + 1
-    click.echo(f"posts {first:,}-{first + len(page.items) - 1:,} of {page.total:,}")
+    of = f"{page.total:,}" if page.total_exact else f"at least {page.total:,}"
+    click.echo(f"posts {first:,}-{first + len(page.items) - 1:,} of {of}")
 
 
 # ignore_unknown_options: a key may be negative, and '-42' would otherwise be read as an option.

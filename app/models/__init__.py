@@ -1,7 +1,7 @@
 """The catalog's tables; importing this package registers every model on Base.metadata."""
 from app.models.apikeys import ApiKey
 from app.models.batches import SeedBatch, StoredFragments
-from app.models.catalog import File, Fragment, MessageHost, PostGrab, Release, ReleaseChunk, ReleasePost, RuleCount
+from app.models.catalog import File, Fragment, MessageHost, Post, PostGrab, Release, ReleaseChunk, ReleasePost, RuleCount
 from app.models.groups import Group
 from app.models.keys import OperatorKey
 from app.models.nodes import SeedNode
@@ -10,7 +10,7 @@ from app.models.rules import SeedRule
 from app.models.spool import SpoolChunk
 
 __all__ = [
-    "ApiKey", "File", "Fragment", "Group", "MessageHost", "OperatorKey", "PostGrab", "Release", "ReleaseChunk",
+    "ApiKey", "File", "Fragment", "Group", "MessageHost", "OperatorKey", "Post", "PostGrab", "Release", "ReleaseChunk",
     "ReleasePost", "RuleCount", "SeedBatch", "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk",
     "StoredFragments",
 ]

@@ -12,19 +12,18 @@ word must be in the name; the last one may be the start of a word (``walking de`
 Nothing in the words is syntax: quotes, ``&``, ``|``, ``!``, ``:``, ``*``, parentheses and
 backslashes are spaces like any other punctuation.
 
-A search finds the matching releases by the GIN index of migration 0012 (NAME_WORDS repeats its
-expression exactly, so that the planner uses it) and maps them to their posts. A post of one
-release (most are) is that release's row as it is; a post of several is then summed over all its
-releases, whichever of them matched (the view ``posts`` sums every post of the catalog first,
-which no search can afford). Filters on what a post sums (size, date, completion, poster) apply
-to the post, and results come newest first (the post's last article), a page at a time, with
-the exact count of the posts that match. Without words every post of the catalog (or of the
-groups asked for) is a candidate.
+A search reads the table `posts` only (app.models.catalog.Post, kept by the join of
+app.services.ingest.posts): a post matches when every word is in the words of its releases'
+names (the column words, under a GIN index), and its figures (size, date, completion, the
+posters of its releases) are the row's. Results come newest first (the post's last article, by
+the index ix_posts_newest or ix_posts_group_newest), a page at a time. The posts that match are
+counted up to COUNT_AHEAD past the page: when more match, the page says so (total_exact false,
+total the count so far), so a client paging on while offset + limit < total never stops early,
+and a search of a word half the catalog has costs no more than its page. Without words every
+post of the catalog (or of the groups asked for) is a candidate.
 
-Cost: the work grows with the releases the words match (and without words, with the catalog),
-since the newest posts are known only once every candidate post is summed. On 1,000,000
-generated releases (this machine): words matching tens of releases, 5 to 40 ms; 17,000, 90 ms;
-250,000, 1.3 s; no words, 2.8 s. Every search runs under a statement timeout (timeout_ms).
+Figures on 1,000,000 generated posts are in docs/benchmarks.md (bench/catalog.py). Every
+search runs under a statement timeout (timeout_ms).
 """
 from __future__ import annotations
 
@@ -37,12 +36,16 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from app.models.catalog import WORD_BREAK
 from app.services.errors import NotFound, ServiceError
 from app.services.groups import validate_group_name
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1_000
 MAX_OFFSET = 10_000
+# Matching posts are counted this far past the page asked for, and no further: counting every
+# post a common word has would cost more than the page itself.
+COUNT_AHEAD = 1_000
 # Words beyond these bounds are refused: no real query needs more, and each word costs an index probe.
 MAX_WORDS_LENGTH = 500
 MAX_WORDS = 32
@@ -54,77 +57,21 @@ MAX_BIGINT = 2**63 - 1
 # A search holds its connection at most this long by default (the API's requests are bounded in time).
 DEFAULT_TIMEOUT_MS = 10_000
 
-# A release name as words (see the module's doc): the expression of the index
-# ix_releases_name_words (migration 0012; app.models.catalog.Release). The colons are escaped for
-# SQLAlchemy's text(), which would read ':alnum' as a parameter.
-NAME_WORDS = r"to_tsvector('simple'::regconfig, regexp_replace({name}, '[^[\:alnum\:]]+', ' ', 'g'))"
+# The words asked for, read by the very functions that read the names (app.models.catalog.POST_WORDS):
+# the same characters are letters and digits, the same parser cuts words, the same lower-casing applies.
+QUERY_WORDS = text("SELECT lexeme, positions FROM unnest(to_tsvector('simple'::regconfig,"
+                   " regexp_replace(CAST(:words AS text), CAST(:word_break AS text), ' ', 'g')))")
 
-# The words asked for, read by the very functions that read the names: the same characters are
-# letters and digits, the same parser cuts words, the same lower-casing applies.
-QUERY_WORDS = text(f"SELECT lexeme, positions FROM unnest({NAME_WORDS.format(name='CAST(:words AS text)')})")
-
-# A post's figures, summed over its releases as the view `posts` (migration 0011) sums them.
-POST_FIGURES = """
-           (array_agg(r.name ORDER BY r.files_seen DESC, r.key))[1] AS name,
-           (array_agg(r.poster ORDER BY r.files_seen DESC, r.key))[1] AS poster,
-           count(*) AS releases,
-           least(sum(r.files_seen), 2147483647)::int AS files,
-           least(sum(r.parts_expected), 9223372036854775807)::bigint AS parts_expected,
-           least(sum(r.parts_seen), 9223372036854775807)::bigint AS parts_seen,
-           least(sum(r.bytes), 9223372036854775807)::bigint AS bytes,
-           CASE WHEN sum(r.parts_expected) > 0
-                THEN least(100.0, 100.0 * sum(r.parts_seen) / sum(r.parts_expected))::real ELSE 0 END AS completion,
-           min(r.first_post) AS first_post,
-           max(r.last_post) AS last_post"""
-
-# The releases of the candidate posts of several releases (g, key): the post's own release unless
-# it was joined into another post, and the releases joined into it (ix_release_posts_post).
-MEMBERS = """
-    members AS (
-        SELECT c.group_id, c.key AS post_key, c.key
-          FROM candidates c
-         WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = c.group_id AND x.key = c.key)
-        UNION ALL
-        SELECT c.group_id, c.key, x.key
-          FROM candidates c JOIN release_posts x ON x.group_id = c.group_id AND x.post_key = c.key
-    )"""
-
-# matched: the releases found, each with its post's key and whether that post has other releases
-# (it was joined into a post, or others were joined into it).
-SEARCH = """
-WITH matched AS (
-    SELECT r.group_id, coalesce(p.post_key, r.key) AS post_key, r.name, r.poster, r.files_seen, r.parts_expected,
-           r.parts_seen, r.bytes, r.first_post, r.last_post,
-           p.key IS NOT NULL OR EXISTS (SELECT FROM release_posts x WHERE x.group_id = r.group_id
-                                                                      AND x.post_key = r.key) AS several
-      FROM releases r
-      LEFT JOIN release_posts p ON p.group_id = r.group_id AND p.key = r.key
-     WHERE {release_filters}
-),
-candidates AS (SELECT DISTINCT group_id, post_key AS key FROM matched WHERE several),
-{members},
-found AS (
-    SELECT group_id, post_key AS key, name, poster, 1::bigint AS releases, files_seen AS files, parts_expected,
-           parts_seen, bytes,
-           CASE WHEN parts_expected > 0 THEN least(100.0, 100.0 * parts_seen / parts_expected)::real ELSE 0 END
-               AS completion,
-           first_post, last_post{lone_poster_match}
-      FROM matched WHERE NOT several
-    UNION ALL
-    SELECT m.group_id, m.post_key, {figures}{poster_match}
-      FROM members m JOIN releases r ON r.group_id = m.group_id AND r.key = m.key
-     GROUP BY m.group_id, m.post_key
-),
-kept AS (SELECT * FROM found WHERE {post_filters})
-SELECT total.n AS total, page.*
-  FROM (SELECT count(*) AS n FROM kept) total
-  LEFT JOIN LATERAL (
-        SELECT k.key, k.group_id, g.name AS group_name, k.name, k.poster, k.releases, k.files, k.parts_expected,
-               k.parts_seen, k.bytes, k.completion, k.first_post, k.last_post
-          FROM kept k JOIN groups g ON g.id = k.group_id
-         ORDER BY k.last_post DESC NULLS LAST, k.group_id, k.key
-         LIMIT :limit OFFSET :offset) page ON true
+# The posts matching the filters, a page of them newest first, and how many there are up to a bound.
+PAGE = """
+    SELECT p.key, p.group_id, p.name, p.poster, p.releases, p.files_seen AS files, p.parts_expected,
+           p.parts_seen, p.bytes, p.completion, p.first_post, p.last_post
+      FROM posts p
+     WHERE {filters}
+     ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key
+     LIMIT :limit OFFSET :offset
 """
+COUNT = "SELECT count(*) FROM (SELECT FROM posts p WHERE {filters} LIMIT :count_limit) matching"
 
 # The settings a search runs with (the old values first, for SETTINGS_BACK); '0ms' is no timeout.
 SETTINGS_OFF = text("SELECT current_setting('jit'), current_setting('statement_timeout'),"
@@ -137,36 +84,35 @@ SETTINGS_BACK = text("SELECT set_config('jit', :jit, true), set_config('statemen
 POST_GROUP = text("""
     SELECT g.id FROM groups g
      WHERE (CAST(:group_id AS integer) IS NULL OR g.id = :group_id)
-       AND (EXISTS (SELECT FROM releases r WHERE r.group_id = g.id AND r.key = :key)
-            OR EXISTS (SELECT FROM release_posts x WHERE x.group_id = g.id AND x.post_key = :key))
+       AND (EXISTS (SELECT FROM posts p WHERE p.group_id = g.id AND p.key = :key)
+            OR EXISTS (SELECT FROM release_posts x WHERE x.group_id = g.id AND x.key = :key))
      ORDER BY g.id LIMIT 1
 """)
 POST_KEY = text("SELECT coalesce((SELECT post_key FROM release_posts WHERE group_id = :g AND key = :key), :key)")
-POST_RELEASES = text(f"""
-    WITH candidates AS (SELECT CAST(:g AS integer) AS group_id, CAST(:key AS bigint) AS key),
-    {MEMBERS}
+POST_ROW = text(PAGE.format(filters="p.group_id = :g AND p.key = :key"))
+# The releases of a post: its own key's, unless that release was joined into another post, and the
+# releases joined into it (ix_release_posts_post).
+POST_RELEASES = text("""
+    WITH members AS (
+        SELECT CAST(:key AS bigint) AS key
+         WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = :key)
+        UNION ALL
+        SELECT x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = :key
+    )
     SELECT r.key, r.name, r.poster, r.file_count, r.files_seen, r.parts_expected, r.parts_seen, r.bytes,
            r.completion, r.first_post, r.last_post, r.metadata_only
-      FROM members m JOIN releases r ON r.group_id = m.group_id AND r.key = m.key
+      FROM members m JOIN releases r ON r.group_id = :g AND r.key = m.key
      ORDER BY r.first_post NULLS LAST, r.key
 """)
-POST_SUMMED = text(f"""
-    WITH candidates AS (SELECT CAST(:g AS integer) AS group_id, CAST(:key AS bigint) AS key),
-    {MEMBERS}
-    SELECT {POST_FIGURES.strip()}
-      FROM members m JOIN releases r ON r.group_id = m.group_id AND r.key = m.key
-""")
-# A post's files in posting order, each with what the catalog holds of its articles. The
-# fragments have no index (docs/store.md): the group's partition is read once for all the files.
+# A post's files in posting order, each with what the catalog holds of its articles (by the
+# indexes of files by release and fragments by file).
 POST_FILES = text("""
     SELECT f.key, f.release_key, f.name, f.subject, coalesce(f.poster, r.poster) AS poster, f.posted_at,
-           f.file_index, f.file_count, f.parts, coalesce(s.seen, 0) AS seen, coalesce(s.bytes, 0) AS bytes
+           f.file_index, f.file_count, f.parts, s.seen, s.bytes
       FROM files f
       JOIN releases r ON r.group_id = f.group_id AND r.key = f.release_key
-      LEFT JOIN (SELECT file_key, count(*) AS seen, sum(bytes) AS bytes FROM fragments
-                  WHERE group_id = :g AND file_key = ANY(
-                        SELECT key FROM files WHERE group_id = :g AND release_key = ANY(:releases))
-                  GROUP BY file_key) s ON s.file_key = f.key
+     CROSS JOIN LATERAL (SELECT count(*) AS seen, coalesce(sum(x.bytes), 0) AS bytes FROM fragments x
+                          WHERE x.group_id = :g AND x.file_key = f.key) s
      WHERE f.group_id = :g AND f.release_key = ANY(:releases)
      ORDER BY f.posted_at NULLS LAST, f.file_index NULLS LAST, f.name, f.key
 """)
@@ -208,12 +154,15 @@ class PostSummary:
 
 @dataclass(frozen=True)
 class SearchPage:
-    """One page of a search: `total` posts match, `items` are those from `offset` on, newest first."""
+    """One page of a search: `total` posts match (when total_exact; else at least that many, the
+    count having stopped COUNT_AHEAD past the page), `items` are those from `offset` on, newest
+    first."""
 
     total: int
     limit: int
     offset: int
     items: list[PostSummary] = field(default_factory=list)
+    total_exact: bool = True
 
 
 @dataclass(frozen=True)
@@ -274,71 +223,61 @@ def search_posts(session: Session, words: str | Sequence[str] | None, *, group: 
     if timeout_ms is not None:
         timeout_ms = _bounded_int("timeout_ms", timeout_ms, 1, 3_600_000)
     offset = _bounded_int("offset", offset, 0, MAX_OFFSET)
-    params: dict = {"limit": limit, "offset": offset}
-    release_filters, post_filters = [], []
+    count_limit = offset + limit + COUNT_AHEAD
+    params: dict = {"limit": limit, "offset": offset, "count_limit": count_limit}
+    filters = []
 
     query = _tsquery(session, words)
     if query is not None:
-        release_filters.append(f"{NAME_WORDS.format(name='r.name')} @@ CAST(:query AS tsquery)")
+        filters.append("p.words @@ CAST(:query AS tsquery)")
         params["query"] = query
     group_ids = _group_ids(session, group)
     if group_ids is not None:
-        release_filters.append("r.group_id = ANY(:group_ids)")
-        params["group_ids"] = group_ids
-
-    poster_match = lone_poster_match = ""
+        # One group by equality: its posts come newest first from ix_posts_group_newest.
+        filters.append("p.group_id = ANY(:group_ids)" if len(group_ids) > 1 else "p.group_id = :group_id")
+        params["group_ids"], params["group_id"] = group_ids, group_ids[0]
     if poster is not None and (poster := _clean(poster).strip()):
         if len(poster) > MAX_WORDS_LENGTH:
             raise SearchError(f"the poster is longer than {MAX_WORDS_LENGTH} characters")
         params["poster"] = poster.lower()
-        if query is None:
-            # A post has a release of the poster exactly when one of its releases is one.
-            release_filters.append("strpos(lower(r.poster), :poster) > 0")
-        else:
-            poster_match = ", bool_or(strpos(lower(r.poster), :poster) > 0) AS poster_match"
-            lone_poster_match = ", strpos(lower(poster), :poster) > 0 AS poster_match"
-            post_filters.append("poster_match")
+        filters.append("strpos(lower(p.posters), :poster) > 0")
     if min_size is not None:
         params["min_size"] = _bounded_int("min_size", min_size, 0, MAX_BIGINT)
-        post_filters.append("bytes >= :min_size")
+        filters.append("p.bytes >= :min_size")
     if max_size is not None:
         params["max_size"] = _bounded_int("max_size", max_size, 0, MAX_BIGINT)
-        post_filters.append("bytes <= :max_size")
+        filters.append("p.bytes <= :max_size")
     if min_completion is not None:
         params["min_completion"] = _bounded_number("min_completion", min_completion, 0, 100)
-        post_filters.append("completion >= :min_completion")
+        filters.append("p.completion >= :min_completion")
     if max_age_days is not None:
         params["max_age"] = _bounded_number("max_age_days", max_age_days, 0, MAX_AGE_DAYS)
-        post_filters.append("last_post >= now() - :max_age * interval '1 day'")
-        if query is None:  # the post's last article is this recent exactly when one of its releases' is
-            release_filters.append("r.last_post >= now() - :max_age * interval '1 day'")
+        filters.append("p.last_post >= now() - :max_age * interval '1 day'")
     if posted_after is not None:
         params["after"] = _moment("posted_after", posted_after)
-        post_filters.append("last_post >= :after")
-        if query is None:
-            release_filters.append("r.last_post >= :after")
+        filters.append("p.last_post >= :after")
     if posted_before is not None:
         params["before"] = _moment("posted_before", posted_before)
-        post_filters.append("last_post <= :before")
+        filters.append("p.last_post <= :before")
 
-    sql = SEARCH.format(release_filters=" AND ".join(release_filters) or "true", members=MEMBERS.strip(),
-                        figures=POST_FIGURES.strip(), poster_match=poster_match, lone_poster_match=lone_poster_match,
-                        post_filters=" AND ".join(post_filters) or "true")
-    rows = _bounded_run(session, text(sql), params, timeout_ms)
-    total = rows[0]["total"] if rows else 0
-    items = [_summary(row) for row in rows if row["key"] is not None]
-    return SearchPage(total=total, limit=limit, offset=offset, items=items)
+    where = " AND ".join(filters) or "true"
+    count, rows = _bounded_run(session, [(text(COUNT.format(filters=where)), params),
+                                         (text(PAGE.format(filters=where)), params)], timeout_ms)
+    total = count[0]["count"]
+    groups = _group_names(session, {row["group_id"] for row in rows})
+    items = [_summary({**row, "group_name": groups[row["group_id"]]}) for row in rows]
+    return SearchPage(total=total, limit=limit, offset=offset, items=items, total_exact=total < count_limit)
 
 
-def _bounded_run(session: Session, statement, params: dict, timeout_ms: int | None) -> list:
-    """The search's rows, in a savepoint of its own with a statement timeout and without JIT: the
+def _bounded_run(session: Session, statements: list, timeout_ms: int | None) -> list[list]:
+    """The rows of each (statement, params), in a savepoint of its own with a statement timeout and without JIT: the
     planner's costs for a search that finds many releases are high enough to JIT-compile it, which
     takes longer (hundreds of ms) than most searches run. A search that times out rolls back to
     the savepoint, so the caller's transaction goes on; the settings come back either way."""
     try:
         with session.begin_nested():
             jit, timeout, _, _ = session.execute(SETTINGS_OFF, {"timeout": f"{timeout_ms or 0}ms"}).one()
-            rows = session.execute(statement, params).mappings().all()
+            rows = [session.execute(statement, params).mappings().all() for statement, params in statements]
             session.execute(SETTINGS_BACK, {"jit": jit, "timeout": timeout})
     except OperationalError as exc:
         if isinstance(exc.orig, QueryCanceled):
@@ -360,16 +299,14 @@ def find_post(session: Session, post_key: int, group_id: int | None = None) -> P
         raise NotFound(f"no post {key}" + (f" in group {group_id}" if group_id is not None else ""),
                        code="unknown_post")
     key = session.execute(POST_KEY, {"g": found, "key": key}).scalar_one()
-    summed = session.execute(POST_SUMMED, {"g": found, "key": key}).mappings().one()
-    if not summed["releases"]:  # a release key joined into a post whose releases are all gone
+    row = session.execute(POST_ROW, {"g": found, "key": key, "limit": 1, "offset": 0}).mappings().first()
+    if row is None:  # a release key joined into a post whose releases are all gone
         raise NotFound(f"no post {post_key}", code="unknown_post")
-    group = session.execute(text("SELECT name FROM groups WHERE id = :g"), {"g": found}).scalar_one()
-    return _summary({**summed, "key": key, "group_id": found, "group_name": group})
+    return _summary({**row, "group_name": _group_names(session, {found})[found]})
 
 
 def post_details(session: Session, post_key: int, group_id: int | None = None) -> PostDetails:
-    """A post (find_post) with its releases and its files. Its files' articles are counted from
-    the fragments, which have no index: this reads the group's fragments partition."""
+    """A post (find_post) with its releases and its files."""
     post = find_post(session, post_key, group_id)
     params = {"g": post.group_id, "key": post.key}
     releases = [ReleaseInfo(**row) for row in session.execute(POST_RELEASES, params).mappings()]
@@ -380,6 +317,12 @@ def post_details(session: Session, post_key: int, group_id: int | None = None) -
         for row in session.execute(POST_FILES, {"g": post.group_id, "releases": [r.key for r in releases]})
     ]
     return PostDetails(post=post, releases=releases, files=files)
+
+
+def _group_names(session: Session, ids: set[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    return dict(session.execute(text("SELECT id, name FROM groups WHERE id = ANY(:ids)"), {"ids": sorted(ids)}).all())
 
 
 def _summary(row) -> PostSummary:
@@ -400,7 +343,7 @@ def _tsquery(session: Session, words: str | Sequence[str] | None) -> str | None:
         raise SearchError(f"the words are longer than {MAX_WORDS_LENGTH} characters")
     if not joined.strip():
         return None
-    lexemes = session.execute(QUERY_WORDS, {"words": joined}).all()
+    lexemes = session.execute(QUERY_WORDS, {"words": joined, "word_break": WORD_BREAK}).all()
     if not lexemes:
         return None
     if len(lexemes) > MAX_WORDS:

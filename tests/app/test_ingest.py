@@ -10,7 +10,7 @@ from tests.app.factories import BIG, make_group, make_node, make_plan
 from tests.app.overview import make_batch
 from tests.app.test_api import API, post_batch
 from tests.fixtures.app import task_result
-from tests.fixtures.queries import scalar
+from tests.fixtures.queries import assert_posts_summed, scalar
 from tests.fixtures.waiting import wait_until
 
 
@@ -88,6 +88,8 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
     assert repaired == scalar(clean_db, "SELECT count(*) FROM releases WHERE name = :n", n=straddling)
     assert all_stored(clean_db)
     assert scalar(clean_db, "SELECT parts_seen FROM releases WHERE name = :n", n=straddling) == 15
+    # The posts searched are the releases summed again after the repair (the join keeps them).
+    assert_posts_summed(clean_db)
 
 
 def test_batches_accepted_while_redis_is_down_are_stored_once_it_is_back(

@@ -16,7 +16,7 @@ from app.services.ingest import posts, store
 from edge.digest.gather import Gatherer
 from tests.app.factories import BIG, accept, lease_one_range
 from tests.app.overview import raw
-from tests.fixtures.queries import query
+from tests.fixtures.queries import assert_posts_summed, query
 
 DAY1 = b"Sat, 01 Nov 2025 07:27:27 +0000"
 DAY1_LATER = b"Sat, 01 Nov 2025 07:39:02 +0000"
@@ -69,7 +69,9 @@ def store_in(cut: int, order: tuple[int, ...]) -> dict[str, set]:
 
 
 def posted(clean_db) -> dict[str, tuple]:
-    """For each posted thing: (post key, files in the post, releases in it)."""
+    """For each posted thing: (post key, files in the post, releases in it). The table `posts`
+    holds every post summed from its releases."""
+    assert_posts_summed(clean_db)
     rows = query(clean_db, "SELECT p.key, p.files_seen, p.releases, p.name, p.first_post FROM posts p ORDER BY p.key")
     found = {}
     for key, files, releases, name, first in rows:
@@ -122,7 +124,7 @@ def test_every_cut_of_the_batches_gives_the_same_posts(clean_db):
     seen = set()
     for cut in (2, 7, 12, 13, 15):
         with clean_db.begin() as conn:
-            conn.exec_driver_sql("TRUNCATE releases, release_posts, files, release_chunks, fragments,"
+            conn.exec_driver_sql("TRUNCATE releases, release_posts, posts, files, release_chunks, fragments,"
                                  " stored_fragments, rule_counts, seed_batches, seed_ranges, seed_plans, seed_nodes,"
                                  " groups CASCADE")
         store_in(cut, (1, 0))

@@ -20,6 +20,7 @@ from app.services import leases
 from app.services.errors import NotFound, ServiceError
 from app.services.ingest import posts, store
 from app.services.search import (
+    COUNT_AHEAD,
     MAX_LIMIT, MAX_OFFSET, SearchError, SearchTimeout, find_post, post_details, search_posts,
 )
 from edge.digest.gather import Gatherer
@@ -29,7 +30,7 @@ from simnews.scripted import overview_lines
 from tests.app.factories import BIG, accept, make_group, make_node, make_plan
 from tests.app.overview import raw
 from tests.fixtures.postgres import _truncate_all
-from tests.fixtures.queries import query
+from tests.fixtures.queries import posts_from_releases, query
 
 NZB = Path(__file__).resolve().parents[1] / "data" / "nzb"
 REAL = "alt.binaries.teevee"
@@ -172,17 +173,17 @@ def test_a_post_is_found_by_any_release_and_summed_over_all_of_them(catalog):
     assert post.bytes == sum(m.bytes for m in members) and post.parts_seen == sum(m.parts_seen for m in members)
     assert post.poster == max(members, key=lambda m: (m.files_seen, -m.key)).poster
     assert post.key == min(m.key for m in members if m.files_seen > 1)
-    # Every post as a search sums it is the view `posts`'s row of it.
+    # Every post a search finds is the post summed from its releases (here, in Python).
     page = search(None, limit=MAX_LIMIT)
-    view = {(row.group_id, row.key): row for row in query(catalog, "SELECT * FROM posts")}
-    assert page.total == len(view) == len(page.items)
+    summed = posts_from_releases(catalog)
+    assert page.total == len(summed) == len(page.items)
     for item in page.items:
-        row = view[(item.group_id, item.key)]
+        row = summed[(item.group_id, item.key)]
         assert (item.name, item.poster, item.releases, item.files, item.parts_expected, item.parts_seen, item.bytes,
-                item.first_post, item.last_post) == (row.name, row.poster, row.releases, row.files_seen,
-                                                      row.parts_expected, row.parts_seen, row.bytes, row.first_post,
-                                                      row.last_post)
-        assert math.isclose(item.completion, row.completion, rel_tol=1e-6)
+                item.first_post, item.last_post) == (row["name"], row["poster"], row["releases"], row["files_seen"],
+                                                      row["parts_expected"], row["parts_seen"], row["bytes"],
+                                                      row["first_post"], row["last_post"])
+        assert math.isclose(item.completion, row["completion"], rel_tol=1e-6)
 
 
 def test_filters(catalog):
@@ -311,7 +312,7 @@ def test_a_search_that_runs_too_long_is_cut_and_leaves_the_session_usable(catalo
     settings = "SELECT current_setting('jit'), current_setting('statement_timeout')"
     with catalog.connect() as blocker, session_scope() as s:
         # The search waits for a lock held elsewhere: its statement timeout cuts it.
-        blocker.execute(text("LOCK TABLE release_posts IN ACCESS EXCLUSIVE MODE"))
+        blocker.execute(text("LOCK TABLE posts IN ACCESS EXCLUSIVE MODE"))
         before = s.execute(text(settings)).one()
         started = time.monotonic()
         with pytest.raises(SearchTimeout, match="the search ran longer than 200 ms"):
@@ -435,43 +436,62 @@ def test_cli_show(catalog, flask_app):
 
 
 def test_a_name_search_uses_the_index(catalog, db_session):
-    """On 20,000 releases (inserted straight into the table, in a transaction rolled back at the
-    end), the plan of a name search finds the releases by the index, never by reading the table."""
+    """On 20,000 posts (inserted straight into the table, in a transaction rolled back at the
+    end), the plan of a search finds the posts by an index, never by reading the table: by the
+    words' index for words few posts have, else by the newest-first index. Only the count of a
+    word every post has (or of no words) reads the table, until it stops COUNT_AHEAD past the page."""
     db_session.execute(text("INSERT INTO groups (id, name) VALUES (900001, 'alt.binaries.test.many')"))
     db_session.execute(text("""
-        INSERT INTO releases (group_id, key, name, poster, file_count, files_seen, parts_expected, parts_seen, bytes,
-                              completion, first_post, last_post)
-        SELECT 900001, n * 7919, (ARRAY['Some', 'Other', 'Daily', 'Big', 'Little'])[n % 5 + 1] || '.Show.'
-               || (n % 997) || '.S' || lpad((n % 30)::text, 2, '0') || 'E' || lpad((n % 24)::text, 2, '0')
-               || (ARRAY['.720p.HDTV.x264-GRP', '.1080p.WEB-DL', '.PDTV.XviD', '-EBOOK.epub'])[n % 4 + 1],
-               'poster' || (n % 50) || '@example.net', 10, 10, 100, 100, 70000000, 100,
+        INSERT INTO posts (group_id, key, name, poster, names, posters, releases, files_seen, parts_expected,
+                           parts_seen, bytes, completion, first_post, last_post)
+        SELECT 900001, n * 7919, name, poster, name, poster, 1, 10, 100, 100, 70000000, 100,
                now() - n * interval '1 minute', now() - n * interval '1 minute'
           FROM generate_series(1, 20000) n
+         CROSS JOIN LATERAL (
+               SELECT (ARRAY['Some', 'Other', 'Daily', 'Big', 'Little'])[n % 5 + 1] || '.Show.'
+                      || (n % 997) || '.S' || lpad((n % 30)::text, 2, '0') || 'E' || lpad((n % 24)::text, 2, '0')
+                      || (ARRAY['.720p.HDTV.x264-GRP', '.1080p.WEB-DL', '.PDTV.XviD', '-EBOOK.epub'])[n % 4 + 1]
+                      AS name,
+                      'poster' || (n % 50) || '@example.net' AS poster) made
     """))
-    db_session.execute(text("ANALYZE releases"))
-    db_session.execute(text("ANALYZE release_posts"))
+    db_session.execute(text("ANALYZE posts"))
     statements = []
 
     def capture(conn, cursor, statement, parameters, context, executemany):
-        if "WITH matched" in statement:
+        if "FROM posts p" in statement:
             statements.append((statement, parameters))
 
     connection = db_session.connection()
     event.listen(connection, "before_cursor_execute", capture)
     try:
         for words, filters, index in (
-                ("walking dead s03e06", {}, "ix_releases_name_words"),
-                ("little show 42 s03", {}, "ix_releases_name_words"),
-                ("walking dead", {"group": "alt.binaries.test.many"}, "ix_releases_name_words"),
-                ("daily show 7", {"min_size": 10, "max_age_days": 30, "poster": "poster1"}, "ix_releases_name_words"),
-                # A group of a few releases may be read by its key instead: either way, no scan.
+                ("walking dead s03e06", {}, "ix_posts_words"),
+                ("little show 42 s03", {}, "ix_posts_words"),
+                ("walking dead", {"group": "alt.binaries.test.many"}, "ix_posts_words"),
+                ("daily show 7", {"min_size": 10, "max_age_days": 30, "poster": "poster1"}, "ix_posts_"),
+                # Words most posts have: the newest posts are read by the index until a page is full.
+                ("show", {}, "ix_posts_newest"),
+                (None, {}, "ix_posts_newest"),
+                (None, {"group": "alt.binaries.test.many"}, "ix_posts_"),
+                (None, {"group": MADE}, "ix_posts_group_newest"),
+                # A group of a few posts may be read by its key instead: either way, no scan.
                 ("generated", {"group": MADE}, "")):
+            statements.clear()
             search_posts(db_session, words, **filters)
-            statement, parameters = statements[-1]
-            plan = "\n".join(db_session.connection().exec_driver_sql(f"EXPLAIN {statement}", parameters).scalars())
-            assert index in plan and "Seq Scan on releases" not in plan, plan
+            assert len(statements) == 2  # the count, then the page
+            for statement, parameters in list(statements):
+                plan = "\n".join(db_session.connection().exec_driver_sql(f"EXPLAIN {statement}", parameters).scalars())
+                assert "Seq Scan on posts" not in plan or (words in ("show", None) and "count(" in statement), plan
+            assert index in plan, plan
     finally:
         event.remove(connection, "before_cursor_execute", capture)
+    # Counted COUNT_AHEAD past the page, and said to be a lower bound past it; exact below.
+    for offset, limit in ((0, 10), (500, 100), (MAX_OFFSET, MAX_LIMIT)):
+        page = search_posts(db_session, "show", limit=limit, offset=offset)
+        assert (page.total, page.total_exact) == (min(offset + limit + COUNT_AHEAD, 20000), False)
+        assert len(page.items) == limit
+    daily = search_posts(db_session, "daily show", limit=1000, offset=3000)
+    assert (daily.total, daily.total_exact, len(daily.items)) == (4000, True, 1000)
     assert names(search_posts(db_session, "walking dead s03e06")) == [WALKING_DEAD, WALKING_DEAD]
     assert search_posts(db_session, "little show 42 s03").total == len(
         [n for n in range(1, 20001) if n % 5 == 4 and n % 997 == 42 and n % 30 == 3])

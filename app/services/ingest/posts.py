@@ -32,6 +32,11 @@ writes it: the store never waits on the join, nor the join on the store.
 The join runs after the store, in a transaction of its own (gather_batch): the batch waits in
 'stored' with its release keys until then, and the requeue sweep sends it again should the task
 be lost.
+
+The join also keeps the table `posts` (what search reads): each post that has a release of the
+batch, or gained or lost one, is summed again from its releases (REFRESH), and a post left with
+no release is deleted. Since the last join of a group runs after its last store, the rows end
+equal to the sums of what the catalog holds.
 """
 from __future__ import annotations
 
@@ -67,6 +72,57 @@ JOIN = text("""
     SELECT :g, k, p FROM unnest(CAST(:keys AS bigint[]), CAST(:posts AS bigint[])) AS t(k, p)
     ON CONFLICT (group_id, key) DO UPDATE SET post_key = EXCLUDED.post_key
 """)
+
+
+# A post's row from its releases: the columns written, and what an upsert of the row does when it
+# is there already (a row that comes out the same is left alone: no new row version, no index
+# entries).
+POST_COLUMNS = ("group_id, key, name, poster, names, posters, releases, files_seen, parts_expected, parts_seen,"
+                " bytes, completion, first_post, last_post")
+UPSERT = """
+    ON CONFLICT (group_id, key) DO UPDATE
+       SET name = EXCLUDED.name, poster = EXCLUDED.poster, names = EXCLUDED.names, posters = EXCLUDED.posters,
+           releases = EXCLUDED.releases, files_seen = EXCLUDED.files_seen,
+           parts_expected = EXCLUDED.parts_expected, parts_seen = EXCLUDED.parts_seen, bytes = EXCLUDED.bytes,
+           completion = EXCLUDED.completion, first_post = EXCLUDED.first_post, last_post = EXCLUDED.last_post
+     WHERE (p.name, p.poster, p.names, p.posters, p.releases, p.files_seen, p.parts_expected, p.parts_seen,
+            p.bytes, p.completion, p.first_post, p.last_post)
+           IS DISTINCT FROM
+           (EXCLUDED.name, EXCLUDED.poster, EXCLUDED.names, EXCLUDED.posters, EXCLUDED.releases,
+            EXCLUDED.files_seen, EXCLUDED.parts_expected, EXCLUDED.parts_seen, EXCLUDED.bytes,
+            EXCLUDED.completion, EXCLUDED.first_post, EXCLUDED.last_post)
+"""
+# Posts of one release each (most are): the release's row as it is.
+REFRESH_LONE = text(f"""
+    INSERT INTO posts AS p ({POST_COLUMNS})
+    SELECT :g, key, name, poster, name, poster, 1, files_seen, parts_expected, parts_seen, bytes,
+           CASE WHEN parts_expected > 0 THEN least(100.0, 100.0 * parts_seen / parts_expected) ELSE 0 END,
+           first_post, last_post
+      FROM releases WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))
+    {UPSERT}
+""")
+# Posts of several releases, given as (post key, release key) pairs: summed over their releases.
+REFRESH_SEVERAL = text(f"""
+    INSERT INTO posts AS p ({POST_COLUMNS})
+    SELECT :g, m.post_key,
+           (array_agg(r.name ORDER BY r.files_seen DESC, r.key))[1],
+           (array_agg(r.poster ORDER BY r.files_seen DESC, r.key))[1],
+           string_agg(DISTINCT r.name, E'\\n'),
+           string_agg(DISTINCT r.poster, E'\\n'),
+           count(*),
+           least(sum(r.files_seen), 2147483647),
+           least(sum(r.parts_expected), 9223372036854775807),
+           least(sum(r.parts_seen), 9223372036854775807),
+           least(sum(r.bytes), 9223372036854775807),
+           CASE WHEN sum(r.parts_expected) > 0
+                THEN least(100.0, 100.0 * sum(r.parts_seen) / sum(r.parts_expected)) ELSE 0 END,
+           min(r.first_post), max(r.last_post)
+      FROM unnest(CAST(:posts AS bigint[]), CAST(:keys AS bigint[])) AS m(post_key, key)
+      JOIN releases r ON r.group_id = :g AND r.key = m.key
+     GROUP BY m.post_key
+    {UPSERT}
+""")
+FORGET_POSTS = text("DELETE FROM posts WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))")
 
 
 class Namesake(NamedTuple):
@@ -111,12 +167,14 @@ def mark_gathered(row: SeedBatch) -> None:
 
 
 def join_posts(session: Session, group_id: int, release_keys: list[int]) -> int:
-    """Work out afresh the posts of the names of these releases (see the module's doc) and write
-    the ones that changed; returns how many releases changed post."""
+    """Work out afresh the posts of the names of these releases (see the module's doc), write the
+    ones that changed and bring their rows of `posts` up to date; returns how many releases
+    changed post."""
     if not release_keys:
         return 0
     session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
-    rows = session.execute(NAMESAKES, {"g": group_id, "keys": sorted(set(release_keys))}).all()
+    batch_keys = sorted(set(release_keys))
+    rows = session.execute(NAMESAKES, {"g": group_id, "keys": batch_keys}).all()
     by_name: dict[int, list[Namesake]] = defaultdict(list)
     for row in rows:
         by_name[row.name_hash].append(Namesake(*row))
@@ -131,7 +189,35 @@ def join_posts(session: Session, group_id: int, release_keys: list[int]) -> int:
         session.execute(FORGET, {"g": group_id, "keys": forget})
     if join:
         session.execute(JOIN, {"g": group_id, "keys": join, "posts": [wanted[key] for key in join]})
+    # The posts to sum again: those of the batch's releases (a release without a name to join is
+    # a post of its own), and for a release that changed post, its post before and after. Every
+    # release of such a post shares its name, so it is among the namesakes: `wanted` has them all.
+    refresh = {wanted.get(key, key) for key in batch_keys}
+    for key in (*forget, *join):
+        refresh.update((current.get(key, key), wanted[key]))
+    members: dict[int, list[int]] = defaultdict(list)
+    for key, post in wanted.items():
+        members[post].append(key)
+    for key in batch_keys:
+        if key not in wanted:
+            members[key].append(key)
+    refresh_posts(session, group_id, {post: members.get(post, []) for post in sorted(refresh)})
     return len(forget) + len(join)
+
+
+def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]]) -> None:
+    """Sum these posts of the group (post key -> the keys of its releases) afresh from their
+    releases into `posts`; a post of no release loses its row."""
+    lone = [post for post, keys in posts.items() if keys == [post]]
+    several = [(post, key) for post, keys in posts.items() if keys and keys != [post] for key in keys]
+    gone = [post for post, keys in posts.items() if not keys]
+    if lone:
+        session.execute(REFRESH_LONE, {"g": group_id, "keys": lone})
+    if several:
+        session.execute(REFRESH_SEVERAL, {"g": group_id, "posts": [p for p, _ in several],
+                                          "keys": [k for _, k in several]})
+    if gone:
+        session.execute(FORGET_POSTS, {"g": group_id, "keys": gone})
 
 
 def posts_of(namesakes: list[Namesake]) -> dict[int, int]:

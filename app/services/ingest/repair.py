@@ -30,8 +30,8 @@ def repair_releases(session: Session, group_id: int, release_keys: list[int]) ->
     """Recompute the aggregates of these releases from every batch that saw them, so releases
     split over batches, ranges and nodes come out whole. Returns how many were updated.
 
-    It scans the group's files partition: no index serves files by release (nothing
-    on the hot path reads them so). The rows are locked first (in key order), and the sums read
+    The files are found by the index of files by release. The rows are locked first (in key
+    order), and the sums read
     by the next statement: its snapshot then holds every batch that added to them before (the
     store adds under the same row locks), so no addition is lost between reading and writing."""
     if not release_keys:
