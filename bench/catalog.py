@@ -694,8 +694,12 @@ def main(argv: list[str] | None = None) -> int:
     big_ms = [1000 * s for s in big_gets]
     p99 = search_figures["all"]["p99_ms"]
     get_best, get_median = round(min(big_ms), 1), round(statistics.median(big_ms), 1)
+    one_p99 = latency_figures([r.seconds for r in serial])["p99_ms"] if serial else None
     goals = {
-        "search_p99_ms": {"goal": GOALS["search_p99_ms"], "measured": p99, "met": p99 <= GOALS["search_p99_ms"]},
+        "search_p99_ms": {"goal": GOALS["search_p99_ms"], "clients": args.clients, "measured": p99,
+                          "met": p99 <= GOALS["search_p99_ms"]},
+        "search_p99_one_client_ms": {"goal": GOALS["search_p99_ms"], "clients": 1, "measured": one_p99,
+                                     "met": one_p99 is not None and one_p99 <= GOALS["search_p99_ms"]},
         "get_big_ms": {"goal": GOALS["get_big_ms"], "segments": args.big_segments, "measured_median": get_median,
                        "met": get_median <= GOALS["get_big_ms"] and args.big_segments >= GOALS["get_big_segments"]},
     }
@@ -746,7 +750,9 @@ def main(argv: list[str] | None = None) -> int:
             print(shortened(plan))
     print()
     print("goals: " + "; ".join(
-        [f"search p99 {p99} ms <= {GOALS['search_p99_ms']:g}: {'met' if goals['search_p99_ms']['met'] else 'NOT met'}",
+        [f"search p99 from {args.clients} threads {p99} ms <= {GOALS['search_p99_ms']:g}:"
+         f" {'met' if goals['search_p99_ms']['met'] else 'NOT met'}",
+         f"from one thread {one_p99} ms: {'met' if goals['search_p99_one_client_ms']['met'] else 'NOT met'}",
          f"NZB of {args.big_segments:,} segments median {get_median} ms <= {GOALS['get_big_ms']:g}"
          f"{'' if args.big_segments >= GOALS['get_big_segments'] else ' (fewer segments than the goal names)'}:"
          f" {'met' if goals['get_big_ms']['met'] else 'NOT met'}"]))
