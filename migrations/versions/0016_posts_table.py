@@ -47,7 +47,7 @@ CREATE TABLE posts (
 ) WITH (fillfactor = 80)
 """
 
-# Every post of the catalog, as app.services.ingest.posts.REFRESH sums one.
+# Every post of the catalog, as app.services.ingest.posts.REFRESH_SEVERAL sums one.
 FILL = """
 INSERT INTO posts (group_id, key, name, poster, names, posters, releases, files_seen, parts_expected, parts_seen,
                    bytes, completion, first_post, last_post)
