@@ -31,7 +31,11 @@ accept_content = ["json"]
 timezone = "UTC"
 enable_utc = True
 
-# Flower sees task events.
+# Flower sees task events: the ingest tasks' as they are sent (by the API and the requeue sweep),
+# received, started and done. Beat's housekeeping every minute (leases.expire, batches.requeue,
+# control.queue_depth, plan.live) sends none: those tasks say send_events=False and beat sends no
+# "task-sent" (app/celery_app.py), so that Flower's task list shows the ingest work instead of
+# pages of them. They log as every task does, and their failures show in the workers' logs.
 worker_send_task_events = True
 task_send_sent_event = True
 

@@ -1,11 +1,15 @@
-"""The Celery app, bound to the Flask app (Flask's patterns/celery)."""
+"""The Celery app, bound to the Flask app (Flask's patterns/celery), and the signals that make its
+processes log as the rest of the data center does and keep beat's housekeeping out of Flower."""
 from __future__ import annotations
 
 import logging
 
 from celery import Celery, Task
-from celery.signals import worker_process_init
+from celery.signals import beat_init, celeryd_init, setup_logging, worker_process_init
 from flask import Flask
+
+from app.config import get_settings
+from app.logs import configure as configure_logging
 
 
 def celery_init_app(app: Flask) -> Celery:
@@ -30,6 +34,34 @@ def _fresh_engine_after_fork(**_):
 
     reset_engine()
     warm_pool(3)
+
+
+@setup_logging.connect
+def _one_logging_configuration(**_):
+    # A receiver here means Celery leaves logging alone: workers and beat log through
+    # app/logs.py at LOG_LEVEL (a `--loglevel` given to celery is not used).
+    configure_logging(get_settings())
+
+
+@celeryd_init.connect
+def _worker_logs_from_the_start(instance=None, **_):
+    # Before setup_logging: the worker's first checks warn (running as root, say) through
+    # Python's warnings, which are logged from here on. Its start banner is printed straight to
+    # stdout, lines a JSON log pipeline cannot read: with LOG_FORMAT=json it is left out, as
+    # `celery worker --quiet` does (the worker's log lines say it started and is ready).
+    settings = get_settings()
+    configure_logging(settings)
+    if instance is not None and settings.log_format == "json":
+        instance.quiet = True
+
+
+@beat_init.connect
+def _housekeeping_sends_no_events(sender=None, **_):
+    # Beat sends only the housekeeping schedule (celeryconfig.beat_schedule), every minute or
+    # so: its "task-sent" events would fill Flower's task list and bury the ingest tasks there.
+    # The workers do not send events for these tasks either (send_events=False on each).
+    if sender is not None:
+        sender.app.conf.task_send_sent_event = False
 
 
 def warm_broker_transport() -> None:

@@ -41,6 +41,24 @@ def shown_database_url(url: str) -> str:
         return url.partition("://")[0] + "://..."
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
+
+
+def _log_level(raw: str) -> str:
+    level = raw.strip().upper()
+    if level not in LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, got {raw!r}")
+    return level
+
+
+def _log_format(raw: str) -> str:
+    shape = raw.strip().lower()
+    if shape not in LOG_FORMATS:
+        raise ValueError(f"must be one of {', '.join(LOG_FORMATS)}, got {raw!r}")
+    return shape
+
+
 def _schema_names(raw: str) -> str:
     if not all(part.isidentifier() for part in raw.split(",")):
         raise ValueError(f"must be comma-separated schema names, got {raw!r}")
@@ -81,6 +99,10 @@ class Settings:
     api_workers: int = 2
     api_certfile: str | None = None
     api_keyfile: str | None = None
+    # Every data-center process logs alike (app/logs.py): gunicorn, the Celery workers and beat,
+    # and `flask seed`. "json" writes one JSON object a line, for a log pipeline.
+    log_level: str = "INFO"
+    log_format: str = "text"
     # The same NNTP settings as an edge node's, from the same variables with the same defaults
     # (NNTPS to news.example.net until NNTP_HOST says otherwise): edge/digest/settings.py.
     nntp: NNTPSettings = field(default_factory=NNTPSettings)
@@ -116,6 +138,8 @@ class Settings:
             api_workers=count("API_WORKERS", d.api_workers),
             api_certfile=read(env, "API_CERTFILE", text),
             api_keyfile=read(env, "API_KEYFILE", text),
+            log_level=read(env, "LOG_LEVEL", _log_level, d.log_level),
+            log_format=read(env, "LOG_FORMAT", _log_format, d.log_format),
             nntp=read_nntp_settings(env),
         )
 

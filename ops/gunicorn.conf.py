@@ -1,11 +1,12 @@
 """gunicorn settings for the API (`gunicorn -c ops/gunicorn.conf.py wsgi:app`), from app.config."""
 import json
+import os
+import sys
 
 from gunicorn import util
 
-import sys
-
 from app.config import SettingsError, get_settings
+from app.logs import ACCESS_LOG_FORMAT, logging_config
 
 try:
     _settings = get_settings()
@@ -26,8 +27,12 @@ keepalive = 30
 # HTTPS when a certificate is configured (nodes verify it); plain HTTP behind a TLS proxy otherwise.
 certfile = _settings.api_certfile
 keyfile = _settings.api_keyfile
-accesslog = "-"
-errorlog = "-"
+# gunicorn's error and access logs, and every logger of the app, through the one configuration
+# (app/logs.py): standard error, LOG_FORMAT and LOG_LEVEL; a logging configuration turns the access
+# log on. Each access line ends with the request's duration; its request line has credentials in
+# the query string blanked, and no header is in it.
+logconfig_dict = logging_config(_settings)
+access_log_format = ACCESS_LOG_FORMAT
 # Each worker opens its own database pool after the fork (app.db makes the engine lazily per pid).
 preload_app = False
 
@@ -60,3 +65,14 @@ def post_worker_init(worker):
         warm_pool(2)
     except Exception as exc:  # noqa: BLE001 - see above
         worker.log.warning("warming the worker failed, it starts cold: %s: %s", type(exc).__name__, exc)
+
+
+def child_exit(server, worker):
+    """A worker gone (ended, restarted, killed): with Prometheus's multiprocess mode
+    (PROMETHEUS_MULTIPROC_DIR, app/metrics.py), its live gauges' files are marked dead so that
+    /metrics stops adding up its values. The variable is prometheus_client's own (it reads it
+    itself), not a setting of app.config; prometheus_client is imported only when it is set."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

@@ -2,9 +2,11 @@
 a node token what concerns its node, anything else gets 401 (app.api.auth)."""
 from __future__ import annotations
 
+import json
+from datetime import date
 from functools import wraps
 
-from flask import g, jsonify
+from flask import Response, g
 
 from app.api.auth import _bearer_token, node_required
 from app.db import session_scope
@@ -36,4 +38,13 @@ def scoped_status():
     """GET /api/v1/seed/status: the whole status for an operator key, the node's own view for a
     node token."""
     with session_scope() as session:
-        return jsonify(status_service.status_for(session, None if "operator" in g else g.node))
+        data = status_service.status_for(session, None if "operator" in g else g.node)
+    # As `flask seed status --json` writes it: times in ISO 8601 with their zone (UTC), where
+    # Flask's own encoder would write an HTTP date.
+    return Response(json.dumps(data, default=_iso), mimetype="application/json")
+
+
+def _iso(value):
+    if isinstance(value, date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

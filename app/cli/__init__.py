@@ -15,13 +15,16 @@ from app.cli.planning import plan, status
 from app.cli.ranges import range_, spool
 from app.cli.rules import rules
 from app.config import get_settings, shown_database_url
+from app.logs import configure as configure_logging
 
 
 class SeedGroup(AppGroup):
     """The commands' group: a database that cannot be used is one line naming it (without its
-    password) and exit 1, not a traceback."""
+    password) and exit 1, not a traceback. What a command logs goes to stderr in the data
+    center's one log format (app/logs.py); stdout keeps the command's own output."""
 
     def invoke(self, ctx: click.Context):
+        configure_logging(get_settings())
         try:
             return super().invoke(ctx)
         except OperationalError as exc:

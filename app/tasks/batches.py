@@ -14,7 +14,7 @@ from app.services.ingest.lifecycle import pending_batches
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="batches.requeue", acks_late=True, ignore_result=False)
+@shared_task(name="batches.requeue", acks_late=True, ignore_result=False, send_events=False)
 def requeue() -> dict:
     from app.tasks.ingest import store_batch
 

@@ -3,6 +3,7 @@ enqueue_store sends it."""
 from __future__ import annotations
 
 import logging
+import time
 
 import psycopg
 from celery import shared_task
@@ -14,6 +15,7 @@ from app.db import session_scope
 from app.models.batches import BatchState
 from app.services.ingest import posts, store
 from app.services.ingest.lifecycle import record_failure, record_gather_error
+from app.services.status import batch_summary
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,11 @@ ENQUEUE_POOL_WAIT = 5
 def store_batch(self, batch_id: int) -> dict:
     """Store the batch (from 'accepted'), then join its releases into their posts (from 'stored'),
     each in a transaction of its own; either step finds its work done on a redelivery. The requeue
-    sweep sends this task for batches left in either state."""
+    sweep sends this task for batches left in either state.
+
+    Its result is what Flower shows of the task: the batch's group, range and article numbers,
+    the articles it brought, the files and releases it kept, and the seconds each step took."""
+    started = time.monotonic()
     try:
         with session_scope() as session:
             result = store.store_batch(session, batch_id)
@@ -46,8 +52,9 @@ def store_batch(self, batch_id: int) -> dict:
             state = record_failure(session, batch_id, f"{type(exc).__name__}: {exc}", settings.batch_max_attempts)
         if state == BatchState.FAILED:
             log.error("batch %s failed for good after repeated errors: %s", batch_id, exc)
-            return {"batch_id": batch_id, "state": BatchState.FAILED.value}
+            return {"batch_id": batch_id, "state": BatchState.FAILED.value, "seconds": _since(started)}
         raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries), max_retries=None)
+    stored = time.monotonic()
     try:
         with session_scope() as session:
             changed = posts.gather_batch(session, batch_id)
@@ -59,9 +66,25 @@ def store_batch(self, batch_id: int) -> dict:
         log.error("batch %s: joining its releases into posts failed: %s", batch_id, exc)
         with session_scope() as session:
             record_gather_error(session, batch_id, f"{type(exc).__name__}: {exc}")
-        return {"batch_id": batch_id, "state": BatchState.STORED.value, "error": str(exc)[:200]}
-    return {"batch_id": batch_id, "state": "stored" if result.stored else "already_stored",
-            "posts_changed": changed or 0}
+        return {"batch_id": batch_id, "state": BatchState.STORED.value, "error": str(exc)[:200],
+                "seconds": _since(started)}
+    gathered = time.monotonic()
+    with session_scope() as session:
+        summary = batch_summary(session, batch_id) or {"batch_id": batch_id}
+    return {
+        "batch_id": batch_id, "group": summary.get("group"), "range": summary.get("range_id"),
+        "first": summary.get("batch_from"), "last": summary.get("batch_to"),
+        "articles": summary.get("articles"), "files": summary.get("files"), "releases": summary.get("releases"),
+        "dropped": summary.get("dropped"),
+        # already_stored: a redelivery found the batch in the catalog (its figures are the first store's).
+        "state": "stored" if result.stored else "already_stored", "posts_changed": changed or 0,
+        "seconds": _since(started), "store_seconds": round(stored - started, 3),
+        "gather_seconds": round(gathered - stored, 3),
+    }
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)
 
 
 def enqueue_store(batch_id: int) -> bool:

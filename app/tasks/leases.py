@@ -12,7 +12,7 @@ from app.services.leases import expire_leases
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="leases.expire", acks_late=True, ignore_result=False)
+@shared_task(name="leases.expire", acks_late=True, ignore_result=False, send_events=False)
 def expire() -> list[int]:
     with session_scope() as session:
         expired = expire_leases(session, get_settings().lease_timeout)

@@ -26,7 +26,7 @@ def replan(days: int | None = None) -> list[dict]:
     return _plan_all("replan", REPLAN_LOCK, lambda names: plan_groups(settings, names, days=days))
 
 
-@shared_task(name="plan.live", acks_late=True, ignore_result=False)
+@shared_task(name="plan.live", acks_late=True, ignore_result=False, send_events=False)
 def live() -> list[dict]:
     settings = get_settings()
     return _plan_all("live planning", LIVE_LOCK, lambda names: plan_live(settings, names))

@@ -1,9 +1,9 @@
 """What the status page shows, and how its numbers and times are written.
 
-The figures are app.services.status's (seed_status: groups, nodes, leased and failed ranges,
-batches, the whole seed's rate) with what a page adds per group: the ranges and article numbers
-planned, leased and done, the share covered, the group's own rate over the same window and the
-time left at that rate (remaining article numbers / recent article numbers per second).
+The figures are app.services.status's (seed_status: groups with their catalog counts, progress,
+rate and time left, nodes, leased and failed ranges, batches, the whole seed's rate) with what
+the page adds per group: the ranges and article numbers planned, leased and done. The CLI's
+`flask seed status` writes its numbers and times with the same functions.
 """
 from __future__ import annotations
 
@@ -24,15 +24,6 @@ GROUP_SPANS = text("""
            sum(r.next_id - r.first_id)::bigint AS covered
       FROM seed_ranges r JOIN groups g ON g.id = r.group_id
      GROUP BY g.name, r.status
-""")
-# Article numbers each group's batches covered in the rate window (status.py's window).
-GROUP_RECENT = text("""
-    SELECT g.name AS group, sum(b.batch_to - b.batch_from + 1)::bigint AS recent
-      FROM seed_batches b
-      JOIN seed_ranges r ON r.id = b.range_id
-      JOIN groups g ON g.id = r.group_id
-     WHERE b.accepted_at > now() - make_interval(secs => :window)
-     GROUP BY g.name
 """)
 
 
@@ -55,9 +46,12 @@ class GroupProgress:
     missing: int
     files: int
     releases: int
+    posts: int
+    counted: str  # "exact", or "estimated" for a big group (app.services.status)
     dropped: int
-    rate: float  # article numbers covered per second, over the rate window
-    eta_seconds: float | None  # None: nothing left, or no recent progress to measure from
+    rate: float  # article numbers accepted a second over the group's recent activity
+    last_batch_at: datetime | None
+    eta_seconds: float | None  # None: nothing planned, or no batch yet to measure a rate by
 
     @property
     def percent(self) -> float:
@@ -72,24 +66,18 @@ def status_page(db: Session) -> dict:
     """Everything the status page shows: seed_status's figures, each group's progress, and the
     database's time they were read at."""
     figures = status_service.seed_status(db)
-    window = figures["rates"]["window_seconds"]
     parts: dict[str, dict[str, Part]] = {}
     for row in db.execute(GROUP_SPANS):
         parts.setdefault(row.group, {})[row.status] = Part(row.ranges, row.span, row.covered)
-    recent = dict(db.execute(GROUP_RECENT, {"window": window}).all())
-    groups = []
-    for group in figures["groups"]:
-        name = group["group"]
-        rate = (recent.get(name) or 0) / window
-        remaining = group["span"] - group["covered"]
-        groups.append(GroupProgress(
-            name=name, parts={s: parts.get(name, {}).get(s, Part()) for s in RANGE_STATUSES},
-            span=group["span"], covered=group["covered"], articles=group["articles"], missing=group["missing"],
-            files=group["files"], releases=group["releases"], dropped=group["dropped"], rate=rate,
-            eta_seconds=remaining / rate if remaining > 0 and rate > 0 else None,
-        ))
-    now = db.execute(text("SELECT now()")).scalar_one()
-    return {**figures, "progress": groups, "now": now}
+    groups = [
+        GroupProgress(
+            name=g["group"], parts={s: parts.get(g["group"], {}).get(s, Part()) for s in RANGE_STATUSES},
+            span=g["span"], covered=g["covered"], articles=g["articles"], missing=g["missing"], files=g["files"],
+            releases=g["releases"], posts=g["posts"], counted=g["counted"], dropped=g["dropped"],
+            rate=g["article_numbers_per_second"], last_batch_at=g["last_batch_at"], eta_seconds=g["eta_seconds"])
+        for g in figures["groups"]
+    ]
+    return {**figures, "progress": groups, "now": figures["as_of"], "rate_minutes": status_service.RATE_MINUTES}
 
 
 def number(value) -> str:

@@ -171,7 +171,7 @@ def test_status_shows_a_range_that_failed_on_a_node(cli_runner, clean_db):
         failed_id = failed.id
     status = cli_runner.invoke(args=["seed", "status"])
     assert status.exit_code == 0, status.output
-    assert (f"range {failed_id} (alt.binaries.test, {BIG + 1000}-{BIG + 1999}, planned) failed once on a"
+    assert (f"range {failed_id} (alt.binaries.test, {BIG + 1000:,}-{BIG + 1999:,}, planned) failed once on a"
             " node; last: edge-1: Refused: 413 batch_too_large") in status.output
     (shown,) = json.loads(cli_runner.invoke(args=["seed", "status", "--json"]).output)["failed_ranges"]
     assert (shown["id"], shown["failures"], shown["next_id"]) == (failed_id, 1, BIG + 1000)

@@ -258,6 +258,8 @@ def test_the_status_shows_each_groups_progress_nodes_and_failures(client):
         leases.finish(s, node, whole)
         leases.release(s, node, failed, failure="server said 411 <b>no such group</b>")
         s.execute(text("UPDATE seed_nodes SET last_seen_at = '2025-11-01 07:27:27+00'"))
+        # Both batches came two hours ago (in one minute).
+        s.execute(text("UPDATE seed_batches SET accepted_at = now() - interval '2 hours'"))
     log_in(client, new_operator_key())
     response = client.get("/")
     assert response.status_code == 200
@@ -265,11 +267,16 @@ def test_the_status_shows_each_groups_progress_nodes_and_failures(client):
     (row,) = [r for r in shown.rows("groups") if r and r[0] == "alt.binaries.test"]
     planned, leased, done = row[1:3], row[3:5], row[5:7]
     assert planned == ["1", "1,000"] and leased == ["1", "1,000"] and done == ["1", "1,000"]
-    covered, progress, rate, eta, articles = row[7:12]
+    covered, progress, rate, eta, last_batch, articles, missing, dropped, files, releases, posts = row[7:18]
     assert covered == "1,500 / 3,000" and progress == "50.0 %"
-    # 1,500 article numbers in the last 300 s: 5 a second, so the 1,500 left take 5 minutes.
-    # Articles are counted as batches are stored: these were accepted only.
-    assert rate == "5.0" and eta == "5 min" and articles == "0"
+    # 1,500 article numbers in the last minute that saw batches (two hours ago: the pause since
+    # does not make it 0): 25 a second, so the 1,500 left take a minute at that pace.
+    assert rate == "25.0" and eta == "1 min" and last_batch.startswith("2 h ") and last_batch.endswith(" ago")
+    # Articles and the catalog's counts grow as batches are stored: these were accepted only.
+    assert (articles, missing, dropped, files, releases, posts) == ("0", "0", "0", "0", "0", "0")
+    assert "2 waiting" in shown.by_id["summary"]
+    assert shown.by_id["oldest-unstored"].startswith("Oldest batch not stored: batch ")
+    assert shown.by_id["oldest-unstored"].endswith("waiting 2 h 00 min after 0 attempts.")
     (node_row,) = [r for r in shown.rows("nodes") if r and r[0] == "edge-1"]
     assert node_row[1:4] == ["yes", "1", "2025-11-01 07:27:27 UTC"] and node_row[4].endswith(" ago")
     (leased_row,) = [r for r in shown.rows("leased") if r and r[0] == str(half)]

@@ -1,10 +1,18 @@
-"""compose.yaml against the Compose specification's JSON schema (no Docker engine runs here).
+"""compose.yaml (the data center) and compose.edge.yaml (an edge node) against the Compose
+specification's JSON schema, and what they must say to deploy: no Docker engine runs here (the
+images themselves are built and run with podman in tests/e2e/test_edge_image.py).
 
-The schema comes with Debian's docker-compose package (ops/setup installs it), so the check
-works offline."""
+Two schemas, both offline: the one Debian's docker-compose package ships (ops/setup installs it)
+through jsonschema, and the current specification's that check-jsonschema ships
+(`--builtin-schema vendor.compose-spec`, as ops/test runs it). Debian's docker-compose also
+interpolates the files (`config`), which checks the required variables."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import jsonschema
@@ -13,6 +21,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_SPEC = Path("/usr/lib/python3/dist-packages/compose/config/compose_spec.json")
+FILES = ("compose.yaml", "compose.edge.yaml")
+DATA_CENTER_SECRETS = {"POSTGRES_PASSWORD": "s3cret", "FLOWER_BASIC_AUTH": "admin:s3cret"}
+EDGE_SECRETS = {"COORDINATOR_URL": "https://seed.example.net:8443", "NODE_TOKEN": "t0ken"}
+WORKERS = ("worker-ingest", "worker-control")
 
 
 @pytest.fixture(scope="module")
@@ -23,28 +35,171 @@ def validator() -> jsonschema.Draft201909Validator:
     return jsonschema.Draft201909Validator(schema)
 
 
+def load(name: str) -> dict:
+    return yaml.safe_load((REPO / name).read_text())
+
+
 @pytest.fixture(scope="module")
 def compose() -> dict:
-    return yaml.safe_load((REPO / "compose.yaml").read_text())
+    return load("compose.yaml")
 
 
-def test_compose_file_follows_the_compose_specification(validator, compose):
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(compose)]
+@pytest.fixture(scope="module")
+def edge() -> dict:
+    return load("compose.edge.yaml")["services"]["edge"]
+
+
+def compose_config(name: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
+    """`docker-compose config` of one file with only `env` set (an empty env file: a developer's
+    .env must not decide the test)."""
+    empty = tmp_path / "empty.env"
+    empty.write_text("")
+    return subprocess.run(["docker-compose", "--env-file", str(empty), "-f", str(REPO / name), "config"],
+                          env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_file_follows_the_compose_specification(validator, name):
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(load(name))]
     assert errors == []
 
 
-def test_the_schema_check_catches_mistakes(validator, compose):
-    edge = compose["services"]["edge"]
-    broken = {**compose, "services": {**compose["services"], "edge": {**edge, "stop_grace_periode": "30s"}}}
+def test_the_files_follow_the_current_compose_specification():
+    checker = Path(sys.executable).with_name("check-jsonschema")
+    result = subprocess.run([str(checker), "--builtin-schema", "vendor.compose-spec", *FILES], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_schema_check_catches_mistakes(validator, compose, tmp_path):
+    api = compose["services"]["api"]
+    broken = {**compose, "services": {**compose["services"], "api": {**api, "stop_grace_periode": "30s"}}}
     assert any("stop_grace_periode" in e.message for e in validator.iter_errors(broken))
+    path = tmp_path / "compose.yaml"
+    path.write_text(yaml.safe_dump(broken))
+    checker = Path(sys.executable).with_name("check-jsonschema")
+    result = subprocess.run([str(checker), "--builtin-schema", "vendor.compose-spec", str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "stop_grace_periode" in result.stdout + result.stderr
 
 
-def test_the_edge_service_builds_the_edge_image_and_needs_only_two_settings(compose):
-    edge = compose["services"]["edge"]
+@pytest.mark.parametrize("name, secrets", [("compose.yaml", DATA_CENTER_SECRETS), ("compose.edge.yaml", EDGE_SECRETS)])
+def test_each_required_secret_stops_compose_with_its_message_when_missing(name, secrets, tmp_path):
+    assert compose_config(name, secrets, tmp_path).returncode == 0
+    for missing in secrets:
+        result = compose_config(name, {k: v for k, v in secrets.items() if k != missing}, tmp_path)
+        assert result.returncode != 0 and f"set {missing}" in result.stderr, (missing, result.stderr)
+        # Empty is missing too (`:?`): a blank line in .env must not start a service without it.
+        result = compose_config(name, {**secrets, missing: ""}, tmp_path)
+        assert result.returncode != 0 and f"set {missing}" in result.stderr, (missing, result.stderr)
+
+
+def test_no_secret_has_a_default():
+    for name in FILES:
+        text = (REPO / name).read_text()
+        assert "change-me" not in text
+        for variable in ("POSTGRES_PASSWORD", "FLOWER_BASIC_AUTH", "NODE_TOKEN", "COORDINATOR_URL"):
+            assert not re.search(rf"\${{{variable}:?-", text), f"{name}: {variable} has a default"
+
+
+def test_the_api_and_workers_start_after_the_migration_and_the_services_they_need(compose):
+    services = compose["services"]
+    assert services["migrate"]["command"] == ["alembic", "upgrade", "head"]
+    assert services["migrate"]["restart"] == "no"
+    for name in ("api", *WORKERS, "beat"):
+        assert services[name]["depends_on"] == {"migrate": {"condition": "service_completed_successfully"},
+                                                "postgres": {"condition": "service_healthy"},
+                                                "redis": {"condition": "service_healthy"}}, name
+
+
+def test_every_service_has_a_health_check(compose, edge):
+    services = {**compose["services"], "edge": edge}
+    for name, service in services.items():
+        if name == "migrate":  # runs once; the others wait for it to complete
+            continue
+        test = service.get("healthcheck", {}).get("test")
+        assert test and test[0] in ("CMD", "CMD-SHELL"), name
+    checks = {name: " ".join(service.get("healthcheck", {}).get("test", [])) for name, service in services.items()}
+    assert "https://127.0.0.1:8443/readyz" in checks["api"]
+    assert "pg_isready" in checks["postgres"] and "redis-cli ping" in checks["redis"]
+    for worker, node in zip(WORKERS, ("ingest", "control")):
+        # The ping goes to the worker's own node name, as its command names it.
+        assert f"-n {node}@%h" in " ".join(services[worker]["command"])
+        assert "inspect ping" in checks[worker] and f"-d {node}@$${{HOSTNAME}}" in checks[worker], checks[worker]
+    assert "celerybeat-schedule" in checks["beat"] and "-s /tmp/celerybeat-schedule" in " ".join(
+        services["beat"]["command"])
+    assert "/healthcheck" in checks["flower"]
+    assert "/livez" in checks["edge"] and "COORDINATOR_CAFILE" in checks["edge"]
+
+
+def test_images_are_pinned_to_exact_versions(compose, edge):
+    for name in ("postgres", "redis"):
+        image = compose["services"][name]["image"]
+        assert re.fullmatch(rf"{name}:\d+\.\d+(\.\d+)?-[a-z]+", image), image
+    for service in (compose["services"]["api"], edge):
+        assert re.fullmatch(r"usenet-seed/[a-z]+:\d+\.\d+\.\d+", service["image"]), service["image"]
+    for dockerfile in ("ops/Dockerfile.edge", "ops/Dockerfile.datacenter"):
+        text = (REPO / dockerfile).read_text()
+        # The base is a build argument, the public image by default, at an exact version.
+        assert re.search(r"^ARG BASE=python:3\.11\.\d+-slim-bookworm$", text, re.M), dockerfile
+        assert re.findall(r"^FROM (\S+)", text, re.M) and all(
+            base == "$BASE" for base in re.findall(r"^FROM (\S+)", text, re.M)), dockerfile
+
+
+def test_the_api_has_time_to_finish_its_requests_when_stopped(compose):
+    graceful = int(re.search(r"^graceful_timeout = (\d+)$", (REPO / "ops/gunicorn.conf.py").read_text(), re.M)[1])
+    grace = int(compose["services"]["api"]["stop_grace_period"].removesuffix("s"))
+    assert graceful < grace <= graceful + 10
+
+
+def test_flower_asks_for_a_login_and_listens_on_the_loopback_only(compose):
+    flower = compose["services"]["flower"]
+    assert flower["environment"]["FLOWER_BASIC_AUTH"].startswith("${FLOWER_BASIC_AUTH:?")
+    assert flower["ports"] == ["${FLOWER_PUBLISH:-127.0.0.1:5555}:5555"]
+
+
+def test_the_api_and_workers_share_one_metrics_directory_emptied_at_start(compose):
+    services = compose["services"]
+    for name in ("api", *WORKERS):
+        directory = services[name]["environment"]["PROMETHEUS_MULTIPROC_DIR"]
+        assert f"metrics:{directory}" in services[name]["volumes"], name
+    # In memory: the directory is empty whenever the data center starts.
+    assert compose["volumes"]["metrics"]["driver_opts"]["type"] == "tmpfs"
+
+
+def test_the_edge_needs_only_its_url_token_and_ca_file(edge):
     assert edge["build"]["dockerfile"] == "ops/Dockerfile.edge"
-    assert edge["profiles"] == ["edge"]
-    assert {"COORDINATOR_URL", "NODE_TOKEN"} <= set(edge["environment"])
+    assert {"COORDINATOR_URL", "NODE_TOKEN", "COORDINATOR_CAFILE"} <= set(edge["environment"])
+    # The CA file is a secret, mounted where the node is told to read it.
+    (secret,) = edge["secrets"]
+    assert edge["environment"]["COORDINATOR_CAFILE"] == f"/run/secrets/{secret}"
+    assert load("compose.edge.yaml")["secrets"][secret]["file"].startswith("${COORDINATOR_CA_FILE:-")
     # The node gives its ranges back on SIGTERM: compose must wait for that before killing it.
     assert int(edge["stop_grace_period"].rstrip("s")) >= 10
     assert not any(key in edge for key in ("depends_on", "links")), "the edge needs nothing of the data center"
     assert any(volume.endswith(":/home/edge/spool") for volume in edge["volumes"])
+
+
+def test_the_data_center_image_installs_the_lock(compose):
+    dockerfile = (REPO / "ops/Dockerfile.datacenter").read_text()
+    assert "pip install --no-cache-dir --require-hashes -r ops/requirements-datacenter.txt" in dockerfile
+    assert "pip install --no-cache-dir --no-deps -e ./edge -e ." in dockerfile
+
+
+def requirement_name(requirement: str) -> str:
+    return re.match(r"[A-Za-z0-9._-]+", requirement)[0].lower().replace("_", "-")
+
+
+def test_the_lock_pins_every_dependency_the_project_declares():
+    lock = (REPO / "ops/requirements-datacenter.txt").read_text()
+    pinned = {requirement_name(line): line for line in lock.splitlines() if re.match(r"[A-Za-z0-9]", line)}
+    assert all(re.match(r"\S+==\S+", line) for line in pinned.values()), "every line of the lock pins a version"
+    declared = set()
+    for pyproject, extras in (("pyproject.toml", ()), ("edge/pyproject.toml", ("fast",))):
+        project = tomllib.loads((REPO / pyproject).read_text())["project"]
+        for requirement in project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]:
+            declared.add(requirement_name(requirement))
+    missing = declared - set(pinned) - {"seed-edge"}  # the edge distribution comes from this tree
+    assert not missing, (f"ops/requirements-datacenter.txt lacks {sorted(missing)}: make it again as its first"
+                         " lines say (docs/deploy.md)")
+    assert "seed-edge" not in pinned and "usenet-seed" not in pinned
