@@ -37,6 +37,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.cli import seed
 
     register_api(app)
+    from app.api.metrics import metrics_api  # GET /metrics (docs/monitoring.md)
+    app.register_blueprint(metrics_api)
     celery_init_app(app)
     app.cli.add_command(seed)
     log.info("compiled parts: %s (SEED_IMPL)", COMPILED_IMPL)

@@ -73,6 +73,6 @@ def child_exit(server, worker):
     /metrics stops adding up its values. The variable is prometheus_client's own (it reads it
     itself), not a setting of app.config; prometheus_client is imported only when it is set."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
+        from app.metrics import mark_process_dead  # files named by host and pid (app/metrics.py)
 
-        multiprocess.mark_process_dead(worker.pid)
+        mark_process_dead(worker.pid)

@@ -1,8 +1,19 @@
-"""GET /healthz: the process is up and the database answers; "impl" tells whether the compiled
-parts or their Python twins run (edge.digest.compiled.IMPL: "c" or "python")."""
+"""Health endpoints, unauthenticated (orchestrators and load balancers call them):
+
+- GET /livez: the process is up and answers; no I/O.
+- GET /readyz: the process can serve: the database answers, Redis answers, and the schema is at
+  the migrations' head. 200 with each check, or 503 saying which failed and why.
+- GET /healthz: the process is up and the database answers; "impl" tells whether the compiled
+  parts or their Python twins run (edge.digest.compiled.IMPL: "c" or "python").
+"""
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+import functools
+from pathlib import Path
+
+import psycopg
+import redis
+from flask import Blueprint, current_app, jsonify
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -10,6 +21,11 @@ from app.db import get_engine
 from edge.digest.compiled import IMPL
 
 health = Blueprint("health", __name__)
+
+# The migrations the code was shipped with (alembic.ini's script_location).
+MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+# Each check's own limit: an orchestrator's probe gives up after a few seconds itself.
+CHECK_TIMEOUT_SECONDS = 3
 
 
 @health.get("/healthz")
@@ -22,3 +38,80 @@ def healthz():
         response.status_code = 503
         return response
     return jsonify(status="ok", database="ok", impl=IMPL)
+
+
+@health.get("/livez")
+def livez():
+    return jsonify(status="ok")
+
+
+@health.get("/readyz")
+def readyz():
+    database, migrations = _database_and_schema()
+    checks = {"database": database, "redis": _redis(), "migrations": migrations}
+    failed = [f"{name}: {check['message']}" for name, check in checks.items() if check["status"] != "ok"]
+    if not failed:
+        return jsonify(status="ok", checks=checks)
+    response = jsonify(status="unavailable", error="not_ready", message="; ".join(failed), checks=checks)
+    response.status_code = 503
+    return response
+
+
+def _database_and_schema() -> tuple[dict, dict]:
+    """The database's check, and the schema's: its alembic_version against the migrations' head."""
+    try:
+        with get_engine().connect() as conn:
+            conn.execute(text(f"SET LOCAL statement_timeout = '{CHECK_TIMEOUT_SECONDS}s'"))
+            revisions = sorted(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
+    except (SQLAlchemyError, psycopg.Error) as exc:
+        if "alembic_version" in str(exc) and "does not exist" in str(exc):
+            return _ok(), _failed("the database has no schema: run `alembic upgrade head`")
+        return _failed(_reason(exc)), _failed("not checked: the database is unavailable")
+    try:
+        head = migrations_head()
+    except Exception as exc:  # noqa: BLE001 - a broken install is said, never a 500
+        return _ok(), _failed(f"the migrations in {MIGRATIONS} cannot be read: {_reason(exc)}")
+    found = ",".join(revisions) or "none"
+    if found != head:
+        return _ok(), _failed(f"the database is at revision {found}, the code needs {head}: run `alembic upgrade head`",
+                              revision=found, head=head)
+    return _ok(), _ok(revision=found, head=head)
+
+
+def _redis() -> dict:
+    client = redis.Redis.from_url(current_app.config["SETTINGS"].redis_url, socket_timeout=CHECK_TIMEOUT_SECONDS,
+                                  socket_connect_timeout=CHECK_TIMEOUT_SECONDS)
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as exc:
+        return _failed(_reason(exc))
+    finally:
+        client.close()
+    return _ok()
+
+
+@functools.cache
+def migrations_head() -> str:
+    """The head revision(s) of the migrations shipped with the code, read once per process (a
+    failure is not cached: the next probe tries again)."""
+    from alembic.script import ScriptDirectory
+
+    heads = ScriptDirectory(str(MIGRATIONS)).get_heads()
+    if not heads:
+        raise LookupError("no migration found")
+    return ",".join(sorted(heads))
+
+
+def _ok(**extra) -> dict:
+    return {"status": "ok", **extra}
+
+
+def _failed(message: str, **extra) -> dict:
+    return {"status": "failed", "message": message, **extra}
+
+
+def _reason(exc: BaseException) -> str:
+    """One line saying why (a database's message names its host and port, never a password)."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0] if lines else ''}"[:300]

@@ -24,6 +24,7 @@ from flask import Blueprint, Response, request
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
+from app import metrics
 from app.db import session_scope
 from app.models import Group
 from app.services import apikeys, categories, grabs, nzbexport, search
@@ -43,6 +44,10 @@ MAX_LIMIT = 100  # caps says so; a bigger limit is served as this many
 HUGE = 1_000_000  # a limit or offset past this is not a client's mistake to round off
 ERRORS = {100: "Incorrect user credentials", 200: "Missing parameter", 201: "Incorrect parameter",
           202: "No such function", 300: "No such item", 900: "Unknown error"}
+# The catalog requests counted (app.metrics.CatalogCall), by function, and their outcomes by error code.
+COUNTED = {"search": "search", "details": "details", "get": "nzb"}
+OUTCOMES = {100: "unauthorized", 200: "bad_request", 201: "bad_request", 202: "bad_request", 300: "not_found",
+            900: "unavailable"}
 
 
 class NewznabError(Exception):
@@ -55,6 +60,7 @@ class NewznabError(Exception):
 @newznab.get("/api")
 def api():
     as_json = False
+    call = metrics.CatalogCall("newznab")
     try:
         output = request.args.get("o", "xml").lower()
         if output not in ("xml", "json"):
@@ -67,6 +73,7 @@ def api():
             return _caps(as_json)
         if function not in ("search", "details", "get"):
             raise NewznabError(202, function[:50])
+        call.request = COUNTED[function]
         with session_scope() as session:
             key = _key(session)
             if function == "search":
@@ -78,10 +85,17 @@ def api():
             apikeys.record_use(session, key, grab=False)
         return answer
     except NewznabError as exc:
+        call.outcome = OUTCOMES.get(exc.code, "error")
         return _error(exc, as_json)
     except OperationalError as exc:  # the database away: the client may try again later
+        call.outcome = "unavailable"
         log.warning("newznab request not answered: %s", exc.__class__.__name__)
         return _error(NewznabError(900, "the catalog cannot be read now"), as_json)
+    except BaseException:
+        call.outcome = "error"
+        raise
+    finally:
+        call.done()
 
 
 def _key(session):

@@ -26,6 +26,7 @@ from typing import Protocol
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
+from app import metrics
 from app.config import Settings
 from app.db import session_scope
 from app.models import Group, SeedPlan, SeedRange
@@ -342,10 +343,12 @@ def _each_group(settings: Settings, names: Sequence[str], kind: str,
             except ServiceError as exc:  # the group was removed meanwhile
                 error = exc.message
             else:
+                metrics.planned(name, kind, ranges=result.ranges, failed=False)
                 yield result
                 continue
             log.warning("planning %s (%s) failed: %s", name, kind, error)
             record_failure(name, error)
+            metrics.planned(name, kind, ranges=0, failed=True)
             yield PlanResult(name, None, None, None, 0, error, kind=kind, error=error)
     finally:
         if client is not None:

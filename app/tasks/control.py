@@ -1,18 +1,20 @@
-"""Short control tasks: a liveness probe and the queue-depth metric."""
+"""Short control tasks: a liveness probe and the queue depths logged (/metrics reads them itself,
+at each scrape: app.metrics.SeedCollector)."""
 from __future__ import annotations
 
 import logging
 import os
 import socket
 
-from celery import current_app, shared_task
+from celery import shared_task
 from sqlalchemy import text
 
+from app import metrics
 from app.db import session_scope
 
 log = logging.getLogger(__name__)
 
-QUEUES = ("ingest", "gather", "control")
+QUEUES = metrics.QUEUES
 
 
 @shared_task(name="control.ping", acks_late=True, ignore_result=False)
@@ -24,15 +26,16 @@ def ping() -> dict:
 
 
 def queue_depths(queues: tuple[str, ...] = QUEUES) -> dict[str, int]:
-    """Messages waiting in each queue (Redis lists named after the queues)."""
-    with current_app.connection_for_read() as conn:
-        client = conn.default_channel.client
-        return {queue: int(client.llen(queue)) for queue in queues}
+    """Messages waiting in each queue (Redis lists named after the queues), read as /metrics reads
+    them."""
+    return metrics.queue_depths(queues=queues)
 
 
 @shared_task(name="control.queue_depth", acks_late=True, ignore_result=False, send_events=False)
 def queue_depth() -> dict[str, int]:
-    """Messages waiting per queue, logged as a metric line for the operator's log pipeline."""
+    """Messages waiting per queue, logged as a line for the operator's log pipeline (the gauge
+    seed_queue_depth is read at each scrape, not kept by this task: a value set by one worker
+    process would go stale when it stops)."""
     depths = queue_depths()
     log.info("queue_depth %s", " ".join(f"{q}={n}" for q, n in depths.items()))
     return depths

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
+from app import metrics
 from app.db import session_scope
 from app.models import Group
 from app.services import apikeys, grabs, nzbexport, search
@@ -100,6 +101,7 @@ def search_page():
         groups = db.scalars(select(Group.name).order_by(Group.name)).all()
         found, error, status_code = None, None, 200
         if asked:
+            call = metrics.CatalogCall("web", "search")
             try:
                 found = search.search_posts(db, words, group=group or None, limit=PAGE_SIZE,
                                             offset=(page - 1) * PAGE_SIZE)
@@ -109,6 +111,11 @@ def search_page():
                 error, status_code = exc.message, 400
             except NotFound as exc:
                 error, status_code = exc.message, 404
+            except BaseException as exc:
+                status_code = _status_of(exc)
+                raise
+            finally:
+                call.done(status_code)
         if visitor.api_key is not None:
             apikeys.record_use(db, visitor.api_key, grab=False)
     pages = None
@@ -129,15 +136,22 @@ def nzb(key: int):
         return _to_login()
     # A session of its own for the export: nzbexport.find_post reads the post in one snapshot only
     # in a session that has not begun a transaction yet.
-    with session_scope() as db:
-        try:
-            post = nzbexport.find_post(db, key, group_id)
-        except nzbexport.PostNotFound:
-            raise PageError(404, "No such post", f"No post has the key {key}.") from None
-        if visitor.api_key is not None:
-            apikeys.record_use(db, visitor.api_key, grab=True)
-        grabs.record(db, post.group_id, post.key)
-        body = b"".join(nzbexport.nzb_chunks(db, post))
+    call, status_code = metrics.CatalogCall("web", "nzb"), 200
+    try:
+        with session_scope() as db:
+            try:
+                post = nzbexport.find_post(db, key, group_id)
+            except nzbexport.PostNotFound:
+                raise PageError(404, "No such post", f"No post has the key {key}.") from None
+            if visitor.api_key is not None:
+                apikeys.record_use(db, visitor.api_key, grab=True)
+            grabs.record(db, post.group_id, post.key)
+            body = b"".join(nzbexport.nzb_chunks(db, post))
+    except BaseException as exc:
+        status_code = _status_of(exc)
+        raise
+    finally:
+        call.done(status_code)
     filename = "".join(c if c.isalnum() or c in "._-" else "_" for c in post.name)[:200] or str(post.key)
     return Response(body, mimetype="application/x-nzb",
                     headers={"Content-Disposition": f'attachment; filename="{filename}.nzb"'})
@@ -220,6 +234,19 @@ def _visitor(db) -> auth.Visitor | None:
             raise PageError(401, "Unknown API key", "That API key is not an active one.")
         return visitor
     return auth.session_visitor(db)
+
+
+def _status_of(exc: BaseException) -> int:
+    """The status the page's error handlers answer an exception with (for the metrics)."""
+    if isinstance(exc, PageError):
+        return exc.status
+    if isinstance(exc, (OperationalError, RawOperationalError, PoolTimeout)):
+        return 503
+    if isinstance(exc, ServiceError):
+        return exc.status
+    if isinstance(exc, HTTPException):
+        return exc.code or 500
+    return 500
 
 
 def _to_login():

@@ -4,11 +4,13 @@ caller commits and only then enqueues the store (app.tasks.ingest.enqueue_store)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from time import perf_counter
 
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from app import metrics
 from app.models import Group, SeedBatch, SeedNode
 from app.services.errors import Conflict, ServiceError
 from app.services.leases import NotYourLease, locked_range
@@ -45,8 +47,10 @@ def accept_batch(
     """Store a batch's raw body durably and move the range's resume point past it.
 
     The caller commits, and only then enqueues ingest, so a task never sees an uncommitted batch
-    and a batch answered 2xx is always in the database.
+    and a batch answered 2xx is always in the database. Counted when the caller commits
+    (app.metrics.batch_accepted).
     """
+    started = perf_counter()
     seed_range = locked_range(session, range_id)
     previous = session.scalar(
         select(SeedBatch).where(SeedBatch.range_id == range_id, SeedBatch.batch_from == batch_from)
@@ -57,7 +61,8 @@ def accept_batch(
     own_replay = previous is not None and node is not None and previous.node_id == node.id
     if not own_replay and node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
         raise NotYourLease(f"range {range_id} is not leased to this node")
-    if group is not None and group != session.get(Group, seed_range.group_id).name:
+    group_name = session.get(Group, seed_range.group_id).name
+    if group is not None and group != group_name:
         raise OutsideRange(f"batch of group {group} for a range of another group")
     if previous is not None:
         if previous.batch_to != batch_to:
@@ -85,4 +90,6 @@ def accept_batch(
     seed_range.touched_at = func.now()
     seed_range.batches += 1
     session.flush()
+    metrics.batch_accepted(session, group_name, numbers=batch_to - batch_from + 1, body_bytes=len(body),
+                           started=started)
     return Acceptance(batch_id=batch_id, next_id=batch_to + 1, created=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from app import metrics
 from app.models import SeedBatch
 from app.models.batches import BatchState
 
@@ -13,7 +14,7 @@ from app.models.batches import BatchState
 def record_failure(session: Session, batch_id: int, error: str, max_attempts: int) -> str:
     """Count a failed attempt; after max_attempts the batch is 'failed' (a poison batch, shown
     in status with its error) and no longer retried. Returns the batch's state ('unknown' when
-    it is gone)."""
+    it is gone). Counted when the caller commits (app.metrics.store_failed)."""
     row = session.get(SeedBatch, batch_id, with_for_update=True)
     if row is None or row.state != BatchState.ACCEPTED:
         return row.state if row else "unknown"
@@ -21,6 +22,10 @@ def record_failure(session: Session, batch_id: int, error: str, max_attempts: in
     row.error = error[:2000]
     if row.attempts >= max_attempts:
         row.state = BatchState.FAILED
+    group = session.execute(text("SELECT g.name FROM seed_ranges r JOIN groups g ON g.id = r.group_id"
+                                 " WHERE r.id = :r"), {"r": row.range_id}).scalar_one()
+    metrics.store_failed(session, group, numbers=row.batch_to - row.batch_from + 1, body_bytes=row.body_bytes or 0,
+                         for_good=row.state == BatchState.FAILED)
     return row.state
 
 

@@ -20,13 +20,15 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from time import perf_counter
 
 from sqlalchemy import select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, defer
 
+from app import metrics
 from app.db import ensure_group_partitions, partition_name
-from app.models import SeedBatch, SeedRange
+from app.models import Group, SeedBatch, SeedRange
 from app.models.batches import BatchState
 from app.services.ingest import catalog
 from app.services.ingest.checks import MalformedBatch, check_batch
@@ -72,6 +74,7 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
 
 
 def _store_batch(session: Session, batch_id: int) -> StoreResult:
+    started = perf_counter()
     # FOR NO KEY UPDATE: it keeps a second store of the batch off, and lets the fragments'
     # connection add the batch to stored_fragments (its foreign key's check: FOR KEY SHARE).
     batch_row = session.scalar(
@@ -87,7 +90,9 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
         cur.execute("SELECT body FROM seed_batches WHERE id = %s", (batch_id,), binary=True)
         (body,) = cur.fetchone()
     stored = StoredBatch(body, batch_row.content_type, batch_row.content_encoding)
-    group_id = session.scalar(select(SeedRange.group_id).where(SeedRange.id == range_id))
+    group_id, group_name = session.execute(
+        select(SeedRange.group_id, Group.name).join(Group, Group.id == SeedRange.group_id)
+        .where(SeedRange.id == range_id)).one()
     engine = _engine_of(session)
     # Committed on their own: the fragments' connection must see them, and would wait forever on
     # partitions made, uncommitted, by this session. Making one locks its parent table whole:
@@ -102,14 +107,18 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
     # The fragments' transaction commits when this block ends without an error, after everything
     # else of the batch is written and just before the caller commits the session (see load_catalog).
     with engine.begin() as fragments:
-        _record_stored(session, batch_row, load_catalog(session, fragments, group_id, range_id, stored, host_ids,
-                                                        batch_id))
+        articles = _record_stored(session, batch_row, load_catalog(session, fragments, group_id, range_id, stored,
+                                                                   host_ids, batch_id))
         session.flush()
+    # Counted when the caller commits the session (the fragments' transaction commits just before).
+    metrics.batch_stored(session, group_name, articles=articles, numbers=batch_row.batch_to - batch_row.batch_from + 1,
+                         body_bytes=len(body), started=started)
     return StoreResult(batch_id, stored=True)
 
 
-def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> None:
-    """The batch's counts added to its range's, and the batch marked stored."""
+def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> int:
+    """The batch's counts added to its range's, and the batch marked stored. Returns its
+    articles (overview lines read, less the rejected)."""
     range_id = batch_row.range_id
     chunks = batch["chunks"]
     lines = sum(c[2] for c in chunks)
@@ -133,6 +142,7 @@ def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> None:
     batch_row.error = None
     batch_row.body = None  # the catalog holds the batch's rows, so the raw body would only take space
     batch_row.release_keys = list(batch["releases"]["key"])
+    return lines - rejected
 
 
 

@@ -1,0 +1,348 @@
+"""Prometheus metrics of the data center (docs/monitoring.md lists them all).
+
+Counters and histograms are counted where the thing happens, in the services, so that the API, the
+Celery workers and the data center's own runner (`flask seed range`) count alike, each once. What
+a transaction does is counted when it commits (on_commit): a store rolled back and retried is
+counted once, by the attempt that committed.
+
+The processes are many (gunicorn's workers, Celery's prefork children, the CLI), so the values
+live in PROMETHEUS_MULTIPROC_DIR (prometheus_client's multiprocess mode, read by the library
+itself): every process writes its own files there and the API's /metrics sums them. The gauges
+are not kept by any process: SeedCollector reads them from PostgreSQL and Redis when /metrics is
+scraped, so they are as fresh as the scrape and never left behind by a process that died.
+
+This module sits under the services (they import it) and imports only the database and the
+settings.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable, Iterator
+from time import perf_counter
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, values,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import mark_process_dead as _mark_dead
+from sqlalchemy import event, text
+from sqlalchemy.orm import Session
+
+from app.config import get_settings
+from app.db import session_scope
+
+log = logging.getLogger(__name__)
+
+MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
+# The Celery queues (celeryconfig.task_queues): Redis lists named after them.
+QUEUES = ("ingest", "gather", "control")
+RANGE_STATES = ("planned", "leased", "done", "expired")
+# Batch states counted at scrape time; 'gathered', the end of every batch, grows without bound
+# and its rate is seed_batches_stored_total's.
+BATCH_STATES = ("accepted", "stored", "failed")
+# How long a scrape waits on PostgreSQL or Redis before it reports the source down.
+SCRAPE_TIMEOUT_SECONDS = 5
+REDIS_TIMEOUT_SECONDS = 2
+
+
+def _host() -> str:
+    # '_' separates the parts of prometheus_client's file names (type_mode_id.db).
+    return socket.gethostname().replace("_", "-") or "host"
+
+
+_HOST = _host()
+
+
+def process_identifier(pid: int | None = None) -> str:
+    """The name of a process's files in PROMETHEUS_MULTIPROC_DIR: host and pid. The API and the
+    workers may run in containers of their own that share the directory (a volume), each with its
+    own pid 1, 7, ...: the host name (the container's) keeps their files apart."""
+    return f"{_HOST}-{os.getpid() if pid is None else pid}"
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get(MULTIPROC_DIR) or None
+
+
+def _use_multiprocess_files() -> None:
+    """Every metric made after this writes to PROMETHEUS_MULTIPROC_DIR under process_identifier.
+    A directory that is not there is made; one that cannot be made leaves the values in the
+    process (counting must never stop a store or a request)."""
+    path = multiprocess_dir()
+    if path is None:
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        log.warning("%s=%s cannot be made (%s): metrics stay in this process", MULTIPROC_DIR, path, exc)
+        values.ValueClass = values.MutexValue
+        return
+    values.ValueClass = values.MultiProcessValue(process_identifier)
+
+
+_use_multiprocess_files()
+
+
+def mark_process_dead(pid: int) -> None:
+    """For gunicorn's child_exit hook: a dead worker's live gauges dropped (prometheus_client's
+    bookkeeping; its counters and histograms stay, summed into the totals)."""
+    path = multiprocess_dir()
+    if path is not None and os.path.isdir(path):
+        _mark_dead(process_identifier(pid), path)
+
+
+# -- counted where it happens ------------------------------------------------------------------
+
+BATCHES_ACCEPTED = Counter("seed_batches_accepted", "Batches accepted (answered 202), by group.", ["group"])
+BATCH_BYTES_ACCEPTED = Counter("seed_batch_bytes_accepted", "Bytes of the batches accepted, as sent (gzip).",
+                               ["group"])
+NUMBERS_ACCEPTED = Counter("seed_article_numbers_accepted",
+                           "Article numbers the accepted batches cover (their ends included, holes too).", ["group"])
+BATCHES_STORED = Counter("seed_batches_stored", "Batches stored into the catalog, by group.", ["group"])
+ARTICLES_STORED = Counter("seed_articles_stored",
+                          "Articles (overview lines read, less the rejected) of the batches stored.", ["group"])
+NUMBERS_STORED = Counter("seed_article_numbers_stored", "Article numbers the stored batches cover.", ["group"])
+BATCH_BYTES_STORED = Counter("seed_batch_bytes_stored", "Bytes of the batches stored, as sent (gzip).", ["group"])
+BATCHES_FAILED = Counter("seed_batches_failed", "Batches that failed for good (BATCH_MAX_ATTEMPTS).", ["group"])
+BATCH_BYTES_FAILED = Counter("seed_batch_bytes_failed", "Bytes of the batches that failed for good.", ["group"])
+NUMBERS_FAILED = Counter("seed_article_numbers_failed", "Article numbers the batches that failed cover.", ["group"])
+STORE_ERRORS = Counter("seed_store_errors", "Failed attempts at storing a batch (each retried until the last).",
+                       ["group"])
+ACCEPT_SECONDS = Histogram(
+    "seed_accept_duration_seconds", "Accepting a batch: its range locked, its body stored, to the commit.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+STORE_SECONDS = Histogram(
+    "seed_store_duration_seconds", "Storing a batch into the catalog, to the commit.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+PLANNING_RUNS = Counter("seed_planning_runs", "Plannings of a group tried (kind: backfill or live).",
+                        ["group", "kind"])
+PLANNING_FAILURES = Counter("seed_planning_failures", "Plannings of a group that failed.", ["group", "kind"])
+RANGES_PLANNED = Counter("seed_ranges_planned", "Ranges made by planning.", ["group", "kind"])
+CATALOG_REQUESTS = Counter(
+    "seed_catalog_requests", "Catalog requests: searches, post details and NZB downloads, by interface"
+    " (newznab, web) and outcome.", ["interface", "request", "outcome"])
+CATALOG_SECONDS = Histogram(
+    "seed_catalog_request_duration_seconds", "Catalog requests' time, by interface and request.",
+    ["interface", "request"], buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+
+# -- counted when the transaction commits -----------------------------------------------------
+
+_PENDING = "seed_metrics_pending"
+
+
+def on_commit(session: Session, count: Callable[[], None]) -> None:
+    """count() once the session's transaction commits; forgotten if it rolls back."""
+    session.info.setdefault(_PENDING, []).append(count)
+
+
+@event.listens_for(Session, "after_commit")
+def _count_committed(session: Session) -> None:
+    for count in session.info.pop(_PENDING, ()):
+        try:
+            count()
+        except Exception as exc:  # noqa: BLE001 - the commit is done: a metric must not undo its answer
+            log.warning("a metric could not be counted: %s: %s", type(exc).__name__, exc)
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget_rolled_back(session: Session, previous_transaction) -> None:
+    # The session's transaction, not a savepoint inside it (begin_nested): what the transaction
+    # did before the savepoint still commits.
+    if not previous_transaction.nested:
+        session.info.pop(_PENDING, None)
+
+
+def batch_accepted(session: Session, group: str, numbers: int, body_bytes: int, started: float) -> None:
+    def count() -> None:
+        BATCHES_ACCEPTED.labels(group).inc()
+        BATCH_BYTES_ACCEPTED.labels(group).inc(body_bytes)
+        NUMBERS_ACCEPTED.labels(group).inc(numbers)
+        ACCEPT_SECONDS.observe(perf_counter() - started)
+    on_commit(session, count)
+
+
+def batch_stored(session: Session, group: str, articles: int, numbers: int, body_bytes: int,
+                 started: float) -> None:
+    def count() -> None:
+        BATCHES_STORED.labels(group).inc()
+        ARTICLES_STORED.labels(group).inc(articles)
+        NUMBERS_STORED.labels(group).inc(numbers)
+        BATCH_BYTES_STORED.labels(group).inc(body_bytes)
+        STORE_SECONDS.observe(perf_counter() - started)
+    on_commit(session, count)
+
+
+def store_failed(session: Session, group: str, numbers: int, body_bytes: int, for_good: bool) -> None:
+    def count() -> None:
+        STORE_ERRORS.labels(group).inc()
+        if for_good:
+            BATCHES_FAILED.labels(group).inc()
+            BATCH_BYTES_FAILED.labels(group).inc(body_bytes)
+            NUMBERS_FAILED.labels(group).inc(numbers)
+    on_commit(session, count)
+
+
+def planned(group: str, kind: str, ranges: int, failed: bool) -> None:
+    """One planning of a group, after its transaction ended (planner._each_group)."""
+    try:
+        PLANNING_RUNS.labels(group, kind).inc()
+        if failed:
+            PLANNING_FAILURES.labels(group, kind).inc()
+        elif ranges:
+            RANGES_PLANNED.labels(group, kind).inc(ranges)
+    except Exception as exc:  # noqa: BLE001 - see _count_committed
+        log.warning("a metric could not be counted: %s: %s", type(exc).__name__, exc)
+
+
+def outcome_of(status: int) -> str:
+    """A catalog request's outcome label from its HTTP status."""
+    if status < 400:
+        return "ok"
+    return {400: "bad_request", 401: "unauthorized", 403: "unauthorized", 404: "not_found",
+            503: "unavailable"}.get(status, "error")
+
+
+class CatalogCall:
+    """One catalog request, counted and timed when done(): seed_catalog_requests_total and
+    seed_catalog_request_duration_seconds. Not counted while `request` is None (a request that
+    turned out to be none of search, details, nzb)."""
+
+    def __init__(self, interface: str, request: str | None = None):
+        self.interface, self.request, self.outcome = interface, request, "ok"
+        self.started = perf_counter()
+
+    def done(self, status: int | None = None) -> None:
+        if self.request is None:
+            return
+        if status is not None:
+            self.outcome = outcome_of(status)
+        try:
+            CATALOG_REQUESTS.labels(self.interface, self.request, self.outcome).inc()
+            CATALOG_SECONDS.labels(self.interface, self.request).observe(perf_counter() - self.started)
+        except Exception as exc:  # noqa: BLE001 - see _count_committed
+            log.warning("a metric could not be counted: %s: %s", type(exc).__name__, exc)
+
+
+# -- read when scraped ---------------------------------------------------------------------------
+
+def queue_depths(redis_url: str | None = None, queues: tuple[str, ...] = QUEUES) -> dict[str, int]:
+    """Messages waiting in each Celery queue (Redis lists named after the queues; a message a
+    worker took is not counted)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url or get_settings().redis_url, socket_timeout=REDIS_TIMEOUT_SECONDS,
+                                  socket_connect_timeout=REDIS_TIMEOUT_SECONDS)
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for queue in queues:
+                pipe.llen(queue)
+            return {queue: int(depth) for queue, depth in zip(queues, pipe.execute())}
+    finally:
+        client.close()
+
+
+class SeedCollector:
+    """The gauges, read from PostgreSQL and Redis at each scrape. A source that does not answer
+    is reported by seed_metrics_source_up (0) and its gauges left out; the counters are still
+    served."""
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("seed_metrics_source_up", "Whether the scrape could read the source"
+                               " (database: PostgreSQL, broker: Redis).", labels=["source"])
+        try:
+            database = list(self._database())
+        except Exception as exc:  # noqa: BLE001 - reported as a gauge, the scrape goes on
+            log.warning("metrics: the database could not be read: %s", _first_line(exc))
+            database = []
+        up.add_metric(["database"], 1 if database else 0)
+        yield from database
+        try:
+            yield self._queues()
+            up.add_metric(["broker"], 1)
+        except Exception as exc:  # noqa: BLE001 - as above
+            log.warning("metrics: the broker could not be read: %s", _first_line(exc))
+            up.add_metric(["broker"], 0)
+        yield up
+
+    def _queues(self) -> Metric:
+        depth = GaugeMetricFamily("seed_queue_depth", "Messages waiting in a Celery queue.", labels=["queue"])
+        for queue, count in queue_depths().items():
+            depth.add_metric([queue], count)
+        return depth
+
+    def _database(self) -> Iterator[Metric]:
+        with session_scope() as session:
+            session.execute(text(f"SET LOCAL statement_timeout = '{SCRAPE_TIMEOUT_SECONDS}s'"))
+            groups = session.execute(text("SELECT id, name, plan_failures FROM groups ORDER BY name")).all()
+            ranges = session.execute(text(
+                "SELECT group_id, status, count(*) FROM seed_ranges GROUP BY group_id, status")).all()
+            nodes = session.execute(text(
+                "SELECT n.name, extract(epoch FROM n.last_seen_at)::float8, count(r.id) FROM seed_nodes n"
+                " LEFT JOIN seed_ranges r ON r.node_id = n.id AND r.status = 'leased'"
+                " GROUP BY n.id, n.name, n.last_seen_at ORDER BY n.name")).all()
+            batches = session.execute(text(
+                "SELECT state, count(*), extract(epoch FROM now() - min(accepted_at))::float8 FROM seed_batches"
+                " WHERE state IN ('accepted', 'stored', 'failed') GROUP BY state")).all()
+
+        by_state = GaugeMetricFamily("seed_ranges", "Ranges by group and state.", labels=["group", "state"])
+        counts = {(group_id, status): count for group_id, status, count in ranges}
+        failures = GaugeMetricFamily("seed_group_plan_failures",
+                                     "Plannings of the group that failed in a row (0 after one that worked).",
+                                     labels=["group"])
+        for group_id, name, plan_failures in groups:
+            failures.add_metric([name], plan_failures or 0)
+            for state in RANGE_STATES:
+                by_state.add_metric([name, state], counts.get((group_id, state), 0))
+        yield by_state
+        yield failures
+
+        leased = GaugeMetricFamily("seed_node_leased_ranges", "Ranges a node holds leased.", labels=["node"])
+        seen = GaugeMetricFamily("seed_node_last_seen_timestamp_seconds",
+                                 "When a node last called the API (Unix time; nodes never seen left out).",
+                                 labels=["node"])
+        for name, last_seen, held in nodes:
+            leased.add_metric([name], held)
+            if last_seen is not None:
+                seen.add_metric([name], last_seen)
+        yield leased
+        yield seen
+
+        waiting = GaugeMetricFamily("seed_batches", "Batches not yet gathered, by state (accepted: waiting for the"
+                                    " store; stored: for the join into posts; failed: for an operator).",
+                                    labels=["state"])
+        states = {state: (count, age) for state, count, age in batches}
+        for state in BATCH_STATES:
+            waiting.add_metric([state], states.get(state, (0, None))[0])
+        yield waiting
+        oldest = states.get("accepted", (0, None))[1]
+        yield GaugeMetricFamily("seed_oldest_unstored_batch_age_seconds",
+                                "Seconds since the oldest batch not yet stored was accepted (0: none waits).",
+                                value=max(0.0, oldest or 0.0))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+class _ThisProcess:
+    """The process's own metrics (the default registry), where no multiprocess directory is set."""
+
+    def collect(self) -> Iterator[Metric]:
+        return REGISTRY.collect()
+
+
+def exposition() -> tuple[bytes, str]:
+    """What /metrics serves: the counters and histograms of every process (summed from
+    PROMETHEUS_MULTIPROC_DIR, or this process's own without it) and the gauges read now."""
+    registry = CollectorRegistry()
+    path = multiprocess_dir()
+    if path is not None and os.path.isdir(path):
+        MultiProcessCollector(registry, path=path)
+    else:
+        registry.register(_ThisProcess())
+    registry.register(SeedCollector())
+    return generate_latest(registry), CONTENT_TYPE_LATEST
