@@ -175,13 +175,17 @@ def test_gunicorn_logs_json_lines_with_durations_and_no_key(service_env, clean_d
 
 def test_gunicorns_child_exit_marks_a_workers_live_gauges_dead(tmp_path, monkeypatch):
     """ops/gunicorn.conf.py's child_exit: with PROMETHEUS_MULTIPROC_DIR, a gone worker's live
-    gauge files are removed (prometheus_client's mark_process_dead); without it, nothing."""
+    gauge files are removed (app.metrics.mark_process_dead); without it, nothing."""
     import runpy
     from types import SimpleNamespace
 
     hooks = runpy.run_path(str(Path(__file__).resolve().parents[2] / "ops" / "gunicorn.conf.py"))
     assert hooks["logconfig_dict"]["root"]["handlers"] == ["stderr"]
-    gone, alive = tmp_path / "gauge_livesum_4242.db", tmp_path / "gauge_livesum_4343.db"
+    from app.metrics import process_identifier
+
+    # Files are named by host and pid (app/metrics.py), as the hook marks them.
+    gone = tmp_path / f"gauge_livesum_{process_identifier(4242)}.db"
+    alive = tmp_path / f"gauge_livesum_{process_identifier(4343)}.db"
     gone.write_bytes(b"")
     alive.write_bytes(b"")
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
