@@ -11,7 +11,7 @@ from app.db import session_scope
 from app.services.nodes import authenticate
 
 
-def _bearer_token() -> str | None:
+def bearer_token() -> str | None:
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -22,7 +22,7 @@ def _bearer_token() -> str | None:
 def node_required(view):
     @wraps(view)
     def guarded(*args, **kwargs):
-        token = _bearer_token()
+        token = bearer_token()
         if token is None:
             response = error_response(401, "unauthorized", "a node token is required (Authorization: Bearer ...)")
             response.headers["WWW-Authenticate"] = 'Bearer realm="seed"'

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, Response
 
 from app import metrics
-from app.api.auth import _bearer_token
+from app.api.auth import bearer_token
 from app.api.errors import error_response
 from app.db import session_scope
 from app.services import operators
@@ -16,7 +16,7 @@ metrics_api = Blueprint("metrics_api", __name__)
 
 @metrics_api.get("/metrics")
 def scrape():
-    secret = _bearer_token()
+    secret = bearer_token()
     if secret is None:
         return _unauthorized("an operator key is required (Authorization: Bearer ...)", 'Bearer realm="seed"')
     with session_scope() as session:

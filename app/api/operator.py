@@ -8,7 +8,7 @@ from functools import wraps
 
 from flask import Response, g
 
-from app.api.auth import _bearer_token, node_required
+from app.api.auth import bearer_token, node_required
 from app.db import session_scope
 from app.services import operators
 from app.services import status as status_service
@@ -21,7 +21,7 @@ def node_or_operator_required(view):
 
     @wraps(view)
     def guarded(*args, **kwargs):
-        secret = _bearer_token()
+        secret = bearer_token()
         if secret is not None:
             with session_scope() as session:
                 key = operators.authenticate(session, secret)
