@@ -46,7 +46,7 @@ def list_(as_json: bool) -> None:
 
 def _switch(name: str, enabled: bool, as_json: bool) -> None:
     with service_call() as session:
-        node, changed = node_service.switch(session, name, enabled)
+        node, changed = node_service.set_enabled(session, name, enabled)
         row = _row(node)
     word = "enabled" if enabled else "disabled"
     report(as_json, {**row, "changed": changed},

@@ -37,11 +37,7 @@ def list_nodes(session: Session) -> list[SeedNode]:
     return list(session.scalars(select(SeedNode).order_by(SeedNode.name)))
 
 
-def set_enabled(session: Session, name: str, enabled: bool) -> SeedNode:
-    return switch(session, name, enabled)[0]
-
-
-def switch(session: Session, name: str, enabled: bool) -> tuple[SeedNode, bool]:
+def set_enabled(session: Session, name: str, enabled: bool) -> tuple[SeedNode, bool]:
     """Enable or disable the node; (the node, whether it changed)."""
     node = get_node(session, name, lock=True)
     changed = node.enabled != enabled
