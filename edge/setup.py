@@ -4,15 +4,19 @@ files (edge.digest.gather) and finds dot lines in NNTP replies (edge.digest.nntp
 Python twin beside it (the same results, slower).
 
 The package is this directory, so setuptools' build directory and egg-info go to a temporary
-directory: building the distribution leaves the source tree as it was. The extension is optional:
-where no C compiler is at hand the install goes on and the Python twins serve."""
+directory: building the distribution leaves the source tree as it was. The extension is required:
+an install without a C compiler or Python's headers (Debian's python3-dev) stops with the
+compiler's error, rather than going on with the Python twins unnoticed. `SEED_IMPL=python pip
+install ...` installs without it, for the twins only (edge.digest.compiled)."""
 import atexit
+import os
 import shutil
 import tempfile
 
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
+TWINS_ONLY = os.environ.get("SEED_IMPL", "").strip().lower() == "python"
 OUT_OF_TREE = tempfile.mkdtemp(prefix="seed-edge-build-")
 atexit.register(shutil.rmtree, OUT_OF_TREE, ignore_errors=True)
 
@@ -27,6 +31,7 @@ class WithoutThisFile(build_py):
 setup(
     cmdclass={"build_py": WithoutThisFile},
     options={"build": {"build_base": f"{OUT_OF_TREE}/build"}, "egg_info": {"egg_base": OUT_OF_TREE}},
-    ext_modules=[Extension("edge.digest._overview", ["digest/_overview.c"], optional=True,
-                           extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"])],
+    ext_modules=[] if TWINS_ONLY else [Extension("edge.digest._overview", ["digest/_overview.c"],
+                                                 extra_compile_args=["-O2", "-Wall", "-Wextra",
+                                                                     "-Wno-unused-parameter"])],
 )

@@ -4,7 +4,8 @@
 - GET /readyz: the process can serve: the database answers, Redis answers, and the schema is at
   the migrations' head. 200 with each check, or 503 saying which failed and why.
 - GET /healthz: the process is up and the database answers; "impl" tells whether the compiled
-  parts or their Python twins run (edge.digest.compiled.IMPL: "c" or "python").
+  parts or their Python twins run (edge.digest.compiled.IMPL: "c" or "python"), and "compiled"
+  which of the compiled parts this process runs, by module (false: its twin runs).
 """
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.db import get_engine
-from edge.digest.compiled import IMPL
+from edge.digest.compiled import IMPL, load
 
 health = Blueprint("health", __name__)
 
 # The migrations the code was shipped with (alembic.ini's script_location).
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+# Every compiled part, the edge's and the data center's (setup.py, edge/setup.py).
+COMPILED_PARTS = ("edge.digest._overview", "app.services._copyrows", "app.services._msgcolumns")
 # Each check's own limit: an orchestrator's probe gives up after a few seconds itself.
 CHECK_TIMEOUT_SECONDS = 3
 
@@ -37,7 +40,12 @@ def healthz():
         response = jsonify(status="error", database="unavailable", message=str(exc.__class__.__name__), impl=IMPL)
         response.status_code = 503
         return response
-    return jsonify(status="ok", database="ok", impl=IMPL)
+    return jsonify(status="ok", database="ok", impl=IMPL, compiled=_compiled())
+
+
+@functools.cache
+def _compiled() -> dict[str, bool]:
+    return {name: load(name) is not None for name in COMPILED_PARTS}
 
 
 @health.get("/livez")

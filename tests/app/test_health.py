@@ -3,19 +3,24 @@ import dataclasses
 
 import pytest
 
-from app.api.health import MIGRATIONS
+from app.api.health import COMPILED_PARTS, MIGRATIONS
 from edge.digest.compiled import IMPL
 
 
 def test_healthz_checks_the_database(client):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.get_json() == {"status": "ok", "database": "ok", "impl": IMPL}
+    assert response.get_json() == {"status": "ok", "database": "ok", "impl": IMPL,
+                                   "compiled": dict.fromkeys(COMPILED_PARTS, IMPL == "c")}
 
 
 def test_healthz_tells_which_implementation_of_the_compiled_parts_runs(client):
-    """The test machine builds them (ops/setup); SEED_IMPL=python would make it "python"."""
-    assert client.get("/healthz").get_json()["impl"] == IMPL in ("c", "python")
+    """ops/setup builds every compiled part (or stops): with SEED_IMPL unset they all run, with
+    SEED_IMPL=python none does."""
+    body = client.get("/healthz").get_json()
+    assert body["impl"] == IMPL in ("c", "python")
+    assert set(body["compiled"]) == {"edge.digest._overview", "app.services._copyrows", "app.services._msgcolumns"}
+    assert all(built == (IMPL == "c") for built in body["compiled"].values()), body
 
 
 def test_unknown_path_is_a_json_error(client):
