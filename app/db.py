@@ -6,7 +6,9 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
+import psycopg
 from sqlalchemy import MetaData, create_engine, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import DeclarativeBase, Session, configure_mappers, sessionmaker
 
@@ -155,3 +157,42 @@ def ensure_group_partitions(conn: Connection | Session, group_id: int) -> bool:
         )
         conn.execute(text(f'ALTER TABLE "{name}" ALTER COLUMN group_id SET DEFAULT {int(group_id)}'))
     return True
+
+
+# What a database error says of the moment rather than of the data: the connection lost or refused
+# (class 08, and errors without a SQLSTATE, which psycopg raises when the connection breaks), a
+# serialization failure or deadlock (40001, 40P01), a lock or statement timeout (55P03, 57014), the
+# server shutting down, crashed or starting (57P01-57P03), too many connections or out of memory
+# (53300, 53200). Everything else (data exceptions 22, integrity 23, program limits 54 such as
+# "string is too long for tsvector" or an index row too large, syntax 42...) comes again whenever
+# the same work is tried.
+TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57014", "57P01", "57P02", "57P03", "53300", "53200"})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether trying the same work again later may succeed: see TRANSIENT_SQLSTATES. A pool that
+    has no free connection is transient; an error that is not the database's is not."""
+    if isinstance(exc, sa_exc.TimeoutError):  # no free pooled connection
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        exc = exc.orig if exc.orig is not None else exc
+    if isinstance(exc, psycopg.Error):
+        state = exc.sqlstate
+        if state is None:  # raised by psycopg itself: the connection is gone or broken
+            return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+        return state.startswith("08") or state in TRANSIENT_SQLSTATES
+    return isinstance(exc, sa_exc.OperationalError)
+
+
+class TransientDatabaseError(Exception):
+    """An error is_transient() says may pass: the tasks retry it with backoff (autoretry_for),
+    without counting an attempt against their batch, because the batch is fine and only the moment
+    is not. Any other error would come again: it counts an attempt (app.services.ingest.lifecycle)."""
+
+    @classmethod
+    def raise_if(cls, exc: BaseException) -> None:
+        """Raises one of these from exc when exc is transient."""
+        if is_transient(exc):
+            raise cls(f"{type(exc).__name__}: {exc}") from exc

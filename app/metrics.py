@@ -109,6 +109,8 @@ BATCH_BYTES_STORED = Counter("seed_batch_bytes_stored", "Bytes of the batches st
 BATCHES_FAILED = Counter("seed_batches_failed", "Batches that failed for good (BATCH_MAX_ATTEMPTS).", ["group"])
 BATCH_BYTES_FAILED = Counter("seed_batch_bytes_failed", "Bytes of the batches that failed for good.", ["group"])
 NUMBERS_FAILED = Counter("seed_article_numbers_failed", "Article numbers the batches that failed cover.", ["group"])
+POSTS_LEFT_OUT = Counter("seed_posts_left_out", "Posts PostgreSQL refused to sum into the searched table for good"
+                         " (a value past one of its limits): their releases are not searchable.", ["group"])
 STORE_ERRORS = Counter("seed_store_errors", "Failed attempts at storing a batch (each retried until the last).",
                        ["group"])
 ACCEPT_SECONDS = Histogram(
@@ -182,6 +184,14 @@ def store_failed(session: Session, group: str, numbers: int, body_bytes: int, fo
             BATCHES_FAILED.labels(group).inc()
             BATCH_BYTES_FAILED.labels(group).inc(body_bytes)
             NUMBERS_FAILED.labels(group).inc(numbers)
+    on_commit(session, count)
+
+
+def posts_left_out(session: Session, group_id: int, posts: int) -> None:
+    group = session.execute(text("SELECT name FROM groups WHERE id = :g"), {"g": group_id}).scalar_one()
+
+    def count() -> None:
+        POSTS_LEFT_OUT.labels(group).inc(posts)
     on_commit(session, count)
 
 

@@ -5,8 +5,7 @@ One behaviour a server, picked by name:
 
 - ``endless``: an OVER reply that never ends (the range's lines, over and over, never the ``.``).
 - ``stall``: an OVER reply that stops in the middle of a line and then says nothing.
-- ``long_line``: an OVER reply whose first line is LONG_LINE bytes long (more than any client
-  keeps as one line).
+- ``long_line``: an OVER reply whose first line never ends (no line feed comes, ever).
 - ``out_of_range``: an OVER reply whose lines are numbered past the range asked for.
 - ``login_required``: 480 to GROUP and OVER (after the greeting and LIST OVERVIEW.FMT), as a
   server whose subscription lapsed.
@@ -23,7 +22,6 @@ import itertools
 from simnews.scripted import ScriptedServer, _dot_stuffed, _Session
 
 BEHAVIOURS = ("endless", "stall", "long_line", "out_of_range", "login_required", "unavailable", "no_starttls")
-LONG_LINE = 2 * 1024 * 1024
 LINES_PER_SEND = 1000
 
 
@@ -85,8 +83,10 @@ class HostileServer(ScriptedServer):
             self._stopping.wait()
             return False
         if self.behaviour == "long_line":
-            session.send(b"%d\t" % first + b"x" * LONG_LINE + b"\r\n.\r\n")
-            return True
+            session.send(b"%d\t" % first)
+            while not self._stopping.is_set():
+                session.send(b"x" * 65536)
+            return False
         # out_of_range: the right count of lines, numbered a million past the range.
         count = min(last - first + 1, LINES_PER_SEND)
         session.send(_dot_stuffed([plain_line(last + 10**6 + i, name) for i in range(count)]) + b".\r\n")

@@ -1,15 +1,17 @@
-"""Every error the API gives is JSON: {"error": code, "message": text} with the right status."""
+"""Every error the API gives is JSON: {"error": code, "message": text} with the right status; under
+the newznab API's /api, a newznab error with the right status instead (app.api.newznab.http_error)."""
 from __future__ import annotations
 
 import logging
 
 import psycopg
-from flask import Flask, jsonify
+from flask import Flask, has_request_context, jsonify, request
 from gunicorn.http.errors import ParseException as UnreadableRequest
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
+from app.api import newznab
 from app.services.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,9 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):
+        # Under /api a newznab client asks, and reads newznab errors only.
+        if has_request_context() and newznab.serves(request.path):
+            return newznab.http_error(exc)
         code = (exc.name or "error").lower().replace(" ", "_")
         response = error_response(exc.code or 500, code, exc.description or exc.name)
         headers = dict(exc.get_headers())

@@ -9,7 +9,8 @@ Answers are RSS 2.0 with newznab:attr elements, or the same as JSON with o=json.
 newznab error elements, with HTTP 200 as the specification has it (clients read the code):
 100 incorrect credentials, 200 missing parameter, 201 incorrect parameter, 202 no such
 function, 300 no such item, 900 the server could not answer now. Nothing a client sends gives a
-5xx or is written out unescaped.
+5xx or is written out unescaped. A request refused before it reaches the API (a path under /api
+that is none, a method other than GET) is a newznab error too, with its HTTP status (http_error).
 """
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ from xml.etree import ElementTree as ET
 from flask import Blueprint, Response, request
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
+from werkzeug.exceptions import HTTPException
 
 from app import metrics
 from app.db import session_scope
 from app.models import Group
 from app.services import apikeys, categories, grabs, nzbexport, search
+from app.services.attachments import nzb_disposition
 from app.services.errors import NotFound
 from app.services.nzbexport import xml_attribute, xml_text
 
@@ -96,6 +99,33 @@ def api():
         raise
     finally:
         call.done()
+
+
+def serves(path: str) -> bool:
+    """Whether a path is the newznab API's: /api and anything under it, but for the node API
+    under /api/v1/ (app/api/seed.py), which answers in JSON."""
+    return path == "/api" or (path.startswith("/api/") and not path.startswith("/api/v1/") and path != "/api/v1")
+
+
+def http_error(exc: HTTPException) -> Response:
+    """A request Flask refused before the view ran (no such path under /api, a method other than
+    GET, a URL too long) as a newznab error, which is what a newznab client reads, with the HTTP
+    status kept (the request never reached the API, unlike the errors of api(), which the
+    specification sends with 200) and the headers that go with it (Allow on a 405)."""
+    status = exc.code or 500
+    if status in (404, 405, 501):
+        code, detail = 202, f"{request.method} {request.path[:50]}"
+    elif status >= 500:
+        code, detail = 900, ""
+    else:
+        code, detail = 201, (exc.name or "").lower()
+    response = _error(NewznabError(code, detail), request.args.get("o", "").lower() == "json")
+    response.status_code = status
+    headers = dict(exc.get_headers())
+    for header in ("Allow", "Retry-After"):
+        if header in headers:
+            response.headers[header] = headers[header]
+    return response
 
 
 def _key(session):
@@ -183,16 +213,7 @@ def _get(session, key) -> Response:
     grabs.record(session, post.group_id, post.key)
     body = b"".join(nzbexport.nzb_chunks(session, post))
     return Response(body, mimetype="application/x-nzb",
-                    headers={"Content-Disposition": attachment(post.name, post.key)})
-
-
-def attachment(name: str, key: int) -> str:
-    """Content-Disposition for a post's NZB: an ASCII file name (headers are ASCII), and the name
-    as written in UTF-8 (RFC 6266 filename*) for clients that read it."""
-    plain = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in name)[:200]
-    if not plain.strip("_"):
-        plain = str(key)
-    return f'attachment; filename="{plain}.nzb"; filename*=UTF-8\'\'{urllib.parse.quote(name[:200] + ".nzb")}'
+                    headers={"Content-Disposition": nzb_disposition(post.name, post.key)})
 
 
 def _caps(as_json: bool) -> Response:

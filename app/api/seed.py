@@ -158,6 +158,7 @@ def post_batch(range_id: int):
         accepted = acceptance.accept_batch(
             session, g.node, range_id, batch_from=header.batch_from, batch_to=header.batch_to,
             body=body, content_type=content_type, content_encoding=content_encoding, group=header.group,
+            rules=header.rules,
         )
     if not accepted.created:
         return jsonify(status="already_accepted", batch_id=accepted.batch_id, next_id=accepted.next_id), 200
@@ -186,7 +187,9 @@ def done(range_id: int):
 def release(range_id: int):
     failure = _failure_text(_json_object())
     with session_scope() as session:
-        return _range_answer("planned", leases.release(session, g.node, range_id, failure=failure))
+        # "planned", or "done" for a range whose every batch was in (leases.release).
+        released = leases.release(session, g.node, range_id, failure=failure)
+        return _range_answer(released.status, released)
 
 
 # A node sees what concerns it; an operator key sees the whole picture (app/api/operator.py).

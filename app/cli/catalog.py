@@ -12,6 +12,13 @@ from app.services.groups import get_group
 
 # A name wider than this is cut in the table (--json gives it whole).
 NAME_WIDTH = 72
+# What a poster wrote (names, subjects, posters) goes to the operator's terminal: C0 and C1
+# controls and DEL could move the cursor, retitle the window or hide text (ANSI escapes), and bidi
+# controls reorder what is read ("txt.exe" shown as "exe.txt"). The text output shows them as
+# escapes (\x1b, \u202e); --json escapes them anyway.
+_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029"
+_ESCAPED = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7f, 0xa0))}
+_ESCAPED.update({ord(c): f"\\u{ord(c):04x}" for c in _BIDI})
 
 
 @click.group("releases")
@@ -49,7 +56,7 @@ def search(words: tuple[str, ...], groups: tuple[str, ...], poster: str | None, 
                    else "no posts found")
         return
     print_table(("key", "name", "group", "files", "size", "complete", "posted"), [
-        (p.key, _cut(p.name), p.group, p.files, human_size(p.bytes), f"{p.completion:.1f}%", utc(p.last_post))
+        (p.key, _cut(p.name), shown(p.group), p.files, human_size(p.bytes), f"{p.completion:.1f}%", utc(p.last_post))
         for p in page.items])
     first = page.offset + 1
     of = f"{page.total:,}" if page.total_exact else f"at least {page.total:,}"
@@ -71,9 +78,9 @@ def show(key: str, group: str | None, as_json: bool) -> None:
         return
     post = details.post
     for label, value in (
-        ("post", f"{post.key} in {post.group}"),
-        ("name", post.name),
-        ("poster", post.poster),
+        ("post", f"{post.key} in {shown(post.group)}"),
+        ("name", shown(post.name)),
+        ("poster", shown(post.poster)),
         ("posted", f"{utc(post.first_post)} to {utc(post.last_post)}"),
         ("files", f"{post.files:,} in {post.releases:,} release{'s' if post.releases != 1 else ''}"),
         ("segments", f"{post.parts_seen:,} seen of {post.parts_expected:,} expected ({post.completion:.1f}% complete)"),
@@ -82,7 +89,7 @@ def show(key: str, group: str | None, as_json: bool) -> None:
         click.echo(f"{label:<9} {value}")
     click.echo("\nreleases:")
     print_table(("key", "name", "poster", "files", "segments", "complete"), [
-        (r.key, _cut(r.name), r.poster, f"{r.files_seen}/{r.file_count if r.file_count is not None else '?'}",
+        (r.key, _cut(r.name), shown(r.poster), f"{r.files_seen}/{r.file_count if r.file_count is not None else '?'}",
          f"{r.parts_seen}/{r.parts_expected}", f"{r.completion:.1f}%") for r in details.releases])
     click.echo("\nfiles:")
     print_table(("#", "name", "posted", "segments", "size"), [
@@ -105,5 +112,11 @@ def utc(moment: datetime | None) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if moment is not None else "-"
 
 
+def shown(text: str) -> str:
+    """Text from Usenet as the terminal may print it: control and bidi characters escaped."""
+    return text.translate(_ESCAPED)
+
+
 def _cut(name: str) -> str:
+    name = shown(name)
     return name if len(name) <= NAME_WIDTH else name[:NAME_WIDTH - 3] + "..."

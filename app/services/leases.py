@@ -145,21 +145,46 @@ def finish(session: Session, node: SeedNode | None, range_id: int) -> SeedRange:
 
 
 MAX_FAILURE_TEXT = 1000
+# Characters a failure text does not keep: it is the node's words, shown to operators (`flask seed
+# status`, the web page), and stored as PostgreSQL text, which cannot hold NUL nor a lone surrogate
+# (a JSON body may carry both: "\u0000", "\ud800"). Bidi overrides and isolates would reorder
+# what an operator reads.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+
+
+def failure_text(text: str) -> str:
+    """A node's failure text as stored: cut to MAX_FAILURE_TEXT characters, white-space controls
+    (tab, line breaks) as spaces, every other control character, lone surrogate and bidi control
+    as U+FFFD, so that what the node said is kept and the range is never held up by it."""
+    kept = []
+    for c in text[:MAX_FAILURE_TEXT]:
+        if c in "\t\n\r\v\f":
+            kept.append(" ")
+        elif c < " " or "\x7f" <= c <= "\x9f" or "\ud800" <= c <= "\udfff" or c in _BIDI:
+            kept.append("\ufffd")
+        else:
+            kept.append(c)
+    return "".join(kept)
 
 
 def release(session: Session, node: SeedNode, range_id: int, *, failure: str | None = None) -> SeedRange:
     """Give the range back; the next node resumes at next_id.
 
     With `failure` (why the node could not work on it) the range is counted as failed once more
-    and leased after the ranges that did not fail, so one bad range cannot hold up the plan.
+    and leased after the ranges that did not fail, so one bad range cannot hold up the plan. A
+    range whose every batch is in (next_id past last_id) is done instead, as finish makes it: put
+    back to planned it would be leased again for nothing, and its failure (if any) no longer
+    matters.
     """
     seed_range = held_range(session, node, range_id)
+    if seed_range.next_id > seed_range.last_id:
+        return finish(session, node, range_id)
     seed_range.status = "planned"
     seed_range.node_id = None
     seed_range.leased_at = None
     if failure is not None:
         seed_range.failures += 1
-        seed_range.last_failure = f"{node.name}: {failure}"[:MAX_FAILURE_TEXT]
+        seed_range.last_failure = failure_text(f"{node.name}: {failure}")
     return seed_range
 
 

@@ -7,8 +7,10 @@ over the group's backfill: the backfill pointer moves below it so nothing is fet
 
 Live goes up: from just above the highest article covered (the group's live pointer, live_next,
 or above every planned range on its first run) up to the server's high-water mark less a lag
-(see live_window). The two meet at the group's live_first: backfill never plans at or above
-it, live never below it, so no article is planned twice and none is skipped at the seam.
+(see live_window). On a group nothing covers yet, live takes only the top: what the server has
+below is the group's past, backfill's, bounded by its days (a group whose whole span lies
+within the lag is all past). The two meet at the group's live_first: backfill never plans at or
+above it, live never below it, so no article is planned twice and none is skipped at the seam.
 
 Both take the same per-group advisory lock, so the two never interleave on one group, and both
 read the server's marks with GROUP, which is also when planned ranges the server has expired
@@ -147,17 +149,23 @@ def highest_covered(session: Session, group: Group) -> int | None:
 def live_window(start: int | None, low: int, high: int, *, lag: int, seen_high: int | None) -> tuple[int, int]:
     """[first, last]: the article numbers live planning plans now; nothing when last < first.
 
-    `start` is the first article nothing covers yet (None: nothing covers the group at all, so
-    live planning starts at the top and leaves what lies below to backfill). The newest numbers
-    may still be propagating on the server: a number is ready once it is `lag` below the high
-    mark, or once the previous look at the group (`seen_high`, a planning period earlier) saw
-    it already, whichever comes first. Numbers below the low mark have expired: never planned.
+    `start` is the first article nothing covers yet. The newest numbers may still be propagating
+    on the server: a number is ready once it is `lag` below the high mark, or once the previous
+    look at the group (`seen_high`, a planning period earlier) saw it already, whichever comes
+    first. Numbers below the low mark have expired: never planned.
+
+    `start` None means nothing covers the group at all: live planning starts just above the
+    ready numbers, which are the group's past and backfill's; the numbers above them are live's,
+    planned once ready. When none is ready (the group's whole span lies within the lag) it
+    starts above the high mark: starting at the low mark instead would plan the group's whole
+    past as live a period later, with no days limit, and leave backfill nothing to plan.
     """
     ready = high - lag
     if seen_high is not None:
         ready = max(ready, min(seen_high, high))
-    first = ready + 1 if start is None else start
-    return max(first, low), ready
+    if start is None:
+        start = ready + 1 if ready >= low else high + 1
+    return max(start, low), ready
 
 
 def split(first_id: int, last_id: int, range_size: int) -> list[tuple[int, int]]:
@@ -192,6 +200,33 @@ def mark_expired(session: Session, group: Group, low: int) -> int:
         {"g": group.id, "low": low},
     ).scalars().all()
     return sum(skipped)
+
+
+def coverage(session: Session, group: Group, first: int, last: int) -> str:
+    """What covers the articles first..last, for an operator: the group's plans there by kind
+    (one named by its id, several counted), and the numbers live planning holds but has not
+    planned yet."""
+    rows = session.execute(
+        select(SeedPlan.kind, func.count(), func.min(SeedPlan.id), func.min(SeedPlan.days),
+               func.min(SeedPlan.first_id), func.max(SeedPlan.last_id))
+        .where(SeedPlan.group_id == group.id, SeedPlan.last_id >= first, SeedPlan.first_id <= last)
+        .group_by(SeedPlan.kind).order_by(func.min(SeedPlan.first_id))
+    ).all()
+    parts = []
+    for kind, count, plan_id, days, low, high in rows:
+        span = f"{max(low, first)}-{min(high, last)}"
+        if count > 1:
+            parts.append(f"{span} by {count} {kind} plans")
+        else:
+            parts.append(f"{span} by {kind} plan {plan_id}" + (f" ({days} days)" if days is not None else ""))
+    if group.live_next is not None and group.live_next <= last:
+        parts.append(f"{max(group.live_next, first)}-{last} by live planning, to plan once ready (LIVE_LAG)")
+    # Neither plans nor live's pointer: what lowest_covered went by (the pointers alone).
+    if not parts and group.live_first is not None and group.live_first <= last:
+        parts.append(f"{max(group.live_first, first)}-{last} by live planning's start ({group.live_first})")
+    if not parts and group.backfill_id is not None and group.backfill_id <= last:
+        parts.append(f"{max(group.backfill_id, first)}-{last} by the group's backfill pointer")
+    return ", ".join(parts)
 
 
 def _lock_and_read(session: Session, source: OverviewSource, group: Group):
@@ -242,11 +277,13 @@ def plan_group(
     covered = lowest_covered(session, group)
     top = info.last if covered is None else min(info.last, covered - 1)
     if top < info.first:
-        return nothing("everything down to the low mark is covered")
+        return nothing(f"everything from the low mark {info.first} up is covered already:"
+                       f" {coverage(session, group, info.first, info.last)}")
     cutoff = int((time.time() if now is None else now) - days * 86400)
     start = find_first_after(source, info.first, top, cutoff)
     if start is None:
-        return nothing(f"no article below {top + 1} is newer than {days} days")
+        above = "" if top >= info.last else f" (above it, covered already: {coverage(session, group, top + 1, info.last)})"
+        return nothing(f"no article below {top + 1} is newer than {days} days{above}")
     start = max(start, info.first)
     plan, ranges = _add_plan(session, group, "backfill", start, top, range_size, days=days)
     group.backfill_id = start if group.backfill_id is None else min(group.backfill_id, start)
@@ -256,7 +293,8 @@ def plan_group(
 def plan_live_group(session: Session, source: OverviewSource, group: Group, *, lag: int,
                     range_size: int) -> PlanResult:
     """Plan one group's new articles, from live_next (or just above everything planned, on the
-    first run) up to the high mark less the lag (live_window); under the per-group lock."""
+    first run; at the top of a group nothing covers yet) up to the high mark less the lag
+    (live_window); under the per-group lock."""
     info, seen_high, expired = _lock_and_read(session, source, group)
 
     def nothing(reason: str) -> PlanResult:
@@ -276,8 +314,15 @@ def plan_live_group(session: Session, source: OverviewSource, group: Group, *, l
     if last < first:
         # The pointer still moves past numbers that expired before they were planned.
         group.live_next = first
+        if start is None and first > info.last:
+            span = info.last - info.first + 1
+            within = f", within LIVE_LAG {lag} of the top" if span <= lag else ""
+            return nothing(f"live planning starts at {first}, above the high mark: the group's {span} article"
+                           f" numbers ({info.first}-{info.last}{within}) are its past, for backfill to plan"
+                           " (`flask seed plan`, beat's plan.replan)")
         if start is None:
-            return nothing(f"live planning starts at {first}; backfill plans below it")
+            return nothing(f"live planning starts at {first} and plans {first}-{info.last} once they are"
+                           f" ready (LIVE_LAG {lag}); backfill plans below {first}")
         if first > info.last:
             return nothing(f"nothing new above {first - 1}")
         return nothing(f"{info.last - first + 1} new articles from {first} kept back while they may still"

@@ -5,13 +5,10 @@ from __future__ import annotations
 import logging
 import time
 
-import psycopg
 from celery import shared_task
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.config import get_settings
-from app.db import session_scope
+from app.db import TransientDatabaseError, session_scope
 from app.models.batches import BatchState
 from app.services.ingest import posts, store
 from app.services.ingest.lifecycle import record_failure, record_gather_error
@@ -19,18 +16,14 @@ from app.services.status import batch_summary
 
 log = logging.getLogger(__name__)
 
-# The database being away (restart, failover), a deadlock, a lock timeout or no free pooled
-# connection: retried with backoff, without counting against the batch, because the batch is fine
-# and only the moment is not. The store's COPYs and release locks run on the psycopg cursor, so
-# its errors come unwrapped by SQLAlchemy.
-TRANSIENT_DB_ERRORS = (OperationalError, psycopg.OperationalError, PoolTimeout)
+
 # Seconds the API waits for a free broker connection from the pool (its threads share it).
 ENQUEUE_POOL_WAIT = 5
 
 
 @shared_task(
     name="ingest.store_batch", bind=True, acks_late=True,
-    autoretry_for=TRANSIENT_DB_ERRORS, retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
+    autoretry_for=(TransientDatabaseError,), retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
     max_retries=None,
 )
 def store_batch(self, batch_id: int) -> dict:
@@ -44,9 +37,8 @@ def store_batch(self, batch_id: int) -> dict:
     try:
         with session_scope() as session:
             result = store.store_batch(session, batch_id)
-    except TRANSIENT_DB_ERRORS:
-        raise
     except Exception as exc:
+        TransientDatabaseError.raise_if(exc)
         settings = get_settings()
         with session_scope() as session:
             state = record_failure(session, batch_id, f"{type(exc).__name__}: {exc}", settings.batch_max_attempts)
@@ -58,16 +50,16 @@ def store_batch(self, batch_id: int) -> dict:
     try:
         with session_scope() as session:
             changed = posts.gather_batch(session, batch_id)
-    except TRANSIENT_DB_ERRORS:
-        raise
     except Exception as exc:
-        # The batch is in the catalog; only its posts wait. It stays 'stored' with the error shown,
-        # and the requeue sweep tries again after a while (not at once: the same error would come).
+        TransientDatabaseError.raise_if(exc)
+        # The batch is in the catalog; only its posts wait. It stays 'stored' with the error shown
+        # and an attempt counted, and the requeue sweep tries again after a while (not at once:
+        # the same error would come); after BATCH_MAX_ATTEMPTS it is 'failed'.
         log.error("batch %s: joining its releases into posts failed: %s", batch_id, exc)
         with session_scope() as session:
-            record_gather_error(session, batch_id, f"{type(exc).__name__}: {exc}")
-        return {"batch_id": batch_id, "state": BatchState.STORED.value, "error": str(exc)[:200],
-                "seconds": _since(started)}
+            state = record_gather_error(session, batch_id, f"{type(exc).__name__}: {exc}",
+                                        get_settings().batch_max_attempts)
+        return {"batch_id": batch_id, "state": state, "error": str(exc)[:200], "seconds": _since(started)}
     gathered = time.monotonic()
     with session_scope() as session:
         summary = batch_summary(session, batch_id) or {"batch_id": batch_id}

@@ -173,7 +173,7 @@ def install_sessions(app: Flask) -> None:
 
 
 def csrf_token() -> str:
-    """The session's token for the login form (made on first use)."""
+    """The session's token for the login form and the Log out button (made on first use)."""
     token = session.get("csrf")
     if not isinstance(token, str) or not token:
         token = session["csrf"] = secrets.token_urlsafe(32)

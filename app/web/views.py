@@ -5,7 +5,7 @@ API-key users), login and logout. Server-rendered from app/web/templates; no Jav
     GET  /search?q=WORDS&group=G&page=N     posts, newest first, PAGE_SIZE a page
     GET  /nzb/KEY[?group_id=ID]             a post's NZB, as an attachment
     GET  /login, POST /login                the form: an operator key (seedop_...) or an API key (seedapi_...)
-    GET  /logout
+    GET  /logout, POST /logout              the Log out button (a POST with the session's CSRF token)
 
 /search and /nzb also take ``?apikey=`` (an API key given with the request, kept in no session;
 the page's links then carry it on, as newznab clients' links do). Operator keys are taken by the
@@ -28,6 +28,7 @@ from app import metrics
 from app.db import session_scope
 from app.models import Group
 from app.services import apikeys, grabs, nzbexport, search
+from app.services.attachments import nzb_disposition
 from app.services.errors import NotFound, ServiceError
 from app.web import auth
 from app.web.figures import FORMATS, status_page
@@ -66,6 +67,13 @@ def _setup(state) -> None:
 @web.context_processor
 def _formats() -> dict:
     return dict(FORMATS)
+
+
+@web.context_processor
+def _csrf() -> dict:
+    # A function, not a value: only pages that show a form with it (the Log out button) make a
+    # token, so a page seen without a login sets no session cookie.
+    return {"csrf_token": auth.csrf_token}
 
 
 @web.after_request
@@ -152,9 +160,8 @@ def nzb(key: int):
         raise
     finally:
         call.done(status_code)
-    filename = "".join(c if c.isalnum() or c in "._-" else "_" for c in post.name)[:200] or str(post.key)
     return Response(body, mimetype="application/x-nzb",
-                    headers={"Content-Disposition": f'attachment; filename="{filename}.nzb"'})
+                    headers={"Content-Disposition": nzb_disposition(post.name, post.key)})
 
 
 @web.route("/login", methods=["GET", "POST"])
@@ -179,8 +186,19 @@ def login():
     return redirect(target, code=303)
 
 
-@web.get("/logout")
+@web.route("/logout", methods=["GET", "POST"])
 def logout():
+    # Logging out changes the session, so it takes a POST with the session's CSRF token: a link or
+    # an image on another site must not end a login. A GET (an old bookmark) shows the button.
+    if request.method == "GET":
+        with session_scope() as db:
+            visitor = auth.session_visitor(db)
+        if visitor is None:
+            return redirect(url_for("web.login"), code=303)
+        return render_template("logout.html", visitor=visitor)
+    if not auth.csrf_matches(request.form.get("csrf")):
+        raise PageError(400, "Not logged out",
+                        "The form expired or did not come from this page: use the Log out button again.")
     auth.log_out()
     return redirect(url_for("web.login"), code=303)
 

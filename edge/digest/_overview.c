@@ -1,11 +1,12 @@
 /* The edge's per-line hot loops in C, each the twin of Python code beside it (same results):
  *
  *   clean_columns(data, subject, poster, date, message_id, size, min_fields, lowest, highest,
- *                 max_size)
+ *                 max_size, max_text, max_message_id)
  *       the fast path of edge.digest.overview.parse_block_in_order: a clean block of CRLF-terminated
  *       overview lines (no NUL, every line with as many fields as the first, the last field not
  *       one of those read, every number and size ASCII digits, every message-id non-empty,
- *       numbers in lowest..highest, sizes at most max_size) as its columns:
+ *       numbers in lowest..highest, sizes at most max_size, subjects and posters of at most
+ *       max_text bytes, message-ids of at most max_message_id) as its columns:
  *       (numbers, subjects, posters, dates, message_ids, sizes, consecutive), numbers a range
  *       when they are consecutive (digit strings of one length, each one more than the last),
  *       else a list. Any other block gives None: the Python code then reads it line by line,
@@ -15,6 +16,9 @@
  *   dot_line(data)
  *       where the first line that starts with a dot starts in data (data starting at a line
  *       start; the index of that dot, after an LF), or -1: edge.digest.nntp's _DOT_AFTER_LF search.
+ *   long_line(data, longest)
+ *       where the first line of data longer than longest bytes (its CRLF not counted) starts, or
+ *       -1: edge.digest.nntp's look for over-long lines in a reply, one memchr a line.
  *   add_to_files(numbers, sizes, dates, fragments, bytes, last_dates)
  *       edge.digest.gather's loop adding a block's lines to their files (see the function).
  *   file_rows(numbers, keys, subjects, first_dates, last_dates, counters, first_lines, rkey, poster,
@@ -26,8 +30,8 @@
  *       edge.digest.subjects.parse_pieces' shortcut for the most common shape, on ASCII text.
  *
  * Only bytes objects are read, which the callers make sure of. A block is read once, and the
- * objects made are the columns' own. The module is optional: without a C compiler the install
- * goes on and the Python twins do the work.
+ * objects made are the columns' own. An install builds it or stops (edge/setup.py); SEED_IMPL=python
+ * runs the Python twins instead.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -73,8 +77,9 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
     PyObject *data;
     Py_ssize_t subject, poster, date, message_id, size_field, min_fields;
     long long lowest, highest, max_size;
-    if (!PyArg_ParseTuple(args, "O!nnnnnnLLL", &PyBytes_Type, &data, &subject, &poster, &date, &message_id,
-                          &size_field, &min_fields, &lowest, &highest, &max_size))
+    Py_ssize_t max_text, max_message_id;
+    if (!PyArg_ParseTuple(args, "O!nnnnnnLLLnn", &PyBytes_Type, &data, &subject, &poster, &date, &message_id,
+                          &size_field, &min_fields, &lowest, &highest, &max_size, &max_text, &max_message_id))
         return NULL;
     const char *start = PyBytes_AS_STRING(data);
     Py_ssize_t length = PyBytes_GET_SIZE(data);
@@ -147,7 +152,8 @@ static PyObject *clean_columns(PyObject *self, PyObject *args)
             goto unclean;
         long long number, size;
         if (read_digits(number_field, number_len, &number) < 0 || read_digits(spans[4], lengths[4], &size) < 0
-            || lengths[3] == 0 || number < lowest || number > highest || size > max_size)
+            || lengths[3] == 0 || number < lowest || number > highest || size > max_size
+            || lengths[0] > max_text || lengths[1] > max_text || lengths[3] > max_message_id)
             goto unclean;
         if (lines == 0) {
             first_number = number;
@@ -231,6 +237,28 @@ static PyObject *dot_line(PyObject *self, PyObject *arg)
             break;
         if (lf[1] == '.')
             return PyLong_FromSsize_t(lf + 1 - start);
+        p = lf + 1;
+    }
+    return PyLong_FromLong(-1);
+}
+
+static PyObject *long_line(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    Py_ssize_t longest;
+    if (!PyArg_ParseTuple(args, "O!n", &PyBytes_Type, &data, &longest))
+        return NULL;
+    const char *start = PyBytes_AS_STRING(data), *end = start + PyBytes_GET_SIZE(data), *p = start;
+    while (p < end) {
+        const char *lf = memchr(p, '\n', end - p);
+        const char *stop = lf ? lf : end;
+        Py_ssize_t length = stop - p;
+        if (lf != NULL && length > 0 && lf[-1] == '\r')
+            length--;
+        if (length > longest)
+            return PyLong_FromSsize_t(p - start);
+        if (lf == NULL)
+            break;
         p = lf + 1;
     }
     return PyLong_FromLong(-1);
@@ -831,6 +859,7 @@ static PyMethodDef methods[] = {
     {"number_lines", number_lines, METH_VARARGS, "A block's lines numbered into files, or None."},
     {"clean_columns", clean_columns, METH_VARARGS, "A clean overview block's columns, or None."},
     {"dot_line", dot_line, METH_O, "Index of the first dot after an LF, or -1."},
+    {"long_line", long_line, METH_VARARGS, "Index of the first line longer than the limit, or -1."},
     {"add_to_files", add_to_files, METH_VARARGS, "A block's lines added to their files, or None."},
     {"file_rows", file_rows, METH_VARARGS, "A kept release's file rows, or None."},
     {"usual_subject", usual_subject, METH_VARARGS, "parse_pieces' shortcut on ASCII text, False or None."},

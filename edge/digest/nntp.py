@@ -16,7 +16,9 @@ LIST OVERVIEW.FMT, OVER/XOVER, DATE and QUIT, with compression where the server 
 Overview replies are streamed: :meth:`NNTPClient.over` yields blocks of lines as they arrive, so
 memory stays bounded whatever the range. What a server sends is bounded too: a reply with more
 lines than the numbers asked for, more bytes than they can hold, lines numbered outside them, a
-line over MAX_LINE or a short text reply over MAX_LINE in all is a protocol error. Every socket operation has a timeout; error replies,
+line that never ends (past MAX_OVERVIEW_LINE) or a short text reply over MAX_LINE in all is a
+protocol error. An overview line past MAX_KEPT_LINE is cut to it (its start is enough for the
+digest to reject it by its reason): one hostile article never fails its range. Every socket operation has a timeout; error replies,
 dropped connections, timeouts and broken streams raise an :class:`NNTPError` subclass. After a
 connection-level error (anything but :class:`NNTPReplyError`) the client is closed.
 """
@@ -30,7 +32,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import NamedTuple
 
-from edge.digest.overview import OverviewLayout, parse_date
+from edge.digest.overview import MAX_KEPT_LINE, OverviewLayout, parse_date
 
 from edge.digest.compiled import load
 
@@ -41,12 +43,17 @@ DEFAULT_TIMEOUT = 30.0
 RECV_SIZE = 256 * 1024
 # Output per inflate step: bounds memory whatever the compression ratio of what arrives.
 INFLATE_STEP = 1024 * 1024
-# No reply or overview line is this long; a longer one means the stream is broken.
+# No status line or short text reply is this long; a longer one means the stream is broken.
 MAX_LINE = 1024 * 1024
-# What an overview reply may hold for each article number asked for, on top of one line of
-# MAX_LINE: real lines are well under a kilobyte, so only a broken or hostile server's reply
-# reaches it, and the memory of one reply stays bounded by the range asked for.
-MAX_OVER_BYTES_PER_ARTICLE = 16 * 1024
+# An overview line longer than MAX_KEPT_LINE is cut to it: real lines are well under a kilobyte,
+# but anyone can post an article with a subject of megabytes (INN 2 takes one), and such a line is
+# rejected by its length anyway (edge.digest.overview.MAX_TEXT_BYTES), so only its start is kept,
+# for the digest to count it by its reason. One reply's memory stays bounded by the range asked for.
+# What an overview reply may hold for each article number asked for: lines cut to MAX_KEPT_LINE.
+MAX_OVER_BYTES_PER_ARTICLE = MAX_KEPT_LINE + 2
+# An overview line longer than this (what is cut off is read and dropped as it comes) means the
+# stream is broken: a line that never ends.
+MAX_OVERVIEW_LINE = 64 * 1024 * 1024
 
 CRLF = b"\r\n"
 TERMINATOR = b"\r\n.\r\n"
@@ -61,6 +68,32 @@ def _dot_line_python(data: bytes) -> int:
 
 
 _dot_line = _dot_line_c or _dot_line_python
+
+
+def _long_line_python(data: bytes, longest: int) -> int:
+    """Where the first line longer than `longest` bytes (its CRLF not counted) starts, or -1
+    (_overview.long_line, its twin, is one memchr a line)."""
+    start, size = 0, len(data)
+    while start < size:
+        lf = data.find(b"\n", start)
+        stop = size if lf < 0 else lf
+        length = stop - start - (1 if lf > start and data[lf - 1] == 13 else 0)
+        if length > longest:
+            return start
+        if lf < 0:
+            break
+        start = lf + 1
+    return -1
+
+
+_long_line = _compiled.long_line if _compiled is not None else _long_line_python
+
+
+def _cut_long_lines(block: bytes) -> bytes:
+    """The block's lines, each cut to MAX_KEPT_LINE bytes (see there)."""
+    if len(block) <= MAX_KEPT_LINE or _long_line(block, MAX_KEPT_LINE) < 0:
+        return block
+    return CRLF.join(line[:MAX_KEPT_LINE] for line in block.split(CRLF))
 
 
 class NNTPError(Exception):
@@ -155,11 +188,23 @@ class _DotTerminatedBody:
 
     def __init__(self) -> None:
         self._pending = b""
+        self._dropping = 0  # > 0: bytes dropped so far of a line cut to MAX_KEPT_LINE (in _pending)
         self.done = False
         self.rest = b""  # what followed the terminator
 
     def feed(self, data: bytes) -> bytes:
-        """The complete lines now available (CRLF-terminated), maybe b""."""
+        """The complete lines now available (CRLF-terminated, each cut to MAX_KEPT_LINE), maybe b""."""
+        if self._dropping:
+            # The rest of an over-long line, up to its end, is dropped as it comes.
+            lf = data.find(b"\n")
+            if lf < 0:
+                self._dropping += len(data)
+                if self._dropping > MAX_OVERVIEW_LINE:
+                    raise NNTPProtocolError(f"a line of the reply goes on past {MAX_OVERVIEW_LINE} bytes")
+                return b""
+            cut, self._pending, self._dropping = _unstuffed(self._pending + CRLF), b"", 0
+            rest = self.feed(data[lf + 1:]) if lf + 1 < len(data) else b""
+            return cut + rest
         if self._pending:
             data = self._pending + data
         # One scan for the first line that starts with a dot (data always starts at a line
@@ -173,7 +218,7 @@ class _DotTerminatedBody:
         if data[dot:dot + 3] == b".\r\n" and (dot == 0 or data[dot - 2:dot] == CRLF):
             # the terminator, with no stuffed line before it
             block, self.rest, self._pending, self.done = data[:dot], data[dot + 3:], b"", True
-            return block
+            return _cut_long_lines(block)
         return self._feed_stuffed(data)
 
     def _feed_stuffed(self, data: bytes) -> bytes:
@@ -184,7 +229,7 @@ class _DotTerminatedBody:
             if end >= 0:
                 end += 2
         if end >= 0:
-            block, self.rest, self._pending, self.done = data[:end], data[end + 3:], b"", True
+            block, self.rest, self._pending, self.done = _cut_long_lines(data[:end]), data[end + 3:], b"", True
         else:
             block = self._complete_lines(data)
         return _unstuffed(block) if block else block
@@ -195,13 +240,14 @@ class _DotTerminatedBody:
         if cut == 1:
             cut = 0
         block, self._pending = data[:cut], data[cut:]
-        if len(self._pending) > MAX_LINE:
-            raise NNTPProtocolError("a line of the reply is too long")
-        return block
+        if len(self._pending) > MAX_KEPT_LINE:  # its start kept, the rest dropped as it comes
+            self._dropping = len(self._pending) - MAX_KEPT_LINE
+            self._pending = self._pending[:MAX_KEPT_LINE]
+        return _cut_long_lines(block)
 
     def finish(self) -> bytes:
         """The partial line left when a compressed block ended without a final CRLF."""
-        pending, self._pending = self._pending, b""
+        pending, self._pending, self._dropping = self._pending, b"", 0
         return _unstuffed(pending + CRLF) if pending else b""
 
 
@@ -383,7 +429,7 @@ class NNTPClient:
         # One line a number, and some more: stray lines without a number that a server keeps
         # are passed on for the digest to reject and count (a tenth of the range, and a hundred).
         max_lines = numbers + numbers // 10 + 100
-        max_bytes = MAX_LINE + numbers * MAX_OVER_BYTES_PER_ARTICLE
+        max_bytes = max_lines * MAX_OVER_BYTES_PER_ARTICLE
         lines = size = 0
         try:
             for block in blocks:

@@ -24,8 +24,22 @@ MAX_INT64 = 2**63 - 1
 # number here, counted and skipped, rather than a batch the coordinator must refuse.
 MAX_ARTICLE_BYTES = 2**31 - 1
 
+# The longest subject and poster (From) a line may have, in bytes, and the longest message-id (RFC
+# 5536's limit); a longer one is rejected with its reason (docs/batch-format.md, "Bounds"). Real
+# subjects are well under 500 bytes. Every value the catalog keeps of an article then fits
+# PostgreSQL's limits, even as UTF-8 read from Latin-1 (twice the bytes at most): a btree index
+# row (about 2,700 bytes: message-id hosts), a tsvector (1 MB: the words of a release's name,
+# which comes from a subject), and an edge node's lines stay small whatever a server sends.
+MAX_TEXT_BYTES = 2048
+MAX_MESSAGE_ID_BYTES = 250
+# The NNTP client cuts an overview line longer than this to its first MAX_KEPT_LINE bytes (see
+# edge.digest.nntp): such a line lacks the fields after the one that was too long, and is
+# rejected as that field's being too long ("line_too_long" when it was none of those read).
+MAX_KEPT_LINE = 16 * 1024
+
 # Reasons a line is rejected, in the order they are checked.
-REJECT_REASONS = ("nul_byte", "too_few_fields", "bad_number", "empty_message_id", "out_of_range", "repeated_number")
+REJECT_REASONS = ("nul_byte", "too_few_fields", "bad_number", "empty_message_id", "message_id_too_long",
+                  "subject_too_long", "poster_too_long", "line_too_long", "out_of_range", "repeated_number")
 
 
 
@@ -112,7 +126,8 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
         # The same fast path in C, in one pass, making no object for the fields not read. It gives
         # None when the block is not clean.
         found = _compiled.clean_columns(data, layout.subject, layout.poster, layout.date, layout.message_id,
-                                        layout.bytes, layout.min_fields, lowest, highest, MAX_ARTICLE_BYTES)
+                                        layout.bytes, layout.min_fields, lowest, highest, MAX_ARTICLE_BYTES,
+                                        MAX_TEXT_BYTES, MAX_MESSAGE_ID_BYTES)
         if found is not None:
             return OverviewColumns(*found[:6]), found[6]
     width = data[:data.find(b"\r\n")].count(b"\t") + 1
@@ -129,13 +144,16 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
             numbers = fields[0:end:width]
             sizes = fields[layout.bytes:end:width]
             message_ids = fields[layout.message_id:end:width]
-            if all(map(bytes.isdigit, numbers)) and all(map(bytes.isdigit, sizes)) and all(message_ids):
+            subjects, posters = fields[layout.subject:end:width], fields[layout.poster:end:width]
+            if (all(map(bytes.isdigit, numbers)) and all(map(bytes.isdigit, sizes)) and all(message_ids)
+                    and max(map(len, message_ids)) <= MAX_MESSAGE_ID_BYTES and max(map(len, subjects)) <= MAX_TEXT_BYTES
+                    and max(map(len, posters)) <= MAX_TEXT_BYTES):
                 numbers, consecutive = _article_numbers(numbers)
                 sizes = _sizes(sizes)
                 low, high = (numbers[0], numbers[-1]) if consecutive else (min(numbers), max(numbers))
                 if lowest <= low and high <= highest and max(sizes) <= MAX_ARTICLE_BYTES:
-                    return OverviewColumns(numbers, fields[layout.subject:end:width], fields[layout.poster:end:width],
-                                           fields[layout.date:end:width], message_ids, sizes), consecutive
+                    return OverviewColumns(numbers, subjects, posters, fields[layout.date:end:width], message_ids,
+                                           sizes), consecutive
     lines = data.split(b"\r\n")
     if not lines[-1]:
         lines.pop()
@@ -182,7 +200,9 @@ def _parse_lines(lines: list[bytes], layout: OverviewLayout, rejected: dict[str,
         fields = line.split(b"\t")
         if len(fields) >= layout.min_fields:
             number, size, message_id = fields[0], fields[layout.bytes], fields[layout.message_id]
-            if number.isdigit() and size.isdigit() and message_id and b"\0" not in line:
+            if (number.isdigit() and size.isdigit() and message_id and b"\0" not in line
+                    and len(message_id) <= MAX_MESSAGE_ID_BYTES and len(fields[layout.subject]) <= MAX_TEXT_BYTES
+                    and len(fields[layout.poster]) <= MAX_TEXT_BYTES):
                 number, size = int(number), int(size)
                 if 0 < number <= MAX_INT64 and size <= MAX_ARTICLE_BYTES:
                     if not lowest <= number <= highest:
@@ -203,9 +223,24 @@ def _reject_reason(line: bytes, fields: list[bytes], layout: OverviewLayout) -> 
     if b"\0" in line:
         return "nul_byte"
     if len(fields) < layout.min_fields:
+        if len(line) >= MAX_KEPT_LINE:  # cut by the client: its last field is where it was cut
+            cut = len(fields) - 1
+            return {layout.subject: "subject_too_long", layout.poster: "poster_too_long",
+                    layout.message_id: "message_id_too_long"}.get(cut, "line_too_long")
         return "too_few_fields"
     if not fields[layout.message_id]:
         return "empty_message_id"
+    number, size = fields[0], fields[layout.bytes]
+    # (Digits only up to 19 and 10 of them: the largest number and size there are; int() of a
+    # longer string would be refused or slow.)
+    if (number.isdigit() and size.isdigit() and len(number) <= 19 and len(size) <= 10
+            and 0 < int(number) <= MAX_INT64 and int(size) <= MAX_ARTICLE_BYTES):
+        if len(fields[layout.message_id]) > MAX_MESSAGE_ID_BYTES:
+            return "message_id_too_long"
+        if len(fields[layout.subject]) > MAX_TEXT_BYTES:
+            return "subject_too_long"
+        if len(fields[layout.poster]) > MAX_TEXT_BYTES:
+            return "poster_too_long"
     return "bad_number"
 
 

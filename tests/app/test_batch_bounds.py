@@ -18,7 +18,7 @@ from sqlalchemy import text
 from app.db import session_scope
 from app.services.ingest import accept as acceptance
 from app.services.ingest import posts, store
-from app.services.ingest.checks import MAX_ARTICLE_BYTES, MAX_CHUNK_LINES, MAX_PARTS, MalformedBatch
+from app.services.ingest.checks import MAX_ARTICLE_BYTES, MAX_CHUNK_LINES, MAX_PARTS, MAX_RULES, MalformedBatch
 from app.services.ingest.decode import check_body
 from edge.digest.batch import encode_batch
 from tests.app.factories import BIG, RANGES_OFF_THEIR_ROWS, RELEASES_OFF_THEIR_ROWS, make_group, make_node, make_plan
@@ -388,7 +388,7 @@ def test_a_list_longer_than_the_batch_is_refused_from_its_header(client, clean_d
         body = raw.replace(b"\xa7article\x91\x07", b"\xa7article" + packed)
         response = post(client, auth, range_id, body=body, headers={"Content-Type": "application/msgpack"})
         assert "fragments.article holds more items" in response.get_json()["message"]
-    many_rules = {**batch, "rules": {**batch["rules"], **{f"r{i}": [0, 0, 0, 0] for i in range(10_001)}}}
+    many_rules = {**batch, "rules": {**batch["rules"], **{f"r{i}": [0, 0, 0, 0] for i in range(MAX_RULES + 1)}}}
     response = post(client, auth, range_id, many_rules)
-    assert (response.status_code, "at most 10000 rules" in response.get_json()["message"]) == (400, True)
+    assert (response.status_code, f"at most {MAX_RULES} rules" in response.get_json()["message"]) == (400, True)
     assert catalog_counts(clean_db, range_id) == before

@@ -5,8 +5,10 @@ with article numbers past 2^32."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import itertools
 import json
+import time
 
 import pytest
 from sqlalchemy import select, text, update
@@ -23,8 +25,10 @@ from app.services.planner import (
 )
 from app.services.status import seed_status
 from edge.digest.nntp import connect
+from edge.digest.overview import parse_date
 from edge.digest.settings import NNTPSettings, TLSMode
 from simnews.generator import Config, generate
+from simnews.inject import inject
 from simnews.proxy import ProviderProxy
 from tests.app.factories import BIG, make_group, make_node, make_plan
 
@@ -54,15 +58,22 @@ def test_the_live_window_starts_where_coverage_ends_and_keeps_back_the_lag():
     assert live_window(None, low, high, lag=1_000, seen_high=None) == (BIG + 99_001, BIG + 99_000)
     # The server expired numbers live planning never planned: it starts at the low mark.
     assert live_window(BIG - 5, BIG + 10, high, lag=0, seen_high=None) == (BIG + 10, high)
+    # Nothing covers a group whose whole span lies within the lag: live starts above the high
+    # mark, every article the server has is the group's past (backfill's), none is live's.
+    first, last = live_window(None, low, low + 299, lag=1_000, seen_high=None)
+    assert first == low + 300 and last < first
+    # ... but what came after an earlier look at it (a backfill's that planned nothing) is new.
+    assert live_window(None, low, low + 299, lag=1_000, seen_high=low + 249) == (low + 250, low + 249)
 
 
 # -- the seam, on INN --------------------------------------------------------------------------
 
-def post(inn, group: str, count: int) -> None:
-    """`count` fresh articles in `group` (one feed connection: INN numbers them in order)."""
+def post(inn, group: str, count: int, **dates) -> None:
+    """`count` fresh articles in `group` (one feed connection: INN numbers them in order), dated
+    as `dates` (Config's start and days) say, or by the generator's default."""
     namespace = f"{group}.{next(_posts)}"
-    articles = [a for a in generate(count, Config(groups=(group,), namespace=namespace)) if not a.lost]
-    assert inn.post(articles) == len(articles)
+    articles = [a for a in generate(count, Config(groups=(group,), namespace=namespace, **dates)) if not a.lost]
+    assert inject(inn.host, inn.feed_port, articles, conns=1).accepted == len(articles)
 
 
 @pytest.fixture
@@ -145,6 +156,133 @@ def test_live_planning_skips_a_disabled_group(inn, fresh_group, provider, db_ses
                    plan_group(db_session, provider, group, days=36500, range_size=100)):
         assert result.plan_id is None and "disabled" in result.reason
     assert ranges_of(db_session, group) == []
+
+
+# -- a new group smaller than LIVE_LAG ---------------------------------------------------------
+
+DAY = 86_400
+
+
+def dates_of(client, name: str) -> list[tuple[int, int]]:
+    """(number, unix date) of every article of the group, as the server has them."""
+    info = client.group(name)
+    layout = client.overview_layout()
+    dates = []
+    for block in client.over(info.first, info.last):
+        for line in block.split(b"\r\n"):
+            fields = line.split(b"\t")
+            if len(fields) > layout.date and fields[0].isdigit():
+                dates.append((int(fields[0]), parse_date(fields[layout.date])))
+    return dates
+
+
+def first_newer(dates: list[tuple[int, int]], cutoff: float) -> int:
+    return min(n for n, d in dates if d >= cutoff)
+
+
+def pointers(name: str) -> tuple[int | None, int | None]:
+    with session_scope() as s:
+        group = get_group(s, name)
+        return group.live_first, group.live_next
+
+
+def plans_of(name: str) -> list[tuple[str, int, int, int | None]]:
+    """The group's plans, lowest first: (kind, first_id, last_id, days)."""
+    with session_scope() as s:
+        rows = s.execute(select(SeedPlan.kind, SeedPlan.first_id, SeedPlan.last_id, SeedPlan.days)
+                         .where(SeedPlan.group_id == get_group(s, name).id).order_by(SeedPlan.first_id)).all()
+        return [tuple(r) for r in rows]
+
+
+def days_ago(days: float) -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)
+
+
+def test_a_new_group_smaller_than_the_lag_leaves_its_past_to_backfill_and_plans_only_new_articles_live(
+        cli_runner, flask_app, inn, fresh_group):
+    """Issue 32, item 10: `groups add`, beat's live tick, `plan --days 2`, the next tick, on a group
+    of 300 articles with the default LIVE_LAG of 20,000. The first tick used to take the whole
+    group from its low mark for live planning, so backfill said "everything down to the low mark
+    is covered" and the next tick planned all 300 as live, with no days limit."""
+    post(inn, fresh_group, 300, start=days_ago(10), days=10)
+    app_settings = flask_app.config["SETTINGS"]
+    with ProviderProxy(inn.host, inn.reader_port, shift=SHIFT) as proxy:
+        flask_app.config["SETTINGS"] = dataclasses.replace(nntp_settings(app_settings, proxy.port), live_lag=20_000)
+        try:
+            with connect(inn.host, proxy.port, compress=False) as client:
+                low, high = marks(client, fresh_group)
+                dates = dates_of(client, fresh_group)
+            assert low > 2**32 and high - low + 1 == 300
+            added = cli_runner.invoke(args=["seed", "groups", "add", fresh_group])
+            assert added.exit_code == 0, added.output
+            # Beat's tick (plan.live plans every active group, as `plan --live` does): live
+            # planning starts above the high mark and plans nothing; the 300 are the group's past.
+            tick = cli_runner.invoke(args=["seed", "plan", "--live"])
+            assert tick.exit_code == 0, tick.output
+            assert (f"{fresh_group}: nothing to plan (live planning starts at {high + 1}, above the high mark:"
+                    f" the group's 300 article numbers ({low}-{high}, within LIVE_LAG 20000 of the top) are its"
+                    " past, for backfill to plan") in tick.output
+            assert pointers(fresh_group) == (high + 1, high + 1) and plans_of(fresh_group) == []
+            # The operator's backfill two days back plans at once, down to the article posted then.
+            before = time.time()
+            backfill = cli_runner.invoke(args=["seed", "plan", fresh_group, "--days", "2", "--json"])
+            after = time.time()
+            assert backfill.exit_code == 0, backfill.output
+            (planned,) = json.loads(backfill.output)
+            start = planned["first_id"]
+            assert (planned["kind"], planned["last_id"], planned["ranges"]) == ("backfill", high, 1)
+            # Dates carry up to a minute of jitter around a 48-minute spacing: the cut is nearly exact.
+            assert first_newer(dates, before - 2 * DAY) - 2 <= start <= first_newer(dates, after - 2 * DAY) + 2
+            assert low + 200 < start  # about 60 of the 300, not the group from its low mark
+            # The next tick: nothing new, and nothing of the past planned live.
+            tick = cli_runner.invoke(args=["seed", "plan", "--live"])
+            assert tick.exit_code == 0, tick.output
+            assert f"{fresh_group}: nothing to plan (nothing new above {high})" in tick.output
+            assert plans_of(fresh_group) == [("backfill", start, high, 2)]
+            # New posts are live's: kept back while within the lag, planned by the tick after.
+            post(inn, fresh_group, 40, start=days_ago(0.001), days=0.0005)
+            newer = high + 40
+            tick = cli_runner.invoke(args=["seed", "plan", "--live"])
+            assert f"{fresh_group}: nothing to plan (40 new articles from {high + 1} kept back" in tick.output
+            tick = cli_runner.invoke(args=["seed", "plan", "--live"])
+            assert f"{fresh_group}: planned live {high + 1}-{newer} in 1 ranges" in tick.output
+            # Backfill again: nothing below its plan is newer than two days, and it says what covers the rest.
+            again = cli_runner.invoke(args=["seed", "plan", fresh_group, "--days", "2"])
+            assert again.exit_code == 0, again.output
+            live_plan = plans_of(fresh_group)[1]
+            assert live_plan[:3] == ("live", high + 1, newer)
+            with session_scope() as s:
+                live_id = s.scalar(select(SeedPlan.id).where(SeedPlan.kind == "live", SeedPlan.first_id == high + 1))
+            assert (f"{fresh_group}: nothing to plan (no article below {start} is newer than 2 days (above it,"
+                    f" covered already: {start}-{high} by backfill plan {planned['plan_id']} (2 days),"
+                    f" {high + 1}-{newer} by live plan {live_id}))") in again.output
+        finally:
+            flask_app.config["SETTINGS"] = app_settings
+    with session_scope() as s:
+        group = get_group(s, fresh_group)
+        ranges = ranges_of(s, group)
+        assert_tiled(ranges, start, newer)  # each number once, none skipped at the seam
+        assert [r.kind for r in ranges] == ["backfill", "live"] and group.live_first == high + 1
+
+
+def test_backfill_that_finds_everything_covered_says_by_what(inn, fresh_group, provider, db_session):
+    post(inn, fresh_group, 300)
+    low, high = marks(provider, fresh_group)
+    group = make_group(db_session, fresh_group)
+    # What the first live tick on a group within LIVE_LAG used to leave: live planning holding
+    # everything from the low mark, nothing planned yet.
+    group.live_first = group.live_next = low
+    held = plan_group(db_session, provider, group, days=2, range_size=1_000)
+    assert held.plan_id is None
+    assert held.reason == (f"everything from the low mark {low} up is covered already: {low}-{high} by live"
+                           " planning, to plan once ready (LIVE_LAG)")
+    # ... and what the next tick made of it: the whole group one live plan.
+    (live,) = make_kind_plan(db_session, group, [(low, high)], "live")
+    group.live_next = high + 1
+    covered = plan_group(db_session, provider, group, days=2, range_size=1_000)
+    assert covered.plan_id is None
+    assert covered.reason == (f"everything from the low mark {low} up is covered already: {low}-{high} by live"
+                              f" plan {live.plan_id}")
 
 
 # -- the lease order ---------------------------------------------------------------------------

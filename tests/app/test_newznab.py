@@ -165,7 +165,7 @@ def test_a_revoked_key_stops_working_at_once(catalog):
 
 
 def test_the_nzb_file_name_header_is_ascii_whatever_the_post_is_called():
-    from app.api.newznab import attachment
+    from app.services.attachments import nzb_disposition as attachment
 
     header = attachment("你好世界", 42)
     assert header.isascii() and 'filename="42.nzb"' in header and "filename*=UTF-8''%E4%BD%A0" in header

@@ -14,9 +14,10 @@ from sqlalchemy import text
 from app.db import session_scope
 from app.services.ingest import posts, store
 from edge.digest.gather import Gatherer
+from edge.digest.overview import MAX_TEXT_BYTES
 from tests.app.factories import BIG, accept, lease_one_range
 from tests.app.overview import raw
-from tests.fixtures.queries import assert_posts_summed, query
+from tests.fixtures.queries import assert_posts_summed, query, scalar
 
 DAY1 = b"Sat, 01 Nov 2025 07:27:27 +0000"
 DAY1_LATER = b"Sat, 01 Nov 2025 07:39:02 +0000"
@@ -169,10 +170,12 @@ def test_a_name_posted_thousands_of_times_costs_a_sort():
 
 
 def test_a_name_too_long_for_an_index_is_stored_and_joined(clean_db):
-    """The join looks names up by their hash: a name of any length goes in."""
-    long_name = "Long." * 700
-    lines = overview(BIG, [(b'[1/2] - "%s.part1.rar" yEnc (1/1)' % long_name.encode(), b"a@mile.com", DAY1, "x"),
-                           (b'[2/2] - "%s.part2.rar" yEnc (1/1)' % long_name.encode(), b"b@mile.com", DAY1, "x")])
+    """The join looks names up by their hash: a name of any length the digest keeps goes in, one
+    past a btree index row too (about 2,700 bytes): a subject of Latin-1 bytes, as long as the
+    digest keeps (MAX_TEXT_BYTES), is twice as long in UTF-8."""
+    long_name = b"\xe9" * (MAX_TEXT_BYTES - 40)
+    lines = overview(BIG, [(b'[1/2] - "%s.part1.rar" yEnc (1/1)' % long_name, b"a@mile.com", DAY1, "x"),
+                           (b'[2/2] - "%s.part2.rar" yEnc (1/1)' % long_name, b"b@mile.com", DAY1, "x")])
     node, range_id = lease_one_range(BIG, BIG + 1)
     batch_id = accept(node, range_id, batch_of(BIG, lines))
     with session_scope() as s:
@@ -180,3 +183,4 @@ def test_a_name_too_long_for_an_index_is_stored_and_joined(clean_db):
     with session_scope() as s:
         assert posts.gather_batch(s, batch_id) == 1
     assert query(clean_db, "SELECT files_seen, releases FROM posts") == [(2, 2)]
+    assert len(scalar(clean_db, "SELECT name FROM posts").encode()) > 3_000

@@ -88,7 +88,9 @@ class Page(HTMLParser):
             text_parts.append(data)
 
     def field(self, name: str) -> str:
-        (value,) = [i.get("value", "") for i in self.inputs if i.get("name") == name]
+        """The value of the page's fields of this name (one value: the login form and the Log out
+        button both carry the session's CSRF token)."""
+        (value,) = {i.get("value", "") for i in self.inputs if i.get("name") == name}
         return value
 
     def rows(self, table: str) -> list[list[str]]:
@@ -119,6 +121,11 @@ def log_in(client, key: str, **extra):
     return client.post("/login", data={"key": key, "csrf": csrf_of(client), **extra})
 
 
+def log_out(client):
+    """The page's Log out button: a POST with the session's CSRF token."""
+    return client.post("/logout", data={"csrf": csrf_of(client)})
+
+
 def session_cookie(client, flask_app) -> dict:
     cookie = client.get_cookie("session")
     assert cookie is not None
@@ -146,7 +153,7 @@ def test_an_operator_logs_in_with_the_form_and_sees_the_status(client, flask_app
     # Operators search too.
     assert client.get("/search").status_code == 200
     # Log out: the status asks for a login again.
-    assert client.get("/logout").status_code == 303
+    assert log_out(client).status_code == 303
     assert client.get("/").status_code == 303
 
 
@@ -166,7 +173,7 @@ def test_the_login_goes_back_to_the_page_asked_for_and_only_to_this_server(clien
     assert first.status_code == 303
     assert first.headers["Location"] == "/login?next=/search?q%3Dwalking"
     assert log_in(client, key, next="/search?q=walking").headers["Location"] == "/search?q=walking"
-    client.get("/logout")
+    log_out(client)
     for elsewhere in ("//evil.example/", "https://evil.example/", "/\\evil.example", "javascript:alert(1)"):
         assert log_in(client, key, next=elsewhere).headers["Location"] == "/search", elsewhere
 
@@ -320,7 +327,8 @@ def test_a_search_finds_the_post_and_its_nzb_link_downloads_it(catalog, clean_db
     assert len(nzb_links) == 2 and all(link.startswith("/nzb/") for link in nzb_links)
     download = client.get(nzb_links[0])
     assert download.status_code == 200 and download.mimetype == "application/x-nzb"
-    assert download.headers["Content-Disposition"] == f'attachment; filename="{WALKING_DEAD}.nzb"'
+    assert download.headers["Content-Disposition"] == (f'attachment; filename="{WALKING_DEAD}.nzb";'
+                                                       f" filename*=UTF-8''{WALKING_DEAD}.nzb")
     # The NZB read as a downloader reads it: the original post's articles, every one.
     parsed = Nzb.from_str(download.get_data(as_text=True))
     original = Nzb.from_file(WALKING_DEAD_NZB)

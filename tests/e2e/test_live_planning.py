@@ -27,6 +27,7 @@ from sqlalchemy import text
 from app.services.planner import PlanningFailed
 from edge.digest.nntp import connect
 from simnews.generator import Config, generate
+from simnews.inject import inject
 from tests.e2e.conftest import hole
 from tests.e2e.truth import GroupTruth, check_ground_truth
 from tests.fixtures.app import WorkerProcess, task_result
@@ -55,7 +56,10 @@ class PostedGroup:
                         start=start, days=days, lost_rate=0.01)
         articles = list(generate(count, config))
         posted = [a for a in articles if not a.lost]
-        assert self.news.inn.post(posted) == len(posted)
+        # One feed connection: INN numbers them in posting order, which is date order, as backfill's
+        # bisection over dates expects (two connections race, and a short batch can be numbered first).
+        inn = self.news.inn
+        assert inject(inn.host, inn.feed_port, posted, conns=1).accepted == len(posted)
         self.truth_of.update({a.message_id: a.truth for a in posted})
         self.lost += [a.truth for a in articles if a.lost]
 
@@ -175,6 +179,53 @@ def test_new_posts_are_planned_live_within_a_period_and_meet_the_backfill_at_the
     assert live_ranges and live_ranges <= leased and report.ranges == len(dc.rows("SELECT id FROM seed_ranges"))
     status = {g["group"]: g for g in dc.status()["groups"]}[group.name]
     assert status["live_next"] == truth.high + 1 and status["articles"] == len(truth.seen)
+
+
+def test_a_new_group_smaller_than_the_lag_is_backfill_s_down_to_its_days_and_live_takes_only_new_posts(dc, news):
+    """Issue 32, item 10, with beat's own plan.live and the default LIVE_LAG (20,000): a group of
+    300 articles is added, beat's tick looks at it, the operator plans two days back, and the
+    ticks go on. The first tick used to take the whole group for live planning from its low
+    mark, so the backfill planned nothing and the next tick planned all 300 live, with no days
+    limit. Now the 300 are the group's past: backfill plans two days of them at once, and live
+    planning takes only what is posted afterwards."""
+    group = PostedGroup(news, f"alt.binaries.e2e.small{next(_names)}")
+    now = dt.datetime.now(dt.timezone.utc)
+    group.post(300, start=now - dt.timedelta(days=10), days=10)
+    dc.flask("groups", "add", group.name)
+    with news.provider(shift=SHIFT) as proxy:
+        truth = group.truth()
+        low, high = truth.low, truth.high
+        assert high - low < 20_000
+
+        def marks_at():
+            return dc.value("SELECT marks_at FROM groups")
+
+        def next_tick() -> None:
+            looked = marks_at()
+            wait_until(lambda: marks_at() > looked, LIVE_PERIOD + 15, "beat's next live planning")
+
+        with control_worker(dc, proxy.port), beat(dc, LIVE_PLAN_INTERVAL=str(LIVE_PERIOD)):
+            wait_until(lambda: dc.value("SELECT live_first FROM groups") is not None, LIVE_PERIOD + 30,
+                       "beat's first live planning of the group")
+            assert dc.rows("SELECT live_first, live_next FROM groups")[0] == (high + 1, high + 1)
+            planned = json.loads(dc.flask("plan", group.name, "--days", "2", "--json", **nntp_env(proxy.port)))[0]
+            assert (planned["kind"], planned["last_id"]) == ("backfill", high), planned
+            assert low + 200 < planned["first_id"] < high - 30, planned  # about 60 of the 300 are two days old
+            next_tick()
+            next_tick()
+            assert dc.rows("SELECT kind, first_id, last_id FROM seed_plans") == [("backfill", planned["first_id"], high)]
+            # What is posted now is live's, planned within a period or two (the lag's wait).
+            group.post(100, start=now, days=0.001)
+            newer = group.truth().high
+
+            def live_planned() -> bool:
+                return dc.value("SELECT coalesce(max(last_id), 0) FROM seed_plans WHERE kind = 'live'") == newer
+
+            wait_until(live_planned, 2 * LIVE_PERIOD + 15, "the new articles planned live")
+    plans = dc.rows("SELECT kind, first_id, last_id FROM seed_plans ORDER BY first_id")
+    assert plans[0] == ("backfill", planned["first_id"], high) and {p.kind for p in plans[1:]} == {"live"}
+    assert plans[1].first_id == high + 1
+    assert all(a.last_id + 1 == b.first_id for a, b in zip(plans, plans[1:])), plans  # none twice, none skipped
 
 
 def test_a_group_removed_from_the_server_is_reported_and_once_disabled_neither_planned_nor_leased(dc, news):

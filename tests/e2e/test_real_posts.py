@@ -17,8 +17,10 @@ from tests.fixtures.api_server import start_api, stop_api
 
 pytestmark = pytest.mark.services
 
-def check_posts(dc: DataCenter, truth: dict[str, dict]) -> None:
-    group_id = dc.value("SELECT id FROM groups WHERE name = :n", n=GROUP)
+def check_posts(dc: DataCenter, truth: dict[str, dict], group: str = GROUP, names: dict[str, str] = NAMES) -> None:
+    """Each NZB of `truth` ({message-id: (file name, segment)} of what was posted) is one post of
+    the group holding exactly its files and segments, named names[nzb]."""
+    group_id = dc.value("SELECT id FROM groups WHERE name = :n", n=group)
     rows = dc.rows(
         "SELECT f.message_id, f.part, fi.key AS file, fi.name, coalesce(rp.post_key, r.key) AS post"
         " FROM fragments_with_ids f JOIN files fi ON fi.group_id = f.group_id AND fi.key = f.file_key"
@@ -54,7 +56,7 @@ def check_posts(dc: DataCenter, truth: dict[str, dict]) -> None:
         if in_post != len(segments):
             problems.append(f"{nzb}: its post holds {in_post} articles, {len(segments)} were posted")
         name = dc.value("SELECT name FROM posts WHERE group_id = :g AND key = :k", g=group_id, k=post)
-        if name != NAMES[nzb]:
+        if name != names[nzb]:
             problems.append(f"{nzb}: named {name!r}")
     assert not problems, "\n".join(problems)
 

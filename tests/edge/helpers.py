@@ -12,14 +12,15 @@ from edge.digest.batch import decode_batch, encode_batch
 def python_twins() -> Iterator[None]:
     """The digest's Python code in place of its compiled part (edge/digest/_overview.c), as an install
     without a C compiler runs it. Not a fixture: property tests switch inside an example."""
-    saved = (overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files,
+    saved = (overview._compiled, nntp._dot_line, nntp._long_line, gather._number_lines, gather._add_to_files,
              gather._compiled_file_rows, subjects._usual_subject)
-    (overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files,
-     gather._compiled_file_rows, subjects._usual_subject) = None, nntp._dot_line_python, None, None, None, None
+    (overview._compiled, nntp._dot_line, nntp._long_line, gather._number_lines, gather._add_to_files,
+     gather._compiled_file_rows, subjects._usual_subject) = (None, nntp._dot_line_python, nntp._long_line_python,
+                                                             None, None, None, None)
     try:
         yield
     finally:
-        (overview._compiled, nntp._dot_line, gather._number_lines, gather._add_to_files,
+        (overview._compiled, nntp._dot_line, nntp._long_line, gather._number_lines, gather._add_to_files,
          gather._compiled_file_rows, subjects._usual_subject) = saved
 
 

@@ -76,7 +76,10 @@ def odd_lines() -> tuple[bytes, ...]:
             number += 1 + (index % 7 == 0)
     lines[5:5] = [b"garbage", overview_line(number + 10**6), overview_line(FIRST + 3, message_id=b""),
                   overview_line(FIRST + 4).replace(b"Poster", b"Pos\0ter"), b"12x\tsubject\tp\td\t<m@x>\t\t5\t1\tx",
-                  b"%d\ts\tp\td\t<big@x>\t\t%d\t1\tx" % (FIRST + 5, 2**63)]
+                  b"%d\ts\tp\td\t<big@x>\t\t%d\t1\tx" % (FIRST + 5, 2**63),
+                  overview_line(FIRST + 6, b"w " * 1100), overview_line(FIRST + 7, poster=b"p" * 2049),
+                  overview_line(FIRST + 8, message_id=b"<" + b"m" * 250 + b"@x>"),
+                  overview_line(FIRST + 9, b"s" * 20_000)[:16 * 1024]]
     lines.append(overview_line(FIRST + 1, '"late.rar" yEnc (1/1)'))  # out of order, a number again
     return tuple(lines)
 
@@ -103,24 +106,24 @@ def generated_cases():
 
 
 EXPECTED_GENERATED: dict[tuple[str, str], list[str]] = {
-    ("alt.binaries.test", "executable"): ["4d330dd14d6c6182", "0403e56bbd0b68c8"],
-    ("alt.binaries.test", "none"): ["ea974fbaf2bb7645", "211ecb71c7b20e07"],
-    ("alt.binaries.test", "operator"): ["7f1ee9f8f463375f", "a0e9dc50f56413e3"],
-    ("alt.binaries.test", "operator-only"): ["e92bbc4eb5036049", "a44f5dd4b91236d1"],
-    ("alt.binaries.e-book.french", "executable"): ["40efeef71c79f5fe", "c9e28bcdfc7b0481"],
-    ("alt.binaries.e-book.french", "none"): ["b551034663c802a9", "fffa0c1f19774cd5"],
-    ("alt.binaries.e-book.french", "operator"): ["624843c02949fc12", "4aa3d598914a4671"],
-    ("alt.binaries.e-book.french", "operator-only"): ["2539e50d896cc8f9", "c5502670974dc28d"],
-    ("alt.binaries.cd.image.playstation2.dvdiso", "executable"): ["0ebb39bd0c0dc08b", "9740dcf29fa46afb"],
-    ("alt.binaries.cd.image.playstation2.dvdiso", "none"): ["ae595f71f9621ce7", "90a6e7289951963f"],
-    ("alt.binaries.cd.image.playstation2.dvdiso", "operator"): ["5f89ed296bf4d4e8", "39887d723a8609d3"],
-    ("alt.binaries.cd.image.playstation2.dvdiso", "operator-only"): ["046da6d29fe84dd0", "a2932077d0b751d6"],
+    ("alt.binaries.test", "executable"): ["daea72dc8a17e676", "a0210f910eac83dd"],
+    ("alt.binaries.test", "none"): ["0f11e674ca27452b", "2585ea20413c83f0"],
+    ("alt.binaries.test", "operator"): ["1d237043d82b0138", "e78d7f6388501a76"],
+    ("alt.binaries.test", "operator-only"): ["c8c29d597cf3de43", "14e9243ad83cb777"],
+    ("alt.binaries.e-book.french", "executable"): ["d55ab75700a44c26", "e96318632a7beff1"],
+    ("alt.binaries.e-book.french", "none"): ["62a15dc84bb82b37", "07ad079d0ae756b6"],
+    ("alt.binaries.e-book.french", "operator"): ["9b85c21ae83f29e5", "72eda13b08e2425b"],
+    ("alt.binaries.e-book.french", "operator-only"): ["5ad76645e0c37dd1", "3cc3e274f22379c6"],
+    ("alt.binaries.cd.image.playstation2.dvdiso", "executable"): ["e35210e3a41854b1", "45a4461dbeb2fa67"],
+    ("alt.binaries.cd.image.playstation2.dvdiso", "none"): ["c846596ec45af790", "5ac996ad44f900f4"],
+    ("alt.binaries.cd.image.playstation2.dvdiso", "operator"): ["7914e8d310987f83", "7b8745f5f7764e36"],
+    ("alt.binaries.cd.image.playstation2.dvdiso", "operator-only"): ["d78ac2a9e9f62da4", "c970d850e585f95d"],
 }
 EXPECTED_ODD: dict[str, list[str]] = {
-    "executable": ["cc5fe97704ee10a5"],
-    "none": ["5c7463dc66eee9e1"],
-    "operator": ["07a183cc26342c8c"],
-    "operator-only": ["4819f85f882a5a06"],
+    "executable": ["e493c6c1273edad5"],
+    "none": ["97be8129ef3c762a"],
+    "operator": ["9d8a99364a5d2688"],
+    "operator-only": ["4577cd4dc2714d59"],
 }
 
 

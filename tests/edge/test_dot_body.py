@@ -55,6 +55,37 @@ def test_the_compiled_dot_search_equals_the_python_one(data):
     assert nntp._dot_line_c(data) == nntp._dot_line_python(data)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=80).map(lambda raw: raw.replace(b"a", b"\n").replace(b"b", b"\r")),
+       st.integers(min_value=0, max_value=12))
+def test_the_compiled_long_line_search_equals_the_python_one(data, longest):
+    assert nntp._compiled is not None
+    assert nntp._compiled.long_line(data, longest) == nntp._long_line_python(data, longest)
+
+
+# Lines of any length, some past MAX_KEPT_LINE (as anyone can post): cut to it, the others whole.
+long_lines = st.one_of(line_text, st.builds(lambda head, n, c: head + c * n, st.sampled_from([b"1\t", b".", b""]),
+                                            st.integers(0, 3 * nntp.MAX_KEPT_LINE), st.sampled_from([b"x", b".", b"\r"])))
+
+
+def kept(line: bytes) -> bytes:
+    """A line as the reader gives it: cut to MAX_KEPT_LINE as it came on the wire (a line starting
+    with a dot has one more there)."""
+    stuffed = b"." + line if line.startswith(b".") else line
+    cut = stuffed[:nntp.MAX_KEPT_LINE]
+    return cut[1:] if line.startswith(b".") else cut
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(long_lines, max_size=8), st.lists(st.integers(min_value=0), max_size=12))
+def test_lines_past_the_kept_length_are_cut_wherever_the_reply_is_cut(lines, cuts):
+    for twins in (False, True):
+        with python_twins() if twins else nullcontext():
+            got, rest = read(wire(lines), cuts)
+        assert got == b"".join(kept(line) + b"\r\n" for line in lines)
+        assert rest == b""
+
+
 def test_an_empty_reply_and_a_terminator_split_over_three_pieces():
     assert read(b".\r\n", []) == (b"", b"")
     data = wire([b"1\tsubject", b".hidden", b"2\tmore"])

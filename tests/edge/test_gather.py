@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from edge.digest import gather as gather_module
 from edge.digest.gather import Gatherer, file_key, release_key
+from edge.digest.overview import REJECT_REASONS
 from edge.digest.rules import RuleSet
 from simnews.generator import Config, generate
 from simnews.scripted import overview_lines
@@ -133,8 +134,8 @@ def test_missing_numbers_and_bad_lines():
     batch = as_received(gatherer.build())
     assert batch["chunks"] == [[FIRST, FIRST + 9, 8, 3], [FIRST + 10, FIRST + 19, 0, 0]]
     assert batch["missing"] == [[FIRST + 2, FIRST + 4], [FIRST + 7, FIRST + 8], [FIRST + 10, FIRST + 19]]
-    assert batch["stats"]["rejected"] == {"nul_byte": 0, "too_few_fields": 1, "bad_number": 0,
-                                          "empty_message_id": 1, "out_of_range": 1, "repeated_number": 0}
+    assert batch["stats"]["rejected"] == {**dict.fromkeys(REJECT_REASONS, 0), "too_few_fields": 1,
+                                          "empty_message_id": 1, "out_of_range": 1}
     assert batch["stats"]["lines"] == 8 and (batch["first"], batch["last"]) == (FIRST, FIRST + 19)
 
 

@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from edge.digest.nntp import (
-    INFLATE_STEP, MAX_LINE, MAX_OVER_BYTES_PER_ARTICLE, RECV_SIZE, NNTPClient, NNTPConnectionError, NNTPError, NNTPProtocolError, NNTPReplyError, NNTPTimeout,
-    connect,
+    INFLATE_STEP, MAX_KEPT_LINE, MAX_LINE, MAX_OVER_BYTES_PER_ARTICLE, RECV_SIZE, NNTPClient, NNTPConnectionError,
+    NNTPError, NNTPProtocolError, NNTPReplyError, NNTPTimeout, connect,
 )
-from edge.digest.overview import parse_date
+from edge.digest.overview import DEFAULT_LAYOUT, new_reject_counts, parse_block, parse_date
 from simnews.generator import Config, generate, make_article
 from simnews.hostile import HostileServer
 from simnews.scripted import ScriptedServer
@@ -45,6 +45,31 @@ def test_overview_in_every_encoding(options):
         # The connection stays in step, so the next reply is read correctly.
         assert received(client, BASE + 5, BASE + 6) == block(LINES[5:7])
         assert client.article_date(BASE + 1) == parse_date(b"Sat, 01 Nov 2025 07:27:27 +0000")
+
+
+@pytest.mark.parametrize("options", [{}, {"deflate": True}, {"gzip": "after"}, {"gzip": "inside"}],
+                         ids=["plain", "deflate", "gzip-terminator-after", "gzip-terminator-inside"])
+def test_over_long_lines_are_cut_and_rejected_and_the_rest_of_the_reply_is_read(options):
+    """Anyone can post an article with a subject of megabytes: its line is cut to MAX_KEPT_LINE
+    (and the digest rejects it by its reason), the lines around it come whole, in every encoding;
+    six 880 KB subjects among 200 lines, and one of 2.2 MB, fail nothing."""
+    lines = [overview_line(BASE + i, f'[1/1] - "file{i}.rar" yEnc (1/1)') for i in range(206)]
+    hostile = {BASE + 3 + 30 * k: b"w%d " % k * 150_000 for k in range(6)}  # about 880 KB each
+    hostile[BASE + 205] = b"." + b"x" * (2_200_000)  # starts with a dot: stuffed on the wire
+    for number, subject in hostile.items():
+        lines[number - BASE] = overview_line(number, subject)
+    with ScriptedServer({GROUP: lines}, **options) as server, connect(server.host, server.port, timeout=5) as client:
+        client.group(GROUP)
+        got = received(client, BASE, BASE + 205)
+        assert received(client, BASE, BASE + 2) == block(lines[:3])  # still in step
+    kept = got.split(b"\r\n")
+    assert kept.pop() == b"" and len(kept) == len(lines)
+    for line, sent in zip(kept, lines):
+        assert line == (sent[:MAX_KEPT_LINE] if len(sent) > MAX_KEPT_LINE else sent)
+    rejects = new_reject_counts()
+    columns = parse_block(got, DEFAULT_LAYOUT, rejects, BASE, BASE + 205)
+    assert columns.numbers == [n for n in range(BASE, BASE + 206) if n not in hostile]
+    assert rejects == {**new_reject_counts(), "subject_too_long": len(hostile)}
 
 
 def test_gzip_is_asked_only_where_deflate_is_missing():
@@ -125,7 +150,7 @@ def test_a_silent_server_times_out():
 
 @pytest.mark.parametrize("behaviour, match", [
     ("endless", "lines or"),
-    ("long_line", "too long"),
+    ("long_line", "goes on past"),
     ("out_of_range", "outside the range"),
 ])
 def test_a_hostile_reply_is_a_protocol_error_in_bounded_memory(behaviour, match):

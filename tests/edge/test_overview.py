@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from edge.digest import overview
 from edge.digest.overview import (
-    DEFAULT_LAYOUT, MAX_ARTICLE_BYTES, MAX_INT64, OverviewLayout, decode_text, new_reject_counts, parse_block, parse_date,
+    DEFAULT_LAYOUT, MAX_ARTICLE_BYTES, MAX_INT64, MAX_KEPT_LINE, MAX_MESSAGE_ID_BYTES, MAX_TEXT_BYTES, OverviewLayout, decode_text, new_reject_counts,
+    parse_block, parse_date,
 )
 from tests.edge.helpers import block, overview_line, python_twins
 
@@ -49,6 +50,15 @@ def test_clean_block_in_columns_with_64_bit_numbers():
     (overview_line(1).replace(b"1\t", b" 1\t", 1), "bad_number"),
     (overview_line(1, message_id=b""), "empty_message_id"),
     (overview_line(10**6), "out_of_range"),
+    (overview_line(1, message_id=b"<" + b"m" * (MAX_MESSAGE_ID_BYTES - 7) + b"@x.net>"), "message_id_too_long"),
+    (overview_line(1, subject=b"w " * (MAX_TEXT_BYTES // 2) + b"x"), "subject_too_long"),
+    (overview_line(1, subject=" ".join(f"w{i}" for i in range(200_000))), "subject_too_long"),
+    (overview_line(1, poster=b"P" * MAX_TEXT_BYTES + b" <p@example.net>"), "poster_too_long"),
+    (overview_line(2**40, subject=b"s" * 900_000), "subject_too_long"),
+    # Cut by the NNTP client at MAX_KEPT_LINE: the field it was cut in is the one too long.
+    (overview_line(7, subject=b"s" * 900_000)[:MAX_KEPT_LINE], "subject_too_long"),
+    (overview_line(7, poster=b"p" * 900_000)[:MAX_KEPT_LINE], "poster_too_long"),
+    (overview_line(7).replace(b"\t\t716800", b"\t" + b"r" * 90_000 + b"\t716800")[:MAX_KEPT_LINE], "line_too_long"),
 ])
 def test_malformed_lines_are_counted_and_skipped(line, reason):
     good = [overview_line(n) for n in (1, 2, 3)]
@@ -56,6 +66,24 @@ def test_malformed_lines_are_counted_and_skipped(line, reason):
     columns = parse_block(block([good[0], line, *good[1:]]), INN, rejects, 1, 1000)
     assert columns.numbers == [1, 2, 3]
     assert rejects == {**new_reject_counts(), reason: 1}
+
+
+@pytest.mark.parametrize("twins", [False, True])
+def test_text_at_the_limit_is_kept_and_one_byte_past_it_is_rejected(twins):
+    at = MAX_TEXT_BYTES
+    mid = MAX_MESSAGE_ID_BYTES
+    lines = [overview_line(1, subject=b"s" * at, poster=b"p" * at, message_id=b"<" + b"m" * (mid - 8) + b"@x.net>"),
+             overview_line(2, subject=b"s" * (at + 1)), overview_line(3, poster=b"p" * (at + 1)),
+             overview_line(4, message_id=b"<" + b"m" * (mid - 7) + b"@x.net>")]
+    rejects = new_reject_counts()
+    if twins:
+        with python_twins():
+            columns = parse_block(block(lines), INN, rejects)
+    else:
+        columns = parse_block(block(lines), INN, rejects)
+    assert columns.numbers == [1] and len(columns.subjects[0]) == len(columns.posters[0]) == at
+    assert len(columns.message_ids[0]) == mid
+    assert rejects == {**new_reject_counts(), "subject_too_long": 1, "poster_too_long": 1, "message_id_too_long": 1}
 
 
 def test_a_line_without_its_crlf_is_still_read():
@@ -197,7 +225,8 @@ def test_the_compiled_part_is_built_and_reads_clean_blocks():
     assert overview._compiled is not None
     data = block(overview_line(n) for n in range(2**40, 2**40 + 3))
     found = overview._compiled.clean_columns(data, INN.subject, INN.poster, INN.date, INN.message_id, INN.bytes,
-                                             INN.min_fields, 1, MAX_INT64, MAX_ARTICLE_BYTES)
+                                             INN.min_fields, 1, MAX_INT64, MAX_ARTICLE_BYTES, MAX_TEXT_BYTES,
+                                             MAX_MESSAGE_ID_BYTES)
     assert found is not None and found[0] == range(2**40, 2**40 + 3) and found[6] is True
     assert found[4] == [b"<%d@example.net>" % n for n in range(2**40, 2**40 + 3)] and found[5] == [716800] * 3
 

@@ -68,7 +68,7 @@ def ranges_of(engine, ids: list[int]) -> dict[int, tuple]:
 @pytest.mark.parametrize("behaviour, reason", [
     ("endless", "lines or"),
     ("stall", "no answer within"),
-    ("long_line", "too long"),
+    ("long_line", "goes on past"),
     ("out_of_range", "outside the range"),
     ("unavailable", "503"),
 ])

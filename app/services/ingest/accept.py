@@ -11,9 +11,11 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from app import metrics
-from app.models import Group, SeedBatch, SeedNode
+from app.models import Group, SeedBatch, SeedNode, SeedRule
 from app.services.errors import Conflict, ServiceError
+from app.services.ingest.checks import MalformedBatch
 from app.services.leases import NotYourLease, locked_range
+from edge.digest.rules import EXECUTABLE_RULE
 
 
 class OutOfOrder(Conflict):
@@ -32,6 +34,19 @@ class Acceptance:
     created: bool  # False: the same batch was accepted before, nothing stored this time
 
 
+def _check_rules_handed_out(session: Session, rules: tuple[str, ...]) -> None:
+    """A batch counts only the rules the data center hands out (the executable rule and the
+    operator's rules, enabled or not) and '' (what stayed): the catalog keeps a count of each, so
+    a node may not make up names. A rule removed while a node held it fails that batch once; the
+    range's next lease comes without it."""
+    made_up = set(rules) - {"", EXECUTABLE_RULE}
+    if made_up:
+        made_up -= set(session.scalars(select(SeedRule.name).where(SeedRule.name.in_(sorted(made_up)))))
+    if made_up:
+        raise MalformedBatch(f"malformed batch: rules counts a rule the data center did not hand out:"
+                             f" {sorted(made_up)[0]!r}" + (f" and {len(made_up) - 1} more" if len(made_up) > 1 else ""))
+
+
 def accept_batch(
     session: Session,
     node: SeedNode | None,
@@ -43,6 +58,7 @@ def accept_batch(
     content_type: str,
     content_encoding: str,
     group: str | None = None,
+    rules: tuple[str, ...] = (),
 ) -> Acceptance:
     """Store a batch's raw body durably and move the range's resume point past it.
 
@@ -77,6 +93,7 @@ def accept_batch(
         )
     if batch_from != seed_range.next_id:
         raise OutOfOrder(f"batch starts at {batch_from}; the range resumes at {seed_range.next_id}")
+    _check_rules_handed_out(session, rules)
     batch_id = session.execute(
         insert(SeedBatch)
         .values(

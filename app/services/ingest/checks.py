@@ -14,6 +14,7 @@ from operator import lt
 from app.services.errors import ServiceError
 from edge.digest.compiled import load as load_compiled
 from edge.digest.overview import MAX_ARTICLE_BYTES as OVERVIEW_MAX_ARTICLE_BYTES
+from edge.digest.overview import MAX_MESSAGE_ID_BYTES, MAX_TEXT_BYTES
 
 # Built by setup.py where a C compiler is at hand (SEED_IMPL chooses); else the columns are checked in Python.
 _msgcolumns = load_compiled("app.services._msgcolumns")
@@ -41,9 +42,26 @@ MAX_ARTICLE_BYTES = OVERVIEW_MAX_ARTICLE_BYTES
 MAX_PARTS = 999_999_999
 # A chunk's lines, received and rejected (the data center's spool keeps them as 32-bit integers).
 MAX_CHUNK_LINES = 2**31 - 1
+# A batch's chunks (BATCH_CHUNKS of them, default 10): a body that says more is refused before its
+# lists are decoded. Its missing spans are at most one more than the lines its chunks received, and
+# one for each chunk (the digest makes each span as long as it can within a chunk).
+MAX_CHUNKS = 10_000
 # The rules a batch counts (every active rule), and the reasons it counts rejected lines by.
-MAX_RULES = 10_000
+MAX_RULES = 1_000
 MAX_REJECT_REASONS = 64
+# A rule's name: printable (no control, format or bidi character), at most this many characters,
+# as the operator's rules are named (app.services.rules).
+MAX_RULE_NAME = 200
+# The longest text a batch's columns hold, in UTF-8 bytes: what the digest keeps of an overview
+# line (edge.digest.overview: MAX_TEXT_BYTES for subjects and posters, MAX_MESSAGE_ID_BYTES for
+# message-ids), read as Latin-1 at worst, which doubles the bytes. So every value fits
+# PostgreSQL's limits: a btree index row (message-id hosts, about 2,700 bytes) and a tsvector
+# (the words of a name, 1 MB).
+TEXT_LIMITS = {
+    ("files", "name"): 2 * MAX_TEXT_BYTES, ("files", "subject"): 2 * MAX_TEXT_BYTES,
+    ("files", "poster"): 2 * MAX_TEXT_BYTES, ("releases", "name"): 2 * MAX_TEXT_BYTES,
+    ("releases", "poster"): 2 * MAX_TEXT_BYTES, ("fragments", "message_id"): 2 * MAX_MESSAGE_ID_BYTES,
+}
 
 
 class MalformedBatch(ServiceError):
@@ -67,6 +85,7 @@ class BatchHeader:
     batch_from: int
     batch_to: int
     group: str
+    rules: tuple[str, ...] = ()  # the rules it counts ('' included): each must be one handed out
 
 
 def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
@@ -119,6 +138,8 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
         bad("rule counts of releases and files must fit 32 bits")
     if any("\0" in name or not encodes_as_utf8(name) for name in batch["rules"]):
         bad("rule names must be UTF-8 strings without NUL")
+    if any(len(name) > MAX_RULE_NAME or not name.isprintable() for name in batch["rules"]):
+        bad(f"rule names must be printable, of at most {MAX_RULE_NAME} characters")
     # Each of the catalog's keys comes once in a batch: the digest merges repeated rows before it
     # builds the batch.
     keys = {}
@@ -145,7 +166,7 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
     except TypeError:  # unhashable: the format check refuses it
         bad("files.release and fragments.file must hold integers")
     _check_counts(batch, bad, fragment_values=int32)
-    return BatchHeader(batch_from=first, batch_to=last, group=batch["group"])
+    return BatchHeader(batch_from=first, batch_to=last, group=batch["group"], rules=tuple(batch["rules"]))
 
 
 def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
@@ -169,6 +190,10 @@ def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
         accepted += lines - rejected
         received += lines
         rejected_lines += rejected
+    if len(batch["chunks"]) > MAX_CHUNKS:
+        bad(f"a batch has at most {MAX_CHUNKS} chunks")
+    if len(batch["missing"]) > max_missing_spans(batch["chunks"]):
+        bad("missing holds more spans than its chunks' lines leave room for")
     missed, after = 0, first - 1
     for a, b in batch["missing"]:
         if a <= after:
@@ -181,6 +206,8 @@ def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
     reasons = stats["rejected"]
     if len(reasons) > MAX_REJECT_REASONS or any(n < 0 for n in reasons.values()):
         bad("stats.rejected must count lines by at most a few reasons")
+    if any(len(reason) > MAX_RULE_NAME or not reason.isprintable() for reason in reasons):
+        bad(f"stats.rejected's reasons must be printable, of at most {MAX_RULE_NAME} characters")
     if stats["lines"] != received or sum(reasons.values()) != rejected_lines:
         bad("stats must count the chunks' lines and rejected lines")
     rules = batch["rules"]
@@ -218,6 +245,11 @@ def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
             bad("rules[''] must count the bytes of the batch's fragments")
 
 
+def max_missing_spans(chunks: list) -> int:
+    """How many missing spans chunks of these lines leave room for (see MAX_CHUNKS)."""
+    return sum(chunk[2] for chunk in chunks) + 2 * len(chunks)
+
+
 def _bounds(values) -> tuple[int, int] | None:
     """(min, max) of a column (None when empty): at C speed for one read as an array."""
     if _msgcolumns is not None and type(values) is array:
@@ -249,6 +281,26 @@ def _among(values, keys: set, key_list: list) -> bool:
         if among is not None:
             return among
     return keys.issuperset(values)
+
+
+def longer_than(values: list, limit: int) -> bool:
+    """Whether a text column (bytes, or str as UTF-8; None skipped) holds a value of more than
+    limit bytes."""
+    present = [v for v in values if v is not None] if None in values else values
+    if not present:
+        return False
+    if type(present[0]) is bytes:
+        return max(map(len, present)) > limit
+    # A character is at most 4 bytes: only the values that long can be too long.
+    return max(map(len, present)) > limit // 4 and any(
+        len(v.encode("utf-8", "surrogatepass")) > limit for v in present if len(v) > limit // 4)
+
+
+def check_text_lengths(table: str, column: str, values: list) -> None:
+    """MalformedBatch when the column holds a value longer than TEXT_LIMITS allows."""
+    limit = TEXT_LIMITS.get((table, column))
+    if limit is not None and longer_than(values, limit):
+        raise MalformedBatch(f"malformed batch: {table}.{column} holds a value of more than {limit} bytes")
 
 
 def encodes_as_utf8(text: str) -> bool:

@@ -12,16 +12,22 @@ import msgpack
 from app.config import get_settings
 from app.services.ingest.checks import (
     INT32_COLUMNS,
+    MAX_CHUNKS,
+    MAX_REJECT_REASONS,
+    MAX_RULE_NAME,
     MAX_RULES,
     BatchBodyTooLarge,
     BatchHeader,
     MalformedBatch,
     check_batch,
+    check_text_lengths,
     encodes_as_utf8,
+    max_missing_spans,
 )
 from app.services.ingest.hosts import MessageHosts, split_message_ids
 from edge.digest.batch import (
     GZIP,
+    JSON_TYPE,
     MAX_DECODED,
     MSGPACK_TYPES,
     TABLES,
@@ -46,7 +52,8 @@ def check_body(body: bytes, content_type: str, content_encoding: str, max_decode
         stored = StoredBatch(body, content_type, content_encoding, max_decoded=max_decoded)
         stored.check_fragments()
         batch = stored.decoded(int32=True)  # check_batch included
-        return BatchHeader(batch_from=batch["first"], batch_to=batch["last"], group=batch["group"])
+        return BatchHeader(batch_from=batch["first"], batch_to=batch["last"], group=batch["group"],
+                           rules=tuple(batch["rules"]))
     except BatchTooLarge as exc:
         raise BatchBodyTooLarge(str(exc)) from None
     except BatchError as exc:
@@ -112,9 +119,31 @@ class StoredBatch:
         if self._data is not None:
             self._refuse_lists_past_the_span()
         else:
+            if media_type == JSON_TYPE and encoding in (GZIP, "identity"):
+                body, content_encoding = self._refuse_json_past_its_arrays(body, encoding), "identity"
             self._batch = decode_batch(body, content_type, content_encoding, max_decoded=self._cap)
             _text_without_nul(self._batch)
             check_batch(self._batch)
+
+    def _refuse_json_past_its_arrays(self, body: bytes, encoding: str) -> bytes:
+        """A JSON body, inflated, when it has no more arrays than a batch of the data center's size
+        can (json.loads makes every one before anything can be checked: five million missing spans
+        in 130 KB of gzip would take 600 MB). Each '[' counts, those in strings too: a batch's
+        arrays are its columns, chunks, rules and missing spans (at most one a line and chunk),
+        and its files' subjects hold a few brackets each (a file has one subject, and a line at most one file)."""
+        try:
+            data = _gunzip(body, self._cap) if encoding == GZIP else body
+        except BatchTooLarge:
+            raise
+        except GZIP_ERRORS as exc:
+            raise MalformedBatch(f"malformed batch: corrupt gzip body: {exc}") from None
+        except ValueError as exc:
+            raise MalformedBatch(f"malformed batch: {exc}") from None
+        settings = get_settings()
+        most = 4 * settings.chunk_size * settings.batch_chunks + 100_000
+        if data.count(b"[") > most:
+            raise MalformedBatch(f"malformed batch: a JSON body holds at most {most} arrays ('[', in strings too)")
+        return data
 
     def _refuse_lists_past_the_span(self) -> None:
         """Before a list of the body is decoded: none is longer than the batch's span allows. A
@@ -143,6 +172,17 @@ class StoredBatch:
         if "rules" in self._spans and _header_length(
                 self._data, self._spans["rules"][0], msgpack.Unpacker.read_map_header) > MAX_RULES:
             raise MalformedBatch(f"malformed batch: a batch counts at most {MAX_RULES} rules")
+        # The chunks (a few), then the missing spans they leave room for (a span can be as long as
+        # the batch, so first..last bounds their count by nothing).
+        if "chunks" in self._spans and "missing" in self._spans:
+            if _header_length(self._data, self._spans["chunks"][0], msgpack.Unpacker.read_array_header) > MAX_CHUNKS:
+                raise MalformedBatch(f"malformed batch: a batch has at most {MAX_CHUNKS} chunks")
+            try:
+                room = max_missing_spans(self._unpack("chunks"))
+            except (TypeError, IndexError, KeyError):
+                raise MalformedBatch("malformed batch: chunks must be [first, last, lines, rejected] lists") from None
+            if _header_length(self._data, self._spans["missing"][0], msgpack.Unpacker.read_array_header) > room:
+                raise MalformedBatch("malformed batch: missing holds more spans than its chunks' lines leave room for")
 
     @classmethod
     def of(cls, batch: dict) -> StoredBatch:
@@ -237,6 +277,7 @@ class StoredBatch:
         if bad:
             self.raise_if_malformed()
             raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
+        check_text_lengths(table, column, present)
 
     def _read_checked(self, table: str, column: str, span: tuple[int, int], kind: str):
         """A column of a table without NULLs, read and its values checked in C (_msgcolumns.c):
@@ -246,7 +287,9 @@ class StoredBatch:
             if kind == "int":
                 return _msgcolumns.ints(self._data, start, end, 32 if column in INT32_COLUMNS.get(table, ()) else 64)
             if kind == "str":
-                return _msgcolumns.texts(self._data, start, end, True)
+                values = _msgcolumns.texts(self._data, start, end, True)
+                check_text_lengths(table, column, values)
+                return values
         except ValueError as exc:
             self.raise_if_malformed()  # says what is wrong as the API would
             raise MalformedBatch(f"malformed batch: {table}.{column} {exc}") from None
@@ -258,8 +301,13 @@ class StoredBatch:
             raise MalformedBatch(f"malformed batch: no {key}")
         start, end = span or self._spans[key]
         try:
-            return msgpack.unpackb(self._data[start:end], raw=raw)
-        except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
+            return msgpack.unpackb(self._data[start:end], raw=raw, **_LIMITS.get(key, {}))
+        except ValueError as exc:
+            if "exceeds max_" in str(exc):  # past a bound of _LIMITS: said at once, never decoded whole
+                raise MalformedBatch(f"malformed batch: {key} holds more than a batch can ({exc})") from None
+            self.raise_if_malformed()
+            raise MalformedBatch(f"malformed batch: undecodable {key}") from None
+        except (TypeError, msgpack.UnpackException, RecursionError):
             self.raise_if_malformed()
             raise MalformedBatch(f"malformed batch: undecodable {key}") from None
 
@@ -272,6 +320,15 @@ class StoredBatch:
 
 
 
+# What the small maps of a batch may hold, checked by msgpack as it decodes them: a map of a few
+# million keys is refused before it costs their objects (the rest is bounded by _refuse_lists...).
+_LIMITS = {
+    "stats": {"max_map_len": MAX_REJECT_REASONS, "max_array_len": 0, "max_str_len": MAX_RULE_NAME},
+    "rules": {"max_map_len": MAX_RULES, "max_array_len": 4, "max_str_len": 4 * MAX_RULE_NAME},
+    "chunks": {"max_array_len": MAX_CHUNKS},
+}
+
+
 def _text_without_nul(batch: dict) -> None:
     """A decoded batch's text holds no NUL (PostgreSQL's text cannot) and encodes as UTF-8 (a
     JSON body may hold a lone surrogate); StoredBatch.table checks the undecoded text of a
@@ -282,6 +339,7 @@ def _text_without_nul(batch: dict) -> None:
                 text = "".join(filter(None, batch[table][column]))
                 if "\0" in text or not encodes_as_utf8(text):
                     raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
+                check_text_lengths(table, column, batch[table][column])
 
 
 def _header_length(data: memoryview, start: int, read_header) -> int:

@@ -3,7 +3,7 @@ a failed join into posts recorded, the batches whose task was lost found again, 
 given fresh attempts."""
 from __future__ import annotations
 
-from sqlalchemy import text
+from sqlalchemy import func, text
 from sqlalchemy.orm import Session
 
 from app import metrics
@@ -12,29 +12,35 @@ from app.models.batches import BatchState
 
 
 def record_failure(session: Session, batch_id: int, error: str, max_attempts: int) -> str:
-    """Count a failed attempt; after max_attempts the batch is 'failed' (a poison batch, shown
-    in status with its error) and no longer retried. Returns the batch's state ('unknown' when
-    it is gone). Counted when the caller commits (app.metrics.store_failed)."""
+    """Count a failed attempt at storing a batch; after max_attempts the batch is 'failed' (a
+    poison batch, shown in status with its error) and no longer retried. Returns the batch's state
+    ('unknown' when it is gone). Counted when the caller commits (app.metrics.store_failed)."""
+    return _count_attempt(session, batch_id, BatchState.ACCEPTED, error, max_attempts)
+
+
+def record_gather_error(session: Session, batch_id: int, error: str, max_attempts: int) -> str:
+    """A stored batch whose join into posts failed with an error that would come again: the error
+    shown in status and an attempt counted; the requeue sweep tries again, and after max_attempts
+    the batch is 'failed'. It never goes back to be stored again (its releases' sums would count
+    it twice): retry_failed sends it back to 'stored'. Returns the batch's state."""
+    return _count_attempt(session, batch_id, BatchState.STORED, error, max_attempts)
+
+
+def _count_attempt(session: Session, batch_id: int, expected: BatchState, error: str, max_attempts: int) -> str:
     row = session.get(SeedBatch, batch_id, with_for_update=True)
-    if row is None or row.state != BatchState.ACCEPTED:
+    if row is None or row.state != expected:
         return row.state if row else "unknown"
     row.attempts += 1
     row.error = error[:2000]
     if row.attempts >= max_attempts:
         row.state = BatchState.FAILED
+    elif expected == BatchState.STORED:
+        row.stored_at = func.now()  # the requeue sweep waits its period from now
     group = session.execute(text("SELECT g.name FROM seed_ranges r JOIN groups g ON g.id = r.group_id"
                                  " WHERE r.id = :r"), {"r": row.range_id}).scalar_one()
     metrics.store_failed(session, group, numbers=row.batch_to - row.batch_from + 1, body_bytes=row.body_bytes or 0,
                          for_good=row.state == BatchState.FAILED)
     return row.state
-
-
-def record_gather_error(session: Session, batch_id: int, error: str) -> None:
-    """A stored batch whose join into posts failed: the error shown in status; the requeue sweep
-    tries again. Its attempts are not counted: a stored batch never goes back to be stored again
-    (its releases' sums would count it twice)."""
-    session.execute(text("UPDATE seed_batches SET error = :e, stored_at = now() WHERE id = :b AND state = 'stored'"),
-                    {"e": error[:2000], "b": batch_id})
 
 
 def pending_batches(session: Session, older_than_seconds: int, limit: int = 1000) -> dict[BatchState, list[int]]:
@@ -51,7 +57,10 @@ def pending_batches(session: Session, older_than_seconds: int, limit: int = 1000
 
 
 def retry_failed(session: Session) -> list[int]:
-    """Failed (poison) batches back to accepted with fresh attempts, for an operator's retry."""
+    """Failed (poison) batches back with fresh attempts, for an operator's retry: to 'accepted'
+    when their body waits to be stored, to 'stored' when the catalog holds them already (the store
+    let go of the body) and only their join into posts failed."""
     return list(session.scalars(text(
-        "UPDATE seed_batches SET state = 'accepted', attempts = 0 WHERE state = 'failed' RETURNING id"
+        "UPDATE seed_batches SET state = CASE WHEN body IS NULL THEN 'stored' ELSE 'accepted' END, attempts = 0,"
+        " stored_at = CASE WHEN body IS NULL THEN now() ELSE stored_at END WHERE state = 'failed' RETURNING id"
     )))

@@ -45,8 +45,11 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from app import metrics
+from app.db import is_transient
 from app.models import SeedBatch, SeedRange
 from app.models.batches import BatchState
 
@@ -143,8 +146,9 @@ def gather_batch(session: Session, batch_id: int) -> int | None:
     if stored is None:
         return None
     row, group_id = stored
-    changed = join_posts(session, group_id, row.release_keys or [])
-    mark_gathered(row)
+    left_out: list[str] = []
+    changed = join_posts(session, group_id, row.release_keys or [], left_out)
+    mark_gathered(row, left_out)
     return changed
 
 
@@ -160,16 +164,18 @@ def locked_stored_batch(session: Session, batch_id: int) -> tuple[SeedBatch, int
     return row, session.scalar(select(SeedRange.group_id).where(SeedRange.id == row.range_id))
 
 
-def mark_gathered(row: SeedBatch) -> None:
+def mark_gathered(row: SeedBatch, left_out: list[str] | None = None) -> None:
+    """Done; the posts left out of search (join_posts) stay said in its error."""
     row.state = BatchState.GATHERED
     row.release_keys = None
-    row.error = None
+    row.error = f"left out of search: {'; '.join(left_out)}"[:2000] if left_out else None
 
 
-def join_posts(session: Session, group_id: int, release_keys: list[int]) -> int:
+def join_posts(session: Session, group_id: int, release_keys: list[int], left_out: list[str] | None = None) -> int:
     """Work out afresh the posts of the names of these releases (see the module's doc), write the
     ones that changed and bring their rows of `posts` up to date; returns how many releases
-    changed post."""
+    changed post. A post whose row PostgreSQL refuses for good (a value past one of its limits)
+    is left out of `posts`, and said in left_out, rather than hold back the others."""
     if not release_keys:
         return 0
     session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
@@ -201,8 +207,36 @@ def join_posts(session: Session, group_id: int, release_keys: list[int]) -> int:
     for key in batch_keys:
         if key not in wanted:
             members[key].append(key)
-    refresh_posts(session, group_id, {post: members.get(post, []) for post in sorted(refresh)})
+    refreshed = {post: members.get(post, []) for post in sorted(refresh)}
+    failed = refresh_posts_isolated(session, group_id, refreshed)
+    if failed:
+        metrics.posts_left_out(session, group_id, len(failed))
+        if left_out is not None:
+            left_out.extend(failed)
     return len(forget) + len(join)
+
+
+def refresh_posts_isolated(session: Session, group_id: int, posts: dict[int, list[int]]) -> list[str]:
+    """refresh_posts, all at once; when PostgreSQL refuses it with an error that would come again,
+    post by post, each under a savepoint, leaving out those it refuses. Returns what was left out
+    ("post KEY: error")."""
+    try:
+        with session.begin_nested():
+            refresh_posts(session, group_id, posts)
+        return []
+    except DBAPIError as exc:
+        if is_transient(exc):
+            raise
+    failed = []
+    for post, keys in posts.items():
+        try:
+            with session.begin_nested():
+                refresh_posts(session, group_id, {post: keys})
+        except DBAPIError as exc:
+            if is_transient(exc):
+                raise
+            failed.append(f"post {post}: {type(exc.orig).__name__}: {str(exc.orig).splitlines()[0][:200]}")
+    return failed
 
 
 def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]]) -> None:

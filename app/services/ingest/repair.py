@@ -21,8 +21,9 @@ def repair_batch(session: Session, batch_id: int) -> int | None:
         return None
     row, group_id = stored
     updated = repair_releases(session, group_id, row.release_keys or [])
-    join_posts(session, group_id, row.release_keys or [])
-    mark_gathered(row)
+    left_out: list[str] = []
+    join_posts(session, group_id, row.release_keys or [], left_out)
+    mark_gathered(row, left_out)
     return updated
 
 
