@@ -2,8 +2,11 @@
 import json
 import os
 import sys
+import threading
 
 from gunicorn import util
+from gunicorn.http import message
+from gunicorn.http.errors import LimitRequestLine
 
 from app.config import SettingsError, get_settings
 from app.logs import ACCESS_LOG_FORMAT, logging_config
@@ -37,12 +40,36 @@ access_log_format = ACCESS_LOG_FORMAT
 preload_app = False
 
 
+# The start of the request line gunicorn last refused as too long, in this thread: a newznab
+# client's URL under /api is answered as a newznab error (its clients read nothing else), any
+# other in the API's JSON. gunicorn refuses such a line before it has a path; its start is enough.
+_refused = threading.local()
+
+
+def _remembering_long_lines(read_line):
+    def read_line_remembered(self, unreader, buf, limit=0):
+        try:
+            return read_line(self, unreader, buf, limit)
+        except LimitRequestLine:
+            _refused.start = bytes(buf[:256])
+            raise
+    return read_line_remembered
+
+
 def write_json_error(sock, status_int, reason, mesg):
     """gunicorn's own answer to a request it refuses before the app sees it (a request line or a
-    header too large, a malformed request), in the API's error format instead of an HTML page."""
-    code = "internal_error" if status_int == 500 else reason.lower().replace(" ", "_")
-    body = json.dumps({"error": code, "message": mesg or reason}).encode()
-    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+    header too large, a malformed request), in the API's error format instead of an HTML page; a
+    request line too long for a path under /api as a newznab error (app.api.newznab)."""
+    from app.api.newznab import NewznabError, error_document, serves
+
+    start, _refused.start = getattr(_refused, "start", b""), b""
+    path = start.split(b" ")[1].split(b"?")[0] if start.count(b" ") >= 1 else b""
+    if status_int == 414 and path and serves(path.decode("latin-1")):
+        body, media_type = error_document(NewznabError(201, "the URL is too long"), b"o=json" in start.lower())
+    else:
+        code = "internal_error" if status_int == 500 else reason.lower().replace(" ", "_")
+        body, media_type = json.dumps({"error": code, "message": mesg or reason}).encode(), "application/json"
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: {media_type}\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
     util.write_nonblock(sock, head + body)
 
@@ -57,6 +84,7 @@ def post_worker_init(worker):
 
     # The worker writes its refusals with gunicorn.util.write_error, which has no setting.
     util.write_error = write_json_error
+    message.Request.read_line = _remembering_long_lines(message.Request.read_line)
     # Warming only saves the first requests some time. A hook that raises is a worker that
     # failed to boot, and gunicorn then stops the whole API: a database going down while a
     # worker starts must not do that (its requests get 503 until it is back).

@@ -277,9 +277,18 @@ def _feed(session, posts, total: int, offset: int, as_json: bool) -> Response:
 
 
 def _error(exc: NewznabError, as_json: bool) -> Response:
+    body, mimetype = error_document(exc, as_json)
+    return Response(body, mimetype=mimetype)
+
+
+def error_document(exc: NewznabError, as_json: bool) -> tuple[bytes, str]:
+    """A newznab error's body and media type, outside a request too (gunicorn's own refusals of
+    a request line under /api, ops/gunicorn.conf.py)."""
     if as_json:
-        return _json({"error": {"@attributes": {"code": str(exc.code), "description": exc.description}}})
-    return _xml(ET.Element("error", code=str(exc.code), description=_clean(exc.description)))
+        return json.dumps({"error": {"@attributes": {"code": str(exc.code), "description": exc.description}}},
+                          ensure_ascii=False).encode(), "application/json"
+    element = ET.Element("error", code=str(exc.code), description=_clean(exc.description))
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(element, encoding="utf-8"), "application/xml"
 
 
 def _xml(element: ET.Element) -> Response:

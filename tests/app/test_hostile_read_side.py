@@ -200,3 +200,30 @@ def test_refusals_under_api_are_newznab_errors_with_their_status(client, flask_a
     assert node.status_code == 404 and node.get_json()["error"] == "not_found"
     assert client.get("/api/v1").get_json()["error"] == "not_found"
     assert client.get("/apixyz").get_json()["error"] == "not_found"
+
+
+def test_a_request_line_gunicorn_refuses_as_too_long_is_a_newznab_error_under_api(api_server):
+    """gunicorn refuses a request line past its limit (8,190 bytes) before the app sees it: under
+    /api it answers the newznab error its clients read (ops/gunicorn.conf.py), elsewhere the
+    API's JSON."""
+    url = urlsplit(api_server.url)
+    context = ssl.create_default_context(cafile=api_server.cafile)
+
+    def get(path: str) -> tuple[int, str, bytes]:
+        conn = http.client.HTTPSConnection(url.hostname, url.port, context=context, timeout=60)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, response.getheader("Content-Type"), response.read()
+        finally:
+            conn.close()
+
+    status, media_type, body = get("/api?t=search&q=" + "x" * 9000)
+    assert (status, media_type) == (414, "application/xml"), body[:300]
+    root = ET.fromstring(body)
+    assert root.tag == "error" and root.get("code") == "201", body
+    status, media_type, body = get("/api?o=json&t=search&q=" + "x" * 9000)
+    assert (status, media_type) == (414, "application/json")
+    assert json.loads(body)["error"]["@attributes"]["code"] == "201"
+    status, media_type, body = get("/api/v1/seed/status?" + "x" * 9000)
+    assert (status, media_type) == (414, "application/json") and json.loads(body)["error"] == "uri_too_long", body
