@@ -8,6 +8,7 @@ from app.cli.batches import batches
 from app.cli.bench import bench
 from app.cli.catalog import releases
 from app.cli.groups import groups
+from app.cli.names import names
 from app.cli.nodes import nodes, token
 from app.cli.nzb import nzb
 from app.cli.operators import operators
@@ -36,7 +37,8 @@ class SeedGroup(AppGroup):
 
 
 seed = SeedGroup("seed", help="Plan, run and watch the seed (the distributed backfill).")
-for command in (groups, nodes, operators, rules, batches, plan, status, range_, spool, bench, releases, nzb, apikeys):
+for command in (groups, nodes, operators, rules, batches, plan, status, range_, spool, bench, releases, nzb, apikeys,
+                names):
     seed.add_command(command)
 # `flask seed token NODE` is a short name for `flask seed nodes token NODE`.
 seed.add_command(token, "token")
