@@ -73,14 +73,14 @@ def enable(name: str, as_json: bool) -> None:
 @click.argument("name")
 @json_option
 def delete(name: str, as_json: bool) -> None:
-    """Delete the node: its token stops working, its leased ranges go back to planned (the next
-    node resumes where it stopped); its accepted batches stay."""
+    """Delete the node: its token stops working, its leased ranges are given back (planned, the next
+    node resuming where it stopped, or done when every batch was in); its accepted batches stay."""
     with service_call() as session:
         node, released = node_service.delete_node(session, name)
         row = _row(node)
     text = f"deleted node {name}"
     if released:
-        text += f"; {len(released)} leased ranges back to planned: {', '.join(map(str, released))}"
+        text += f"; {len(released)} leased ranges given back: {', '.join(map(str, released))}"
     report(as_json, {**row, "deleted": True, "released_ranges": released}, text)
 
 

@@ -49,8 +49,8 @@ def set_enabled(session: Session, name: str, enabled: bool) -> tuple[SeedNode, b
 def delete_node(session: Session, name: str) -> tuple[SeedNode, list[int]]:
     """Delete the node; (the node as it was, the ids of the ranges it held).
 
-    Its leased ranges go back to planned first, as if it had released them (the next node resumes
-    at their next_id): a range's holder is cleared by the foreign key on delete, but a leased range
+    Its leased ranges are given back first, as if it had released them (planned, the next node
+    resuming at their next_id, or done when every batch was in): a range's holder is cleared by the foreign key on delete, but a leased range
     must have one. Its batches stay, without their node (the batches' key is ON DELETE SET NULL).
     The node's row is locked first, so that it takes no new lease meanwhile (a lease locks it too)."""
     node = get_node(session, name, lock=True)

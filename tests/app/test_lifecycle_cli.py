@@ -279,7 +279,7 @@ def test_deleting_a_node_gives_its_leased_ranges_back(cli_runner, clean_db):
     refused(cli_runner, "nodes", "delete", "bad name!", "--json", message="not a node name")
     gone = invoke(cli_runner, "nodes", "delete", "edge-2")
     assert gone.exit_code == 0
-    assert gone.output.strip() == f"deleted node edge-2; 1 leased ranges back to planned: {ids[0]}"
+    assert gone.output.strip() == f"deleted node edge-2; 1 leased ranges given back: {ids[0]}"
 
 
 # --- rules enable / disable --------------------------------------------------------------------
