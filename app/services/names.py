@@ -765,6 +765,16 @@ def _release_group(text: str, first_marker: int) -> tuple[str | None, int]:
 # --- The reader -------------------------------------------------------------------------------
 
 
+def _credited(text: str) -> tuple[str | None, str]:
+    """(who, what) of "Who - What" (an album's artist, a book's author), the first of the usual
+    separators that splits the name in two; (None, text) when none does."""
+    for separator in ("_-_", " - ", "--", ".-."):
+        head, found, rest = text.partition(separator)
+        if found and head and rest:
+            return head, rest
+    return None, text
+
+
 class _Reader:
     """One name read: its tokens and their markers, then the fields of its kind."""
 
@@ -1084,13 +1094,7 @@ class _Reader:
 
     def _music(self) -> ParsedName:
         text = self.text
-        artist: str | None = None
-        body = text
-        for separator in ("_-_", " - ", "--", ".-."):
-            head, found, rest = text.partition(separator)
-            if found and head and rest:
-                artist, body = head, rest
-                break
+        artist, body = _credited(text)
         fields = [f for f in _DASH_FIELDS.split(body) if f]
         if len(fields) >= 2:
             fields = fields[:-1]  # the release group
@@ -1137,13 +1141,7 @@ class _Reader:
             book_format = "comic"
         else:
             book_format = next((f for f in ("epub", "pdf", "mobi", "azw3") if f in lowers), "ebook")
-        author: str | None = None
-        body = text
-        for separator in ("_-_", " - ", "--", ".-."):
-            head, found, rest = text.partition(separator)
-            if found and head and rest:
-                author, body = head, rest
-                break
+        author, body = _credited(text)
         year: int | None
         if " " not in body and "." not in body.split("-")[0] and ("_" in body or body.count("-") >= 2):
             # The audio layout: Author-Title-(Audiobook)-DE-2001-GROUP, or no author.

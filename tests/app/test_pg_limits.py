@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import time
+from contextlib import nullcontext
 import tracemalloc
 
 import msgpack
@@ -57,16 +58,8 @@ def test_database_errors_are_told_transient_or_permanent(error, transient):
         wrapped = (sa_exc.OperationalError if isinstance(error, psycopg.OperationalError) else sa_exc.DBAPIError)(
             "SELECT 1", {}, error)
         assert is_transient(wrapped) is transient
-    with pytest.raises(TransientDatabaseError) if transient else _nothing():
+    with pytest.raises(TransientDatabaseError) if transient else nullcontext():
         TransientDatabaseError.raise_if(error)
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def test_a_real_tsvector_overflow_is_permanent(engine):

@@ -284,20 +284,19 @@ def _among(values, keys: set, key_list: list) -> bool:
 
 
 def longer_than(values: list, limit: int) -> bool:
-    """Whether a text column (bytes, or str as UTF-8; None skipped) holds a value of more than
-    limit bytes."""
-    present = [v for v in values if v is not None] if None in values else values
-    if not present:
+    """Whether a text column's values (bytes, or str as UTF-8; no None: callers leave the NULLs
+    out) hold one of more than limit bytes."""
+    if not values:
         return False
-    if type(present[0]) is bytes:
-        return max(map(len, present)) > limit
+    if type(values[0]) is bytes:
+        return max(map(len, values)) > limit
     # A character is at most 4 bytes: only the values that long can be too long.
-    return max(map(len, present)) > limit // 4 and any(
-        len(v.encode("utf-8", "surrogatepass")) > limit for v in present if len(v) > limit // 4)
+    return max(map(len, values)) > limit // 4 and any(
+        len(v.encode("utf-8", "surrogatepass")) > limit for v in values if len(v) > limit // 4)
 
 
 def check_text_lengths(table: str, column: str, values: list) -> None:
-    """MalformedBatch when the column holds a value longer than TEXT_LIMITS allows."""
+    """MalformedBatch when the column (its NULLs left out) holds a value longer than TEXT_LIMITS allows."""
     limit = TEXT_LIMITS.get((table, column))
     if limit is not None and longer_than(values, limit):
         raise MalformedBatch(f"malformed batch: {table}.{column} holds a value of more than {limit} bytes")

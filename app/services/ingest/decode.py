@@ -339,7 +339,7 @@ def _text_without_nul(batch: dict) -> None:
                 text = "".join(filter(None, batch[table][column]))
                 if "\0" in text or not encodes_as_utf8(text):
                     raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
-                check_text_lengths(table, column, batch[table][column])
+                check_text_lengths(table, column, [v for v in batch[table][column] if v is not None])
 
 
 def _header_length(data: memoryview, start: int, read_header) -> int:
