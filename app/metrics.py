@@ -211,7 +211,7 @@ def outcome_of(status: int) -> str:
     """A catalog request's outcome label from its HTTP status."""
     if status < 400:
         return "ok"
-    return {400: "bad_request", 401: "unauthorized", 403: "unauthorized", 404: "not_found",
+    return {400: "bad_request", 401: "unauthorized", 403: "unauthorized", 404: "not_found", 429: "limited",
             503: "unavailable"}.get(status, "error")
 
 

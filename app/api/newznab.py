@@ -1,34 +1,46 @@
-"""The newznab API at /api: what NZBHydra2, Sonarr, Radarr and Prowlarr speak (docs/api.md).
+"""The newznab API at /api: what Sonarr, Radarr, Prowlarr, NZBHydra2 and LazyLibrarian speak
+(docs/catalog.md has every function with examples).
 
     GET /api?t=caps                                   what the server offers (no key)
-    GET /api?t=search&apikey=K[&q=][&cat=][&group=][&limit=][&offset=][&maxage=][&o=json]
+    GET /api?t=search&apikey=K[&q=][&cat=][&group=][&season=][&ep=][&minsize=][&maxsize=]
+                              [&limit=][&offset=][&maxage=][&extended=1][&o=json]
+    GET /api?t=tvsearch&apikey=K[&q=|&title=][&season=][&ep=]...   episodes, season packs, daily shows
+    GET /api?t=movie&apikey=K[&q=][&year=]...
+    GET /api?t=music&apikey=K[&q=][&artist=][&album=]...
+    GET /api?t=book&apikey=K[&q=][&title=][&author=]...
     GET /api?t=details&apikey=K&id=POST
     GET /api?t=get&apikey=K&id=POST                   the post's NZB (application/x-nzb)
 
-Answers are RSS 2.0 with newznab:attr elements, or the same as JSON with o=json. Errors are
-newznab error elements, with HTTP 200 as the specification has it (clients read the code):
-100 incorrect credentials, 200 missing parameter, 201 incorrect parameter, 202 no such
-function, 300 no such item, 900 the server could not answer now. Nothing a client sends gives a
-5xx or is written out unescaped. A request refused before it reaches the API (a path under /api
-that is none, a method other than GET) is a newznab error too, with its HTTP status (http_error).
+Categories are each post's own (app.services.postnames: what its name says, its group a hint);
+a parent category asked for takes its subcategories. season, ep, year and the like filter on
+what each post's name says. Answers are RSS 2.0 with newznab:attr elements, or the same as JSON
+with o=json; each carries newznab:apilimits (the key's use today and its limits). Errors are
+newznab error elements, with HTTP 200 as the specification has it (clients read the code): 100
+incorrect credentials, 200 missing parameter, 201 incorrect parameter, 202 no such function,
+203 function not available (a search by an id this catalog does not know: tvdbid, imdbid...),
+300 no such item, 900 the server could not answer now; and 500/501 (the key's request or
+download limit reached) with HTTP 429 and Retry-After, which Sonarr and Prowlarr back off on.
+Nothing a client sends gives a 5xx or is written out unescaped. A request refused before it
+reaches the API (a path under /api that is none, a method other than GET) is a newznab error
+too, with its HTTP status (http_error).
 """
 from __future__ import annotations
 
 import json
 import logging
 import urllib.parse
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from email.utils import format_datetime
 from xml.etree import ElementTree as ET
 
 from flask import Blueprint, Response, request
-from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 from werkzeug.exceptions import HTTPException
 
 from app import metrics
 from app.db import session_scope
-from app.models import Group
+from app.models import ApiKey
 from app.services import apikeys, categories, grabs, nzbexport, search
 from app.services.attachments import nzb_disposition
 from app.services.errors import NotFound
@@ -46,18 +58,32 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 100  # caps says so; a bigger limit is served as this many
 HUGE = 1_000_000  # a limit or offset past this is not a client's mistake to round off
 ERRORS = {100: "Incorrect user credentials", 200: "Missing parameter", 201: "Incorrect parameter",
-          202: "No such function", 300: "No such item", 900: "Unknown error"}
-# The catalog requests counted (app.metrics.CatalogCall), by function, and their outcomes by error code.
-COUNTED = {"search": "search", "details": "details", "get": "nzb"}
-OUTCOMES = {100: "unauthorized", 200: "bad_request", 201: "bad_request", 202: "bad_request", 300: "not_found",
-            900: "unavailable"}
+          202: "No such function", 203: "Function not available", 300: "No such item",
+          500: "Request limit reached", 501: "Download limit reached", 900: "Unknown error"}
+# The search functions, and the catalog requests counted (app.metrics.CatalogCall) by function.
+SEARCHES = ("search", "tvsearch", "movie", "music", "book")
+COUNTED = {**dict.fromkeys(SEARCHES, "search"), "details": "details", "get": "nzb"}
+OUTCOMES = {100: "unauthorized", 200: "bad_request", 201: "bad_request", 202: "bad_request", 203: "bad_request",
+            300: "not_found", 500: "limited", 501: "limited", 900: "unavailable"}
+# Each search function's parameters beyond the common ones (caps' supportedParams): the words
+# given in them are searched for along with q.
+PARAMS = {"search": ("q",), "tvsearch": ("q", "title", "season", "ep"), "movie": ("q", "year"),
+          "music": ("q", "artist", "album"), "book": ("q", "title", "author")}
+WORD_PARAMS = ("q", "title", "artist", "album", "author")
+# Ids of other databases that clients search by (TheTVDB, TVmaze, TVRage, IMDb, TMDb, Trakt): the
+# catalog does not know them, so a search by one alone is "function not available" (203), which
+# NZBHydra2 and Prowlarr read as "search by name instead"; with words as well, the words are searched.
+ID_PARAMS = ("tvdbid", "tvmazeid", "rid", "tvrageid", "imdbid", "tmdbid", "traktid")
+# extended=1's resolution attr, as newznab writes it, by the height a name states.
+RESOLUTIONS = {480: "720x480", 576: "720x576", 720: "1280x720", 1080: "1920x1080", 2160: "3840x2160"}
 
 
 class NewznabError(Exception):
-    def __init__(self, code: int, detail: str = ""):
+    def __init__(self, code: int, detail: str = "", retry_after: int | None = None):
         super().__init__(detail)
         self.code = code
         self.description = f"{ERRORS[code]}: {detail}" if detail else ERRORS[code]
+        self.retry_after = retry_after
 
 
 @newznab.get("/api")
@@ -74,19 +100,23 @@ def api():
             raise NewznabError(200, "t")
         if function == "caps":
             return _caps(as_json)
-        if function not in ("search", "details", "get"):
+        if function not in COUNTED:
             raise NewznabError(202, function[:50])
         call.request = COUNTED[function]
         with session_scope() as session:
             key = _key(session)
-            if function == "search":
-                answer = _search(session, key, as_json)
+            # The request is counted against the key's limits after its work, just before the
+            # commit: counting takes the key's row of the day until the transaction ends, and a
+            # client's parallel requests with one key must not wait on each other's searches.
+            if function in SEARCHES:
+                posts, total, offset = _search(session, function)
             elif function == "details":
-                answer = _details(session, key, as_json)
+                posts, total, offset = _details(session), 1, 0
             else:
-                return _get(session, key)
-            apikeys.record_use(session, key, grab=False)
-        return answer
+                answer = _get(session)
+                _use(session, key, grab=True)
+                return answer
+            return _feed(session, posts, total, offset, _use(session, key, grab=False), as_json)
     except NewznabError as exc:
         call.outcome = OUTCOMES.get(exc.code, "error")
         return _error(exc, as_json)
@@ -128,12 +158,20 @@ def http_error(exc: HTTPException) -> Response:
     return response
 
 
-def _key(session):
+def _key(session: Session) -> ApiKey:
     presented = request.args.get("apikey", "")
     key = apikeys.holder(session, presented) if presented else None
     if key is None:
         raise NewznabError(100)
     return key
+
+
+def _use(session: Session, key: ApiKey, grab: bool) -> apikeys.Usage:
+    """Count the request against the key's limits: past one, error 500 or 501 (HTTP 429)."""
+    try:
+        return apikeys.use(session, key, grab)
+    except apikeys.LimitReached as exc:
+        raise NewznabError(501 if exc.kind == "grabs" else 500, retry_after=exc.retry_after) from None
 
 
 def _integer(name: str, default: int | None, low: int, high: int) -> int | None:
@@ -162,54 +200,86 @@ def _post_id() -> int:
     return key
 
 
-def _search(session, key, as_json: bool) -> Response:
-    limit = min(_integer("limit", DEFAULT_LIMIT, 1, HUGE), MAX_LIMIT)
-    offset = _integer("offset", 0, 0, search.MAX_OFFSET)
+def _search(session: Session, function: str) -> tuple[list[search.PostSummary], int, int]:
+    """The page a search function asks for: (posts, total, offset)."""
+    limit = min(_integer("limit", DEFAULT_LIMIT, 1, HUGE) or DEFAULT_LIMIT, MAX_LIMIT)
+    offset = _integer("offset", 0, 0, search.MAX_OFFSET) or 0
     max_age = _integer("maxage", None, 0, search.MAX_AGE_DAYS)
-    groups = _groups(session)
-    if groups == []:
-        return _feed(session, [], 0, offset, as_json)
+    words = " ".join(value for name in WORD_PARAMS
+                     if name in PARAMS[function] or name == "q"
+                     if (value := request.args.get(name, "").strip()))
+    if not words and any(request.args.get(name) for name in ID_PARAMS):
+        raise NewznabError(203, "this indexer knows no ids: search by name (q)")
+    season, episode, air_date = _episode()
+    groups = [g for g in request.args.get("group", "").split(",") if g.strip()] or None
     try:
-        page = search.search_posts(session, request.args.get("q", ""), group=groups, max_age_days=max_age or None,
-                                   limit=limit, offset=offset)
+        page = search.search_posts(
+            session, words, group=groups, max_age_days=max_age or None, categories=_categories(),
+            season=season, episode=episode, air_date=air_date,
+            year=_integer("year", None, 0, search.SMALLINT) if function == "movie" else None,
+            min_size=_integer("minsize", None, 0, search.MAX_BIGINT),
+            max_size=_integer("maxsize", None, 0, search.MAX_BIGINT), limit=limit, offset=offset)
     except search.SearchTimeout:
         raise NewznabError(900, "the search took too long") from None
     except search.SearchError as exc:
         raise NewznabError(201, str(exc)[:200]) from None
-    except NotFound:
-        return _feed(session, [], 0, offset, as_json)
-    return _feed(session, page.items, page.total, offset, as_json)
+    except NotFound:  # a group that is none: nothing in it
+        return [], 0, offset
+    return page.items, page.total, offset
 
 
-def _groups(session) -> list[str] | None:
-    """The groups a search is limited to (group= and cat=), None for all; [] when none fits."""
-    names = [g for g in request.args.get("group", "").split(",") if g]
+def _categories() -> list[int] | None:
+    """cat= as category ids (None: every category)."""
     wanted = request.args.get("cat", "")
     if not wanted:
-        return names or None
+        return None
     try:
-        ids = {int(c) for c in wanted.split(",") if c}
+        ids = [int(c) for c in wanted.split(",") if c.strip()]
     except ValueError:
         raise NewznabError(201, "cat is not a list of numbers") from None
-    known = session.scalars(select(Group.name)).all()
-    fitting = [g for g in known if categories.matches(categories.category_of(g), ids)]
-    return [g for g in fitting if not names or g in names]
+    if any(not 0 <= c <= 9999 for c in ids):
+        raise NewznabError(201, "cat out of range")
+    return ids or None
 
 
-def _details(session, key, as_json: bool) -> Response:
+def _episode() -> tuple[int | None, int | None, date | None]:
+    """season and ep as (season, episode, air date): a daily show's episode is its air date,
+    sent as season=YYYY&ep=MM/DD (Sonarr); season 0 may come as "00"; a season may come as
+    "S01" and an episode as "E02"."""
+    season_text = request.args.get("season", "").strip()
+    episode_text = request.args.get("ep", "").strip()
+    if "/" in episode_text:
+        try:
+            month, day = (int(part) for part in episode_text.split("/"))
+            return None, None, date(int(season_text), month, day)
+        except ValueError:
+            raise NewznabError(201, "a daily episode is season=YYYY&ep=MM/DD") from None
+    season = _number("season", season_text.upper().removeprefix("S"))
+    episode = _number("ep", episode_text.upper().removeprefix("E"))
+    return season, episode, None
+
+
+def _number(name: str, value: str) -> int | None:
+    if not value:
+        return None
+    if not (value.isascii() and value.isdigit()) or len(value) > 5 or int(value) > search.SMALLINT:
+        raise NewznabError(201, f"{name} is not a number")
+    return int(value)
+
+
+def _details(session: Session) -> list[search.PostSummary]:
     try:
         details = search.post_details(session, _post_id())
     except NotFound:
         raise NewznabError(300) from None
-    return _feed(session, [details.post], 1, 0, as_json)
+    return [details.post]
 
 
-def _get(session, key) -> Response:
+def _get(session: Session) -> Response:
     try:
         post = nzbexport.find_post(session, _post_id())
     except NotFound:
         raise NewznabError(300) from None
-    apikeys.record_use(session, key, grab=True)
     grabs.record(session, post.group_id, post.key)
     body = b"".join(nzbexport.nzb_chunks(session, post))
     return Response(body, mimetype="application/x-nzb",
@@ -223,9 +293,9 @@ def _caps(as_json: bool) -> Response:
     ET.SubElement(caps, "limits", max=str(MAX_LIMIT), default=str(DEFAULT_LIMIT))
     ET.SubElement(caps, "registration", available="no", open="no")
     searching = ET.SubElement(caps, "searching")
-    ET.SubElement(searching, "search", available="yes", supportedParams="q,group")
-    for kind in ("tv-search", "movie-search", "audio-search", "book-search"):
-        ET.SubElement(searching, kind, available="no", supportedParams="")
+    for function, kind in (("search", "search"), ("tvsearch", "tv-search"), ("movie", "movie-search"),
+                           ("music", "audio-search"), ("book", "book-search")):
+        ET.SubElement(searching, kind, available="yes", supportedParams=",".join(PARAMS[function]))
     cats = ET.SubElement(caps, "categories")
     for parent, name in categories.PARENTS.items():
         category = ET.SubElement(cats, "category", id=str(parent), name=name)
@@ -237,30 +307,36 @@ def _caps(as_json: bool) -> Response:
     return _xml(caps)
 
 
-def _feed(session, posts, total: int, offset: int, as_json: bool) -> Response:
+def _feed(session: Session, posts: list[search.PostSummary], total: int, offset: int, usage: apikeys.Usage,
+          as_json: bool) -> Response:
     """A page of results as RSS 2.0 with newznab attributes, or its newznab JSON (the same document
     read back as _as_dict reads any). Written as text: a page is up to 1,700 elements, which
     ElementTree would take several times longer to build and write."""
     api_url = request.host_url.rstrip("/") + "/api"
     key = urllib.parse.quote(request.args.get("apikey", ""), safe="")
+    extended = request.args.get("extended", "") == "1"
     grabbed = grabs.counts(session, [(post.group_id, post.key) for post in posts])
     parts = [
         f'<?xml version="1.0" encoding="UTF-8"?>\n'
         f'<rss xmlns:atom="{ATOM_NS}" xmlns:newznab="{NEWZNAB_NS}" version="2.0"><channel>'
         f'<atom:link href="{xml_attribute(request.url)}" rel="self" type="application/rss+xml" />'
         f"<title>usenet-seed</title><description>usenet-seed API results</description>"
-        f"<link>{xml_text(request.host_url)}</link>"
-        f'<newznab:response offset="{offset}" total="{total}" />'
+        f"<link>{xml_text(request.host_url)}</link><generator>usenet-seed</generator>"
+        f'<newznab:response offset="{offset}" total="{total}" />{_limits(usage)}'
     ]
     for post in posts:
-        category = categories.category_of(post.group)
+        category = categories.category_named(post.category)
         get_url = xml_attribute(f"{api_url}?t=get&id={post.key}&apikey={key}")
         name = xml_text(post.name)
-        attributes = (("category", category.parent), ("category", category.id), ("size", post.bytes),
-                      ("files", post.files), ("poster", xml_attribute(post.poster)), ("group", post.group),
-                      ("usenetdate", _rfc822(post.first_post)),
-                      ("grabs", grabbed.get((post.group_id, post.key), 0)),
-                      ("completion", round(post.completion)))
+        attributes: list[tuple[str, object]] = [("category", category.parent)]
+        if category.id != category.parent:
+            attributes.append(("category", category.id))
+        attributes += [("size", post.bytes), ("files", post.files), ("poster", xml_attribute(post.poster)),
+                       ("group", post.group), ("usenetdate", _rfc822(post.first_post)),
+                       ("grabs", grabbed.get((post.group_id, post.key), 0)),
+                       ("completion", round(post.completion))]
+        if extended:
+            attributes += _extended(post)
         parts.append(
             f"<item><title>{name}</title>"
             f'<guid isPermaLink="true">{xml_text(api_url)}?t=details&amp;id={post.key}</guid>'
@@ -276,9 +352,46 @@ def _feed(session, posts, total: int, offset: int, as_json: bool) -> Response:
     return Response(body.encode("utf-8"), mimetype="application/rss+xml")
 
 
+def _limits(usage: apikeys.Usage) -> str:
+    """newznab:apilimits: the key's requests and downloads today, its limits and when the oldest
+    counted one was (where there are limits and counts)."""
+    values = {"apicurrent": usage.requests, "apimax": usage.requests_max, "grabcurrent": usage.grabs,
+              "grabmax": usage.grabs_max,
+              "apioldesttime": _rfc822(usage.requests_oldest) if usage.requests_oldest else None,
+              "graboldesttime": _rfc822(usage.grabs_oldest) if usage.grabs_oldest else None}
+    return "<newznab:apilimits " + " ".join(f'{k}="{v}"' for k, v in values.items() if v is not None) + " />"
+
+
+def _extended(post: search.PostSummary) -> list[tuple[str, object]]:
+    """extended=1's attributes: what the post's name says (where it says it)."""
+    found: list[tuple[str, object]] = []
+    if post.season is not None:
+        found.append(("season", f"S{post.season:02d}"))
+    if post.episode is not None:
+        found.append(("episode", f"E{post.episode:02d}"))
+    if post.air_date is not None:
+        found.append(("tvairdate", _rfc822(datetime(post.air_date.year, post.air_date.month, post.air_date.day,
+                                                     tzinfo=timezone.utc))))
+    if post.title and post.category // 1000 == 5:
+        found.append(("tvtitle", xml_attribute(post.title)))
+    if post.year is not None:
+        found.append(("year", post.year))
+    if post.resolution is not None:
+        found.append(("resolution", RESOLUTIONS.get(post.resolution, f"{post.resolution}p")))
+    if post.video:
+        found.append(("video", xml_attribute(post.video)))
+    if post.languages:
+        found.append(("language", xml_attribute(post.languages.replace(",", ", "))))
+    return found
+
+
 def _error(exc: NewznabError, as_json: bool) -> Response:
     body, mimetype = error_document(exc, as_json)
-    return Response(body, mimetype=mimetype)
+    response = Response(body, mimetype=mimetype)
+    if exc.retry_after is not None:  # a limit reached: HTTP 429, as clients back off on
+        response.status_code = 429
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def error_document(exc: NewznabError, as_json: bool) -> tuple[bytes, str]:

@@ -1,4 +1,5 @@
-"""`flask seed names parse`: release names read as app.services.names reads them (no database)."""
+"""`flask seed names parse`: release names read as app.services.names reads them (no database);
+`flask seed names refresh`: every post's category and parsed fields computed afresh."""
 from __future__ import annotations
 
 from typing import Any, BinaryIO
@@ -6,8 +7,9 @@ from typing import Any, BinaryIO
 import click
 
 from app.cli.catalog import shown
-from app.cli.output import json_option, print_json
+from app.cli.output import json_option, print_json, service_call
 from app.services import names as names_service
+from app.services import postnames
 
 
 @click.group("names")
@@ -34,6 +36,24 @@ def parse(source: BinaryIO, group: str | None, as_json: bool) -> None:
             print_json(record)
         else:
             click.echo(_line(record))
+
+
+@names.command("refresh")
+@json_option
+def refresh(as_json: bool) -> None:
+    """Compute every post's category and parsed fields afresh from its name, as the join does for
+    the posts it writes (after an upgrade of the parser). Posts that come out the same are not
+    written."""
+    def progress(read: int) -> None:
+        if not as_json:
+            click.echo(f"{read:,} posts read", err=True)
+
+    with service_call() as session:
+        changed = postnames.refill(session, progress=progress)
+    if as_json:
+        print_json({"changed": changed})
+    else:
+        click.echo(f"{changed:,} posts changed")
 
 
 def _decoded(raw: bytes) -> str:

@@ -6,10 +6,11 @@ row can only land in an existing group's partition, and keys come from the diges
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
 from sqlalchemy import (
-    REAL, BigInteger, Boolean, Computed, DateTime, Identity, Index, Integer, PrimaryKeyConstraint, Text, func, text,
+    REAL, BigInteger, Boolean, Computed, Date, DateTime, Identity, Index, Integer, PrimaryKeyConstraint, SmallInteger,
+    Text, func, text,
 )
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
@@ -155,6 +156,9 @@ class Post(Base):
         # Newest first: every post, and a group's.
         Index("ix_posts_newest", text("last_post DESC NULLS LAST"), "group_id", "key"),
         Index("ix_posts_group_newest", "group_id", text("last_post DESC NULLS LAST"), "key"),
+        # A category's posts newest first: the newznab functions' searches without words (Sonarr's
+        # and Radarr's RSS sync ask for the newest of their categories).
+        Index("ix_posts_category_newest", "category", text("last_post DESC NULLS LAST"), "group_id", "key"),
         # The post's row changes with every batch adding to it: room on its page for the new one.
         {"postgresql_with": {"fillfactor": 80}},
     )
@@ -175,6 +179,21 @@ class Post(Base):
     names: Mapped[str] = mapped_column(Text)
     posters: Mapped[str] = mapped_column(Text)
     words: Mapped[str] = mapped_column(TSVECTOR, Computed(POST_WORDS, persisted=True))
+    # What its name says (app.services.postnames, from app.services.names; migration 0018): the
+    # newznab category by what the post is, and the fields the newznab functions filter on and
+    # show. episode and episode_last bound its episodes (both NULL for a season pack or a film);
+    # resolution is the height (720 for 720p); languages are comma-separated.
+    category: Mapped[int] = mapped_column(SmallInteger, server_default="8010")
+    year: Mapped[int | None] = mapped_column(SmallInteger)
+    season: Mapped[int | None] = mapped_column(SmallInteger)
+    episode: Mapped[int | None] = mapped_column(SmallInteger)
+    episode_last: Mapped[int | None] = mapped_column(SmallInteger)
+    resolution: Mapped[int | None] = mapped_column(SmallInteger)
+    air_date: Mapped[date | None] = mapped_column(Date)
+    title: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str | None] = mapped_column(Text)
+    video: Mapped[str | None] = mapped_column(Text)
+    languages: Mapped[str | None] = mapped_column(Text)
 
 
 class PostGrab(Base):

@@ -27,9 +27,9 @@ search runs under a statement timeout (timeout_ms).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 
 from psycopg.errors import QueryCanceled
 from sqlalchemy import text
@@ -54,6 +54,7 @@ MAX_WORDS = 32
 MIN_PREFIX = 2
 MAX_AGE_DAYS = 100 * 366
 MAX_BIGINT = 2**63 - 1
+SMALLINT = 32767
 # A search holds its connection at most this long by default (the API's requests are bounded in time).
 DEFAULT_TIMEOUT_MS = 10_000
 
@@ -65,7 +66,8 @@ QUERY_WORDS = text("SELECT lexeme, positions FROM unnest(to_tsvector('simple'::r
 # The posts matching the filters, a page of them newest first, and how many there are up to a bound.
 PAGE = """
     SELECT p.key, p.group_id, p.name, p.poster, p.releases, p.files_seen AS files, p.parts_expected,
-           p.parts_seen, p.bytes, p.completion, p.first_post, p.last_post
+           p.parts_seen, p.bytes, p.completion, p.first_post, p.last_post, p.category, p.title, p.year,
+           p.season, p.episode, p.episode_last, p.air_date, p.resolution, p.source, p.video, p.languages
       FROM posts p
      WHERE {filters}
      ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key
@@ -135,7 +137,9 @@ class SearchError(ServiceError, ValueError):
 @dataclass(frozen=True)
 class PostSummary:
     """A post as a search finds it: its figures summed over all its releases. name and poster are
-    those of its release with the most files; completion is a percentage (0 to 100)."""
+    those of its release with the most files; completion is a percentage (0 to 100). category and
+    the fields after it are what its name says (app.services.postnames; None where it does not
+    tell)."""
 
     key: int
     group_id: int
@@ -150,6 +154,17 @@ class PostSummary:
     completion: float
     first_post: datetime | None
     last_post: datetime | None
+    category: int = 8010
+    title: str | None = None
+    year: int | None = None
+    season: int | None = None
+    episode: int | None = None
+    episode_last: int | None = None
+    air_date: date | None = None
+    resolution: int | None = None
+    source: str | None = None
+    video: str | None = None
+    languages: str | None = None
 
 
 @dataclass(frozen=True)
@@ -210,9 +225,15 @@ def search_posts(session: Session, words: str | Sequence[str] | None, *, group: 
                  poster: str | None = None, min_size: int | None = None, max_size: int | None = None,
                  posted_after: datetime | None = None, posted_before: datetime | None = None,
                  max_age_days: float | None = None, min_completion: float | None = None,
+                 categories: Iterable[int] | None = None, season: int | None = None, episode: int | None = None,
+                 air_date: date | None = None, year: int | None = None,
                  limit: int = DEFAULT_LIMIT, offset: int = 0, timeout_ms: int | None = DEFAULT_TIMEOUT_MS) -> SearchPage:
     """The posts matching every word (see the module's doc) and every filter, newest first.
 
+    categories: newznab category ids, a post of any of them (a parent id, 5000, takes its
+    subcategories). season, episode, air_date and year: what the post's name says (a season
+    pack has its season and no episode, so a search of a season finds it and every episode of
+    it; an episode finds the posts whose episodes span it).
     group: a group name, or several (a post of any of them); an unknown one is NotFound.
     poster: a part of the poster of any of the post's releases, without case. min_size and
     max_size: the post's bytes. posted_after, posted_before and max_age_days: the post's last
@@ -241,6 +262,20 @@ def search_posts(session: Session, words: str | Sequence[str] | None, *, group: 
             raise SearchError(f"the poster is longer than {MAX_WORDS_LENGTH} characters")
         params["poster"] = poster.lower()
         filters.append("strpos(lower(p.posters), :poster) > 0")
+    if categories is not None:
+        filters.append(_category_filter(categories, params))
+    for column, value, high in (("season", season, SMALLINT), ("year", year, SMALLINT)):
+        if value is not None:
+            params[column] = _bounded_int(column, value, 0, high)
+            filters.append(f"p.{column} = :{column}")
+    if episode is not None:
+        params["episode"] = _bounded_int("episode", episode, 0, SMALLINT)
+        filters.append("p.episode <= :episode AND p.episode_last >= :episode")
+    if air_date is not None:
+        if not isinstance(air_date, date) or isinstance(air_date, datetime):
+            raise SearchError(f"air_date must be a date, not {air_date!r}")
+        params["air_date"] = air_date
+        filters.append("p.air_date = :air_date")
     if min_size is not None:
         params["min_size"] = _bounded_int("min_size", min_size, 0, MAX_BIGINT)
         filters.append("p.bytes >= :min_size")
@@ -267,6 +302,19 @@ def search_posts(session: Session, words: str | Sequence[str] | None, *, group: 
     groups = _group_names(session, {row["group_id"] for row in rows})
     items = [_summary({**row, "group_name": groups[row["group_id"]]}) for row in rows]
     return SearchPage(total=total, limit=limit, offset=offset, items=items, total_exact=total < count_limit)
+
+
+def _category_filter(categories: Iterable[int], params: dict) -> str:
+    """The filter of posts in any of these categories: a parent (a multiple of 1000) takes its
+    subcategories, as newznab clients expect; no category at all matches nothing."""
+    wanted = sorted({_bounded_int("category", c, 0, 9999) for c in categories})
+    parents = [c for c in wanted if c % 1000 == 0]
+    exact = [c for c in wanted if c % 1000 and c // 1000 * 1000 not in parents]
+    tests = [f"p.category BETWEEN {p} AND {p + 999}" for p in parents]
+    if exact:
+        params["categories"] = exact
+        tests.append("p.category = ANY(CAST(:categories AS smallint[]))")
+    return "(" + " OR ".join(tests) + ")" if tests else "false"
 
 
 def _bounded_run(session: Session, statements: list, timeout_ms: int | None) -> list[list]:
@@ -329,7 +377,11 @@ def _summary(row) -> PostSummary:
     return PostSummary(key=row["key"], group_id=row["group_id"], group=row["group_name"], name=row["name"],
                        poster=row["poster"], releases=row["releases"], files=row["files"],
                        parts_expected=row["parts_expected"], parts_seen=row["parts_seen"], bytes=row["bytes"],
-                       completion=float(row["completion"]), first_post=row["first_post"], last_post=row["last_post"])
+                       completion=float(row["completion"]), first_post=row["first_post"], last_post=row["last_post"],
+                       category=row["category"], title=row["title"], year=row["year"], season=row["season"],
+                       episode=row["episode"], episode_last=row["episode_last"], air_date=row["air_date"],
+                       resolution=row["resolution"], source=row["source"], video=row["video"],
+                       languages=row["languages"])
 
 
 def _tsquery(session: Session, words: str | Sequence[str] | None) -> str | None:

@@ -27,7 +27,7 @@ from werkzeug.exceptions import HTTPException
 from app import metrics
 from app.db import session_scope
 from app.models import Group
-from app.services import apikeys, grabs, nzbexport, search
+from app.services import apikeys, categories, grabs, nzbexport, search
 from app.services.attachments import nzb_disposition
 from app.services.errors import NotFound, ServiceError
 from app.web import auth
@@ -100,8 +100,9 @@ def status():
 def search_page():
     words = request.args.get("q", "")
     group = request.args.get("group", "").strip()
+    category = _category()
     page = _page_number()
-    asked = "q" in request.args or bool(group)
+    asked = "q" in request.args or bool(group) or category is not None
     with session_scope() as db:
         visitor = _visitor(db)
         if visitor is None:
@@ -111,8 +112,9 @@ def search_page():
         if asked:
             call = metrics.CatalogCall("web", "search")
             try:
-                found = search.search_posts(db, words, group=group or None, limit=PAGE_SIZE,
-                                            offset=(page - 1) * PAGE_SIZE)
+                found = search.search_posts(db, words, group=group or None,
+                                            categories=None if category is None else [category],
+                                            limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
             except search.SearchTimeout as exc:
                 error, status_code = exc.message, 503
             except search.SearchError as exc:
@@ -130,9 +132,41 @@ def search_page():
     if found is not None:
         pages = max(1, min(LAST_PAGE, -(-found.total // PAGE_SIZE)))
     body = render_template("search.html", visitor=visitor, q=words, group=group, groups=groups, page=page,
-                           pages=pages, found=found, error=error, link=_search_link(visitor, words, group),
-                           nzb_link=_nzb_link(visitor))
+                           pages=pages, found=found, error=error, link=_search_link(visitor, words, group, category),
+                           nzb_link=_nzb_link(visitor), category=category, categories=_CATEGORY_CHOICES,
+                           category_name=lambda c: categories.category_named(c).name, episode=_episode_text)
     return body, status_code
+
+
+# The category filter's choices: each parent, then its subcategories.
+_CATEGORY_CHOICES = [choice for parent, name in categories.PARENTS.items()
+                     for choice in [(parent, name, False)] + [(sub, f"{name} > {sub_name}", True)
+                                                              for sub, sub_name in categories.SUBCATEGORIES.items()
+                                                              if sub // 1000 * 1000 == parent]]
+
+
+def _category() -> int | None:
+    """The category asked for (cat=), None for every one; one that is none is a 400."""
+    value = request.args.get("cat", "").strip()
+    if not value:
+        return None
+    if not (value.isascii() and value.isdigit() and len(value) <= 5) or (int(value) not in categories.PARENTS and int(value) not in categories.SUBCATEGORIES):
+        raise PageError(400, "No such category", "Choose a category from the list.")
+    return int(value)
+
+
+def _episode_text(post: search.PostSummary) -> str:
+    """S01E02, S01E02-E03, S02 (a season pack) or the air date, as the post's name says."""
+    if post.air_date is not None:
+        return post.air_date.isoformat()
+    if post.season is None:
+        return f"E{post.episode:02d}" if post.episode is not None else ""
+    text = f"S{post.season:02d}"
+    if post.episode is not None:
+        text += f"E{post.episode:02d}"
+        if post.episode_last is not None and post.episode_last != post.episode:
+            text += f"-E{post.episode_last:02d}"
+    return text
 
 
 @web.get("/nzb/<int(signed=True):key>")
@@ -306,12 +340,14 @@ def _optional_int(name: str, low: int, high: int) -> int | None:
     return number
 
 
-def _search_link(visitor: auth.Visitor, words: str, group: str):
+def _search_link(visitor: auth.Visitor, words: str, group: str, category: int | None):
     """The URL of another page of this search (the API key carried on when it came in the URL)."""
     def link(page: int) -> str:
-        params = {"q": words, "page": page}
+        params: dict[str, object] = {"q": words, "page": page}
         if group:
             params["group"] = group
+        if category is not None:
+            params["cat"] = category
         if visitor.from_url:
             params["apikey"] = request.args["apikey"]
         return url_for("web.search_page", **params)

@@ -75,8 +75,10 @@ def test_search_finds_a_post_by_its_words_as_clients_read_it(catalog):
     groups = {attributes(item)["group"][0]: attributes(item) for item in items}
     assert set(groups) == {"alt.binaries.multimedia", "alt.binaries.teevee"}
     teevee = groups["alt.binaries.teevee"]
-    assert teevee["category"] == ["5000", "5000"]
-    assert groups["alt.binaries.multimedia"]["category"] == ["2000", "2000"]
+    # The category is the post's own (a 720p HDTV episode: TV > HD), in whichever group it is;
+    # each category once.
+    assert teevee["category"] == ["5000", "5040"]
+    assert groups["alt.binaries.multimedia"]["category"] == ["5000", "5040"]
     assert int(teevee["size"][0]) > 0
     assert teevee["files"] == ["48"] and teevee["grabs"] == ["0"] and teevee["completion"] == ["100"]
     assert teevee["poster"] == ["teevee@4u.tv (teevee)"]
@@ -116,11 +118,14 @@ def test_search_without_words_pages_through_the_newest_posts(catalog):
     second = ET.fromstring(get(client, t="search", apikey=key, limit=2, offset=2).data)
     assert [i.find("title").text for i in second.findall("channel/item")] == [
         i.find("title").text for i in items[2:4]]
-    # Books only: the categories come from the groups (none of these is a book group).
+    # Books only: the categories come from what each post is (none of these is a book).
     books = ET.fromstring(get(client, t="search", apikey=key, cat="7000").data)
     assert books.find(f"channel/{NEWZNAB}response").get("total") == "0"
-    tv = ET.fromstring(get(client, t="search", apikey=key, cat="5000").data)
-    assert {i.find("title").text for i in tv.findall("channel/item")} >= {WALKING_DEAD}
+    for cat in ("5000", "5040", "2000,5040"):
+        tv = ET.fromstring(get(client, t="search", apikey=key, cat=cat).data)
+        assert {i.find("title").text for i in tv.findall("channel/item")} >= {WALKING_DEAD}
+    sd = ET.fromstring(get(client, t="search", apikey=key, cat="5030").data)
+    assert WALKING_DEAD not in {i.find("title").text for i in sd.findall("channel/item")}
 
 
 @pytest.mark.parametrize("params, code", [
@@ -140,11 +145,76 @@ def test_search_without_words_pages_through_the_newest_posts(catalog):
     ({"t": "get", "apikey": "KEY", "id": "not-a-post"}, 300),
     ({"t": "get", "apikey": "KEY", "id": str(2**70)}, 300),
     ({"t": "details", "apikey": "KEY", "id": "12345"}, 300),
+    ({"t": "search", "apikey": "KEY", "cat": "99999"}, 201),
+    ({"t": "search", "apikey": "KEY", "cat": "-5000"}, 201),
+    ({"t": "search", "apikey": "KEY", "minsize": "-1"}, 201),
+    ({"t": "search", "apikey": "KEY", "maxsize": str(2**64)}, 201),
+    ({"t": "tvsearch", "apikey": "KEY", "season": "one"}, 201),
+    ({"t": "tvsearch", "apikey": "KEY", "season": "1", "ep": "x"}, 201),
+    ({"t": "tvsearch", "apikey": "KEY", "season": "99999999"}, 201),
+    ({"t": "tvsearch", "apikey": "KEY", "season": "2014", "ep": "13/45"}, 201),
+    ({"t": "tvsearch", "apikey": "KEY", "season": "", "ep": "07/22"}, 201),
+    ({"t": "tvsearch", "apikey": "KEY", "season": "²", "ep": "1"}, 201),
+    ({"t": "movie", "apikey": "KEY", "year": "soon"}, 201),
+    ({"t": "tvsearch", "apikey": "KEY", "tvdbid": "121361"}, 203),
+    ({"t": "tvsearch", "apikey": "KEY", "tvdbid": "121361", "season": "1", "ep": "2"}, 203),
+    ({"t": "movie", "apikey": "KEY", "imdbid": "0133093"}, 203),
+    ({"t": "tvsearch", "apikey": "KEY", "rid": "1", "tvmazeid": "2"}, 203),
+    ({"t": "getnfo", "apikey": "KEY", "id": "1"}, 202),
 ])
 def test_bad_requests_get_newznab_errors(catalog, params, code):
     client, key = catalog
     params = {k: (key if v == "KEY" else v) for k, v in params.items()}
     assert error_code(get(client, **params)) == code
+
+
+def test_tvsearch_finds_the_episode_with_its_extended_attributes(catalog):
+    client, key = catalog
+    for params in ({"q": "walking dead", "season": "3", "ep": "6"}, {"title": "The Walking Dead", "season": "03"},
+                   {"q": "walking dead", "season": "S03", "ep": "E06"}, {"q": "walking dead", "tvdbid": "153021"}):
+        root = ET.fromstring(get(client, t="tvsearch", apikey=key, cat="5030,5040", extended="1", **params).data)
+        items = root.findall("channel/item")
+        assert {i.find("title").text for i in items} == {WALKING_DEAD}, params
+        found = attributes(items[0])
+        assert (found["season"], found["episode"], found["tvtitle"], found["resolution"]) == (
+            ["S03"], ["E06"], ["The Walking Dead"], ["1280x720"])
+        assert found["category"] == ["5000", "5040"] and int(found["size"][0]) > 0
+    for params in ({"q": "walking dead", "season": "3", "ep": "7"}, {"q": "walking dead", "season": "2"},
+                   {"q": "walking dead", "season": "2014", "ep": "07/22"}):
+        root = ET.fromstring(get(client, t="tvsearch", apikey=key, **params).data)
+        assert root.find(f"channel/{NEWZNAB}response").get("total") == "0", params
+    # Without extended=1, none of the name's attributes.
+    plain = ET.fromstring(get(client, t="tvsearch", apikey=key, q="walking dead").data)
+    assert "season" not in attributes(plain.find("channel/item"))
+
+
+def test_every_answer_carries_the_keys_use(catalog):
+    client, key = catalog
+    get(client, t="search", apikey=key)
+    root = ET.fromstring(get(client, t="tvsearch", apikey=key).data)
+    limits = root.find(f"channel/{NEWZNAB}apilimits")
+    assert limits.get("apicurrent") == "2" and limits.get("grabcurrent") == "0"
+    assert limits.get("apimax") is None  # no limit set
+
+
+def test_past_its_limits_a_key_gets_500_or_501_with_429_and_retry_after(catalog):
+    client, _ = catalog
+    with session_scope() as s:
+        _, key = apikeys.create_key(s, "limited", requests_per_day=3, grabs_per_day=1)
+    item = ET.fromstring(get(client, t="search", apikey=key, q="walking dead").data).find("channel/item")
+    post_id = item.find("guid").text.rsplit("=", 1)[1]
+    limits = ET.fromstring(get(client, t="details", apikey=key, id=post_id).data).find(f"channel/{NEWZNAB}apilimits")
+    assert (limits.get("apicurrent"), limits.get("apimax"), limits.get("grabmax")) == ("2", "3", "1")
+    assert get(client, t="get", apikey=key, id=post_id).mimetype == "application/x-nzb"
+    for params, code in (({"t": "get", "id": post_id}, 500), ({"t": "search"}, 500)):
+        response = client.get("/api", query_string={"apikey": key, **params})
+        assert response.status_code == 429 and 0 < int(response.headers["Retry-After"]) <= 86400
+        assert error_code(response) == code
+    with session_scope() as s:
+        apikeys.set_limits(s, "limited", requests_per_day=None)
+    response = client.get("/api", query_string={"apikey": key, "t": "get", "id": post_id})
+    assert response.status_code == 429 and error_code(response) == 501
+    assert ET.fromstring(get(client, t="search", apikey=key).data).tag == "rss"
 
 
 def test_hostile_words_are_text_and_come_back_escaped(catalog):

@@ -309,6 +309,21 @@ def catalog(client, clean_db):
     return client, new_api_key()
 
 
+def test_the_category_filter_keeps_to_a_category(catalog, clean_db):
+    client, key = catalog
+    log_in(client, key)
+    for cat, total in (("5040", "2 posts found"), ("5000", "2 posts found"), ("5030", "0 posts found"),
+                       ("7020", "0 posts found")):
+        shown = page(client.get("/search", query_string={"q": "walking dead", "cat": cat}))
+        assert shown.by_id["total"] == total, cat
+    # The choice is kept on the form, and on the links to other pages.
+    shown = page(client.get("/search", query_string={"cat": "5040"}))
+    assert shown.by_id["total"] == "2 posts found"
+    for bad in ("5041", "x", "²", "9" * 40):
+        response = client.get("/search", query_string={"cat": bad})
+        assert response.status_code == 400, bad
+
+
 def test_a_search_finds_the_post_and_its_nzb_link_downloads_it(catalog, clean_db):
     client, key = catalog
     log_in(client, key)
@@ -317,10 +332,12 @@ def test_a_search_finds_the_post_and_its_nzb_link_downloads_it(catalog, clean_db
     shown = page(response)
     assert shown.by_id["total"] == "2 posts found"
     rows = shown.rows("results")[1:]
-    assert {(r[0].split()[0], r[1]) for r in rows} == {(WALKING_DEAD, "alt.binaries.multimedia"),
-                                                      (WALKING_DEAD, "alt.binaries.teevee")}
+    assert {(r[0].split()[0], r[1], r[2]) for r in rows} == {(WALKING_DEAD, "TV > HD", "alt.binaries.multimedia"),
+                                                            (WALKING_DEAD, "TV > HD", "alt.binaries.teevee")}
+    # What the name says, under it: the show, the episode, the resolution.
+    assert all("The Walking Dead · S03E06 · 720p · hdtv" in r[0] for r in rows), rows
     for row in rows:
-        files, size, completion, posted, link = row[2:]
+        files, size, completion, posted, link = row[3:]
         assert int(files) > 0 and size.endswith("MiB") and completion.endswith(" %") and posted.endswith(" UTC")
         assert link == "NZB"
     nzb_links = [a["href"] for a in shown.links if a.get("class") == "nzb"]

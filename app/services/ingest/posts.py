@@ -52,6 +52,7 @@ from app import metrics
 from app.db import is_transient
 from app.models import SeedBatch, SeedRange
 from app.models.batches import BatchState
+from app.services import postnames
 
 JOIN_GAP = timedelta(hours=1)
 MAX_POST_SPAN = timedelta(days=1)
@@ -59,14 +60,16 @@ COMPANION_GAP = timedelta(days=45)
 # pg_advisory_xact_lock(JOIN_LOCK, group_id): one join of a group at a time.
 JOIN_LOCK = 0x706F7374  # "post"
 
-# Every release of the group sharing a name with one of these.
+# These releases and every release of the group sharing a name with one of them (with the group's
+# name: a post's name is parsed with its group as a hint).
 NAMESAKES = text("""
     SELECT r.key, r.name_hash, r.file_count, r.first_post, r.last_post,
            r.metadata_only AND r.files_seen = 1 AND coalesce(r.file_count, 0) <= 1 AS companion,
-           lower(substring(r.poster from '@([^>[:space:]]+)')) AS domain
+           lower(substring(r.poster from '@([^>[:space:]]+)')) AS domain, r.name, r.files_seen,
+           (SELECT name FROM groups WHERE id = :g) AS group_name
       FROM releases r
-     WHERE r.group_id = :g AND r.name_hash IS NOT NULL AND r.name_hash IN (
-           SELECT name_hash FROM releases WHERE group_id = :g AND key = ANY(:keys) AND name_hash IS NOT NULL)
+     WHERE r.group_id = :g AND (r.key = ANY(:keys) OR r.name_hash IN (
+           SELECT name_hash FROM releases WHERE group_id = :g AND key = ANY(:keys) AND name_hash IS NOT NULL))
 """)
 CURRENT = text("SELECT key, post_key FROM release_posts WHERE group_id = :g AND key = ANY(:keys)")
 FORGET = text("DELETE FROM release_posts WHERE group_id = :g AND key = ANY(:keys)")
@@ -79,35 +82,34 @@ JOIN = text("""
 
 # A post's row from its releases: the columns written, and what an upsert of the row does when it
 # is there already (a row that comes out the same is left alone: no new row version, no index
-# entries).
-POST_COLUMNS = ("group_id, key, name, poster, names, posters, releases, files_seen, parts_expected, parts_seen,"
-                " bytes, completion, first_post, last_post")
-UPSERT = """
+# entries). The columns its name gives (postnames.COLUMNS) come from Python, as postnames.UNNEST.
+SUMMED = ("name, poster, names, posters, releases, files_seen, parts_expected, parts_seen, bytes, completion,"
+          " first_post, last_post").split(", ")
+WRITTEN = [*SUMMED, *postnames.COLUMNS]
+POST_COLUMNS = "group_id, key, " + ", ".join(WRITTEN)
+UPSERT = f"""
     ON CONFLICT (group_id, key) DO UPDATE
-       SET name = EXCLUDED.name, poster = EXCLUDED.poster, names = EXCLUDED.names, posters = EXCLUDED.posters,
-           releases = EXCLUDED.releases, files_seen = EXCLUDED.files_seen,
-           parts_expected = EXCLUDED.parts_expected, parts_seen = EXCLUDED.parts_seen, bytes = EXCLUDED.bytes,
-           completion = EXCLUDED.completion, first_post = EXCLUDED.first_post, last_post = EXCLUDED.last_post
-     WHERE (p.name, p.poster, p.names, p.posters, p.releases, p.files_seen, p.parts_expected, p.parts_seen,
-            p.bytes, p.completion, p.first_post, p.last_post)
+       SET {", ".join(f"{c} = EXCLUDED.{c}" for c in WRITTEN)}
+     WHERE ({", ".join(f"p.{c}" for c in WRITTEN)})
            IS DISTINCT FROM
-           (EXCLUDED.name, EXCLUDED.poster, EXCLUDED.names, EXCLUDED.posters, EXCLUDED.releases,
-            EXCLUDED.files_seen, EXCLUDED.parts_expected, EXCLUDED.parts_seen, EXCLUDED.bytes,
-            EXCLUDED.completion, EXCLUDED.first_post, EXCLUDED.last_post)
+           ({", ".join(f"EXCLUDED.{c}" for c in WRITTEN)})
 """
+NAMED_COLUMNS = ", ".join(f"n.{c}" for c in postnames.COLUMNS)
 # Posts of one release each (most are): the release's row as it is.
 REFRESH_LONE = text(f"""
     INSERT INTO posts AS p ({POST_COLUMNS})
-    SELECT :g, key, name, poster, name, poster, 1, files_seen, parts_expected, parts_seen, bytes,
-           CASE WHEN parts_expected > 0 THEN least(100.0, 100.0 * parts_seen / parts_expected) ELSE 0 END,
-           first_post, last_post
-      FROM releases WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))
+    SELECT :g, r.key, r.name, r.poster, r.name, r.poster, 1, r.files_seen, r.parts_expected, r.parts_seen, r.bytes,
+           CASE WHEN r.parts_expected > 0 THEN least(100.0, 100.0 * r.parts_seen / r.parts_expected) ELSE 0 END,
+           r.first_post, r.last_post, {NAMED_COLUMNS}
+      FROM {postnames.UNNEST}
+      JOIN releases r ON r.group_id = :g AND r.key = n.key
     {UPSERT}
 """)
 # Posts of several releases, given as (post key, release key) pairs: summed over their releases.
 REFRESH_SEVERAL = text(f"""
     INSERT INTO posts AS p ({POST_COLUMNS})
-    SELECT :g, m.post_key,
+    SELECT s.*, {NAMED_COLUMNS} FROM (
+    SELECT :g AS group_id, m.post_key AS key,
            (array_agg(r.name ORDER BY r.files_seen DESC, r.key))[1],
            (array_agg(r.poster ORDER BY r.files_seen DESC, r.key))[1],
            string_agg(DISTINCT r.name, E'\\n'),
@@ -122,7 +124,8 @@ REFRESH_SEVERAL = text(f"""
            min(r.first_post), max(r.last_post)
       FROM unnest(CAST(:posts AS bigint[]), CAST(:keys AS bigint[])) AS m(post_key, key)
       JOIN releases r ON r.group_id = :g AND r.key = m.key
-     GROUP BY m.post_key
+     GROUP BY m.post_key) s
+      JOIN {postnames.UNNEST} ON n.key = s.key
     {UPSERT}
 """)
 FORGET_POSTS = text("DELETE FROM posts WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))")
@@ -183,7 +186,8 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
     rows = session.execute(NAMESAKES, {"g": group_id, "keys": batch_keys}).all()
     by_name: dict[int, list[Namesake]] = defaultdict(list)
     for row in rows:
-        by_name[row.name_hash].append(Namesake(*row))
+        if row.name_hash is not None:
+            by_name[row.name_hash].append(Namesake(*row[:7]))
     wanted: dict[int, int] = {}
     for namesakes in by_name.values():
         wanted.update(posts_of(namesakes))
@@ -208,7 +212,9 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
         if key not in wanted:
             members[key].append(key)
     refreshed = {post: members.get(post, []) for post in sorted(refresh)}
-    failed = refresh_posts_isolated(session, group_id, refreshed)
+    group = rows[0].group_name if rows else ""
+    named = names_of(session, group_id, group, refreshed, {row.key: (row.name, row.files_seen) for row in rows})
+    failed = refresh_posts_isolated(session, group_id, refreshed, named)
     if failed:
         metrics.posts_left_out(session, group_id, len(failed))
         if left_out is not None:
@@ -216,13 +222,30 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
     return len(forget) + len(join)
 
 
-def refresh_posts_isolated(session: Session, group_id: int, posts: dict[int, list[int]]) -> list[str]:
+def names_of(session: Session, group_id: int, group: str, posts: dict[int, list[int]],
+             releases: dict[int, tuple[str, int]]) -> dict[int, postnames.PostName]:
+    """What the names of these posts (post key -> its releases' keys) give (postnames): a post's
+    name is that of its release with the most files (the least key of those), as REFRESH_SEVERAL
+    picks it; releases holds each release's (name, files seen). Posts named by a hash are read by
+    their files' names."""
+    chosen: dict[int, str] = {}
+    for post, keys in posts.items():
+        known = [key for key in keys if key in releases]
+        if known:
+            chosen[post] = releases[min(known, key=lambda k: (-releases[k][1], k))][0]
+    hashed = [post for post, name in chosen.items() if postnames.is_hashed(name, group)]
+    files = postnames.file_names(session, group_id, hashed) if hashed else {}
+    return {post: postnames.post_name(name, group, files.get(post, ())) for post, name in chosen.items()}
+
+
+def refresh_posts_isolated(session: Session, group_id: int, posts: dict[int, list[int]],
+                           named: dict[int, postnames.PostName]) -> list[str]:
     """refresh_posts, all at once; when PostgreSQL refuses it with an error that would come again,
     post by post, each under a savepoint, leaving out those it refuses. Returns what was left out
     ("post KEY: error")."""
     try:
         with session.begin_nested():
-            refresh_posts(session, group_id, posts)
+            refresh_posts(session, group_id, posts, named)
         return []
     except DBAPIError as exc:
         if is_transient(exc):
@@ -231,7 +254,7 @@ def refresh_posts_isolated(session: Session, group_id: int, posts: dict[int, lis
     for post, keys in posts.items():
         try:
             with session.begin_nested():
-                refresh_posts(session, group_id, {post: keys})
+                refresh_posts(session, group_id, {post: keys}, named)
         except DBAPIError as exc:
             if is_transient(exc):
                 raise
@@ -239,17 +262,21 @@ def refresh_posts_isolated(session: Session, group_id: int, posts: dict[int, lis
     return failed
 
 
-def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]]) -> None:
+def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]],
+                  named: dict[int, postnames.PostName]) -> None:
     """Sum these posts of the group (post key -> the keys of its releases) afresh from their
-    releases into `posts`; a post of no release loses its row."""
-    lone = [post for post, keys in posts.items() if keys == [post]]
-    several = [(post, key) for post, keys in posts.items() if keys and keys != [post] for key in keys]
+    releases into `posts`, with what their names give (named, by post key: names_of); a post of
+    no release loses its row."""
+    lone = [post for post, keys in posts.items() if keys == [post] and post in named]
+    several_posts = [post for post, keys in posts.items() if keys and keys != [post] and post in named]
+    several = [(post, key) for post in several_posts for key in posts[post]]
     gone = [post for post, keys in posts.items() if not keys]
     if lone:
-        session.execute(REFRESH_LONE, {"g": group_id, "keys": lone})
+        session.execute(REFRESH_LONE, {"g": group_id, **postnames.arrays_of(lone, [named[p] for p in lone])})
     if several:
         session.execute(REFRESH_SEVERAL, {"g": group_id, "posts": [p for p, _ in several],
-                                          "keys": [k for _, k in several]})
+                                          "keys": [k for _, k in several],
+                                          **postnames.arrays_of(several_posts, [named[p] for p in several_posts])})
     if gone:
         session.execute(FORGET_POSTS, {"g": group_id, "keys": gone})
 

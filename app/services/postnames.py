@@ -1,0 +1,181 @@
+"""What a post keeps of its name: the fields app.services.names reads from it and its category,
+as the columns of `posts` that the newznab functions filter on and show (docs/catalog.md).
+
+The join (app.services.ingest.posts) computes them for every post it writes, from the post's
+name, its group and, where the name is a hash, its files' names; refill() computes them afresh
+for every post (migration 0018, and `flask seed names refresh` after the parser changes).
+Values are bounded to what the columns hold: numbers out of a smallint's range are left out
+(NULL), texts are cut to MAX_TEXT characters.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import date
+from functools import lru_cache
+from typing import NamedTuple
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from app.services import names
+from app.services.categories import category_of
+
+MAX_TEXT = 200
+SMALLINT = 32767
+# Files' names read for a post whose own name is a hash: the first few say as much as all.
+MAX_FILE_NAMES = 20
+
+
+class PostName(NamedTuple):
+    """The columns of `posts` a name gives (in the table's order of them)."""
+
+    category: int
+    year: int | None = None
+    season: int | None = None
+    episode: int | None = None
+    episode_last: int | None = None
+    resolution: int | None = None
+    air_date: date | None = None
+    title: str | None = None
+    source: str | None = None
+    video: str | None = None
+    languages: str | None = None
+
+
+COLUMNS = PostName._fields
+# The columns as an unnest() of arrays, one a column, bound as :n_<column> (arrays_of).
+_TYPES = {"category": "smallint", "year": "smallint", "season": "smallint", "episode": "smallint",
+          "episode_last": "smallint", "resolution": "smallint", "air_date": "date", "title": "text",
+          "source": "text", "video": "text", "languages": "text"}
+UNNEST = ("unnest(CAST(:n_keys AS bigint[]), "
+          + ", ".join(f"CAST(:n_{c} AS {_TYPES[c]}[])" for c in COLUMNS)
+          + ") AS n(key, " + ", ".join(COLUMNS) + ")")
+
+
+def is_hashed(name: str, group: str) -> bool:
+    """Whether the name says nothing but a hash (then its files' names are read)."""
+    return _parsed(name, group).hashed
+
+
+def post_name(name: str, group: str, file_names: Iterable[str] = ()) -> PostName:
+    """The columns for a post of this name in this group (file_names: its files', read where the
+    name is a hash)."""
+    parsed = _parsed(name, group)
+    if parsed.hashed and file_names:
+        parsed = names.parse_post(name, tuple(file_names)[:MAX_FILE_NAMES], group)
+        return _columns(parsed, group)
+    return _named(name, group)
+
+
+@lru_cache(maxsize=65536)
+def _parsed(name: str, group: str) -> names.ParsedName:
+    return names.parse(name, group)
+
+
+@lru_cache(maxsize=65536)
+def _named(name: str, group: str) -> PostName:
+    # A post's row is written again with every batch that adds to it: its name comes back often.
+    return _columns(_parsed(name, group), group)
+
+
+def _columns(parsed: names.ParsedName, group: str) -> PostName:
+    episodes = parsed.episodes or parsed.absolute or ()
+    air_date = date.fromisoformat(parsed.air_date) if parsed.air_date else None
+    resolution = int(parsed.resolution[:-1]) if parsed.resolution else None
+    return PostName(
+        category=category_of(parsed, group).id,
+        year=_small(parsed.year),
+        season=_small(parsed.season),
+        episode=_small(min(episodes)) if episodes else None,
+        episode_last=_small(max(episodes)) if episodes else None,
+        resolution=resolution,
+        air_date=air_date,
+        title=_text(parsed.title),
+        source=parsed.source,
+        video=parsed.codec,
+        languages=_text(",".join(parsed.languages)) if parsed.languages else None,
+    )
+
+
+def _small(number: int | None) -> int | None:
+    return number if number is not None and 0 <= number <= SMALLINT else None
+
+
+def _text(value: str | None) -> str | None:
+    if not value:
+        return None
+    return value.replace("\0", "")[:MAX_TEXT] or None
+
+
+def arrays_of(keys: list[int], named: list[PostName]) -> dict[str, list]:
+    """The parameters of UNNEST for these posts' keys and columns."""
+    params: dict[str, list] = {"n_keys": keys}
+    for index, column in enumerate(COLUMNS):
+        params[f"n_{column}"] = [row[index] for row in named]
+    return params
+
+
+# The names of a group's posts' files, for posts whose name is a hash: the files of the releases
+# joined into the post and of its own release.
+POST_FILE_NAMES = text("""
+    SELECT m.post_key, f.name
+      FROM (SELECT key AS post_key, key FROM unnest(CAST(:keys AS bigint[])) AS t(key)
+             WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = t.key)
+            UNION ALL
+            SELECT x.post_key, x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = ANY(:keys)) m
+      JOIN LATERAL (SELECT name, file_index FROM files
+                     WHERE group_id = :g AND release_key = m.key ORDER BY file_index NULLS LAST, name
+                     LIMIT :most) f ON true
+     ORDER BY m.post_key, f.file_index NULLS LAST, f.name
+""")
+
+
+def file_names(session: Session, group_id: int, post_keys: list[int]) -> dict[int, list[str]]:
+    """The files' names of these posts of the group (as far as MAX_FILE_NAMES a release)."""
+    found: dict[int, list[str]] = {}
+    if post_keys:
+        rows = session.execute(POST_FILE_NAMES, {"g": group_id, "keys": post_keys, "most": MAX_FILE_NAMES})
+        for post_key, name in rows:
+            found.setdefault(post_key, []).append(name)
+    return found
+
+
+REFILL_PAGE = text("""
+    SELECT p.group_id, p.key, p.name, g.name AS group_name
+      FROM posts p JOIN groups g ON g.id = p.group_id
+     WHERE (p.group_id, p.key) > (:g, :key)
+     ORDER BY p.group_id, p.key
+     LIMIT :limit
+""")
+REFILL = text(f"""
+    UPDATE posts p SET {", ".join(f"{c} = n.{c}" for c in COLUMNS)}
+      FROM {UNNEST}
+     WHERE p.group_id = :g AND p.key = n.key
+       AND ({", ".join(f"p.{c}" for c in COLUMNS)}) IS DISTINCT FROM ({", ".join(f"n.{c}" for c in COLUMNS)})
+""")
+
+
+def refill(session: Session, page: int = 5000, progress: Callable[[int], None] | None = None) -> int:
+    """Compute every post's columns afresh from its name (a page of posts at a time, each page
+    in the caller's transaction); returns how many posts changed. progress is told the posts
+    read so far after each page."""
+    changed = read = 0
+    after = (-(2**31), -(2**63))
+    while True:
+        rows = session.execute(REFILL_PAGE, {"g": after[0], "key": after[1], "limit": page}).all()
+        if not rows:
+            return changed
+        by_group: dict[int, list] = {}
+        for row in rows:
+            by_group.setdefault(row.group_id, []).append(row)
+        for group_id, posts in by_group.items():
+            group = posts[0].group_name
+            hashed = [p.key for p in posts if is_hashed(p.name, group)]
+            files = file_names(session, group_id, hashed)
+            named = [post_name(p.name, group, files.get(p.key, ())) for p in posts]
+            result = session.execute(REFILL, {"g": group_id, **arrays_of([p.key for p in posts], named)})
+            changed += result.rowcount  # type: ignore[attr-defined]
+        read += len(rows)
+        if progress is not None:
+            progress(read)
+        after = (rows[-1].group_id, rows[-1].key)
