@@ -277,3 +277,34 @@ def test_a_partition_made_without_its_group_default_gets_it(db_session):
     db_session.execute(text(
         "INSERT INTO fragments_g4343 (article, file_key, part, bytes, host_id, message_local) VALUES (1, 2, 3, 4, 1, '<x')"))
     assert db_session.execute(text("SELECT group_id FROM fragments_g4343")).scalar_one() == 4343
+
+
+def test_0018_fills_every_existing_post_from_its_name(postgres, settings):
+    """Posts made before 0018 get their category and parsed fields at the upgrade (the very
+    reading the join gives new ones), and lose them again on the way down."""
+    url = postgres.create_database("seed_migration_0018")
+    override_settings(Settings(database_url=url))
+    engine = create_engine(url)
+    try:
+        command.upgrade(alembic_config(), "0017")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO groups (id, name) VALUES (4, 'alt.binaries.teevee'),"
+                              " (9, 'alt.binaries.e-book')"))
+            conn.execute(text(
+                "INSERT INTO posts (group_id, key, name, poster, names, posters, releases, files_seen,"
+                " parts_expected, parts_seen, bytes, completion, first_post, last_post)"
+                " SELECT g, k, n, 'p', n, 'p', 1, 1, 1, 1, 1, 100, now(), now() FROM (VALUES"
+                " (4, 2^40::bigint, 'Show.Name.S01E02.720p.HDTV.x264-GRP'),"
+                " (4, -5, 'Film.Title.2019.1080p.BluRay.x264-GRP'),"
+                " (9, 7, 'a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6')) AS t(g, k, n)"))
+        command.upgrade(alembic_config(), "0018")
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT key, category, season, episode, year FROM posts ORDER BY key")).all()
+        assert rows == [(-5, 2040, None, None, 2019), (7, 7020, None, None, None), (2**40, 5040, 1, 2, None)]
+        command.downgrade(alembic_config(), "0017")
+        with engine.connect() as conn:
+            assert "category" not in {c["name"] for c in inspect(conn).get_columns("posts")}
+    finally:
+        engine.dispose()
+        override_settings(settings)
+        reset_engine()
