@@ -69,6 +69,11 @@ OUTCOMES = {100: "unauthorized", 200: "bad_request", 201: "bad_request", 202: "b
 # given in them are searched for along with q.
 PARAMS = {"search": ("q",), "tvsearch": ("q", "title", "season", "ep"), "movie": ("q", "year"),
           "music": ("q", "artist", "album"), "book": ("q", "title", "author")}
+# What caps announces of them: tv-search's title and movie-search's year are taken but not
+# announced, as clients then send them instead of q (Sonarr sends a series' title unclean, with
+# its apostrophes, in title=; in q= it sends the words its own names are searched by).
+ANNOUNCED = {"search": "q", "tvsearch": "q,season,ep", "movie": "q", "music": "q,artist,album",
+             "book": "q,title,author"}
 WORD_PARAMS = ("q", "title", "artist", "album", "author")
 # Ids of other databases that clients search by (TheTVDB, TVmaze, TVRage, IMDb, TMDb, Trakt): the
 # catalog does not know them, so a search by one alone is "function not available" (203), which
@@ -99,7 +104,7 @@ def api():
         if not function:
             raise NewznabError(200, "t")
         if function == "caps":
-            return _caps(as_json)
+            return _caps(as_json, _usage_if_key())
         if function not in COUNTED:
             raise NewznabError(202, function[:50])
         call.request = COUNTED[function]
@@ -286,16 +291,31 @@ def _get(session: Session) -> Response:
                     headers={"Content-Disposition": nzb_disposition(post.name, post.key)})
 
 
-def _caps(as_json: bool) -> Response:
+def _usage_if_key() -> apikeys.Usage | None:
+    """The use today of the key given to caps, if one is and it is a key (caps needs none, so
+    a wrong one is no error there); caps is not counted."""
+    presented = request.args.get("apikey", "")
+    if not presented:
+        return None
+    with session_scope() as session:
+        key = apikeys.holder(session, presented)
+        if key is None:
+            return None
+        return apikeys.list_usage(session, key.name)[0][1]
+
+
+def _caps(as_json: bool, usage: apikeys.Usage | None) -> Response:
     caps = ET.Element("caps")
     ET.SubElement(caps, "server", version="1.0", title="usenet-seed", strapline="Usenet header indexer",
                   url=request.host_url)
     ET.SubElement(caps, "limits", max=str(MAX_LIMIT), default=str(DEFAULT_LIMIT))
     ET.SubElement(caps, "registration", available="no", open="no")
+    if usage is not None:
+        ET.SubElement(caps, f"{{{NEWZNAB_NS}}}apilimits", {k: str(v) for k, v in _limit_values(usage).items()})
     searching = ET.SubElement(caps, "searching")
     for function, kind in (("search", "search"), ("tvsearch", "tv-search"), ("movie", "movie-search"),
                            ("music", "audio-search"), ("book", "book-search")):
-        ET.SubElement(searching, kind, available="yes", supportedParams=",".join(PARAMS[function]))
+        ET.SubElement(searching, kind, available="yes", supportedParams=ANNOUNCED[function])
     cats = ET.SubElement(caps, "categories")
     for parent, name in categories.PARENTS.items():
         category = ET.SubElement(cats, "category", id=str(parent), name=name)
@@ -355,11 +375,15 @@ def _feed(session: Session, posts: list[search.PostSummary], total: int, offset:
 def _limits(usage: apikeys.Usage) -> str:
     """newznab:apilimits: the key's requests and downloads today, its limits and when the oldest
     counted one was (where there are limits and counts)."""
+    return "<newznab:apilimits " + " ".join(f'{k}="{v}"' for k, v in _limit_values(usage).items()) + " />"
+
+
+def _limit_values(usage: apikeys.Usage) -> dict[str, object]:
     values = {"apicurrent": usage.requests, "apimax": usage.requests_max, "grabcurrent": usage.grabs,
               "grabmax": usage.grabs_max,
               "apioldesttime": _rfc822(usage.requests_oldest) if usage.requests_oldest else None,
               "graboldesttime": _rfc822(usage.grabs_oldest) if usage.grabs_oldest else None}
-    return "<newznab:apilimits " + " ".join(f'{k}="{v}"' for k, v in values.items() if v is not None) + " />"
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def _extended(post: search.PostSummary) -> list[tuple[str, object]]:
