@@ -1098,8 +1098,8 @@ class _Reader:
         fields = [f for f in _DASH_FIELDS.split(body) if f]
         if len(fields) >= 2:
             fields = fields[:-1]  # the release group
-        if artist is None and len(fields) >= 2 and not _is_music_tag(fields[1]) and not _is_year(
-                fields[1].strip("()")):
+        if artist is None and len(fields) >= 2 and not _is_year(fields[1].strip("()")) and (
+                not _is_music_tag(fields[1]) or _album_before_tags(fields)):
             artist, fields = fields[0], fields[1:]
         album = _cut_at(fields[0], _MUSIC_CUTS) if fields else None
         if album is not None and (" (" in album or " [" in album):
@@ -1431,6 +1431,15 @@ def _is_book_tag(field: str) -> bool:
 def _is_music_tag(field: str) -> bool:
     lower = field.lower().strip("()")
     return lower in _MUSIC_TAGS or bool(re.fullmatch(r"\d+cds?|\d+lp|[a-z]{1,6}\d+[a-z\d]*|\d+", lower))
+
+
+def _album_before_tags(fields: list[str]) -> bool:
+    """Whether a second field that reads as a tag (a number, "Album") is an album all the same:
+    a year or a tag follows it, and it is no format, source or bracketed tag (Adele-25-2015-FLAC,
+    but not Album-WEB-2020 or Album-(Single)-2020)."""
+    second = fields[1]
+    return (len(fields) >= 3 and not second.startswith("(") and second.lower() not in _MUSIC_CUTS
+            and (_is_year(fields[2].strip("()")) or _is_music_tag(fields[2])))
 
 
 def _cut_at(field: str, stops: frozenset[str]) -> str:

@@ -125,6 +125,13 @@ def test_music_artist_album_format():
     assert (various.artist, various.year) == ("Various", 2023)
     spaced = parse("Adele - 30 (2021) [FLAC]")
     assert (spaced.artist, spaced.album, spaced.year) == ("Adele", "30", 2021)
+    # An album whose one word reads as a tag (a number, "Album") is an album when a year or a tag
+    # follows it; a format, a source or a bracketed tag there is none.
+    for name, artist, album in (("Adele-25-2015-FLAC-GRP", "Adele", "25"), ("Artist-Album-2020-FLAC-GRP", "Artist",
+                                                                            "Album"),
+                                ("Album-WEB-2020-GRP", None, "Album"), ("Some_Album-(Single)-2020-GRP", None,
+                                                                        "Some Album")):
+        assert (parse(name).artist, parse(name).album) == (artist, album), name
     video = "John_Mayer-Wild_Blue_(The_Late_Show_2021-09-23)-DDC-1080p-x264-2021-SRPx"
     assert (parse(video).kind, parse(video).resolution, category(video)) == ("music", "1080p", 3020)
 
