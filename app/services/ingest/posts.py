@@ -36,7 +36,9 @@ be lost.
 The join also keeps the table `posts` (what search reads): each post that has a release of the
 batch, or gained or lost one, is summed again from its releases (REFRESH), and a post left with
 no release is deleted. Since the last join of a group runs after its last store, the rows end
-equal to the sums of what the catalog holds.
+equal to the sums of what the catalog holds. A post's row also keeps what its name says
+(app.services.postnames: its category, title, season, episodes...), read here in Python from
+the name the row gets (names_of) and written with the sums, in the same statement.
 """
 from __future__ import annotations
 
