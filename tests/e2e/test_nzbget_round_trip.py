@@ -6,7 +6,9 @@ two edge nodes -> API -> Celery workers -> PostgreSQL), found through the newzna
 (the RSS read by feedparser), and its NZB, fetched through the item's enclosure (t=get), is
 handed to NZBGet (Debian's nzbget 21, headless, on 127.0.0.1) reading INN's reader port. NZBGet
 downloads, checks with par2 and writes the files; their SHA-256 equal the originals. A second
-case leaves one article of a volume out of the NZB: NZBGet repairs the volume with par2.
+case leaves one article of a volume out of the NZB: NZBGet repairs the volume with par2. A third
+posts a TV episode (Round.Trip.Show.S03E04.720p.HDTV.x264-SEED) in the same fill, finds it as
+Sonarr does (t=tvsearch by title, season and episode in TV > HD, 5040), and downloads it so.
 
 NZBGet is set up as the shared docs' recipe (`../shared/docs/nzbget.md`) has it: a config file per
 run in a fresh directory, the control port on 127.0.0.1 with a random password, no web UI,
@@ -56,6 +58,13 @@ OTHER_TRAFFIC = 1_500
 NZB_NS = "http://www.newzbin.com/DTD/2003/nzb"
 NZBGET = shutil.which("nzbget") or "/usr/bin/nzbget"
 DOWNLOAD_TIMEOUT = 60  # seconds; a 4 MB job takes about 1 s on loopback
+NEWZNAB_NS = "http://www.newznab.com/DTD/2010/feeds/attributes/"
+# The TV episode: named as scene releases are, so that its name says the show, season 3, episode
+# 4, 720p HDTV (TV > HD); two volumes of one article each, and a par2 set.
+SHOW = "Round.Trip.Show.S03E04.720p.HDTV.x264-SEED"
+SHOW_SIZE = 1_400_000
+SHOW_VOLUMES = 2
+TV_HD = 5040
 
 
 @dataclass
@@ -66,19 +75,36 @@ class Posted:
 
 
 @pytest.fixture(scope="module")
-def posted(news: News, tmp_path_factory) -> Posted:
-    """The release on the server, spread through other traffic of its group."""
+def fill(news: News, tmp_path_factory) -> dict[str, Posted]:
+    """The releases on the server, the proof and the TV episode, spread through other traffic of
+    their group: one fill for every case."""
     news.inn.add_group(GROUP)
     token = secrets.token_hex(4)  # a name and message-ids of this run only
     name = f"Roundtrip.Proof.{token}.2026"
     release = make_release(tmp_path_factory.mktemp("release"), name, seed=25, size=RELEASE_SIZE, volumes=VOLUMES,
                            part_size=PART_SIZE, par2_redundancy=REDUNDANCY)
     articles = post_files(release.files, GROUP, POSTER, namespace=token, part_size=PART_SIZE)
+    # The episode keeps its scene name from run to run (a search by season and episode finds it
+    # among the other posts by what its name says); its message-ids are this run's.
+    show = make_release(tmp_path_factory.mktemp("show"), SHOW, seed=34, size=SHOW_SIZE, volumes=SHOW_VOLUMES,
+                        part_size=PART_SIZE)
+    show_articles = post_files(show.files, GROUP, POSTER, namespace=f"{token}.show", part_size=PART_SIZE)
     other = [a for a in generate(OTHER_TRAFFIC, Config(seed=25, groups=(GROUP,), namespace=f"roundtrip.{token}",
                                                        kind="general")) if not a.lost]
-    everything = mixed_with(articles, other, seed=25)
+    everything = mixed_with(show_articles, mixed_with(articles, other, seed=25), seed=34)
     assert news.inn.post(everything) == len(everything)
-    return Posted(release, articles, f"roundtrip proof {token} 2026")
+    return {"proof": Posted(release, articles, f"roundtrip proof {token} 2026"),
+            "show": Posted(show, show_articles, "round trip show")}
+
+
+@pytest.fixture(scope="module")
+def posted(fill: dict[str, Posted]) -> Posted:
+    return fill["proof"]
+
+
+@pytest.fixture(scope="module")
+def show(fill: dict[str, Posted]) -> Posted:
+    return fill["show"]
 
 
 # -- the indexer, as a client of its newznab API -------------------------------------------------
@@ -102,14 +128,21 @@ def https_get(dc: DataCenter, url: str) -> tuple[str, bytes]:
         return response.headers.get_content_type(), response.read()
 
 
-def nzb_through_newznab(dc: DataCenter, posted: Posted) -> bytes:
-    """Searches the release by its name's words and fetches the NZB its item's enclosure names."""
+def nzb_through_newznab(dc: DataCenter, posted: Posted, search: dict[str, str | int] | None = None,
+                        category: int | None = None) -> bytes:
+    """Searches the release (by its name's words, or as `search` says), finds it the only item
+    (in `category`, when given), and fetches the NZB its item's enclosure names."""
     key = json.loads(dc.flask("apikeys", "create", "nzbget", "--json"))["key"]
-    query = urllib.parse.urlencode({"t": "search", "q": posted.words, "apikey": key})
+    query = urllib.parse.urlencode((search or {"t": "search", "q": posted.words}) | {"apikey": key})
     kind, body = https_get(dc, f"{dc.api.url}/api?{query}")
     feed = feedparser.parse(body)
     assert not feed.bozo, feed.bozo_exception
-    assert [entry.title for entry in feed.entries] == [posted.release.name]
+    assert [entry.title for entry in feed.entries] == [posted.release.name], body[:2000]
+    if category is not None:
+        # newznab states a post's parent category and its subcategory, each in a category attr.
+        item = ET.fromstring(body).find("channel/item")
+        categories = [a.get("value") for a in item.iter(f"{{{NEWZNAB_NS}}}attr") if a.get("name") == "category"]
+        assert str(category) in categories, categories
     (enclosure,) = feed.entries[0].enclosures
     assert enclosure.type == "application/x-nzb"
     assert enclosure.href.startswith(f"{dc.api.url}/api?t=get&")
@@ -329,3 +362,21 @@ def test_nzbget_repairs_a_volume_whose_article_the_nzb_leaves_out(dc, news, post
     assert f"WARNING File {volume} has 8 bad block(s) of total 12 block(s)" in messages, log
     assert f"INFO Successfully repaired {posted.release.name}/{posted.release.name}" in messages, log
     assert written == posted.release.sha256_by_name()
+
+
+def test_nzbget_downloads_a_tv_episode_found_by_tvsearch(dc, news, show):
+    index_group(dc, news)
+    nzb = nzb_through_newznab(dc, show, {"t": "tvsearch", "q": "Round Trip Show", "season": 3, "ep": 4,
+                                         "cat": TV_HD}, category=TV_HD)
+    check_nzb(nzb, show)
+
+    entry, messages, written = download(nzb, show.release.name, news)
+
+    check_success(entry, messages)
+    assert entry["FailedArticles"] == 0 and entry["SuccessArticles"] == len(show.articles), entry
+    log = "\n".join(messages)
+    for volume in show.release.volumes:
+        assert f"INFO Verifying file {volume.name}" in messages, log
+    assert "DETAIL Par: All files are correct, repair is not required." in messages, log
+    assert f"INFO Repair not needed for {show.release.name}/{show.release.name}" in messages, log
+    assert written == show.release.sha256_by_name()

@@ -7,7 +7,9 @@ the project under /root (mode 0700, as a clone there would be), and runs, as a n
     ops/run --articles N     then     ops/test -m "not services"
 
 Both must pass, and the API that ops/run started must report every compiled part built and
-running. Everything is installed by the project's own scripts from the package mirror and PyPI;
+running. ops/run must also print the demo's t=tvsearch URL and say that the first result's NZB
+downloaded whole from its INN (every article there, every CRC right): the demo serves what it
+lists. Everything is installed by the project's own scripts from the package mirror and PyPI;
 Debian's downloaded packages and pip's cache are kept on the host between runs (what a second
 run on the same machine saves), never the installed result.
 
@@ -107,6 +109,12 @@ def test_the_readme_commands_work_on_a_bare_debian_as_root_under_root(tmp_path):
         f"ops/run failed on a fresh machine:\n{tail(out / 'run.log')}"
     run_log = (out / "run.log").read_text()
     assert "the catalog holds" in run_log and "the catalog holds 0 posts" not in run_log, tail(out / "run.log")
+    # The demo's TV episode found as Sonarr searches, and its NZB's every article read back from
+    # INN and checked by CRC (ops/run fails otherwise; the lines say what it checked).
+    tvsearch = f"https://127.0.0.1:{ports['API_PORT']}/api?t=tvsearch&q=Demo+Show&season=1&ep=2&cat=5040&apikey="
+    assert tvsearch in run_log, tail(out / "run.log")
+    assert "the first result's NZB (Demo.Show.S01E02.720p.HDTV.x264-SEED): " in run_log, tail(out / "run.log")
+    assert "every one on the server, CRCs right" in run_log, tail(out / "run.log")
     healthz = json.loads((out / "healthz.json").read_text() or "null") if (out / "healthz.json").exists() else None
     assert healthz is not None, tail(out / "healthz.err")
     # Every compiled part built and running: a missing header must stop the install, not leave
