@@ -41,7 +41,7 @@ from werkzeug.exceptions import HTTPException
 from app import metrics
 from app.db import session_scope
 from app.models import ApiKey
-from app.services import apikeys, categories, grabs, nzbexport, search
+from app.services import apikeys, categories, grabs, inspections, nzbexport, search
 from app.services.attachments import nzb_disposition
 from app.services.errors import NotFound
 from app.services.nzbexport import xml_attribute, xml_text
@@ -62,7 +62,7 @@ ERRORS = {100: "Incorrect user credentials", 200: "Missing parameter", 201: "Inc
           500: "Request limit reached", 501: "Download limit reached", 900: "Unknown error"}
 # The search functions, and the catalog requests counted (app.metrics.CatalogCall) by function.
 SEARCHES = ("search", "tvsearch", "movie", "music", "book")
-COUNTED = {**dict.fromkeys(SEARCHES, "search"), "details": "details", "get": "nzb"}
+COUNTED = {**dict.fromkeys(SEARCHES, "search"), "details": "details", "getnfo": "details", "get": "nzb"}
 OUTCOMES = {100: "unauthorized", 200: "bad_request", 201: "bad_request", 202: "bad_request", 203: "bad_request",
             300: "not_found", 500: "limited", 501: "limited", 900: "unavailable"}
 # Each search function's parameters beyond the common ones (caps' supportedParams): the words
@@ -75,10 +75,14 @@ PARAMS = {"search": ("q",), "tvsearch": ("q", "title", "season", "ep"), "movie":
 ANNOUNCED = {"search": "q", "tvsearch": "q,season,ep", "movie": "q", "music": "q,artist,album",
              "book": "q,title,author"}
 WORD_PARAMS = ("q", "title", "artist", "album", "author")
-# Ids of other databases that clients search by (TheTVDB, TVmaze, TVRage, IMDb, TMDb, Trakt): the
-# catalog does not know them, so a search by one alone is "function not available" (203), which
-# NZBHydra2 and Prowlarr read as "search by name instead"; with words as well, the words are searched.
+# Ids of other databases that clients search by (TheTVDB, TVmaze, TVRage, IMDb, TMDb, Trakt). The
+# catalog knows those an inspection read in a post's NFO (KNOWN_IDS: the posts' columns); a search
+# by ids alone answers the posts that have them, and where none has (or the id is of a kind the
+# catalog never knows), "function not available" (203), which NZBHydra2 and Prowlarr read as
+# "search by name instead": a client is never left with nothing where the name would find the
+# post. With words as well, the words are searched.
 ID_PARAMS = ("tvdbid", "tvmazeid", "rid", "tvrageid", "imdbid", "tmdbid", "traktid")
+KNOWN_IDS = {"imdbid": "imdb", "tvdbid": "tvdb", "tvmazeid": "tvmaze", "tmdbid": "tmdb"}
 # extended=1's resolution attr, as newznab writes it, by the height a name states.
 RESOLUTIONS = {480: "720x480", 576: "720x576", 720: "1280x720", 1080: "1920x1080", 2160: "3840x2160"}
 
@@ -97,8 +101,8 @@ def api():
     call = metrics.CatalogCall("newznab")
     try:
         output = request.args.get("o", "xml").lower()
-        if output not in ("xml", "json"):
-            raise NewznabError(201, "o must be xml or json")
+        if output not in ("xml", "json", "file") or (output == "file" and request.args.get("t") != "getnfo"):
+            raise NewznabError(201, "o must be xml or json (or file, for t=getnfo)")
         as_json = output == "json"
         function = request.args.get("t")
         if not function:
@@ -117,6 +121,10 @@ def api():
                 posts, total, offset = _search(session, function)
             elif function == "details":
                 posts, total, offset = _details(session), 1, 0
+            elif function == "getnfo":
+                answer = _nfo(session, as_json)
+                _use(session, key, grab=False)
+                return answer
             else:
                 answer = _get(session)
                 _use(session, key, grab=True)
@@ -213,14 +221,17 @@ def _search(session: Session, function: str) -> tuple[list[search.PostSummary], 
     words = " ".join(value for name in WORD_PARAMS
                      if name in PARAMS[function] or name == "q"
                      if (value := request.args.get(name, "").strip()))
+    ids = None
     if not words and any(request.args.get(name) for name in ID_PARAMS):
-        raise NewznabError(203, "this indexer knows no ids: search by name (q)")
+        ids = _ids()
+        if not ids:
+            raise NewznabError(203, "this indexer knows no such ids: search by name (q)")
     season, episode, air_date = _episode()
     groups = [g for g in request.args.get("group", "").split(",") if g.strip()] or None
     try:
         page = search.search_posts(
             session, words, group=groups, max_age_days=max_age or None, categories=_categories(),
-            season=season, episode=episode, air_date=air_date,
+            season=season, episode=episode, air_date=air_date, ids=ids,
             year=_integer("year", None, 0, search.SMALLINT) if function == "movie" else None,
             min_size=_integer("minsize", None, 0, search.MAX_BIGINT),
             max_size=_integer("maxsize", None, 0, search.MAX_BIGINT), limit=limit, offset=offset)
@@ -230,7 +241,23 @@ def _search(session: Session, function: str) -> tuple[list[search.PostSummary], 
         raise NewznabError(201, str(exc)[:200]) from None
     except NotFound:  # a group that is none: nothing in it
         return [], 0, offset
+    if ids and page.total == 0 and offset == 0:
+        raise NewznabError(203, "no post has this id here: search by name (q)")
     return page.items, page.total, offset
+
+
+def _ids() -> dict[str, int]:
+    """The ids given that the catalog keeps ({"imdb": 133093}); IMDb's may come as tt0133093."""
+    found = {}
+    for name, column in KNOWN_IDS.items():
+        value = request.args.get(name, "").strip()
+        if not value:
+            continue
+        digits = value[2:] if name == "imdbid" and value[:2].lower() == "tt" else value
+        if not (digits.isascii() and digits.isdigit()) or len(digits) > 10 or not 0 < int(digits) < 2**31:
+            raise NewznabError(201, f"{name} is not an id")
+        found[column] = int(digits)
+    return found
 
 
 def _categories() -> list[int] | None:
@@ -278,6 +305,27 @@ def _details(session: Session) -> list[search.PostSummary]:
     except NotFound:
         raise NewznabError(300) from None
     return [details.post]
+
+
+def _nfo(session: Session, as_json: bool) -> Response:
+    """t=getnfo: the NFO an inspection read of the post, in an item's description (or the text
+    itself with o=file); 300 when there is none."""
+    try:
+        post = search.find_post(session, _post_id())
+    except NotFound:
+        raise NewznabError(300) from None
+    text = inspections.nfo_of(session, post.group_id, post.key)
+    if text is None:
+        raise NewznabError(300, "no NFO of this post")
+    if request.args.get("o", "").lower() == "file":
+        return Response(text.encode("utf-8"), mimetype="text/plain",
+                        headers={"Content-Disposition": nzb_disposition(post.name, post.key, ".nfo")})
+    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<rss xmlns:newznab="{NEWZNAB_NS}" version="2.0"><channel>'
+            f"<title>usenet-seed</title><item><title>{xml_text(post.name)}</title>"
+            f"<description>{xml_text(_clean(text))}</description></item></channel></rss>")
+    if as_json:
+        return _json(_as_dict(ET.fromstring(body)))
+    return Response(body.encode("utf-8"), mimetype="application/rss+xml")
 
 
 def _get(session: Session) -> Response:
@@ -355,6 +403,8 @@ def _feed(session: Session, posts: list[search.PostSummary], total: int, offset:
                        ("group", post.group), ("usenetdate", _rfc822(post.first_post)),
                        ("grabs", grabbed.get((post.group_id, post.key), 0)),
                        ("completion", round(post.completion))]
+        if post.password is not None:
+            attributes.append(("password", post.password))
         if extended:
             attributes += _extended(post)
         parts.append(
@@ -406,6 +456,11 @@ def _extended(post: search.PostSummary) -> list[tuple[str, object]]:
         found.append(("video", xml_attribute(post.video)))
     if post.languages:
         found.append(("language", xml_attribute(post.languages.replace(",", ", "))))
+    if post.imdb is not None:
+        found.append(("imdb", f"{post.imdb:07d}"))
+    for name, value in (("tvdbid", post.tvdb), ("tvmazeid", post.tvmaze), ("tmdbid", post.tmdb)):
+        if value is not None:
+            found.append((name, value))
     return found
 
 

@@ -13,7 +13,7 @@ from app.api.operator import scoped_status
 from app.api.errors import error_response
 from app.config import Settings
 from app.db import session_scope
-from app.services import leases, spool
+from app.services import inspections, leases, spool
 from app.services.errors import NotFound, ServiceError
 from app.services.ingest import accept as acceptance
 from app.services.ingest.decode import check_body
@@ -26,6 +26,7 @@ seed_api = Blueprint("seed_api", __name__, url_prefix="/api/v1/seed")
 
 
 MAX_CONTROL_BODY = 256 * 1024  # lease and release bodies are a few ids and a reason
+MAX_RESULT_BODY = 4 * 1024 * 1024  # an inspection's result: up to 10,000 file names and an NFO
 MAX_SKIP = 10_000
 INT64_MAX = 2**63 - 1
 
@@ -38,17 +39,17 @@ def _settings() -> Settings:
     return current_app.config["SETTINGS"]
 
 
-def _json_object() -> dict:
+def _json_object(limit: int = MAX_CONTROL_BODY) -> dict:
     """The request's JSON object. A body that does not say it is JSON is ignored, as these calls
     took no body before; a JSON body that is not an object is a 400."""
     if (request.mimetype or "").lower() != "application/json":
         return {}
-    if (request.content_length or 0) > MAX_CONTROL_BODY:
-        raise MalformedRequest(f"body over {MAX_CONTROL_BODY} bytes")
+    if (request.content_length or 0) > limit:
+        raise MalformedRequest(f"body over {limit} bytes")
     # A chunked body says no length: one byte read past the limit tells it is longer.
-    body = request.stream.read(MAX_CONTROL_BODY + 1)
-    if len(body) > MAX_CONTROL_BODY:
-        raise MalformedRequest(f"body over {MAX_CONTROL_BODY} bytes")
+    body = request.stream.read(limit + 1)
+    if len(body) > limit:
+        raise MalformedRequest(f"body over {limit} bytes")
     if not body.strip():
         return {}
     try:
@@ -190,6 +191,54 @@ def release(range_id: int):
         # "planned", or "done" for a range whose every batch was in (leases.release).
         released = leases.release(session, g.node, range_id, failure=failure)
         return _range_answer(released.status, released)
+
+
+def inspection_call(view):
+    """A call on one inspection, by a node; an id past 64 bits names none."""
+
+    @node_required
+    @wraps(view)
+    def call(inspection_id: int):
+        if inspection_id > INT64_MAX:
+            raise NotFound(f"no such inspection: {inspection_id}", code="unknown_inspection")
+        return view(inspection_id)
+
+    return call
+
+
+@seed_api.post("/inspections/lease")
+@node_required
+def lease_inspections():
+    wanted = _json_object().get("max", 10)
+    if type(wanted) is not int or not 1 <= wanted <= inspections.MAX_LEASE:
+        raise MalformedRequest(f"max must be a whole number from 1 to {inspections.MAX_LEASE}")
+    timeout = _settings().lease_timeout
+    with session_scope() as session:
+        leased = inspections.lease(session, g.node, wanted, timeout)
+    if not leased:
+        return Response(status=204)
+    return jsonify(inspections=[{"id": i.id, "group": i.group, "post_key": i.post_key, "name": i.name,
+                                 "files": i.files} for i in leased],
+                   lease_timeout=timeout, max_bytes=inspections.MAX_BYTES)
+
+
+@seed_api.post("/inspections/<int:inspection_id>/result")
+@inspection_call
+def inspection_result(inspection_id: int):
+    if (request.mimetype or "").lower() != "application/json":
+        raise inspections.MalformedResult("the result is a JSON object (Content-Type: application/json)")
+    result = _json_object(MAX_RESULT_BODY)
+    with session_scope() as session:
+        stored = inspections.record(session, g.node, inspection_id, result)
+    return jsonify(status="stored" if stored else "already_stored"), 200
+
+
+@seed_api.post("/inspections/<int:inspection_id>/release")
+@inspection_call
+def inspection_release(inspection_id: int):
+    with session_scope() as session:
+        state = inspections.give_back(session, g.node, inspection_id)
+    return jsonify(status=state)
 
 
 # A node sees what concerns it; an operator key sees the whole picture (app/api/operator.py).

@@ -159,6 +159,11 @@ class Post(Base):
         # A category's posts newest first: the newznab functions' searches without words (Sonarr's
         # and Radarr's RSS sync ask for the newest of their categories).
         Index("ix_posts_category_newest", "category", text("last_post DESC NULLS LAST"), "group_id", "key"),
+        # Searches by the ids an inspection found (t=movie&imdbid=, t=tvsearch&tvdbid=...).
+        Index("ix_posts_imdb", "imdb", postgresql_where=text("imdb IS NOT NULL")),
+        Index("ix_posts_tvdb", "tvdb", postgresql_where=text("tvdb IS NOT NULL")),
+        Index("ix_posts_tvmaze", "tvmaze", postgresql_where=text("tvmaze IS NOT NULL")),
+        Index("ix_posts_tmdb", "tmdb", postgresql_where=text("tmdb IS NOT NULL")),
         # The post's row changes with every batch adding to it: room on its page for the new one.
         {"postgresql_with": {"fillfactor": 80}},
     )
@@ -194,6 +199,13 @@ class Post(Base):
     source: Mapped[str | None] = mapped_column(Text)
     video: Mapped[str | None] = mapped_column(Text)
     languages: Mapped[str | None] = mapped_column(Text)
+    # What an inspection of it found (app.services.inspections; migration 0019): newznab's
+    # password (0 none, 1 passworded, 2 maybe) and the ids its NFO names.
+    password: Mapped[int | None] = mapped_column(SmallInteger)
+    imdb: Mapped[int | None] = mapped_column(Integer)
+    tvdb: Mapped[int | None] = mapped_column(Integer)
+    tvmaze: Mapped[int | None] = mapped_column(Integer)
+    tmdb: Mapped[int | None] = mapped_column(Integer)
 
 
 class PostGrab(Base):

@@ -24,7 +24,7 @@ _UNSHOWN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _SEPARATORS = frozenset("/\\")
 
 
-def nzb_disposition(name: str, key: int) -> str:
+def nzb_disposition(name: str, key: int, extension: str = EXTENSION) -> str:
     """``attachment`` with the post's name as an ASCII fallback and as UTF-8 (RFC 6266/5987).
     The value is ASCII whatever the name holds, with no control character and no quote but the
     two that enclose the fallback; a name with nothing usable left is called by its key."""
@@ -35,8 +35,8 @@ def nzb_disposition(name: str, key: int) -> str:
         plain = str(key)
     # quote() with safe="" leaves only letters, digits and "_.-~" as they are: all of them
     # RFC 5987 attr-chars, so the encoded name needs no quoting of its own.
-    encoded = urllib.parse.quote(real + EXTENSION, safe="", encoding="utf-8")
-    return f"attachment; filename=\"{plain}{EXTENSION}\"; filename*=UTF-8''{encoded}"
+    encoded = urllib.parse.quote(real + extension, safe="", encoding="utf-8")
+    return f"attachment; filename=\"{plain}{extension}\"; filename*=UTF-8''{encoded}"
 
 
 def _saveable(name: str) -> str:

@@ -47,9 +47,18 @@ COLUMNS = PostName._fields
 _TYPES = {"category": "smallint", "year": "smallint", "season": "smallint", "episode": "smallint",
           "episode_last": "smallint", "resolution": "smallint", "air_date": "date", "title": "text",
           "source": "text", "video": "text", "languages": "text"}
-UNNEST = ("unnest(CAST(:n_keys AS bigint[]), "
-          + ", ".join(f"CAST(:n_{c} AS {_TYPES[c]}[])" for c in COLUMNS)
-          + ") AS n(key, " + ", ".join(COLUMNS) + ")")
+
+
+def unnest_sql(extra: tuple[tuple[str, str], ...] = ()) -> str:
+    """The columns (and extra ones: (name, type)) as an unnest() of arrays bound as :n_<column>
+    (arrays_of), its rows named n(key, columns...)."""
+    columns = [*COLUMNS, *(name for name, _ in extra)]
+    types = {**_TYPES, **dict(extra)}
+    return ("unnest(CAST(:n_keys AS bigint[]), " + ", ".join(f"CAST(:n_{c} AS {types[c]}[])" for c in columns)
+            + ") AS n(key, " + ", ".join(columns) + ")")
+
+
+UNNEST = unnest_sql()
 
 
 def is_hashed(name: str, group: str) -> bool:

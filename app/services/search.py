@@ -67,7 +67,8 @@ QUERY_WORDS = text("SELECT lexeme, positions FROM unnest(to_tsvector('simple'::r
 PAGE = """
     SELECT p.key, p.group_id, p.name, p.poster, p.releases, p.files_seen AS files, p.parts_expected,
            p.parts_seen, p.bytes, p.completion, p.first_post, p.last_post, p.category, p.title, p.year,
-           p.season, p.episode, p.episode_last, p.air_date, p.resolution, p.source, p.video, p.languages
+           p.season, p.episode, p.episode_last, p.air_date, p.resolution, p.source, p.video, p.languages,
+           p.password, p.imdb, p.tvdb, p.tvmaze, p.tmdb
       FROM posts p
      WHERE {filters}
      ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key
@@ -165,6 +166,15 @@ class PostSummary:
     source: str | None = None
     video: str | None = None
     languages: str | None = None
+    password: int | None = None  # newznab's, from an inspection: 0 none, 1 passworded, 2 maybe
+    imdb: int | None = None
+    tvdb: int | None = None
+    tvmaze: int | None = None
+    tmdb: int | None = None
+
+
+# The ids of other databases a post's inspection may have found (posts' columns of those names).
+ID_COLUMNS = ("imdb", "tvdb", "tvmaze", "tmdb")
 
 
 @dataclass(frozen=True)
@@ -226,14 +236,15 @@ def search_posts(session: Session, words: str | Sequence[str] | None, *, group: 
                  posted_after: datetime | None = None, posted_before: datetime | None = None,
                  max_age_days: float | None = None, min_completion: float | None = None,
                  categories: Iterable[int] | None = None, season: int | None = None, episode: int | None = None,
-                 air_date: date | None = None, year: int | None = None,
+                 air_date: date | None = None, year: int | None = None, ids: dict[str, int] | None = None,
                  limit: int = DEFAULT_LIMIT, offset: int = 0, timeout_ms: int | None = DEFAULT_TIMEOUT_MS) -> SearchPage:
     """The posts matching every word (see the module's doc) and every filter, newest first.
 
     categories: newznab category ids, a post of any of them (a parent id, 5000, takes its
     subcategories). season, episode, air_date and year: what the post's name says (a season
     pack has its season and no episode, so a search of a season finds it and every episode of
-    it; an episode finds the posts whose episodes span it).
+    it; an episode finds the posts whose episodes span it). ids: {"imdb": 133093, ...}, what a
+    post's inspection found (ID_COLUMNS), every one given.
     group: a group name, or several (a post of any of them); an unknown one is NotFound.
     poster: a part of the poster of any of the post's releases, without case. min_size and
     max_size: the post's bytes. posted_after, posted_before and max_age_days: the post's last
@@ -271,6 +282,11 @@ def search_posts(session: Session, words: str | Sequence[str] | None, *, group: 
     if episode is not None:
         params["episode"] = _bounded_int("episode", episode, 0, SMALLINT)
         filters.append("p.episode <= :episode AND p.episode_last >= :episode")
+    for column, value in (ids or {}).items():
+        if column not in ID_COLUMNS:
+            raise SearchError(f"no such id: {column}")
+        params[column] = _bounded_int(column, value, 1, 2**31 - 1)
+        filters.append(f"p.{column} = :{column}")
     if air_date is not None:
         if not isinstance(air_date, date) or isinstance(air_date, datetime):
             raise SearchError(f"air_date must be a date, not {air_date!r}")
@@ -381,7 +397,8 @@ def _summary(row) -> PostSummary:
                        category=row["category"], title=row["title"], year=row["year"], season=row["season"],
                        episode=row["episode"], episode_last=row["episode_last"], air_date=row["air_date"],
                        resolution=row["resolution"], source=row["source"], video=row["video"],
-                       languages=row["languages"])
+                       languages=row["languages"], password=row["password"], imdb=row["imdb"], tvdb=row["tvdb"],
+                       tvmaze=row["tvmaze"], tmdb=row["tmdb"])
 
 
 def _tsquery(session: Session, words: str | Sequence[str] | None) -> str | None:

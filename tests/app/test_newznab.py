@@ -160,7 +160,8 @@ def test_search_without_words_pages_through_the_newest_posts(catalog):
     ({"t": "tvsearch", "apikey": "KEY", "tvdbid": "121361", "season": "1", "ep": "2"}, 203),
     ({"t": "movie", "apikey": "KEY", "imdbid": "0133093"}, 203),
     ({"t": "tvsearch", "apikey": "KEY", "rid": "1", "tvmazeid": "2"}, 203),
-    ({"t": "getnfo", "apikey": "KEY", "id": "1"}, 202),
+    ({"t": "getnfo", "apikey": "KEY", "id": "1"}, 300),
+    ({"t": "register", "apikey": "KEY"}, 202),
 ])
 def test_bad_requests_get_newznab_errors(catalog, params, code):
     client, key = catalog

@@ -54,7 +54,7 @@ from app import metrics
 from app.db import is_transient
 from app.models import SeedBatch, SeedRange
 from app.models.batches import BatchState
-from app.services import postnames
+from app.services import inspections, postnames
 
 JOIN_GAP = timedelta(hours=1)
 MAX_POST_SPAN = timedelta(days=1)
@@ -87,7 +87,9 @@ JOIN = text("""
 # entries). The columns its name gives (postnames.COLUMNS) come from Python, as postnames.UNNEST.
 SUMMED = ("name, poster, names, posters, releases, files_seen, parts_expected, parts_seen, bytes, completion,"
           " first_post, last_post").split(", ")
-WRITTEN = [*SUMMED, *postnames.COLUMNS]
+# What an inspection of the post found (app.services.inspections), kept on its row for search.
+INSPECTED = ("password", "imdb", "tvdb", "tvmaze", "tmdb")
+WRITTEN = [*SUMMED, *postnames.COLUMNS, *INSPECTED]
 POST_COLUMNS = "group_id, key, " + ", ".join(WRITTEN)
 UPSERT = f"""
     ON CONFLICT (group_id, key) DO UPDATE
@@ -96,38 +98,45 @@ UPSERT = f"""
            IS DISTINCT FROM
            ({", ".join(f"EXCLUDED.{c}" for c in WRITTEN)})
 """
-NAMED_COLUMNS = ", ".join(f"n.{c}" for c in postnames.COLUMNS)
+NAMED_COLUMNS = ", ".join(f"n.{c}" for c in (*postnames.COLUMNS, *INSPECTED))
+# With the name an inspection of the post told (n.inner_name, NULL for none): the post's name,
+# and one more of its names (the posted ones stay searchable).
+NAMED = postnames.unnest_sql(extra=(("inner_name", "text"), ("password", "smallint"), ("imdb", "integer"),
+                                    ("tvdb", "integer"), ("tvmaze", "integer"), ("tmdb", "integer")))
 # Posts of one release each (most are): the release's row as it is.
 REFRESH_LONE = text(f"""
     INSERT INTO posts AS p ({POST_COLUMNS})
-    SELECT :g, r.key, r.name, r.poster, r.name, r.poster, 1, r.files_seen, r.parts_expected, r.parts_seen, r.bytes,
+    SELECT :g, r.key, coalesce(n.inner_name, r.name), r.poster, r.name || coalesce(E'\\n' || n.inner_name, ''),
+           r.poster, 1, r.files_seen, r.parts_expected, r.parts_seen, r.bytes,
            CASE WHEN r.parts_expected > 0 THEN least(100.0, 100.0 * r.parts_seen / r.parts_expected) ELSE 0 END,
            r.first_post, r.last_post, {NAMED_COLUMNS}
-      FROM {postnames.UNNEST}
+      FROM {NAMED}
       JOIN releases r ON r.group_id = :g AND r.key = n.key
     {UPSERT}
 """)
 # Posts of several releases, given as (post key, release key) pairs: summed over their releases.
 REFRESH_SEVERAL = text(f"""
     INSERT INTO posts AS p ({POST_COLUMNS})
-    SELECT s.*, {NAMED_COLUMNS} FROM (
+    SELECT s.group_id, s.key, coalesce(n.inner_name, s.name), s.poster,
+           s.names || coalesce(E'\\n' || n.inner_name, ''), s.posters, s.releases, s.files_seen,
+           s.parts_expected, s.parts_seen, s.bytes, s.completion, s.first_post, s.last_post, {NAMED_COLUMNS} FROM (
     SELECT :g AS group_id, m.post_key AS key,
-           (array_agg(r.name ORDER BY r.files_seen DESC, r.key))[1],
-           (array_agg(r.poster ORDER BY r.files_seen DESC, r.key))[1],
-           string_agg(DISTINCT r.name, E'\\n'),
-           string_agg(DISTINCT r.poster, E'\\n'),
-           count(*),
-           least(sum(r.files_seen), 2147483647),
-           least(sum(r.parts_expected), 9223372036854775807),
-           least(sum(r.parts_seen), 9223372036854775807),
-           least(sum(r.bytes), 9223372036854775807),
+           (array_agg(r.name ORDER BY r.files_seen DESC, r.key))[1] AS name,
+           (array_agg(r.poster ORDER BY r.files_seen DESC, r.key))[1] AS poster,
+           string_agg(DISTINCT r.name, E'\\n') AS names,
+           string_agg(DISTINCT r.poster, E'\\n') AS posters,
+           count(*) AS releases,
+           least(sum(r.files_seen), 2147483647) AS files_seen,
+           least(sum(r.parts_expected), 9223372036854775807) AS parts_expected,
+           least(sum(r.parts_seen), 9223372036854775807) AS parts_seen,
+           least(sum(r.bytes), 9223372036854775807) AS bytes,
            CASE WHEN sum(r.parts_expected) > 0
-                THEN least(100.0, 100.0 * sum(r.parts_seen) / sum(r.parts_expected)) ELSE 0 END,
-           min(r.first_post), max(r.last_post)
+                THEN least(100.0, 100.0 * sum(r.parts_seen) / sum(r.parts_expected)) ELSE 0 END AS completion,
+           min(r.first_post) AS first_post, max(r.last_post) AS last_post
       FROM unnest(CAST(:posts AS bigint[]), CAST(:keys AS bigint[])) AS m(post_key, key)
       JOIN releases r ON r.group_id = :g AND r.key = m.key
      GROUP BY m.post_key) s
-      JOIN {postnames.UNNEST} ON n.key = s.key
+      JOIN {NAMED} ON n.key = s.key
     {UPSERT}
 """)
 FORGET_POSTS = text("DELETE FROM posts WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))")
@@ -217,6 +226,7 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
     group = rows[0].group_name if rows else ""
     named = names_of(session, group_id, group, refreshed, {row.key: (row.name, row.files_seen) for row in rows})
     failed = refresh_posts_isolated(session, group_id, refreshed, named)
+    inspections.queue(session, group_id, [post for post, keys in refreshed.items() if keys])
     if failed:
         metrics.posts_left_out(session, group_id, len(failed))
         if left_out is not None:
@@ -224,24 +234,54 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
     return len(forget) + len(join)
 
 
+class Inspected(NamedTuple):
+    """What an inspection of a post found that its row keeps."""
+
+    inner_name: str | None = None
+    password: int | None = None
+    imdb: int | None = None
+    tvdb: int | None = None
+    tvmaze: int | None = None
+    tmdb: int | None = None
+
+
+NOT_INSPECTED = Inspected()
+
+
+class Named(NamedTuple):
+    """What a post's row gets of its name (the columns its name gives) and of its inspection."""
+
+    name: postnames.PostName
+    inspected: Inspected = NOT_INSPECTED
+
+
+# What inspections found of these posts.
+INSPECTIONS = text("SELECT post_key, inner_name, password, imdb, tvdb, tvmaze, tmdb FROM post_inspections"
+                   " WHERE group_id = :g AND post_key = ANY(CAST(:keys AS bigint[])) AND state = 'done'")
+
+
 def names_of(session: Session, group_id: int, group: str, posts: dict[int, list[int]],
-             releases: dict[int, tuple[str, int]]) -> dict[int, postnames.PostName]:
+             releases: dict[int, tuple[str, int]]) -> dict[int, Named]:
     """What the names of these posts (post key -> its releases' keys) give (postnames): a post's
-    name is that of its release with the most files (the least key of those), as REFRESH_SEVERAL
-    picks it; releases holds each release's (name, files seen). Posts named by a hash are read by
-    their files' names."""
+    name is the one an inspection told of it, else that of its release with the most files (the
+    least key of those), as REFRESH_SEVERAL picks it; releases holds each release's (name, files
+    seen). Posts named by a hash are read by their files' names."""
     chosen: dict[int, str] = {}
     for post, keys in posts.items():
         known = [key for key in keys if key in releases]
         if known:
             chosen[post] = releases[min(known, key=lambda k: (-releases[k][1], k))][0]
+    inspected = {row.post_key: Inspected(*row[1:])
+                 for row in session.execute(INSPECTIONS, {"g": group_id, "keys": sorted(chosen)})} if chosen else {}
+    chosen.update((post, found.inner_name) for post, found in inspected.items() if found.inner_name)
     hashed = [post for post, name in chosen.items() if postnames.is_hashed(name, group)]
     files = postnames.file_names(session, group_id, hashed) if hashed else {}
-    return {post: postnames.post_name(name, group, files.get(post, ())) for post, name in chosen.items()}
+    return {post: Named(postnames.post_name(name, group, files.get(post, ())), inspected.get(post, NOT_INSPECTED))
+            for post, name in chosen.items()}
 
 
 def refresh_posts_isolated(session: Session, group_id: int, posts: dict[int, list[int]],
-                           named: dict[int, postnames.PostName]) -> list[str]:
+                           named: dict[int, Named]) -> list[str]:
     """refresh_posts, all at once; when PostgreSQL refuses it with an error that would come again,
     post by post, each under a savepoint, leaving out those it refuses. Returns what was left out
     ("post KEY: error")."""
@@ -265,7 +305,7 @@ def refresh_posts_isolated(session: Session, group_id: int, posts: dict[int, lis
 
 
 def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]],
-                  named: dict[int, postnames.PostName]) -> None:
+                  named: dict[int, Named]) -> None:
     """Sum these posts of the group (post key -> the keys of its releases) afresh from their
     releases into `posts`, with what their names give (named, by post key: names_of); a post of
     no release loses its row."""
@@ -274,13 +314,39 @@ def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]],
     several = [(post, key) for post in several_posts for key in posts[post]]
     gone = [post for post, keys in posts.items() if not keys]
     if lone:
-        session.execute(REFRESH_LONE, {"g": group_id, **postnames.arrays_of(lone, [named[p] for p in lone])})
+        session.execute(REFRESH_LONE, {"g": group_id, **_named_arrays(lone, named)})
     if several:
         session.execute(REFRESH_SEVERAL, {"g": group_id, "posts": [p for p, _ in several],
-                                          "keys": [k for _, k in several],
-                                          **postnames.arrays_of(several_posts, [named[p] for p in several_posts])})
+                                          "keys": [k for _, k in several], **_named_arrays(several_posts, named)})
     if gone:
         session.execute(FORGET_POSTS, {"g": group_id, "keys": gone})
+
+
+def _named_arrays(posts: list[int], named: dict[int, Named]) -> dict[str, list]:
+    return {**postnames.arrays_of(posts, [named[p].name for p in posts]),
+            **{f"n_{field}": [getattr(named[p].inspected, field) for p in posts] for field in Inspected._fields}}
+
+
+def refresh_post(session: Session, group_id: int, post_key: int) -> None:
+    """Sum one post's row afresh (after an inspection of it told its name), under the join's
+    lock of its group, as a join of its releases would."""
+    session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
+    members = [key for (key,) in session.execute(POST_MEMBERS, {"g": group_id, "key": post_key})]
+    rows = session.execute(RELEASE_NAMES, {"g": group_id, "keys": members}).all()
+    group = session.execute(text("SELECT name FROM groups WHERE id = :g"), {"g": group_id}).scalar_one()
+    posts = {post_key: members}
+    named = names_of(session, group_id, group, posts, {row.key: (row.name, row.files_seen) for row in rows})
+    refresh_posts(session, group_id, posts, named)
+
+
+# The releases of a post: its own key's, unless joined into another post, and those joined into it.
+POST_MEMBERS = text("""
+    SELECT CAST(:key AS bigint) WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = :key)
+       AND EXISTS (SELECT FROM releases r WHERE r.group_id = :g AND r.key = :key)
+    UNION ALL
+    SELECT x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = :key
+""")
+RELEASE_NAMES = text("SELECT key, name, files_seen FROM releases WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))")
 
 
 def posts_of(namesakes: list[Namesake]) -> dict[int, int]:

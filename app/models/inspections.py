@@ -1,0 +1,66 @@
+"""Inspections: posts whose few small files (.par2 index, .nfo, the first archive volume) an
+edge node reads to tell what headers cannot (app.services.inspections, docs/api.md)."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger, DateTime, ForeignKey, Identity, Index, Integer, LargeBinary, SmallInteger, Text, UniqueConstraint, func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+
+class InspectionState:
+    QUEUED = "queued"  # waiting for a node, newest post first
+    LEASED = "leased"  # a node reads it; back to the queue when its lease expires
+    DONE = "done"  # its result is stored
+    FAILED = "failed"  # nothing to read, or given up after MAX_ATTEMPTS leases
+
+
+class PostInspection(Base):
+    """One post to inspect, and what its inspection found. A post is queued once (its group and
+    key); id names it in the node API."""
+
+    __tablename__ = "post_inspections"
+    __table_args__ = (
+        UniqueConstraint("group_id", "post_key", name="uq_post_inspections_post"),
+        # The queue, newest post first; leased rows by when their lease ends (taken back then).
+        Index("ix_post_inspections_queue", text("priority DESC NULLS LAST"), "id",
+              postgresql_where=text("state = 'queued'")),
+        Index("ix_post_inspections_leased", "expires_at", postgresql_where=text("state = 'leased'")),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    group_id: Mapped[int] = mapped_column(Integer)
+    post_key: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(Text, server_default=InspectionState.QUEUED)
+    # Why it was queued: hashed, misc, posters, single (app.services.inspections.REASONS).
+    reason: Mapped[str] = mapped_column(Text)
+    priority: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    node_id: Mapped[int | None] = mapped_column(Integer, ForeignKey("seed_nodes.id", ondelete="SET NULL"))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(SmallInteger, server_default="0")
+    queued_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # What the node read: articles asked for, read, missing (430), bytes.
+    articles_read: Mapped[int | None] = mapped_column(Integer)
+    articles_missing: Mapped[int | None] = mapped_column(Integer)
+    bytes_read: Mapped[int | None] = mapped_column(BigInteger)
+    # What it found: newznab's password (0 none, 1 passworded, 2 maybe), flags (executable,
+    # password_url), the release name its files tell, the files inside (name, size, where told),
+    # the NFO's text (zlib), the ids the NFO gives.
+    password: Mapped[int | None] = mapped_column(SmallInteger)
+    flags: Mapped[str | None] = mapped_column(Text)
+    inner_name: Mapped[str | None] = mapped_column(Text)
+    files: Mapped[Any | None] = mapped_column(JSONB)
+    nfo: Mapped[bytes | None] = mapped_column(LargeBinary)
+    imdb: Mapped[int | None] = mapped_column(Integer)
+    tvdb: Mapped[int | None] = mapped_column(Integer)
+    tvmaze: Mapped[int | None] = mapped_column(Integer)
+    tmdb: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)

@@ -1,0 +1,289 @@
+"""Inspections: the posts whose small files an edge node reads to tell what headers cannot (the
+files a par2 set lists, what an archive holds and whether it is encrypted, what an .nfo names).
+
+The data center reads no article bodies: it picks the posts worth inspecting as the join writes
+them (queue: a name that says nothing, a hash or no category, or several posters), newest first, and
+leases them to nodes that ask (lease), each with the message-ids to read: the first article of
+at most MAX_FILES of its files (the .nfo, the par2 index, the first archive volume:
+wanted_files), MAX_BYTES in all. A lease held past its timeout goes back to
+the queue, as a range's does; a node gives back what it holds on SIGTERM (give_back). The result
+a node posts (record) is stored once: a second post of the same result, by the node that holds
+it or held it last, is answered as stored. docs/api.md has the contract.
+"""
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select, text, update
+from sqlalchemy.orm import Session
+
+from app.models import InspectionState, PostInspection, SeedNode
+from app.services.errors import Conflict, NotFound, ServiceError
+
+# At most this many files are read of a post, and this many bytes in all (what the node is told).
+MAX_FILES = 4
+MAX_BYTES = 2 * 1024 * 1024
+# A post whose lease expired this many times is given up (a node dies on it, or it cannot be read).
+MAX_ATTEMPTS = 3
+MAX_LEASE = 100
+# Bounds of a result (a node's post is outside input: docs/api.md).
+MAX_RESULT_FILES = 10_000
+MAX_NAME = 1_024
+MAX_NFO = 64 * 1024
+MAX_FLAGS = ("executable", "password_url", "encrypted_headers")
+MAX_ID = 2**31 - 1
+
+# Why a post is worth inspecting, tested in this order (the first that holds is its reason).
+REASONS = (
+    ("hashed", "p.category = 8020"),
+    ("misc", "p.category = 8010"),
+    ("posters", "strpos(p.posters, E'\\n') > 0"),
+)
+QUEUE = text(f"""
+    INSERT INTO post_inspections (group_id, post_key, reason, priority)
+    SELECT p.group_id, p.key, CASE {" ".join(f"WHEN {test} THEN '{name}'" for name, test in REASONS)} END,
+           p.last_post
+      FROM posts p
+     WHERE p.group_id = :g AND p.key = ANY(CAST(:keys AS bigint[]))
+       AND ({" OR ".join(test for _, test in REASONS)})
+    ON CONFLICT (group_id, post_key) DO NOTHING
+""")
+# The next inspections: queued ones newest first, and leases past their time (taken back).
+NEXT = text("""
+    SELECT id FROM post_inspections
+     WHERE state = 'queued' OR (state = 'leased' AND expires_at < now())
+     ORDER BY state = 'leased', priority DESC NULLS LAST, id
+     LIMIT :count
+       FOR UPDATE SKIP LOCKED
+""")
+# A post's files with the first article of each: its own release's and those joined into it.
+POST_FILES = text("""
+    WITH members AS (
+        SELECT CAST(:key AS bigint) AS key
+         WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = :key)
+        UNION ALL
+        SELECT x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = :key
+    )
+    SELECT f.name, a.bytes, a.message_local || h.host AS message_id
+      FROM members m
+      JOIN files f ON f.group_id = :g AND f.release_key = m.key
+      JOIN LATERAL (SELECT bytes, message_local, host_id FROM fragments
+                     WHERE group_id = :g AND file_key = f.key ORDER BY part LIMIT 1) a ON true
+      JOIN message_hosts h ON h.id = a.host_id
+     ORDER BY f.name
+     LIMIT 10000
+""")
+
+
+class NotYourInspection(Conflict):
+    code = "not_your_inspection"
+
+
+class MalformedResult(ServiceError):
+    code = "malformed_result"
+
+
+@dataclass(frozen=True)
+class InspectionLease:
+    id: int
+    group: str
+    post_key: int
+    name: str
+    files: list[dict[str, Any]]  # name, message_id, bytes
+
+
+def queue(session: Session, group_id: int, post_keys: list[int]) -> None:
+    """Queue those of these posts (just written by the join) worth inspecting; a post queued
+    before stays as it is."""
+    if post_keys:
+        session.execute(QUEUE, {"g": group_id, "keys": post_keys})
+
+
+def lease(session: Session, node: SeedNode, count: int, timeout: int) -> list[InspectionLease]:
+    """Up to count inspections for this node, each with the articles to read. A post with no
+    file worth reading is marked failed here and not handed out; one whose leases expired
+    MAX_ATTEMPTS times is given up."""
+    count = max(1, min(count, MAX_LEASE))
+    leased: list[InspectionLease] = []
+    ids = [row.id for row in session.execute(NEXT, {"count": count})]
+    for row in session.scalars(select(PostInspection).where(PostInspection.id.in_(ids)).order_by(PostInspection.id)):
+        if row.attempts >= MAX_ATTEMPTS:
+            _give_up(row, f"its lease expired {row.attempts} times")
+            continue
+        post = session.execute(text("SELECT p.name, g.name AS group_name FROM posts p JOIN groups g ON g.id = p.group_id"
+                                    " WHERE p.group_id = :g AND p.key = :key"),
+                               {"g": row.group_id, "key": row.post_key}).first()
+        files = _files_to_read(session, row.group_id, row.post_key) if post is not None else []
+        if post is None or not files:
+            _give_up(row, "the post is gone" if post is None else "no file worth reading")
+            continue
+        row.state, row.node_id, row.attempts = InspectionState.LEASED, node.id, row.attempts + 1
+        row.expires_at = _now(session) + timedelta(seconds=timeout)
+        leased.append(InspectionLease(row.id, post.group_name, row.post_key, post.name, files))
+    session.flush()
+    return leased
+
+
+# The files worth reading, by name: the first volume of an archive (a .rar alone or .part01.rar,
+# else the .r00 of the old naming; .7z or .7z.001; .zip), the par2 index (a .par2 that is no
+# recovery volume), the .nfo.
+_FIRST_VOLUME = re.compile(r"\.(?:part0*1\.rar|7z(?:\.0*1)?|zip|r00)$", re.IGNORECASE)
+_RAR = re.compile(r"(?<!\.part\d)(?<!\.part\d\d)(?<!\.part\d\d\d)\.rar$", re.IGNORECASE)
+_RECOVERY = re.compile(r"\.vol\d+[+-]\d+\.par2$", re.IGNORECASE)
+
+
+def wanted_files(names: list[str]) -> list[str]:
+    """Which of a post's files to read, best first: the first archive volume, the par2 index,
+    the .nfo (at most one of each)."""
+    lowered = {name: name.lower() for name in names}
+    rar = sorted(n for n in names if _RAR.search(n))
+    volume = rar or sorted(n for n in names if _FIRST_VOLUME.search(n))
+    index = sorted((n for n in names if lowered[n].endswith(".par2") and not _RECOVERY.search(n)), key=len)
+    nfo = sorted(n for n in names if lowered[n].endswith(".nfo"))
+    return [group[0] for group in (volume, index, nfo) if group]
+
+
+def _files_to_read(session: Session, group_id: int, post_key: int) -> list[dict[str, Any]]:
+    rows = session.execute(POST_FILES, {"g": group_id, "key": post_key}).all()
+    by_name = {row.name: row for row in rows}
+    chosen: list[dict[str, Any]] = []
+    total = 0
+    for name in wanted_files(list(by_name))[:MAX_FILES]:
+        row = by_name[name]
+        if total + row.bytes > MAX_BYTES:
+            break
+        total += row.bytes
+        chosen.append({"name": name, "message_id": row.message_id, "bytes": row.bytes})
+    return chosen
+
+
+def _give_up(row: PostInspection, why: str) -> None:
+    row.state, row.error, row.node_id, row.expires_at = InspectionState.FAILED, why, None, None
+
+
+def _now(session: Session) -> Any:
+    return session.execute(text("SELECT now()")).scalar_one()
+
+
+def _held(session: Session, node: SeedNode, inspection_id: int) -> PostInspection:
+    row = session.scalar(select(PostInspection).where(PostInspection.id == inspection_id).with_for_update())
+    if row is None:
+        raise NotFound(f"no such inspection: {inspection_id}", code="unknown_inspection")
+    return row
+
+
+def give_back(session: Session, node: SeedNode, inspection_id: int) -> str:
+    """The node will not inspect it: back to the queue (its attempt not counted). Giving back
+    one that is done, or no longer the node's, changes nothing."""
+    row = _held(session, node, inspection_id)
+    if row.state == InspectionState.LEASED and row.node_id == node.id:
+        row.state, row.node_id, row.expires_at = InspectionState.QUEUED, None, None
+        row.attempts = max(0, row.attempts - 1)
+    elif row.state not in (InspectionState.DONE, InspectionState.FAILED):
+        raise NotYourInspection(f"inspection {inspection_id} is not leased to this node")
+    return row.state
+
+
+def record(session: Session, node: SeedNode, inspection_id: int, result: Any) -> bool:
+    """Store a node's result (docs/api.md, Inspections); True when stored now, False when it was
+    stored already (the node's answer was lost and it posts again). MalformedResult for a result
+    out of its bounds; NotYourInspection when another node holds it (or it expired and went on)."""
+    fields = check_result(result)
+    row = _held(session, node, inspection_id)
+    if row.state == InspectionState.DONE:
+        if row.node_id == node.id:
+            return False
+        raise NotYourInspection(f"inspection {inspection_id} was done by another node")
+    if row.state != InspectionState.LEASED or row.node_id != node.id:
+        raise NotYourInspection(f"inspection {inspection_id} is not leased to this node")
+    for name, value in fields.items():
+        setattr(row, name, value)
+    row.state, row.expires_at, row.error = InspectionState.DONE, None, None
+    row.done_at = _now(session)
+    session.flush()
+    if row.inner_name:
+        # The post takes the name its files told (and its category by it): its row summed again.
+        # Imported here: the join imports this module to queue the posts it writes.
+        from app.services.ingest.posts import refresh_post
+
+        refresh_post(session, row.group_id, row.post_key)
+    return True
+
+
+def check_result(result: Any) -> dict[str, Any]:
+    """The columns a result gives, or MalformedResult (every field bounded, texts without NUL)."""
+    if not isinstance(result, dict):
+        raise MalformedResult("the result must be an object")
+    counts = {}
+    for name in ("articles_read", "articles_missing", "bytes_read"):
+        counts[name] = _count(result.get(name, 0), name)
+    password = result.get("password", 0)
+    if type(password) is not int or password not in (0, 1, 2):
+        raise MalformedResult("password must be 0, 1 or 2")
+    flags = result.get("flags", [])
+    if not isinstance(flags, list) or not all(isinstance(f, str) and f in MAX_FLAGS for f in flags):
+        raise MalformedResult(f"flags must be a list of {', '.join(MAX_FLAGS)}")
+    files = result.get("files", [])
+    if not isinstance(files, list) or len(files) > MAX_RESULT_FILES:
+        raise MalformedResult(f"files must be a list of at most {MAX_RESULT_FILES}")
+    kept = []
+    for entry in files:
+        if not isinstance(entry, dict):
+            raise MalformedResult("each file must be an object with a name")
+        kept.append({"name": _text(entry.get("name"), "a file's name", MAX_NAME, required=True),
+                     "size": _count(entry.get("size", 0), "a file's size"),
+                     "source": _text(entry.get("source", ""), "a file's source", 16) or None})
+    nfo = _text(result.get("nfo"), "nfo", MAX_NFO)
+    ids = {}
+    for name in ("imdb", "tvdb", "tvmaze", "tmdb"):
+        value = result.get(name)
+        if value is not None and (type(value) is not int or not 0 < value <= MAX_ID):
+            raise MalformedResult(f"{name} must be a positive id")
+        ids[name] = value
+    return {**counts, "password": password, "flags": ",".join(sorted(set(flags))) or None,
+            "inner_name": _text(result.get("name"), "name", MAX_NAME), "files": kept or None,
+            "nfo": zlib.compress(nfo.encode("utf-8")) if nfo else None, **ids}
+
+
+def nfo_of(session: Session, group_id: int, post_key: int) -> str | None:
+    """The NFO text an inspection read of the post, or None."""
+    nfo = session.scalar(select(PostInspection.nfo).where(PostInspection.group_id == group_id,
+                                                          PostInspection.post_key == post_key))
+    return zlib.decompress(nfo).decode("utf-8") if nfo else None
+
+
+def found_of(session: Session, group_id: int, post_key: int) -> PostInspection | None:
+    """The post's inspection (what it found), or None."""
+    return session.scalar(select(PostInspection).where(PostInspection.group_id == group_id,
+                                                        PostInspection.post_key == post_key))
+
+
+def _count(value: Any, what: str) -> int:
+    if type(value) is not int or not 0 <= value <= 2**62:
+        raise MalformedResult(f"{what} must be a whole number from 0")
+    return value
+
+
+def _text(value: Any, what: str, limit: int, required: bool = False) -> str | None:
+    if value is None or value == "":
+        if required:
+            raise MalformedResult(f"{what} is missing")
+        return None
+    if not isinstance(value, str) or len(value) > limit:
+        raise MalformedResult(f"{what} must be a text of at most {limit:,} characters")
+    return value.replace("\0", "\ufffd")
+
+
+def expire(session: Session) -> int:
+    """Leases past their time back to the queue (lease takes them back too; this is for a
+    queue no node asks of). Returns how many."""
+    result = session.execute(
+        update(PostInspection)
+        .where(PostInspection.state == InspectionState.LEASED, PostInspection.expires_at < text("now()"))
+        .values(state=InspectionState.QUEUED, node_id=None, expires_at=None)
+    )
+    return result.rowcount  # type: ignore[attr-defined, no-any-return]

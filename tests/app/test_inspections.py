@@ -1,0 +1,198 @@
+"""Inspections in the data center (app.services.inspections) through the node API on the real
+database: the join queues the posts worth it, nodes lease them with the message-ids to read,
+leases expire and are given back, a result is stored once and bounded, and bad input gets a
+clear error that changes nothing."""
+from __future__ import annotations
+
+import zlib
+
+import pytest
+from sqlalchemy import text
+
+from app.db import session_scope
+from app.services import inspections, search
+from tests.app.factories import BIG, make_node
+from tests.app.test_nzb_export import store_groups
+from tests.fixtures.queries import assert_posts_summed, query, scalar
+
+API = "/api/v1/seed"
+DATE = b"Sat, 01 Nov 2025 07:27:27 +0000"
+HASHED = "8f3a9c2e71b04d5fa6e2c9d1b7f04a3e"
+
+
+def lines(name: str, files: list[str], posters: list[bytes], first: int = 0) -> list[bytes]:
+    return [b"\t".join([str(BIG + first + i).encode(),
+                        b'%s [%d/%d] - "%s" yEnc (1/1)' % (name.encode(), i + 1, len(files), f.encode()),
+                        posters[i % len(posters)], DATE, b"<i%d.%d@example.net>" % (first, i), b"", b"4000", b"30", b""])
+            for i, f in enumerate(files)]
+
+
+@pytest.fixture
+def queued(client, clean_db):
+    """A hashed post (queued), a named one (not), and two nodes' headers."""
+    hashed_files = [f"{HASHED}.par2", f"{HASHED}.vol00+01.par2", f"{HASHED}.part01.rar", f"{HASHED}.part02.rar",
+                    f"{HASHED}.nfo"]
+    named_files = ["Show.Name.S01E02.720p.HDTV.x264-GRP.part01.rar", "Show.Name.S01E02.720p.HDTV.x264-GRP.par2"]
+    store_groups({"alt.binaries.misc": lines(HASHED, hashed_files, [b"a <a@x.example>"])
+                  + lines("Show.Name.S01E02.720p.HDTV.x264-GRP", named_files, [b"b <b@y.example>"], first=5)})
+    with session_scope() as s:
+        _, token_a = make_node(s, "edge-a")
+        _, token_b = make_node(s, "edge-b")
+    return client, {"Authorization": f"Bearer {token_a}"}, {"Authorization": f"Bearer {token_b}"}
+
+
+def test_the_join_queues_posts_worth_inspecting_once(queued, clean_db):
+    rows = query(clean_db, "SELECT p.name, i.reason, i.state FROM post_inspections i"
+                           " JOIN posts p ON p.group_id = i.group_id AND p.key = i.post_key")
+    assert [tuple(r) for r in rows] == [(HASHED, "hashed", "queued")]
+
+
+def test_a_lease_carries_the_articles_to_read_and_a_result_is_stored_once(queued, clean_db):
+    client, a, b = queued
+    answer = client.post(f"{API}/inspections/lease", json={"max": 5}, headers=a)
+    assert answer.status_code == 200, answer.json
+    (leased,) = answer.json["inspections"]
+    assert leased["name"] == HASHED and answer.json["max_bytes"] == inspections.MAX_BYTES
+    names = [f["name"] for f in leased["files"]]
+    # The par2 index, the nfo, the first volume; never the recovery volumes nor the second part.
+    assert set(names) == {f"{HASHED}.par2", f"{HASHED}.nfo", f"{HASHED}.part01.rar"}
+    assert all(f["message_id"].startswith("<i") and f["message_id"].endswith("@example.net>") for f in leased["files"])
+    # Nothing more to lease, for anyone.
+    assert client.post(f"{API}/inspections/lease", headers=b).status_code == 204
+    result = {"name": "Hidden.Show.S05E06.1080p.WEB.h264-GRP", "password": 1, "flags": ["executable"],
+              "files": [{"name": "Hidden.Show.S05E06.1080p.WEB.h264-GRP.mkv", "size": 2**33, "source": "par2"}],
+              "nfo": "Hidden Show\nhttps://www.imdb.com/title/tt0133093/", "imdb": 133093,
+              "articles_read": 3, "articles_missing": 0, "bytes_read": 2000}
+    url = f"{API}/inspections/{leased['id']}/result"
+    assert client.post(url, json=result, headers=b).status_code == 409  # not b's
+    first = client.post(url, json=result, headers=a)
+    assert (first.status_code, first.json["status"]) == (200, "stored")
+    again = client.post(url, json=result, headers=a)
+    assert (again.status_code, again.json["status"]) == (200, "already_stored")
+    (row,) = query(clean_db, "SELECT state, password, flags, inner_name, files, nfo, imdb FROM post_inspections")
+    assert (row.state, row.password, row.flags, row.inner_name, row.imdb) == (
+        "done", 1, "executable", result["name"], 133093)
+    assert row.files[0]["size"] == 2**33 and zlib.decompress(row.nfo).decode() == result["nfo"]
+    # The post takes the name its files told, and its category by it; the posted name stays
+    # searchable, and the row is what a join would sum.
+    (post,) = query(clean_db, f"SELECT name, names, category, season, episode FROM posts WHERE names LIKE '{HASHED}%'")
+    assert (post.name, post.category, post.season, post.episode) == (result["name"], 5010, 5, 6)
+    with session_scope() as s:
+        for words in ("hidden show s05e06", HASHED):
+            assert [p.name for p in search.search_posts(s, words).items] == [result["name"]], words
+    assert_posts_summed(clean_db)
+
+
+def test_an_expired_lease_goes_to_the_next_node_and_a_given_back_one_is_leased_again(queued, clean_db):
+    client, a, b = queued
+    (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
+    assert client.post(f"{API}/inspections/{leased['id']}/release", headers=b).status_code == 409
+    assert client.post(f"{API}/inspections/{leased['id']}/release", headers=a).json["status"] == "queued"
+    assert scalar(clean_db, "SELECT attempts FROM post_inspections") == 0
+    (again,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
+    assert again["id"] == leased["id"]
+    with session_scope() as s:
+        s.execute(text("UPDATE post_inspections SET expires_at = now() - interval '1 second'"))
+    (taken,) = client.post(f"{API}/inspections/lease", headers=b).json["inspections"]
+    assert taken["id"] == leased["id"]
+    # a's late result is refused: b holds it now.
+    late = client.post(f"{API}/inspections/{leased['id']}/result", json={"password": 0}, headers=a)
+    assert (late.status_code, late.json["error"]) == (409, "not_your_inspection")
+    # Given up after MAX_ATTEMPTS expired leases.
+    for _ in range(inspections.MAX_ATTEMPTS):
+        with session_scope() as s:
+            s.execute(text("UPDATE post_inspections SET expires_at = now() - interval '1 second'"))
+        client.post(f"{API}/inspections/lease", headers=b)
+    assert tuple(query(clean_db, "SELECT state, error FROM post_inspections")[0]) == (
+        "failed", "its lease expired 3 times")
+
+
+@pytest.mark.parametrize("result, why", [
+    ([], "object"),
+    ({"password": 3}, "password"),
+    ({"password": True}, "password"),
+    ({"flags": ["rm -rf"]}, "flags"),
+    ({"files": [{"size": 1}]}, "name"),
+    ({"files": [{"name": "x" * 2000}]}, "file's name"),
+    ({"files": [{"name": "a"}] * (inspections.MAX_RESULT_FILES + 1)}, "files"),
+    ({"files": [{"name": "a", "size": -1}]}, "size"),
+    ({"nfo": "x" * (inspections.MAX_NFO + 1)}, "nfo"),
+    ({"imdb": 0}, "imdb"),
+    ({"imdb": 2**40}, "imdb"),
+    ({"bytes_read": "many"}, "bytes_read"),
+])
+def test_bad_results_get_400_and_change_nothing(queued, clean_db, result, why):
+    client, a, _ = queued
+    (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
+    answer = client.post(f"{API}/inspections/{leased['id']}/result", json=result, headers=a)
+    assert answer.status_code == 400 and why in answer.json["message"], answer.json
+    assert scalar(clean_db, "SELECT state FROM post_inspections") == "leased"
+
+
+def test_bad_requests_get_clear_errors(queued, clean_db):
+    client, a, _ = queued
+    assert client.post(f"{API}/inspections/lease", json={"max": 0}, headers=a).status_code == 400
+    assert client.post(f"{API}/inspections/lease", json={"max": "all"}, headers=a).status_code == 400
+    assert client.post(f"{API}/inspections/lease").status_code == 401
+    assert client.post(f"{API}/inspections/{2**64}/result", json={}, headers=a).status_code == 404
+    assert client.post(f"{API}/inspections/99/release", headers=a).json["error"] == "unknown_inspection"
+    (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
+    url = f"{API}/inspections/{leased['id']}/result"
+    assert client.post(url, data=b"{not json", headers={**a, "Content-Type": "application/json"}).status_code == 400
+    assert client.post(url, data=b"password=0", headers=a).status_code == 400  # not said to be JSON
+    huge = b'{"nfo": "' + b"x" * (5 * 1024 * 1024) + b'"}'
+    assert client.post(url, data=huge, headers={**a, "Content-Type": "application/json"}).status_code == 400
+    assert scalar(clean_db, "SELECT state FROM post_inspections") == "leased"
+
+
+@pytest.mark.parametrize("names, wanted", [
+    (["a.part01.rar", "a.part02.rar", "a.par2", "a.vol00+01.par2", "a.nfo"], ["a.part01.rar", "a.par2", "a.nfo"]),
+    (["a.rar", "a.r00", "a.r01", "a.par2"], ["a.rar", "a.par2"]),
+    (["a.r00", "a.r01", "a.vol0+1.PAR2"], ["a.r00"]),
+    (["a.7z.001", "a.7z.002", "x.sfv"], ["a.7z.001"]),
+    (["a.part10.rar", "a.part01.rar", "a.PAR2", "b.par2"], ["a.part01.rar", "a.PAR2", "b.par2"][:2]),
+    (["movie.mkv", "cover.jpg"], []),
+])
+def test_the_files_worth_reading(names, wanted):
+    assert inspections.wanted_files(names) == wanted
+
+
+def test_what_an_inspection_found_is_served_by_the_newznab_api(queued, clean_db):
+    import xml.etree.ElementTree as ET
+
+    from app.services import apikeys
+
+    client, a, _ = queued
+    (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
+    nfo = "Film Title (1999)\r\nhttps://www.imdb.com/title/tt0133093/\r\n\x1b[0m <ok> & done"
+    result = {"name": "Film.Title.1999.1080p.BluRay.x264-GRP", "password": 2, "nfo": nfo, "imdb": 133093}
+    assert client.post(f"{API}/inspections/{leased['id']}/result", json=result, headers=a).status_code == 200
+    with session_scope() as s:
+        _, key = apikeys.create_key(s, "radarr")
+    newznab = "{http://www.newznab.com/DTD/2010/feeds/attributes/}"
+
+    def ask(**params):
+        response = client.get("/api", query_string={"apikey": key, **params})
+        assert response.status_code == 200, response.data[:300]
+        return response
+
+    found = ET.fromstring(ask(t="movie", imdbid="tt0133093", extended="1").data)
+    (item,) = found.findall("channel/item")
+    attrs = {a.get("name"): a.get("value") for a in item.iter(f"{newznab}attr")}
+    assert item.find("title").text == result["name"]
+    assert (attrs["password"], attrs["imdb"]) == ("2", "0133093")
+    assert [a.get("value") for a in item.iter(f"{newznab}attr") if a.get("name") == "category"] == ["2000", "2040"]
+    assert ET.fromstring(ask(t="movie", imdbid="0133093").data).find("channel/item") is not None
+    # An id no post has, or of a kind never kept: 203, search by name instead.
+    for params in ({"imdbid": "tt0000001"}, {"traktid": "5"}, {"rid": "7"}):
+        assert ET.fromstring(ask(t="movie", **params).data).get("code") == "203", params
+    assert ET.fromstring(ask(t="movie", imdbid="ttx").data).get("code") == "201"
+    post_id = item.find("guid").text.rsplit("=", 1)[1]
+    text_item = ET.fromstring(ask(t="getnfo", id=post_id).data).find("channel/item")
+    assert text_item.find("description").text == nfo.replace("\x1b", "")
+    raw = ask(t="getnfo", id=post_id, o="file")
+    assert raw.mimetype == "text/plain" and raw.get_data(as_text=True) == nfo
+    assert raw.headers["Content-Disposition"].startswith('attachment; filename="Film.Title.1999.1080p.BluRay.x264-GRP.nfo"')
+    other = query(clean_db, "SELECT key FROM posts WHERE key <> :k", k=leased["post_key"])[0].key
+    assert ET.fromstring(ask(t="getnfo", id=str(other)).data).get("code") == "300"
+    assert ET.fromstring(ask(t="search", o="file").data).get("code") == "201"
