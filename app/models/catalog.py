@@ -200,7 +200,7 @@ class Post(Base):
     video: Mapped[str | None] = mapped_column(Text)
     languages: Mapped[str | None] = mapped_column(Text)
     # What an inspection of it found (app.services.inspections; migration 0019): newznab's
-    # password (0 none, 1 passworded, 2 maybe) and the ids its NFO names.
+    # password (0 none, 1 passworded, 2 an archive inside) and the ids its NFO names.
     password: Mapped[int | None] = mapped_column(SmallInteger)
     imdb: Mapped[int | None] = mapped_column(Integer)
     tvdb: Mapped[int | None] = mapped_column(Integer)

@@ -51,7 +51,7 @@ class PostInspection(Base):
     articles_read: Mapped[int | None] = mapped_column(Integer)
     articles_missing: Mapped[int | None] = mapped_column(Integer)
     bytes_read: Mapped[int | None] = mapped_column(BigInteger)
-    # What it found: newznab's password (0 none, 1 passworded, 2 maybe), flags (executable,
+    # What it found: newznab's password (0 none, 1 passworded, 2 an archive inside), flags (executable,
     # password_url), the release name its files tell, the files inside (name, size, where told),
     # the NFO's text (zlib), the ids the NFO gives.
     password: Mapped[int | None] = mapped_column(SmallInteger)

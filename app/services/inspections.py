@@ -4,15 +4,14 @@ files a par2 set lists, what an archive holds and whether it is encrypted, what 
 The data center reads no article bodies: it picks the posts worth inspecting as the join writes
 them (queue: a name that says nothing, a hash or no category, or several posters), newest first, and
 leases them to nodes that ask (lease), each with the message-ids to read: the first article of
-at most MAX_FILES of its files (the .nfo, the par2 index, the first archive volume:
-wanted_files), MAX_BYTES in all. A lease held past its timeout goes back to
+at most MAX_FILES of its files (the .nfo, the par2 index, the first archive volume, small ones
+first: edge.inspect.result.wanted_files, which the node's readers go with), MAX_BYTES in all. A lease held past its timeout goes back to
 the queue, as a range's does; a node gives back what it holds on SIGTERM (give_back). The result
 a node posts (record) is stored once: a second post of the same result, by the node that holds
 it or held it last, is answered as stored. docs/api.md has the contract.
 """
 from __future__ import annotations
 
-import re
 import zlib
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.models import InspectionState, PostInspection, SeedNode
 from app.services.errors import Conflict, NotFound, ServiceError
+from edge.inspect.result import wanted_files
 
 # At most this many files are read of a post, and this many bytes in all (what the node is told).
 MAX_FILES = 4
@@ -128,31 +128,13 @@ def lease(session: Session, node: SeedNode, count: int, timeout: int) -> list[In
     return leased
 
 
-# The files worth reading, by name: the first volume of an archive (a .rar alone or .part01.rar,
-# else the .r00 of the old naming; .7z or .7z.001; .zip), the par2 index (a .par2 that is no
-# recovery volume), the .nfo.
-_FIRST_VOLUME = re.compile(r"\.(?:part0*1\.rar|7z(?:\.0*1)?|zip|r00)$", re.IGNORECASE)
-_RAR = re.compile(r"(?<!\.part\d)(?<!\.part\d\d)(?<!\.part\d\d\d)\.rar$", re.IGNORECASE)
-_RECOVERY = re.compile(r"\.vol\d+[+-]\d+\.par2$", re.IGNORECASE)
-
-
-def wanted_files(names: list[str]) -> list[str]:
-    """Which of a post's files to read, best first: the first archive volume, the par2 index,
-    the .nfo (at most one of each)."""
-    lowered = {name: name.lower() for name in names}
-    rar = sorted(n for n in names if _RAR.search(n))
-    volume = rar or sorted(n for n in names if _FIRST_VOLUME.search(n))
-    index = sorted((n for n in names if lowered[n].endswith(".par2") and not _RECOVERY.search(n)), key=len)
-    nfo = sorted(n for n in names if lowered[n].endswith(".nfo"))
-    return [group[0] for group in (volume, index, nfo) if group]
-
-
 def _files_to_read(session: Session, group_id: int, post_key: int) -> list[dict[str, Any]]:
     rows = session.execute(POST_FILES, {"g": group_id, "key": post_key}).all()
     by_name = {row.name: row for row in rows}
     chosen: list[dict[str, Any]] = []
     total = 0
-    for name in wanted_files(list(by_name))[:MAX_FILES]:
+    names = list(by_name)
+    for name in wanted_files(names, [by_name[n].bytes for n in names])[:MAX_FILES]:
         row = by_name[name]
         if total + row.bytes > MAX_BYTES:
             break

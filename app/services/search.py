@@ -166,7 +166,7 @@ class PostSummary:
     source: str | None = None
     video: str | None = None
     languages: str | None = None
-    password: int | None = None  # newznab's, from an inspection: 0 none, 1 passworded, 2 maybe
+    password: int | None = None  # newznab's, from an inspection: 0 none, 1 passworded, 2 an inner archive
     imdb: int | None = None
     tvdb: int | None = None
     tvmaze: int | None = None

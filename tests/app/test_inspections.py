@@ -145,18 +145,6 @@ def test_bad_requests_get_clear_errors(queued, clean_db):
     assert scalar(clean_db, "SELECT state FROM post_inspections") == "leased"
 
 
-@pytest.mark.parametrize("names, wanted", [
-    (["a.part01.rar", "a.part02.rar", "a.par2", "a.vol00+01.par2", "a.nfo"], ["a.part01.rar", "a.par2", "a.nfo"]),
-    (["a.rar", "a.r00", "a.r01", "a.par2"], ["a.rar", "a.par2"]),
-    (["a.r00", "a.r01", "a.vol0+1.PAR2"], ["a.r00"]),
-    (["a.7z.001", "a.7z.002", "x.sfv"], ["a.7z.001"]),
-    (["a.part10.rar", "a.part01.rar", "a.PAR2", "b.par2"], ["a.part01.rar", "a.PAR2", "b.par2"][:2]),
-    (["movie.mkv", "cover.jpg"], []),
-])
-def test_the_files_worth_reading(names, wanted):
-    assert inspections.wanted_files(names) == wanted
-
-
 def test_what_an_inspection_found_is_served_by_the_newznab_api(queued, clean_db):
     import xml.etree.ElementTree as ET
 
