@@ -87,6 +87,25 @@ def show(key: str, group: str | None, as_json: bool) -> None:
         ("size", f"{human_size(post.bytes)} ({post.bytes:,} bytes)"),
     ):
         click.echo(f"{label:<9} {value}")
+    found = details.inspection
+    if found is not None:
+        what = [found.state, f"queued as {found.reason}"]
+        if found.password is not None:
+            what.append({0: "no password", 1: "passworded", 2: "an archive inside"}.get(found.password, "?"))
+        what += [f"flagged {flag}" for flag in found.flags]
+        if found.dropped_by:
+            what.append(f"dropped by the rule {shown(found.dropped_by)}")
+        click.echo(f"{'inspected':<9} {', '.join(what)}")
+        if found.inner_name:
+            click.echo(f"{'told':<9} {shown(found.inner_name)}")
+        ids = [f"{name} {value}" for name, value in (("imdb", found.imdb), ("tvdb", found.tvdb),
+                                                     ("tvmaze", found.tvmaze), ("tmdb", found.tmdb)) if value]
+        if ids:
+            click.echo(f"{'ids':<9} {', '.join(ids)}")
+        if found.files:
+            click.echo("\ninside (what the par2 set lists and the archive holds):")
+            print_table(("name", "size", "from"), [(_cut(f["name"]), human_size(f["size"]), f.get("source") or "-")
+                                                   for f in found.files])
     click.echo("\nreleases:")
     print_table(("key", "name", "poster", "files", "segments", "complete"), [
         (r.key, _cut(r.name), shown(r.poster), f"{r.files_seen}/{r.file_count if r.file_count is not None else '?'}",

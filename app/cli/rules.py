@@ -16,13 +16,17 @@ def _row(rule) -> dict:
 
 @rules.command("add")
 @click.argument("name")
-@click.option("--field", type=click.Choice(["subject", "poster", "message_id"]), required=True)
+@click.option("--field", type=click.Choice(["subject", "poster", "message_id", "flag"]), required=True,
+              help="What the pattern is searched in: a file's subject, poster or message-id (applied by the"
+                   " nodes), or what an inspection flagged a post (flag: executable, password, password_url,"
+                   " encrypted_headers; applied by the data center).")
 @click.option("--pattern", required=True, help="A regular expression, searched case-insensitively.")
 @click.option("--action", type=click.Choice(["drop", "keep"]), default="drop", show_default=True)
 @click.option("--groups", help="Only for groups matching this glob, e.g. 'alt.binaries.e-book.*'.")
 @json_option
 def add(name: str, field: str, pattern: str, action: str, groups: str | None, as_json: bool) -> None:
-    """Add a rule; nodes apply it from their next lease."""
+    """Add a rule; nodes apply a header rule from their next lease, the data center a flag rule
+    to the inspections it stores from then on."""
     with service_call() as session:
         rule = rule_service.add_rule(session, {"name": name, "field": field, "pattern": pattern,
                                                "action": action, "groups": groups})
@@ -33,14 +37,21 @@ def add(name: str, field: str, pattern: str, action: str, groups: str | None, as
 @rules.command("list")
 @json_option
 def list_(as_json: bool) -> None:
-    """List the rules in the order they are applied."""
+    """List the rules in the order they are applied, the built-in flag rule last; a flag rule
+    with the posts it dropped for what their inspections found."""
     with service_call() as session:
         rows = [_row(r) for r in rule_service.list_rules(session)]
+        dropped = rule_service.posts_dropped(session)
+    rows.append({"name": rule_service.INSPECTED_EXECUTABLE_RULE, "field": "flag", "pattern": "executable",
+                 "action": "drop", "groups": None, "enabled": True, "builtin": True})
+    for row in rows:
+        if row["field"] == "flag":
+            row["posts_dropped"] = dropped.get(row["name"], 0)
     if as_json:
         print_json(rows)
     else:
-        columns = ("name", "field", "pattern", "action", "groups", "enabled")
-        print_table(columns, [[r.get(c) for c in columns] for r in rows])
+        columns = ("name", "field", "pattern", "action", "groups", "enabled", "posts_dropped")
+        print_table(columns, [[r.get(c, "") for c in columns] for r in rows])
 
 
 def _switch(name: str, enabled: bool, as_json: bool) -> None:

@@ -64,3 +64,6 @@ class PostInspection(Base):
     tvmaze: Mapped[int | None] = mapped_column(Integer)
     tmdb: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
+    # The rule that dropped the post for what this found (app.services.rules.flag_verdict): the
+    # join keeps such a post out of posts (migration 0020).
+    dropped_by: Mapped[str | None] = mapped_column(Text)

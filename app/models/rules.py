@@ -23,6 +23,6 @@ class SeedRule(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     __table_args__ = (
-        CheckConstraint("field IN ('subject', 'poster', 'message_id')", name="field"),
+        CheckConstraint("field IN ('subject', 'poster', 'message_id', 'flag')", name="field"),
         CheckConstraint("action IN ('drop', 'keep')", name="action"),
     )

@@ -21,6 +21,7 @@ from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from app.models import InspectionState, PostInspection, SeedNode
+from app.services import rules
 from app.services.errors import Conflict, NotFound, ServiceError
 from edge.inspect.result import wanted_files
 
@@ -34,7 +35,7 @@ MAX_LEASE = 100
 MAX_RESULT_FILES = 10_000
 MAX_NAME = 1_024
 MAX_NFO = 64 * 1024
-MAX_FLAGS = ("executable", "password_url", "encrypted_headers")
+MAX_FLAGS = ("executable", "password_url", "encrypted_headers")  # the flags a node may send
 MAX_ID = 2**31 - 1
 
 # Why a post is worth inspecting, tested in this order (the first that holds is its reason).
@@ -186,10 +187,14 @@ def record(session: Session, node: SeedNode, inspection_id: int, result: Any) ->
         setattr(row, name, value)
     row.state, row.expires_at, row.error = InspectionState.DONE, None, None
     row.done_at = _now(session)
+    group = session.execute(text("SELECT name FROM groups WHERE id = :g"), {"g": row.group_id}).scalar_one()
+    flags = (row.flags or "").split(",") if row.flags else []
+    row.dropped_by = rules.flag_verdict(session, group, flags + (["password"] if row.password == 1 else []))
     session.flush()
-    if row.inner_name:
-        # The post takes the name its files told (and its category by it): its row summed again.
-        # Imported here: the join imports this module to queue the posts it writes.
+    if row.inner_name or row.dropped_by or row.password is not None:
+        # The post takes the name its files told (and its category by it), its password, or
+        # leaves search when a rule drops it: its row summed again. Imported here: the join
+        # imports this module to queue the posts it writes.
         from app.services.ingest.posts import refresh_post
 
         refresh_post(session, row.group_id, row.post_key)

@@ -1,10 +1,18 @@
 """Operator rules: kept in the database, checked by the digest library's own parser, handed
-to nodes with each lease. The executable rule is built into the digest and always on."""
+to nodes with each lease. The executable rule is built into the digest and always on.
+
+Rules of the field ``flag`` look at what an inspection found in a post (app.services.inspections:
+``executable``, ``password``, ``password_url``, ``encrypted_headers``) rather than at headers:
+the data center applies them when a node posts an inspection's result (flag_verdict), and they
+are never handed to nodes. Their pattern is a regex searched in each flag's name; the first
+rule that matches one of the flags decides (drop, or keep: protected from the built-in rule
+INSPECTED_EXECUTABLE_RULE, which drops a post whose archive holds an executable)."""
 from __future__ import annotations
 
+import re
 from fnmatch import fnmatchcase
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.models import SeedRule
@@ -19,11 +27,21 @@ def rule_data(rule: SeedRule) -> dict:
     return data
 
 
+FLAG_FIELD = "flag"
+INSPECTED_EXECUTABLE_RULE = "inspected-executable"
+
+
 def add_rule(session: Session, data: dict) -> SeedRule:
     try:
-        Rule.from_data(data)
+        if isinstance(data, dict) and data.get("field") == FLAG_FIELD:
+            # The digest's parser checks every other part of the rule: the field it knows stands in.
+            Rule.from_data({**data, "field": "subject"})
+        else:
+            Rule.from_data(data)
     except RuleError as exc:
         raise ServiceError(str(exc), code="bad_rule") from None
+    if data["name"] == INSPECTED_EXECUTABLE_RULE:
+        raise ServiceError(f"{INSPECTED_EXECUTABLE_RULE} is a built-in rule's name", code="bad_rule")
     if session.scalar(select(SeedRule.id).where(SeedRule.name == data["name"])) is not None:
         raise Conflict(f"rule already exists: {data['name']}", code="rule_exists")
     rule = SeedRule(
@@ -69,8 +87,29 @@ def list_rules(session: Session) -> list[SeedRule]:
 
 
 def active_rules(session: Session, group: str) -> list[dict]:
-    """The enabled rules that apply to this group, in order, as data for the node."""
+    """The enabled header rules that apply to this group, in order, as data for the node."""
     return [
         rule_data(r) for r in list_rules(session)
-        if r.enabled and (not r.groups or fnmatchcase(group, r.groups))
+        if r.enabled and r.field != FLAG_FIELD and (not r.groups or fnmatchcase(group, r.groups))
     ]
+
+
+def posts_dropped(session: Session) -> dict[str, int]:
+    """How many posts each flag rule (and the built-in one) dropped for what inspections found."""
+    rows = session.execute(text("SELECT dropped_by, count(*) FROM post_inspections WHERE dropped_by IS NOT NULL"
+                                " GROUP BY dropped_by"))
+    return {name: count for name, count in rows}
+
+
+def flag_verdict(session: Session, group: str, flags: list[str]) -> str | None:
+    """The rule that drops a post an inspection flagged so, or None to keep it: the first enabled
+    flag rule of the group matching one of the flags decides; else the built-in rule drops a post
+    flagged executable."""
+    if not flags:
+        return None
+    for rule in list_rules(session):
+        if rule.enabled and rule.field == FLAG_FIELD and (not rule.groups or fnmatchcase(group, rule.groups)):
+            pattern = re.compile(rule.pattern, re.IGNORECASE)
+            if any(pattern.search(flag) for flag in flags):
+                return rule.name if rule.action == "drop" else None
+    return INSPECTED_EXECUTABLE_RULE if "executable" in flags else None

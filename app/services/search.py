@@ -27,6 +27,7 @@ search runs under a statement timeout (timeout_ms).
 """
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -118,6 +119,12 @@ POST_FILES = text("""
                           WHERE x.group_id = :g AND x.file_key = f.key) s
      WHERE f.group_id = :g AND f.release_key = ANY(:releases)
      ORDER BY f.posted_at NULLS LAST, f.file_index NULLS LAST, f.name, f.key
+""")
+
+
+POST_INSPECTION = text("""
+    SELECT state, reason, inner_name, password, flags, files, nfo, imdb, tvdb, tvmaze, tmdb, dropped_by
+      FROM post_inspections WHERE group_id = :g AND post_key = :key
 """)
 
 
@@ -225,10 +232,29 @@ class FileInfo:
 
 
 @dataclass(frozen=True)
+class InspectionInfo:
+    """What an inspection of the post found (app.services.inspections), as far as it went."""
+
+    state: str
+    reason: str
+    inner_name: str | None
+    password: int | None
+    flags: list[str]
+    files: list[dict]  # name, size, source: the files its par2 set lists and its archive holds
+    nfo: str | None
+    imdb: int | None
+    tvdb: int | None
+    tvmaze: int | None
+    tmdb: int | None
+    dropped_by: str | None
+
+
+@dataclass(frozen=True)
 class PostDetails:
     post: PostSummary
     releases: list[ReleaseInfo]
     files: list[FileInfo]
+    inspection: InspectionInfo | None = None
 
 
 def search_posts(session: Session, words: str | Sequence[str] | None, *, group: str | Sequence[str] | None = None,
@@ -380,7 +406,15 @@ def post_details(session: Session, post_key: int, group_id: int | None = None) -
                  parts_expected=row.parts, parts_seen=row.seen, bytes=row.bytes)
         for row in session.execute(POST_FILES, {"g": post.group_id, "releases": [r.key for r in releases]})
     ]
-    return PostDetails(post=post, releases=releases, files=files)
+    row = session.execute(POST_INSPECTION, params).first()
+    inspection = None
+    if row is not None:
+        inspection = InspectionInfo(
+            state=row.state, reason=row.reason, inner_name=row.inner_name, password=row.password,
+            flags=row.flags.split(",") if row.flags else [], files=row.files or [],
+            nfo=zlib.decompress(row.nfo).decode("utf-8") if row.nfo else None, imdb=row.imdb, tvdb=row.tvdb,
+            tvmaze=row.tvmaze, tmdb=row.tmdb, dropped_by=row.dropped_by)
+    return PostDetails(post=post, releases=releases, files=files, inspection=inspection)
 
 
 def _group_names(session: Session, ids: set[int]) -> dict[int, str]:

@@ -59,7 +59,7 @@ def test_a_lease_carries_the_articles_to_read_and_a_result_is_stored_once(queued
     assert all(f["message_id"].startswith("<i") and f["message_id"].endswith("@example.net>") for f in leased["files"])
     # Nothing more to lease, for anyone.
     assert client.post(f"{API}/inspections/lease", headers=b).status_code == 204
-    result = {"name": "Hidden.Show.S05E06.1080p.WEB.h264-GRP", "password": 1, "flags": ["executable"],
+    result = {"name": "Hidden.Show.S05E06.1080p.WEB.h264-GRP", "password": 1, "flags": ["encrypted_headers"],
               "files": [{"name": "Hidden.Show.S05E06.1080p.WEB.h264-GRP.mkv", "size": 2**33, "source": "par2"}],
               "nfo": "Hidden Show\nhttps://www.imdb.com/title/tt0133093/", "imdb": 133093,
               "articles_read": 3, "articles_missing": 0, "bytes_read": 2000}
@@ -71,7 +71,7 @@ def test_a_lease_carries_the_articles_to_read_and_a_result_is_stored_once(queued
     assert (again.status_code, again.json["status"]) == (200, "already_stored")
     (row,) = query(clean_db, "SELECT state, password, flags, inner_name, files, nfo, imdb FROM post_inspections")
     assert (row.state, row.password, row.flags, row.inner_name, row.imdb) == (
-        "done", 1, "executable", result["name"], 133093)
+        "done", 1, "encrypted_headers", result["name"], 133093)
     assert row.files[0]["size"] == 2**33 and zlib.decompress(row.nfo).decode() == result["nfo"]
     # The post takes the name its files told, and its category by it; the posted name stays
     # searchable, and the row is what a join would sum.
@@ -184,3 +184,70 @@ def test_what_an_inspection_found_is_served_by_the_newznab_api(queued, clean_db)
     other = query(clean_db, "SELECT key FROM posts WHERE key <> :k", k=leased["post_key"])[0].key
     assert ET.fromstring(ask(t="getnfo", id=str(other)).data).get("code") == "300"
     assert ET.fromstring(ask(t="search", o="file").data).get("code") == "201"
+
+
+@pytest.mark.parametrize("rules, result, dropped_by", [
+    ([], {"flags": ["executable"]}, "inspected-executable"),
+    ([], {"password": 1}, None),
+    ([("passworded", "^password$", "drop")], {"password": 1}, "passworded"),
+    ([("exe-ok", "executable", "keep")], {"flags": ["executable"], "password": 1}, None),
+    ([("no-pw-sites", "password_url", "drop")], {"flags": ["password_url", "executable"]}, "no-pw-sites"),
+])
+def test_flags_drop_or_keep_a_post_by_the_rules_and_are_counted(queued, clean_db, rules, result, dropped_by):
+    from app.services import rules as rule_service
+
+    client, a, _ = queued
+    with session_scope() as s:
+        for name, pattern, action in rules:
+            rule_service.add_rule(s, {"name": name, "field": "flag", "pattern": pattern, "action": action})
+        # Flag rules are the data center's: never handed to nodes with a lease.
+        assert rule_service.active_rules(s, "alt.binaries.misc") == []
+    (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
+    assert client.post(f"{API}/inspections/{leased['id']}/result", json=result, headers=a).status_code == 200
+    assert scalar(clean_db, "SELECT dropped_by FROM post_inspections") == dropped_by
+    hashed_posts = scalar(clean_db, f"SELECT count(*) FROM posts WHERE names LIKE '{HASHED}%'")
+    assert hashed_posts == (0 if dropped_by else 1)
+    assert_posts_summed(clean_db)
+
+
+def test_a_flag_rule_is_checked_like_any_rule(clean_db):
+    from app.services import rules as rule_service
+    from app.services.errors import ServiceError
+
+    with session_scope() as s:
+        for data in ({"name": "bad", "field": "flag", "pattern": "("},
+                     {"name": "inspected-executable", "field": "flag", "pattern": "x"},
+                     {"name": "bad", "field": "flag", "pattern": "x", "action": "maybe"}):
+            with pytest.raises(ServiceError):
+                rule_service.add_rule(s, data)
+
+
+def test_releases_show_tells_what_was_inspected(queued, clean_db, cli_runner):
+    import json
+
+    client, a, _ = queued
+    (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
+    result = {"name": "Film.Title.1999.1080p.BluRay.x264-GRP", "password": 1, "flags": ["encrypted_headers"],
+              "files": [{"name": "Film.Title.1999.1080p.BluRay.x264-GRP.mkv", "size": 8_000_000_000, "source": "rar"}],
+              "nfo": "the film", "imdb": 133093}
+    assert client.post(f"{API}/inspections/{leased['id']}/result", json=result, headers=a).status_code == 200
+    shown = cli_runner.invoke(args=["seed", "releases", "show", str(leased["post_key"])])
+    assert shown.exit_code == 0, shown.output
+    for text_shown in ("inspected done, queued as hashed, passworded, flagged encrypted_headers",
+                       "told      Film.Title.1999.1080p.BluRay.x264-GRP", "ids       imdb 133093",
+                       "Film.Title.1999.1080p.BluRay.x264-GRP.mkv"):
+        assert text_shown in shown.output
+    as_json = json.loads(cli_runner.invoke(args=["seed", "releases", "show", str(leased["post_key"]), "--json"]).output)
+    assert as_json["inspection"]["files"] == result["files"] and as_json["inspection"]["nfo"] == "the film"
+
+
+def test_rules_list_counts_the_posts_each_flag_rule_dropped(queued, clean_db, cli_runner):
+    import json
+
+    client, a, _ = queued
+    added = cli_runner.invoke(args=["seed", "rules", "add", "no-pw", "--field", "flag", "--pattern", "^password$"])
+    assert added.exit_code == 0, added.output
+    (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
+    assert client.post(f"{API}/inspections/{leased['id']}/result", json={"password": 1}, headers=a).status_code == 200
+    listed = json.loads(cli_runner.invoke(args=["seed", "rules", "list", "--json"]).output)
+    assert [(r["name"], r["posts_dropped"]) for r in listed] == [("no-pw", 1), ("inspected-executable", 0)]

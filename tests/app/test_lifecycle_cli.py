@@ -305,7 +305,7 @@ def test_disabled_rules_are_not_handed_out_with_a_lease(cli_runner, client, clea
     again = invoke(cli_runner, "rules", "disable", "no-spam")
     assert again.exit_code == 0 and "rule no-spam is already disabled" in again.output
     assert [(r["name"], r["enabled"]) for r in ok_json(cli_runner, "rules", "list")] == [
-        ("no-spam", False), ("other", True)]
+        ("no-spam", False), ("other", True), ("inspected-executable", True)]
     assert ok_json(cli_runner, "rules", "enable", "no-spam")["changed"] is True
     assert lease_rules() == ["no-spam", "other"]
     refused(cli_runner, "rules", "enable", "ghost", message="no such rule: ghost")

@@ -94,7 +94,9 @@ def test_status_token_and_rules(cli_runner, clean_db):
     assert cli_runner.invoke(args=["seed", "rules", "add", "no-spam", "--field", "poster", "--pattern", "x"]).exit_code == 1
     listed = json.loads(cli_runner.invoke(args=["seed", "rules", "list", "--json"]).output)
     assert listed == [{"name": "no-spam", "field": "poster", "pattern": "spam@", "action": "drop",
-                       "groups": "alt.binaries.*", "enabled": True}]
+                       "groups": "alt.binaries.*", "enabled": True},
+                      {"name": "inspected-executable", "field": "flag", "pattern": "executable", "action": "drop",
+                       "groups": None, "enabled": True, "builtin": True, "posts_dropped": 0}]
 
     status = cli_runner.invoke(args=["seed", "status"])
     assert status.exit_code == 0 and "alt.binaries.test" in status.output and "edge-1" in status.output

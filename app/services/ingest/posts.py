@@ -238,6 +238,7 @@ class Inspected(NamedTuple):
     """What an inspection of a post found that its row keeps."""
 
     inner_name: str | None = None
+    dropped_by: str | None = None
     password: int | None = None
     imdb: int | None = None
     tvdb: int | None = None
@@ -256,7 +257,7 @@ class Named(NamedTuple):
 
 
 # What inspections found of these posts.
-INSPECTIONS = text("SELECT post_key, inner_name, password, imdb, tvdb, tvmaze, tmdb FROM post_inspections"
+INSPECTIONS = text("SELECT post_key, inner_name, dropped_by, password, imdb, tvdb, tvmaze, tmdb FROM post_inspections"
                    " WHERE group_id = :g AND post_key = ANY(CAST(:keys AS bigint[])) AND state = 'done'")
 
 
@@ -309,10 +310,13 @@ def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]],
     """Sum these posts of the group (post key -> the keys of its releases) afresh from their
     releases into `posts`, with what their names give (named, by post key: names_of); a post of
     no release loses its row."""
-    lone = [post for post, keys in posts.items() if keys == [post] and post in named]
-    several_posts = [post for post, keys in posts.items() if keys and keys != [post] and post in named]
+    # A post a rule dropped for what its inspection found has no row, as one of no release.
+    dropped = {post for post, found in named.items() if found.inspected.dropped_by}
+    lone = [post for post, keys in posts.items() if keys == [post] and post in named and post not in dropped]
+    several_posts = [post for post, keys in posts.items()
+                     if keys and keys != [post] and post in named and post not in dropped]
     several = [(post, key) for post in several_posts for key in posts[post]]
-    gone = [post for post, keys in posts.items() if not keys]
+    gone = [post for post, keys in posts.items() if not keys or post in dropped]
     if lone:
         session.execute(REFRESH_LONE, {"g": group_id, **_named_arrays(lone, named)})
     if several:
@@ -324,7 +328,10 @@ def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]],
 
 def _named_arrays(posts: list[int], named: dict[int, Named]) -> dict[str, list]:
     return {**postnames.arrays_of(posts, [named[p].name for p in posts]),
-            **{f"n_{field}": [getattr(named[p].inspected, field) for p in posts] for field in Inspected._fields}}
+            **{f"n_{field}": [getattr(named[p].inspected, field) for p in posts] for field in INSPECTED_FIELDS}}
+
+
+INSPECTED_FIELDS = ("inner_name", *INSPECTED)
 
 
 def refresh_post(session: Session, group_id: int, post_key: int) -> None:
