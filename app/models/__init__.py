@@ -3,7 +3,7 @@ from app.models.apikeys import ApiKey
 from app.models.batches import SeedBatch, StoredFragments
 from app.models.catalog import File, Fragment, MessageHost, Post, PostGrab, Release, ReleaseChunk, ReleasePost, RuleCount
 from app.models.groups import Group
-from app.models.inspections import InspectionState, PostInspection
+from app.models.inspections import InspectionJoin, InspectionState, PostFileHash, PostInspection
 from app.models.keys import OperatorKey
 from app.models.nodes import SeedNode
 from app.models.ranges import SeedPlan, SeedRange
@@ -11,7 +11,7 @@ from app.models.rules import SeedRule
 from app.models.spool import SpoolChunk
 
 __all__ = [
-    "ApiKey", "File", "Fragment", "Group", "InspectionState", "MessageHost", "OperatorKey", "Post", "PostGrab",
-    "PostInspection", "Release", "ReleaseChunk", "ReleasePost", "RuleCount", "SeedBatch", "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk",
+    "ApiKey", "File", "Fragment", "Group", "InspectionJoin", "InspectionState", "MessageHost", "OperatorKey", "Post", "PostGrab",
+    "PostFileHash", "PostInspection", "Release", "ReleaseChunk", "ReleasePost", "RuleCount", "SeedBatch", "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk",
     "StoredFragments",
 ]

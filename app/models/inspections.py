@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger, DateTime, ForeignKey, Identity, Index, Integer, LargeBinary, SmallInteger, Text, UniqueConstraint, func,
+    BigInteger, Boolean, DateTime, PrimaryKeyConstraint, ForeignKey, Identity, Index, Integer, LargeBinary, SmallInteger, Text, UniqueConstraint, func,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -67,3 +67,31 @@ class PostInspection(Base):
     # The rule that dropped the post for what this found (app.services.rules.flag_verdict): the
     # join keeps such a post out of posts (migration 0020).
     dropped_by: Mapped[str | None] = mapped_column(Text)
+
+
+class PostFileHash(Base):
+    """A file's MD5 of its first 16 KiB and its size (PAR2's hash16k): as a post's par2 set lists
+    it (listed), or as a node read it from the file's first article. A read file whose hash a
+    par2 set of another post lists belongs to that post (app.services.inspections)."""
+
+    __tablename__ = "post_file_hashes"
+    __table_args__ = (PrimaryKeyConstraint("group_id", "hash16k", "size", "listed", "post_key"),)
+
+    group_id: Mapped[int] = mapped_column(Integer)
+    hash16k: Mapped[bytes] = mapped_column(LargeBinary)
+    size: Mapped[int] = mapped_column(BigInteger)
+    listed: Mapped[bool] = mapped_column(Boolean)
+    post_key: Mapped[int] = mapped_column(BigInteger)
+
+
+class InspectionJoin(Base):
+    """A release joined into the post of the par2 set that lists its file: the post of the
+    release `anchor` (the par2 set's post key when joined). The join of posts
+    (app.services.ingest.posts) keeps it there."""
+
+    __tablename__ = "inspection_joins"
+    __table_args__ = (Index("ix_inspection_joins_anchor", "group_id", "anchor"),)
+
+    group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    release_key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    anchor: Mapped[int] = mapped_column(BigInteger)

@@ -33,6 +33,7 @@ MAX_ATTEMPTS = 3
 MAX_LEASE = 100
 # Bounds of a result (a node's post is outside input: docs/api.md).
 MAX_RESULT_FILES = 10_000
+MAX_READ = 16  # files read from their start: at most a few a post
 MAX_NAME = 1_024
 MAX_NFO = 64 * 1024
 MAX_FLAGS = ("executable", "password_url", "encrypted_headers")  # the flags a node may send
@@ -176,6 +177,7 @@ def record(session: Session, node: SeedNode, inspection_id: int, result: Any) ->
     stored already (the node's answer was lost and it posts again). MalformedResult for a result
     out of its bounds; NotYourInspection when another node holds it (or it expired and went on)."""
     fields = check_result(result)
+    read = fields.pop("read")
     row = _held(session, node, inspection_id)
     if row.state == InspectionState.DONE:
         if row.node_id == node.id:
@@ -191,14 +193,98 @@ def record(session: Session, node: SeedNode, inspection_id: int, result: Any) ->
     flags = (row.flags or "").split(",") if row.flags else []
     row.dropped_by = rules.flag_verdict(session, group, flags + (["password"] if row.password == 1 else []))
     session.flush()
-    if row.inner_name or row.dropped_by or row.password is not None:
-        # The post takes the name its files told (and its category by it), its password, or
-        # leaves search when a rule drops it: its row summed again. Imported here: the join
-        # imports this module to queue the posts it writes.
+    joined = join_by_par2(session, row, read)
+    if row.inner_name or row.dropped_by or row.password is not None or joined:
+        # The post takes the name its files told (and its category by it), its password, the
+        # files its par2 set lists, or leaves search when a rule drops it: its row (and those
+        # of the posts joined into it) summed again. Imported here: the join imports this
+        # module to queue the posts it writes.
         from app.services.ingest.posts import refresh_post
 
-        refresh_post(session, row.group_id, row.post_key)
+        for post_key in sorted({row.post_key, *joined}):
+            refresh_post(session, row.group_id, post_key)
     return True
+
+
+# The posts of a group with files of these (hash16k, size), listed by a par2 set or read.
+MATCHING = text("""
+    SELECT DISTINCT h.post_key FROM post_file_hashes h
+      JOIN unnest(CAST(:hashes AS bytea[]), CAST(:sizes AS bigint[])) AS w(hash16k, size)
+        ON h.hash16k = w.hash16k AND h.size = w.size
+     WHERE h.group_id = :g AND h.listed = :listed AND h.post_key <> :key
+""")
+REMEMBER = text("""
+    INSERT INTO post_file_hashes (group_id, hash16k, size, listed, post_key)
+    SELECT :g, h, s, :listed, :key FROM unnest(CAST(:hashes AS bytea[]), CAST(:sizes AS bigint[])) AS w(h, s)
+    ON CONFLICT DO NOTHING
+""")
+# The releases of a post now (its own key's unless joined elsewhere, and those joined into it).
+MEMBERS = text("""
+    SELECT CAST(:key AS bigint) AS key
+     WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = :key)
+       AND EXISTS (SELECT FROM releases r WHERE r.group_id = :g AND r.key = :key)
+    UNION ALL
+    SELECT x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = :key
+""")
+PIN = text("""
+    INSERT INTO inspection_joins (group_id, release_key, anchor)
+    SELECT :g, k, :anchor FROM unnest(CAST(:keys AS bigint[])) AS t(k)
+    ON CONFLICT (group_id, release_key) DO UPDATE SET anchor = EXCLUDED.anchor
+""")
+MOVE = text("""
+    INSERT INTO release_posts (group_id, key, post_key)
+    SELECT :g, k, :post FROM unnest(CAST(:keys AS bigint[])) AS t(k) WHERE k <> :post
+    ON CONFLICT (group_id, key) DO UPDATE SET post_key = EXCLUDED.post_key
+""")
+
+
+def join_by_par2(session: Session, row: PostInspection, read: list[dict[str, Any]]) -> set[int]:
+    """Join the posts whose files a par2 set lists into the par2 set's post, by the MD5 of each
+    file's first 16 KiB and its size (PAR2's hash16k): what the post's result listed ties posts
+    read before to it, and what it read ties it to a par2 set listed before. The releases so
+    joined are kept in inspection_joins (the join of posts keeps them there) and moved in
+    release_posts, under the join's lock of the group. Returns the posts that lost releases."""
+    group, key = row.group_id, row.post_key
+    listed = [(bytes.fromhex(f["hash16k"]), f["size"]) for f in row.files or []
+              if f.get("source") == "par2" and f.get("hash16k")]
+    mine = [(bytes.fromhex(f["hash16k"]), f["size"]) for f in read]
+    for pairs, is_listed in ((listed, True), (mine, False)):
+        if pairs:
+            session.execute(REMEMBER, {"g": group, "listed": is_listed, "key": key,
+                                       "hashes": [h for h, _ in pairs], "sizes": [s for _, s in pairs]})
+    joins: list[tuple[int, int]] = []  # (post joined, the par2 set's post)
+    if listed:
+        found = session.execute(MATCHING, {"g": group, "listed": False, "key": key,
+                                           "hashes": [h for h, _ in listed], "sizes": [s for _, s in listed]})
+        joins += [(other, key) for (other,) in found]
+    if mine:
+        found = session.execute(MATCHING, {"g": group, "listed": True, "key": key,
+                                           "hashes": [h for h, _ in mine], "sizes": [s for _, s in mine]})
+        owners = sorted(other for (other,) in found)
+        if owners:
+            joins.append((key, owners[0]))
+    if not joins:
+        return set()
+    from app.services.ingest.posts import JOIN_LOCK  # the join imports this module
+
+    session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group})
+    emptied: set[int] = set()
+    for joined, anchor in joins:
+        post = _current_post(session, group, anchor)
+        releases = [k for (k,) in session.execute(MEMBERS, {"g": group, "key": _current_post(session, group, joined)})]
+        if not releases or post == _current_post(session, group, joined):
+            continue
+        session.execute(PIN, {"g": group, "anchor": anchor, "keys": releases})
+        session.execute(MOVE, {"g": group, "post": post, "keys": releases})
+        emptied.add(joined)
+        emptied.add(post)
+    return emptied
+
+
+def _current_post(session: Session, group_id: int, release_key: int) -> int:
+    """The post a release is in now."""
+    return session.execute(text("SELECT coalesce((SELECT post_key FROM release_posts WHERE group_id = :g"
+                                " AND key = :key), :key)"), {"g": group_id, "key": release_key}).scalar_one()
 
 
 def check_result(result: Any) -> dict[str, Any]:
@@ -221,9 +307,21 @@ def check_result(result: Any) -> dict[str, Any]:
     for entry in files:
         if not isinstance(entry, dict):
             raise MalformedResult("each file must be an object with a name")
-        kept.append({"name": _text(entry.get("name"), "a file's name", MAX_NAME, required=True),
-                     "size": _count(entry.get("size", 0), "a file's size"),
-                     "source": _text(entry.get("source", ""), "a file's source", 16) or None})
+        item = {"name": _text(entry.get("name"), "a file's name", MAX_NAME, required=True),
+                "size": _count(entry.get("size", 0), "a file's size"),
+                "source": _text(entry.get("source", ""), "a file's source", 16) or None}
+        if entry.get("hash16k") is not None:
+            item["hash16k"] = _hash(entry["hash16k"])
+        kept.append(item)
+    read = result.get("read", [])
+    if not isinstance(read, list) or len(read) > MAX_READ:
+        raise MalformedResult(f"read must be a list of at most {MAX_READ}")
+    read_kept = []
+    for entry in read:
+        if not isinstance(entry, dict) or entry.get("hash16k") is None:
+            raise MalformedResult("each file read must be an object with its size and hash16k")
+        read_kept.append({"name": _text(entry.get("name"), "a read file's name", MAX_NAME),
+                          "size": _count(entry.get("size"), "a read file's size"), "hash16k": _hash(entry["hash16k"])})
     nfo = _text(result.get("nfo"), "nfo", MAX_NFO)
     ids = {}
     for name in ("imdb", "tvdb", "tvmaze", "tmdb"):
@@ -232,7 +330,7 @@ def check_result(result: Any) -> dict[str, Any]:
             raise MalformedResult(f"{name} must be a positive id")
         ids[name] = value
     return {**counts, "password": password, "flags": ",".join(sorted(set(flags))) or None,
-            "inner_name": _text(result.get("name"), "name", MAX_NAME), "files": kept or None,
+            "inner_name": _text(result.get("name"), "name", MAX_NAME), "files": kept or None, "read": read_kept,
             "nfo": zlib.compress(nfo.encode("utf-8")) if nfo else None, **ids}
 
 
@@ -247,6 +345,15 @@ def found_of(session: Session, group_id: int, post_key: int) -> PostInspection |
     """The post's inspection (what it found), or None."""
     return session.scalar(select(PostInspection).where(PostInspection.group_id == group_id,
                                                         PostInspection.post_key == post_key))
+
+
+def _hash(value: Any) -> str | None:
+    """A hash16k as hex (MD5: 32 hex digits), lower-cased; None when not given."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) != 32 or not all(c in "0123456789abcdefABCDEF" for c in value):
+        raise MalformedResult("hash16k must be 32 hex digits (an MD5)")
+    return value.lower()
 
 
 def _count(value: Any, what: str) -> int:

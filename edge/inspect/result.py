@@ -26,6 +26,7 @@ archive, with an executable's extension: edge.digest.rules.EXECUTABLE_EXTENSIONS
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,7 @@ MAX_FILES = 10_000  # entries in a result, par2's and archives' together
 # JSON) far under the 4 MiB the data center takes.
 MAX_FILES_JSON = 3 * 1024 * 1024
 MAX_NAME = 1_024
+HASH16K = 16 * 1024  # PAR2 hashes a file's first 16 KiB (its hash16k)
 FLAGS = ("encrypted_headers", "executable", "password_url")
 
 _PAR2_VOLUME = re.compile(r"\.vol(\d+)\+(\d+)\.par2$", re.IGNORECASE)
@@ -56,6 +58,17 @@ _FIRST_VOLUMES = (
 
 
 @dataclass(frozen=True, slots=True)
+class ReadFile:
+    """A file whose first article was read, as posted: its name and size as its yEnc header
+    gives them, and the MD5 of its first 16 KiB (PAR2's hash16k), which is what ties an
+    obfuscated file to the par2 set that lists it under its real name."""
+
+    name: str
+    size: int
+    hash16k: str
+
+
+@dataclass(frozen=True, slots=True)
 class InspectedFile:
     name: str
     size: int | None
@@ -67,6 +80,7 @@ class InspectedFile:
 @dataclass(slots=True)
 class PostInspection:
     files: list[InspectedFile] = field(default_factory=list)
+    read: list[ReadFile] = field(default_factory=list)  # the files read from their start
     name: str | None = None  # the release name the .nfo shows
     nfo: str | None = None
     imdb: int | None = None
@@ -110,6 +124,7 @@ class PostInspection:
         return {
             "files": files,
             "files_left_out": len(self.files) - len(files),
+            "read": [{"name": entry.name, "size": entry.size, "hash16k": entry.hash16k} for entry in self.read],
             "name": self.name,
             "nfo": self.nfo,
             "imdb": self.imdb,
@@ -225,6 +240,9 @@ def inspect_post(bodies: Mapping[str, bytes], *, missing: int = 0, max_body: int
     for entry in files.values():
         runs = _runs(entry.pieces)
         head = runs[0][1] if runs and runs[0][0] == 0 else None
+        if head is not None and entry.size is not None and len(head) >= min(entry.size, HASH16K):
+            result.read.append(ReadFile(entry.names[0][:MAX_NAME], entry.size,
+                                        hashlib.md5(head[:HASH16K]).hexdigest()))
         if head is None:
             result.count("no_first_article")
         elif par2.is_par2(head):

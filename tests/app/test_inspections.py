@@ -120,6 +120,11 @@ def test_an_expired_lease_goes_to_the_next_node_and_a_given_back_one_is_leased_a
     ({"imdb": 0}, "imdb"),
     ({"imdb": 2**40}, "imdb"),
     ({"bytes_read": "many"}, "bytes_read"),
+    ({"read": [{"size": 1}]}, "hash16k"),
+    ({"read": [{"size": 1, "hash16k": "zz"}]}, "hash16k"),
+    ({"read": [{"hash16k": "0" * 32}]}, "size"),
+    ({"read": [{"size": 1, "hash16k": "0" * 32}] * (inspections.MAX_READ + 1)}, "read"),
+    ({"files": [{"name": "a", "hash16k": "x" * 32}]}, "hash16k"),
 ])
 def test_bad_results_get_400_and_change_nothing(queued, clean_db, result, why):
     client, a, _ = queued
@@ -251,3 +256,45 @@ def test_rules_list_counts_the_posts_each_flag_rule_dropped(queued, clean_db, cl
     assert client.post(f"{API}/inspections/{leased['id']}/result", json={"password": 1}, headers=a).status_code == 200
     listed = json.loads(cli_runner.invoke(args=["seed", "rules", "list", "--json"]).output)
     assert [(r["name"], r["posts_dropped"]) for r in listed] == [("no-pw", 1), ("inspected-executable", 0)]
+
+
+def test_an_obfuscated_posts_files_join_the_post_of_the_par2_set_that_lists_them(client, clean_db):
+    """Every file with a random subject and a random poster: three posts, until their inspections
+    tie them by the MD5 of each file's first 16 KiB and its size to the par2 set listing them;
+    whichever comes first, they end as one post under the real name, and stay one."""
+    from app.services.ingest import posts as post_service
+
+    names = ["3f9a1c0e5b7d2a4f6c8e0a1b3d5f7a9c", "8b2e4d6f0a1c3e5a7b9d1f3a5c7e9b0d", "c5e7a9b1d3f5a7c9e1b3d5f7a9c1e3b5"]
+    group = "alt.binaries.misc"
+    lines_by = []
+    for index, name in enumerate(names):
+        lines_by += lines(name, [f"{name}.bin"], [b"x%d <x%d@r%d.example>" % (index, index, index)], first=index)
+    store_groups({group: lines_by})
+    with session_scope() as s:
+        _, token = make_node(s, "edge-a")
+    a = {"Authorization": f"Bearer {token}"}
+    leased = {i["name"]: i for i in client.post(f"{API}/inspections/lease", json={"max": 10}, headers=a).json["inspections"]}
+    assert set(leased) == set(names)
+    h = ["%032x" % (n * 7919) for n in (1, 2)]
+    real = "Real.Name.2024.1080p.WEB.h264-GRP"
+    results = [
+        (names[1], {"read": [{"name": "v1", "size": 700_000, "hash16k": h[0]}]}),
+        (names[0], {"name": real, "files": [
+            {"name": f"{real}.part1.rar", "size": 700_000, "source": "par2", "hash16k": h[0]},
+            {"name": f"{real}.part2.rar", "size": 650_000, "source": "par2", "hash16k": h[1]}]}),
+        (names[2], {"read": [{"name": "v2", "size": 650_000, "hash16k": h[1]}]}),
+    ]
+    for name, result in results:
+        answer = client.post(f"{API}/inspections/{leased[name]['id']}/result", json=result, headers=a)
+        assert answer.status_code == 200, answer.json
+    (post,) = query(clean_db, "SELECT key, name, releases FROM posts")
+    assert (post.name, post.releases, post.key) == (real, 3, leased[names[0]]["post_key"])
+    with session_scope() as s:
+        assert [p.name for p in search.search_posts(s, "real name 2024").items] == [real]
+    assert_posts_summed(clean_db)
+    # A later batch with more of a joined file: the join of its name keeps it in the par2 set's post.
+    group_id = scalar(clean_db, "SELECT id FROM groups WHERE name = :n", n=group)
+    with session_scope() as s:
+        post_service.join_posts(s, group_id, [leased[names[2]]["post_key"], leased[names[1]]["post_key"]])
+    assert [tuple(r) for r in query(clean_db, "SELECT name, releases FROM posts")] == [(real, 3)]
+    assert_posts_summed(clean_db)

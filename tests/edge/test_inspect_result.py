@@ -208,3 +208,24 @@ def test_yenc_bodies_of_samples_with_bytes_changed_never_raise(name, changes, la
 @given(st.binary(max_size=2000), st.sampled_from(["a.nfo", "a.rar", "a"]))
 def test_any_bytes_never_raise(data, label):
     inspect_post({label: data, label + "#y": b"=ybegin line=128 size=9 name=a\r\n" + data}).to_dict()
+
+
+def test_files_read_from_their_start_carry_the_hash_their_par2_set_lists(tmp_path):
+    """An obfuscated file (a random name on Usenet) is tied to the par2 set that lists it under its
+    real name by the MD5 of its first 16 KiB and its size."""
+    from simnews.yencpost import make_release
+
+    release = make_release(tmp_path, "Real.Name.2024.1080p.WEB.h264-GRP", seed=3, size=300_000, volumes=2,
+                           part_size=100_000)
+    index = next(f for f in release.par2_files if ".vol" not in f.name)
+    volume = release.files[0]
+    data = volume.path.read_bytes()
+    bodies = {"a1b2c3": first_article(index.path.read_bytes(), "a1b2c3"),
+              "d4e5f6": first_article(data, "d4e5f6", part_size=50_000)}
+    found = inspect_post(bodies)
+    listed = {f.hash16k: (f.name, f.size) for f in found.files if f.source == "par2"}
+    read = {r.name: r for r in found.read}
+    assert listed[read["d4e5f6"].hash16k] == (volume.name, len(data)) and read["d4e5f6"].size == len(data)
+    assert found.to_dict()["read"] == [{"name": r.name, "size": r.size, "hash16k": r.hash16k} for r in found.read]
+    # A later article alone (not the file's start) gives no hash.
+    assert inspect_post({"d4e5f6": article(data, "d4e5f6", 2, part_size=50_000)}).read == []

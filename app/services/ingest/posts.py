@@ -74,6 +74,14 @@ NAMESAKES = text("""
            SELECT name_hash FROM releases WHERE group_id = :g AND key = ANY(:keys) AND name_hash IS NOT NULL))
 """)
 CURRENT = text("SELECT key, post_key FROM release_posts WHERE group_id = :g AND key = ANY(:keys)")
+# Releases pinned to the post of an anchor release by an inspection (app.services.inspections),
+# among these or anchored at one of these, with the anchor's post now.
+PINS = text("""
+    SELECT j.release_key, j.anchor, coalesce(x.post_key, j.anchor) AS anchor_post
+      FROM inspection_joins j
+      LEFT JOIN release_posts x ON x.group_id = j.group_id AND x.key = j.anchor
+     WHERE j.group_id = :g AND (j.release_key = ANY(CAST(:keys AS bigint[])) OR j.anchor = ANY(CAST(:keys AS bigint[])))
+""")
 FORGET = text("DELETE FROM release_posts WHERE group_id = :g AND key = ANY(:keys)")
 JOIN = text("""
     INSERT INTO release_posts (group_id, key, post_key)
@@ -202,6 +210,13 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
     wanted: dict[int, int] = {}
     for namesakes in by_name.values():
         wanted.update(posts_of(namesakes))
+    # Releases an inspection joined into the post of the par2 set listing their files stay there
+    # (app.services.inspections.join_by_par2): in the post of their anchor release.
+    pinned: set[int] = set()
+    for release, anchor, anchor_post in session.execute(PINS, {"g": group_id,
+                                                              "keys": sorted(set(wanted) | set(batch_keys))}):
+        wanted[release] = wanted.get(anchor, anchor_post)
+        pinned.add(wanted[release])
     keys = sorted(wanted)
     current = dict(session.execute(CURRENT, {"g": group_id, "keys": keys}).all()) if keys else {}
     forget = [key for key in keys if wanted[key] == key and key in current]
@@ -223,8 +238,17 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
         if key not in wanted:
             members[key].append(key)
     refreshed = {post: members.get(post, []) for post in sorted(refresh)}
+    releases = {row.key: (row.name, row.files_seen) for row in rows}
+    if pinned & refresh:
+        # A post holding releases of other names: its members as they are now, whatever names.
+        for post in sorted(pinned & refresh):
+            refreshed[post] = [key for (key,) in session.execute(POST_MEMBERS, {"g": group_id, "key": post})]
+        unknown = sorted({key for keys in refreshed.values() for key in keys} - set(releases))
+        if unknown:
+            releases.update((row.key, (row.name, row.files_seen))
+                            for row in session.execute(RELEASE_NAMES, {"g": group_id, "keys": unknown}))
     group = rows[0].group_name if rows else ""
-    named = names_of(session, group_id, group, refreshed, {row.key: (row.name, row.files_seen) for row in rows})
+    named = names_of(session, group_id, group, refreshed, releases)
     failed = refresh_posts_isolated(session, group_id, refreshed, named)
     inspections.queue(session, group_id, [post for post, keys in refreshed.items() if keys])
     if failed:
