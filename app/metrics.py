@@ -296,6 +296,15 @@ class SeedCollector:
             batches = session.execute(text(
                 "SELECT state, count(*), extract(epoch FROM now() - min(accepted_at))::float8 FROM seed_batches"
                 " WHERE state IN ('accepted', 'stored', 'failed') GROUP BY state")).all()
+            # The inspections waiting and under way (their partial indexes; the done ones grow with
+            # the catalog and are not counted at each scrape).
+            inspecting = dict(session.execute(text(
+                "SELECT state, count(*) FROM post_inspections WHERE state IN ('queued', 'leased') GROUP BY state")).all())
+        waiting = GaugeMetricFamily("seed_inspections", "Inspections of posts queued for a node, and leased to one.",
+                                    labels=["state"])
+        for state in ("queued", "leased"):
+            waiting.add_metric([state], inspecting.get(state, 0))
+        yield waiting
 
         by_state = GaugeMetricFamily("seed_ranges", "Ranges by group and state.", labels=["group", "state"])
         counts = {(group_id, status): count for group_id, status, count in ranges}

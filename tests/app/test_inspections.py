@@ -298,3 +298,17 @@ def test_an_obfuscated_posts_files_join_the_post_of_the_par2_set_that_lists_them
         post_service.join_posts(s, group_id, [leased[names[2]]["post_key"], leased[names[1]]["post_key"]])
     assert [tuple(r) for r in query(clean_db, "SELECT name, releases FROM posts")] == [(real, 3)]
     assert_posts_summed(clean_db)
+
+
+def test_metrics_tell_the_inspections_waiting_and_under_way(queued, clean_db):
+    from app.services import operators
+    from tests.app.test_metrics import sample, scrape
+
+    client, a, _ = queued
+    with session_scope() as s:
+        _, key = operators.create_key(s, "ops")
+    assert (sample(scrape(client, key), "seed_inspections", state="queued"),
+            sample(scrape(client, key), "seed_inspections", state="leased")) == (1, 0)
+    client.post(f"{API}/inspections/lease", headers=a)
+    samples = scrape(client, key)
+    assert (sample(samples, "seed_inspections", state="queued"), sample(samples, "seed_inspections", state="leased")) == (0, 1)
