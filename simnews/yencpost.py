@@ -326,6 +326,44 @@ def post_files(files: Sequence[ReleaseFile | str | Path], group: str, poster: st
     return articles
 
 
+_OBFUSCATED_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def post_obfuscated(files: Sequence[ReleaseFile | str | Path], group: str, *, namespace: str, seed: int,
+                    part_size: int = PART_SIZE, date: dt.datetime | None = None) -> list[Article]:
+    """The articles of `files` posted as obfuscating posting tools post them: every file under a
+    random 32-character name of its own (its subject ``NAME yEnc (p/P)``, no file counter, and
+    its yEnc ``name=``) by a random poster from a random mail domain of its own, so that nothing
+    in the headers ties the files together or tells what they are; only the par2 set among them
+    lists their real names. The truth keeps each file's real name."""
+    rng = random.Random(seed)
+    paths = [f.path if isinstance(f, ReleaseFile) else Path(f) for f in files]
+    moment = date or dt.datetime.now(dt.timezone.utc)
+    date_bytes = _DateFormatter()(int(moment.timestamp()))
+    articles = []
+    for index, path in enumerate(paths, 1):
+        data = path.read_bytes()
+        hidden = "".join(rng.choice(_OBFUSCATED_ALPHABET) for _ in range(32))
+        user = "".join(rng.choice(_OBFUSCATED_ALPHABET) for _ in range(rng.randint(6, 12)))
+        domain = "".join(rng.choice(_OBFUSCATED_ALPHABET[:26]) for _ in range(rng.randint(5, 10)))
+        poster = f"{user} <{user}@{domain}.com>"
+        parts = max(1, -(-len(data) // part_size))
+        file_crc = zlib.crc32(data)
+        for part in range(1, parts + 1):
+            chunk = data[(part - 1) * part_size:part * part_size]
+            begin = (part - 1) * part_size + 1
+            body = yenc_body(chunk, hidden, part, parts, begin, len(data), file_crc)
+            subject = f"{hidden} yEnc ({part}/{parts})"
+            mid = message_id(namespace, group, hidden, index, part)
+            raw = _raw_article(poster.encode(), group.encode(), subject.encode(), date_bytes, mid.encode(),
+                               body, body.count(b"\r\n"))
+            truth = YencTruth(filename=path.name, file_index=index, file_count=len(paths), part=part, parts=parts,
+                              begin=begin, end=begin + len(chunk) - 1, file_size=len(data), group=group,
+                              bytes=len(raw))
+            articles.append(Article(mid, raw, truth=truth))
+    return articles
+
+
 def article_body(article: Article) -> bytes:
     """The body of an article as posted (after the blank line that ends the header)."""
     return article.raw.split(b"\r\n\r\n", 1)[1]

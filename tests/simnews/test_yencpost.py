@@ -222,3 +222,28 @@ def test_the_file_counter_is_padded_to_the_width_of_the_count(tmp_path):
     subjects = [a.raw.split(b"\r\nSubject: ", 1)[1].split(b"\r\n", 1)[0].decode() for a in articles]
     assert subjects[0] == '[01/12] - "f0.bin" yEnc (1/1)'
     assert subjects[11] == '[12/12] - "f11.bin" yEnc (1/1)'
+
+
+def test_obfuscated_posting_hides_every_files_name_and_poster(tmp_path):
+    from simnews.yencpost import post_obfuscated
+
+    release = make_release(tmp_path, "Real.Name.2024.1080p.WEB.h264-GRP", seed=9, size=200_000, volumes=2,
+                           part_size=50_000)
+    articles = post_obfuscated(release.files, "alt.binaries.misc", namespace="obf", seed=4, part_size=50_000)
+    by_file: dict[str, list] = {}
+    for posted in articles:
+        by_file.setdefault(posted.truth.filename, []).append(posted)
+    assert set(by_file) == {f.name for f in release.files}
+    headers = {}
+    for name, posted in by_file.items():
+        head = posted[0].raw.split(b"\r\n\r\n", 1)[0].decode()
+        subject = next(line for line in head.split("\r\n") if line.startswith("Subject: "))[9:]
+        poster = next(line for line in head.split("\r\n") if line.startswith("From: "))[6:]
+        hidden = subject.split(" yEnc ")[0]
+        assert len(hidden) == 32 and hidden.isalnum() and "Real" not in subject, subject
+        headers[name] = (hidden, poster)
+        # Every part of a file by one poster under one name; the file comes back whole.
+        data = b"".join(decode_yenc(article_body(a)) for a in posted)
+        assert data == next(f for f in release.files if f.name == name).path.read_bytes()
+    assert len({h for h, _ in headers.values()}) == len(headers)
+    assert len({p.split("@")[1] for _, p in headers.values()}) == len(headers)  # a domain of its own each
