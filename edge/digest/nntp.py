@@ -1,7 +1,7 @@
 """Our own NNTP client (RFC 3977), made for fetching overview data fast and safely.
 
 Plain TCP or TLS (NNTPS, or STARTTLS), AUTHINFO USER/PASS, CAPABILITIES, MODE READER, GROUP,
-LIST OVERVIEW.FMT, OVER/XOVER, DATE and QUIT, with compression where the server offers it:
+LIST OVERVIEW.FMT, OVER/XOVER, BODY, DATE and QUIT, with compression where the server offers it:
 
 - RFC 8054 ``COMPRESS DEFLATE`` (INN 2 has it): from the 206 reply on, both directions of the
   connection are raw deflate streams (wbits -15). Order: TLS, then AUTHINFO, then COMPRESS.
@@ -18,9 +18,12 @@ memory stays bounded whatever the range. What a server sends is bounded too: a r
 lines than the numbers asked for, more bytes than they can hold, lines numbered outside them, a
 line that never ends (past MAX_OVERVIEW_LINE) or a short text reply over MAX_LINE in all is a
 protocol error. An overview line past MAX_KEPT_LINE is cut to it (its start is enough for the
-digest to reject it by its reason): one hostile article never fails its range. Every socket operation has a timeout; error replies,
-dropped connections, timeouts and broken streams raise an :class:`NNTPError` subclass. After a
-connection-level error (anything but :class:`NNTPReplyError`) the client is closed.
+digest to reject it by its reason): one hostile article never fails its range. A BODY reply is
+read whole, up to a byte limit the caller gives: one that goes on past it is a protocol error
+(its readers want a few small articles, never more than their budget). Every socket operation
+has a timeout; error replies, dropped connections, timeouts and broken streams raise an
+:class:`NNTPError` subclass. After a connection-level error (anything but :class:`NNTPReplyError`)
+the client is closed.
 """
 from __future__ import annotations
 
@@ -57,6 +60,9 @@ MAX_OVERVIEW_LINE = 64 * 1024 * 1024
 
 CRLF = b"\r\n"
 TERMINATOR = b"\r\n.\r\n"
+# RFC 3977's message-id: "<", printable US-ASCII without "<" or ">", ">", 250 bytes at most. One
+# with a space, CR or LF would end the command early and let its rest be read as a second one.
+_MESSAGE_ID = re.compile(r"<[\x21-\x3b\x3d\x3f-\x7e]{1,248}>")
 _DOT_AFTER_LF = re.compile(rb"\n\.")
 
 
@@ -120,6 +126,11 @@ class NNTPTimeout(NNTPConnectionError):
 
 class NNTPProtocolError(NNTPConnectionError):
     """The server sent something that cannot be read (bad status line, corrupt compression)."""
+
+
+class NNTPReplyTooLong(NNTPProtocolError):
+    """A BODY reply went on past the bytes the caller allowed; the client is closed (the rest of
+    the reply was never read, so the connection cannot be used again)."""
 
 
 class GroupInfo(NamedTuple):
@@ -463,6 +474,48 @@ class NNTPClient:
                 if fields[0] == wanted and len(fields) > layout.date:
                     date = parse_date(fields[layout.date])
         return date
+
+    def body(self, message_id: str, max_bytes: int) -> bytes | None:
+        """BODY ``<message-id>``: the article's body, dot-stuffing taken off, each line ending in
+        CRLF as it came (the terminating ``.`` line left out); None when the server has no such
+        article (430, or 423 from servers that answer so).
+
+        At most `max_bytes` of the reply's data block are read: one that goes on past them raises
+        NNTPReplyTooLong and closes the connection (the rest of the reply is never read, so the
+        connection cannot be used again). A message-id that is not ``<...>`` of printable ASCII
+        without spaces raises ValueError before anything is sent. A reply the server marks as
+        compressed (XFEATURE COMPRESS GZIP) is refused (NNTPProtocolError, the connection
+        closed): the body's readers connect without it, yEnc data does not compress."""
+        if not isinstance(message_id, str) or not _MESSAGE_ID.fullmatch(message_id):
+            raise ValueError(f"not a message-id: {str(message_id)[:80]!r}")
+        if max_bytes < 0:
+            raise ValueError("max_bytes must not be negative")
+        code, message = self._command(f"BODY {message_id}", (222, 423, 430))
+        if code != 222:
+            return None
+        if "COMPRESS=GZIP" in message.upper():
+            raise self._broken(NNTPProtocolError(f"BODY {message_id}: a compressed reply is not read"))
+        return self._read_body(message_id, max_bytes)
+
+    def _read_body(self, message_id: str, max_bytes: int) -> bytes:
+        """The data block of a BODY reply up to its terminator, at most max_bytes of it, unstuffed."""
+        # Searched with a CRLF in front, so that a terminator right at the start (an empty body)
+        # is found as one after a line.
+        data = bytearray(CRLF)
+        data += self._buffer
+        self._buffer = b""
+        searched = 0
+        while True:
+            end = data.find(TERMINATOR, searched)
+            # (The data block, its terminator not counted, is data[2:end + 2]: `end` bytes.)
+            if end > max_bytes or (end < 0 and len(data) - 2 > max_bytes + 3):
+                raise self._broken(NNTPReplyTooLong(
+                    f"the BODY {message_id} reply goes on past the {max_bytes} bytes allowed"))
+            if end >= 0:
+                self._buffer = bytes(data[end + len(TERMINATOR):])
+                return _unstuffed(bytes(data[2:end + 2]))
+            searched = max(0, len(data) - len(TERMINATOR) + 1)
+            data += self._recv()
 
     def date(self) -> datetime:
         """DATE: the server's clock (UTC)."""

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from edge.digest.settings import PLACEHOLDER_NNTP_HOST  # noqa: F401 - the node warns when NNTP_HOST is it
+# The node warns when NNTP_HOST is it, and inspects nothing by default.
+from edge.digest.settings import PLACEHOLDER_NNTP_HOST
 from edge.digest.settings import (
     NNTP_VARIABLES, NNTPSettings, SettingsError, boolean, integer, read, read_nntp_settings, readable_file, seconds,
 )
@@ -56,6 +57,15 @@ class EdgeConfig:
     spool_dir: str | None = None
     spool_max_mb: int = 2048
     poll_interval: float = 30.0  # how long to wait after "nothing to do" before asking again
+    # Inspections (edge/node/inspector.py): None means on when the node has a Usenet server
+    # (NNTP_HOST), off without one (it could read no article); INSPECT=0 turns them off.
+    inspect: bool | None = None
+    inspect_batch: int = 10  # inspections leased at once
+
+    @property
+    def inspecting(self) -> bool:
+        """Whether the node leases inspections."""
+        return self.inspect if self.inspect is not None else self.nntp.host != PLACEHOLDER_NNTP_HOST
 
     @property
     def chunks_in_flight(self) -> int:
@@ -159,6 +169,10 @@ SETTINGS = (
             "directory keeping fetched chunks until their batch is accepted (survives a restart)"),
     Setting("SPOOL_MAX_MB", "spool_max_mb", integer(1), "size cap of the spool directory in MiB"),
     Setting("POLL_INTERVAL", "poll_interval", seconds, "seconds to wait when there is nothing to do"),
+    Setting("INSPECT", "inspect", boolean,
+            "lease inspections: read a few small articles of posts whose names say nothing, with BODY "
+            "(default: 1 when NNTP_HOST is set; 0 turns them off)"),
+    Setting("INSPECT_BATCH", "inspect_batch", integer(1, 100), "inspections leased at once"),
 )
 
 
@@ -205,6 +219,8 @@ def load_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] |
     missing = [s.env for s in SETTINGS if s.attr in ("coordinator_url", "node_token") and s.attr not in values]
     if missing:
         raise ConfigError(f"{' and '.join(missing)} must be set (see `edge run --help`)")
+    if values.get("inspect") and nntp.host == PLACEHOLDER_NNTP_HOST:
+        raise ConfigError(f"{shown.get('INSPECT', 'INSPECT')}=1 needs a Usenet server to read articles from: set NNTP_HOST")
     if urlsplit(values["coordinator_url"]).scheme == "http" and not values.get("coordinator_insecure"):
         raise ConfigError(f"{shown.get('COORDINATOR_URL', 'COORDINATOR_URL')} is plain http://, which would send the "
                           "node token unencrypted: use https://, or set COORDINATOR_INSECURE=1 on a test network")

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from edge.node.retry import Backoff, pause
@@ -125,6 +125,69 @@ def parse_lease(data) -> Lease:
     return lease
 
 
+# What a node takes of an inspection lease, whatever the coordinator says: a hostile or broken
+# answer cannot make the node read more than this for one post, nor hold more of them.
+MAX_INSPECTION_BYTES = 16 * 1024 * 1024
+MAX_INSPECTION_FILES = 16
+MAX_INSPECTIONS = 100  # the API's own cap on one lease (docs/api.md)
+DEFAULT_INSPECTION_BYTES = 2 * 1024 * 1024  # docs/api.md: 2 MiB, when an answer leaves it out
+
+
+@dataclass(frozen=True)
+class InspectionFile:
+    """One article of a post to read: the first of one of its files."""
+
+    name: str
+    message_id: str
+    bytes: int  # the article's size as the overview said (headers included)
+
+
+@dataclass(frozen=True)
+class InspectionLease:
+    """A post to inspect (docs/api.md, Inspections), with the answer's lease_timeout and
+    max_bytes (the bytes to read of it at most) on each."""
+
+    id: int
+    group: str
+    post_key: int
+    name: str
+    files: tuple[InspectionFile, ...]
+    lease_timeout: int
+    max_bytes: int
+
+
+def parse_inspections(data: Any) -> list[InspectionLease]:
+    """The inspection lease answer, checked; BadAnswer says what is wrong. A message-id is kept as
+    the coordinator sent it: the NNTP client refuses one that is not ``<...>`` (its reader counts it)."""
+    if not isinstance(data, dict) or not isinstance(data.get("inspections"), list):
+        raise BadAnswer(f"inspection lease answer lacks its list of inspections: {str(data)[:200]}")
+    timeout = data.get("lease_timeout", 900)
+    max_bytes = data.get("max_bytes", DEFAULT_INSPECTION_BYTES)
+    if type(timeout) is not int or timeout < 1 or type(max_bytes) is not int or max_bytes < 1:
+        raise BadAnswer(f"inspection lease answer has a bad lease_timeout or max_bytes: {str(data)[:200]}")
+    entries = data["inspections"]
+    if len(entries) > MAX_INSPECTIONS:
+        raise BadAnswer(f"inspection lease answer has {len(entries)} inspections, more than {MAX_INSPECTIONS}")
+    leases = []
+    for entry in entries:
+        try:
+            files = tuple(InspectionFile(f["name"], f["message_id"], f.get("bytes", 0)) for f in entry["files"])
+            lease = InspectionLease(id=entry["id"], group=entry["group"], post_key=entry["post_key"],
+                                    name=entry.get("name") or "", files=files, lease_timeout=timeout,
+                                    max_bytes=min(max_bytes, MAX_INSPECTION_BYTES))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise BadAnswer(f"an inspection lacks {exc}: {str(entry)[:200]}") from None
+        if type(lease.id) is not int or lease.id < 1 or type(lease.post_key) is not int:
+            raise BadAnswer(f"an inspection has a bad id or post_key: {str(entry)[:200]}")
+        if not isinstance(lease.group, str) or not isinstance(lease.name, str) or len(files) > MAX_INSPECTION_FILES:
+            raise BadAnswer(f"an inspection has a bad group, name or list of files: {str(entry)[:200]}")
+        if not all(isinstance(f.name, str) and isinstance(f.message_id, str) and type(f.bytes) is int
+                   and f.bytes >= 0 for f in files):
+            raise BadAnswer(f"an inspection has a malformed file: {str(entry)[:200]}")
+        leases.append(lease)
+    return leases
+
+
 class _Transient(Exception):
     """An attempt failed in a way worth retrying."""
 
@@ -191,6 +254,28 @@ class Coordinator:
         body, headers = _json_body({"failure": failure}) if failure else (None, None)
         return self._call("POST", f"/ranges/{range_id}/release", "release", body=body, headers=headers,
                           deadline=deadline, stopping=True)[1]
+
+    def lease_inspections(self, count: int, on_retry: RetryHook | None = None) -> list[InspectionLease]:
+        """Up to `count` posts to inspect (POST /inspections/lease); [] when there is none (204)."""
+        body, headers = _json_body({"max": count})
+        status, data = self._call("POST", "/inspections/lease", "inspection_lease", body=body, headers=headers,
+                                  on_retry=on_retry)
+        return [] if status == 204 else parse_inspections(data)
+
+    def post_inspection(self, inspection_id: int, result: dict, on_retry: RetryHook | None = None) -> str:
+        """Post an inspection's result until the coordinator takes it: "stored", or "already_stored"
+        (an earlier answer was lost). Conflict (409) when another node holds it now."""
+        body, headers = _json_body(result)
+        answer = self._call("POST", f"/inspections/{inspection_id}/result", "inspection_result", body=body,
+                            headers=headers, on_retry=on_retry)[1]
+        return _status_of(answer, "inspection result")
+
+    def release_inspection(self, inspection_id: int, deadline: float) -> str:
+        """Give an inspection back ("queued", or its state when it is done or failed); made while
+        stopping, so it is not cut short by the stop."""
+        answer = self._call("POST", f"/inspections/{inspection_id}/release", "inspection_release",
+                            deadline=deadline, stopping=True)[1]
+        return _status_of(answer, "inspection release")
 
     def status(self, deadline: float | None = None) -> dict:
         """GET /status: what this node may see of the seed (the plan's totals by group among it)."""
@@ -314,6 +399,13 @@ class Coordinator:
 
 def _json_body(data: dict) -> tuple[bytes, dict]:
     return json.dumps(data).encode(), {"Content-Type": "application/json"}
+
+
+def _status_of(answer: dict, what: str) -> str:
+    status = answer.get("status")
+    if not isinstance(status, str) or not status:
+        raise BadAnswer(f"{what} answer has no status: {str(answer)[:200]}")
+    return status
 
 
 def _error_of(data: bytes) -> tuple[str, str]:

@@ -6,7 +6,10 @@ held range runs the range loop (edge.digest.runner.run_range) fed by the shared 
 coordinator's spool stream for spooled ranges), digesting each batch itself or, with
 DIGEST_PROCESSES, in a worker process (edge.node.digestpool), into a sink that posts it; the main
 thread waits for a stop (signal, fatal error, or nothing left to do with --once /
---exit-when-idle), then gives every held range back at its resume point and exits.
+--exit-when-idle), then gives every held range back at its resume point and exits. With INSPECT
+on (the default with NNTP settings), an inspector thread (edge.node.inspector) leases inspections
+beside the ranges, reads their few articles over an NNTP connection of its own and posts what they
+tell; on the way out it gives back every inspection it holds.
 
 What happens on failure: network errors, timeouts and 5xx are retried with backoff (a batch is
 never dropped while the coordinator may take it); 409 drops the range (it is not ours any
@@ -26,7 +29,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from edge.digest.batch import EncodedBatch
 from edge.digest.compiled import IMPL as COMPILED_IMPL
@@ -34,6 +37,7 @@ from edge.node.config import PLACEHOLDER_NNTP_HOST, ConfigError, EdgeConfig, add
 from edge.node.coordinator import (BadAnswer, CertificateRejected, Conflict, Coordinator, CoordinatorError, Lease,
                               Refused, Unauthorized, Unreachable)
 from edge.node.digestpool import DigestPool, DigestWorkerLost
+from edge.node.inspector import Inspector
 from edge.node.localspool import LocalSpool
 from edge.digest.overview import DEFAULT_LAYOUT
 from edge.node.prefetch import WAKE_INTERVAL, ChunkUnavailable, FatalNNTPError, Prefetcher
@@ -293,6 +297,9 @@ class Node:
         # however many of the node's ranges end meanwhile (their ends bring it no new work), or
         # at once when the node has no range left (--exit-when-idle asks before it exits).
         self._nothing_to_do = False
+        # --exit-when-idle with nothing to lease while the inspector has inspections: asked again
+        # as soon as it has none (_inspector_idle).
+        self._waiting_for_inspections = False
         # --exit-when-idle with nothing to lease while other nodes hold ranges: asked again
         # every OTHERS_POLL_INTERVAL at most, so that the node exits soon after the last is done.
         self._waiting_for_others = False
@@ -302,6 +309,13 @@ class Node:
         self._turns = DigestTurns(self.stop, max(1, self.digest_processes))
         stream = stream or sys.stderr
         self.reporter = LiveDisplay(stream, self._rows) if live else JsonLog(stream)
+        # Inspections, beside the ranges: not with --once (one range, then exit), nor with INSPECT
+        # off or without a Usenet server to read them from (config.inspecting).
+        self.inspector = (Inspector(self.coordinator, replace(config.nntp, compress=False).connect, stop=self.stop,
+                                    batch=config.inspect_batch, poll_interval=config.poll_interval,
+                                    on_event=self.event, on_fatal=self._fail_node,
+                                    on_idle=self._inspector_idle if exit_when_idle else None)
+                          if config.inspecting and not once else None)
 
     # -- running and stopping --------------------------------------------------------------
 
@@ -313,7 +327,7 @@ class Node:
         self.event("start", coordinator=config.coordinator_url,
                    nntp=config.nntp.address, connections=config.nntp_connections,
                    max_leases=config.max_leases, digest_processes=self.digest_processes,
-                   spool_dir=config.spool_dir, impl=COMPILED_IMPL,
+                   spool_dir=config.spool_dir, impl=COMPILED_IMPL, inspect=self.inspector is not None,
                    warning="; ".join(config.warnings + (
                        ("NNTP_HOST is not set: only spooled ranges are taken, others are given back",)
                        if self.no_server else ())) or None)
@@ -321,6 +335,8 @@ class Node:
             self.digest_pool.start()  # while the first lease is asked for
         self._control = threading.Thread(target=self._control_loop, name="control", daemon=True)
         self._control.start()
+        if self.inspector is not None:
+            self.inspector.start()
         while not self.stop.wait(WAKE_INTERVAL):
             pass
         self._shut_down()
@@ -360,9 +376,12 @@ class Node:
         if self.exit_code not in (EXIT_UNAUTHORIZED, EXIT_CERTIFICATE):
             for held in self._running():
                 self._give_back(held)
+            if self.inspector is not None:
+                self.inspector.close()
         if self.digest_pool is not None:
             self.digest_pool.close()
-        self.event("stop", exit_code=self.exit_code, meaning=EXIT_CODES.get(self.exit_code, ""))
+        self.event("stop", exit_code=self.exit_code, meaning=EXIT_CODES.get(self.exit_code, ""),
+                   inspections=self.inspector.counts.as_dict() if self.inspector is not None else None)
         self.reporter.close()
 
     def _give_back(self, held: HeldRange, failure: str | None = None) -> None:
@@ -441,6 +460,14 @@ class Node:
         self._nothing_to_do = lease is None
         if lease is None:
             if (self.exit_when_idle or self.once) and not self._running():
+                # Inspections under way (or not asked for yet) are work too: the inspector tells
+                # the control loop when it waits with none held (_inspector_idle), and the node
+                # asks again then. (Set before the look, so that a change right after it is not missed.)
+                self._waiting_for_inspections = True
+                if self.inspector is not None and not self.inspector.idle:
+                    self.event("idle", reason="no range to lease; waiting for the inspections under way")
+                    return False
+                self._waiting_for_inspections = False
                 leased = self._leased_elsewhere()
                 if not leased:
                     self.finish(EXIT_OK, reason="nothing to do")
@@ -469,6 +496,11 @@ class Node:
             self._give_back(HeldRange(lease, lease.next_id))
             return True  # another range (a spooled one) may be waiting
         return self._start(lease)
+
+    def _inspector_idle(self) -> None:
+        """The inspector waits with nothing held: a control loop that waits for it asks again now."""
+        if self._waiting_for_inspections:
+            self._changed.set()
 
     def _leased_elsewhere(self) -> int:
         """How many ranges of the plan are leased while this node holds none (GET /status: the
@@ -603,7 +635,10 @@ class Node:
 
     def _rows(self) -> list[str]:
         held = sorted(self._running(), key=lambda h: h.lease.range_id)
-        return [TABLE_HEADER] + [h.row() for h in held] if held else ["(no range held)"]
+        rows = [TABLE_HEADER] + [h.row() for h in held] if held else ["(no range held)"]
+        if self.inspector is not None:
+            rows.append(self.inspector.counts.row())
+        return rows
 
 
 # -- `edge run` ------------------------------------------------------------------------------
