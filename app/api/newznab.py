@@ -31,6 +31,7 @@ import logging
 import urllib.parse
 from datetime import date, datetime, timezone
 from email.utils import format_datetime
+from typing import NamedTuple
 from xml.etree import ElementTree as ET
 
 from flask import Blueprint, Response, request
@@ -56,6 +57,7 @@ ET.register_namespace("newznab", NEWZNAB_NS)
 ET.register_namespace("atom", ATOM_NS)
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 100  # caps says so; a bigger limit is served as this many
+MAX_INSIDE = 200  # files inside a post that t=details lists
 HUGE = 1_000_000  # a limit or offset past this is not a client's mistake to round off
 ERRORS = {100: "Incorrect user credentials", 200: "Missing parameter", 201: "Incorrect parameter",
           202: "No such function", 203: "Function not available", 300: "No such item",
@@ -121,6 +123,8 @@ def api():
                 posts, total, offset = _search(session, function)
             elif function == "details":
                 posts, total, offset = _details(session), 1, 0
+                return _feed(session, posts, total, offset, _use(session, key, grab=False), as_json,
+                             inside=_inside(session, posts[0]))
             elif function == "getnfo":
                 answer = _nfo(session, as_json)
                 _use(session, key, grab=False)
@@ -307,6 +311,16 @@ def _details(session: Session) -> list[search.PostSummary]:
     return [details.post]
 
 
+def _inside(session: Session, post: search.PostSummary) -> Inside:
+    """What an inspection found in the post, for t=details: whether it has an NFO, and the files
+    its par2 set and archives list (the first MAX_INSIDE)."""
+    found = inspections.found_of(session, post.group_id, post.key)
+    if found is None or found.state != "done":
+        return Inside(None, [])
+    files = [(f["name"], f.get("size")) for f in found.files or []][:MAX_INSIDE]
+    return Inside(found.nfo is not None, files)
+
+
 def _nfo(session: Session, as_json: bool) -> Response:
     """t=getnfo: the NFO an inspection read of the post, in an item's description (or the text
     itself with o=file); 300 when there is none."""
@@ -375,8 +389,15 @@ def _caps(as_json: bool, usage: apikeys.Usage | None) -> Response:
     return _xml(caps)
 
 
+class Inside(NamedTuple):
+    """t=details' extra: nfo is None when the post was not inspected."""
+
+    nfo: bool | None
+    files: list[tuple[str, int | None]]
+
+
 def _feed(session: Session, posts: list[search.PostSummary], total: int, offset: int, usage: apikeys.Usage,
-          as_json: bool) -> Response:
+          as_json: bool, inside: Inside | None = None) -> Response:
     """A page of results as RSS 2.0 with newznab attributes, or its newznab JSON (the same document
     read back as _as_dict reads any). Written as text: a page is up to 1,700 elements, which
     ElementTree would take several times longer to build and write."""
@@ -407,11 +428,23 @@ def _feed(session: Session, posts: list[search.PostSummary], total: int, offset:
             attributes.append(("password", post.password))
         if extended:
             attributes += _extended(post)
+        description = name
+        if inside is not None:
+            # t=details: whether an NFO was read (t=getnfo gives it), and the files inside, listed
+            # in the description and as newznab's file attrs (name, then size, as nZEDb has them).
+            if inside.nfo is not None:
+                attributes.append(("nfo", int(inside.nfo)))
+            for file_name, size in inside.files:
+                attributes.append(("file", xml_attribute(file_name)))
+            if inside.files:
+                description += xml_text("\n" + "\n".join(
+                    f"{file_name} ({size:,} bytes)" if size is not None else file_name
+                    for file_name, size in inside.files))
         parts.append(
             f"<item><title>{name}</title>"
             f'<guid isPermaLink="true">{xml_text(api_url)}?t=details&amp;id={post.key}</guid>'
             f"<link>{get_url}</link><pubDate>{_rfc822(post.last_post)}</pubDate>"
-            f"<category>{xml_text(category.name)}</category><description>{name}</description>"
+            f"<category>{xml_text(category.name)}</category><description>{description}</description>"
             f'<enclosure url="{get_url}" length="{post.bytes}" type="application/x-nzb" />'
             + "".join(f'<newznab:attr name="{n}" value="{v}" />' for n, v in attributes)
             + "</item>")

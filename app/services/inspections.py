@@ -12,7 +12,9 @@ it or held it last, is answered as stored. docs/api.md has the contract.
 """
 from __future__ import annotations
 
+import re
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -21,7 +23,7 @@ from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from app.models import InspectionState, PostInspection, SeedNode
-from app.services import rules
+from app.services import postnames, rules
 from app.services.errors import Conflict, NotFound, ServiceError
 from edge.inspect.result import wanted_files
 
@@ -38,12 +40,24 @@ MAX_NAME = 1_024
 MAX_NFO = 64 * 1024
 MAX_FLAGS = ("executable", "password_url", "encrypted_headers")  # the flags a node may send
 MAX_ID = 2**31 - 1
+# What a file name ends with past its release's name: volumes, recovery sets, one extension.
+_EXTENSIONS = re.compile(r"(\.(part|vol)\d+(\+\d+)?)?(\.(7z|zip|tar))?\.(\w{1,4}|\d{3})$", re.IGNORECASE)
+MISC = 8010
+# A 7-Zip archive or one of its volumes (name.7z, name.7z.001...): its stem and volume number.
+_7Z = re.compile(r"^(.*\.7z)(?:\.(\d{1,3}))?$", re.IGNORECASE)
 
-# Why a post is worth inspecting, tested in this order (the first that holds is its reason).
+# Why a post is worth inspecting, tested in this order (the first that holds is its reason): a
+# name that says nothing (a hash, or no category), files of several posters or one file alone
+# (an obfuscated post comes out as a post a file), or small files that tell what headers cannot
+# (an .nfo, a par2 index, an archive's first volume: what is inside, and whether it is locked).
+CONTENTS = r"\.(nfo|par2|rar|r00|zip|7z|7z\.0*1)$"
 REASONS = (
     ("hashed", "p.category = 8020"),
     ("misc", "p.category = 8010"),
     ("posters", "strpos(p.posters, E'\\n') > 0"),
+    ("one_file", "p.files_seen = 1"),
+    ("contents", "EXISTS (SELECT FROM files f WHERE f.group_id = p.group_id AND f.release_key = p.key"
+                 f" AND f.name ~* '{CONTENTS}')"),
 )
 QUEUE = text(f"""
     INSERT INTO post_inspections (group_id, post_key, reason, priority)
@@ -62,7 +76,8 @@ NEXT = text("""
      LIMIT :count
        FOR UPDATE SKIP LOCKED
 """)
-# A post's files with the first article of each: its own release's and those joined into it.
+# A post's files with the first and the last article of each: its own release's and those joined
+# into it.
 POST_FILES = text("""
     WITH members AS (
         SELECT CAST(:key AS bigint) AS key
@@ -70,12 +85,16 @@ POST_FILES = text("""
         UNION ALL
         SELECT x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = :key
     )
-    SELECT f.name, a.bytes, a.message_local || h.host AS message_id
+    SELECT f.name, a.bytes, a.message_local || h.host AS message_id,
+           z.bytes AS last_bytes, z.message_local || hz.host AS last_message_id
       FROM members m
       JOIN files f ON f.group_id = :g AND f.release_key = m.key
       JOIN LATERAL (SELECT bytes, message_local, host_id FROM fragments
                      WHERE group_id = :g AND file_key = f.key ORDER BY part LIMIT 1) a ON true
+      JOIN LATERAL (SELECT bytes, message_local, host_id FROM fragments
+                     WHERE group_id = :g AND file_key = f.key ORDER BY part DESC LIMIT 1) z ON true
       JOIN message_hosts h ON h.id = a.host_id
+      JOIN message_hosts hz ON hz.id = z.host_id
      ORDER BY f.name
      LIMIT 10000
 """)
@@ -142,6 +161,18 @@ def _files_to_read(session: Session, group_id: int, post_key: int) -> list[dict[
             break
         total += row.bytes
         chosen.append({"name": name, "message_id": row.message_id, "bytes": row.bytes})
+    # 7-Zip writes its header (the files inside, and whether they or it are encrypted) at the end
+    # of the archive: the last article of its last volume is read too, when the budget allows.
+    for entry in list(chosen):
+        stem = _7Z.match(entry["name"])
+        if stem is None:
+            continue
+        volumes = {n: int(found[2] or 1) for n in names
+                   if (found := _7Z.match(n)) is not None and found[1].lower() == stem[1].lower()}
+        last = by_name[max(volumes, key=lambda n: (volumes[n], n))]
+        if last.last_message_id != entry["message_id"] and total + last.last_bytes <= MAX_BYTES:
+            total += last.last_bytes
+            chosen.append({"name": last.name, "message_id": last.last_message_id, "bytes": last.last_bytes})
     return chosen
 
 
@@ -190,6 +221,13 @@ def record(session: Session, node: SeedNode, inspection_id: int, result: Any) ->
     row.state, row.expires_at, row.error = InspectionState.DONE, None, None
     row.done_at = _now(session)
     group = session.execute(text("SELECT name FROM groups WHERE id = :g"), {"g": row.group_id}).scalar_one()
+    if row.inner_name is None and row.files:
+        # No .nfo named it: a post whose name says nothing takes the name its par2 set's or
+        # archive's files share.
+        post = session.execute(text("SELECT name, category FROM posts WHERE group_id = :g AND key = :key"),
+                               {"g": row.group_id, "key": row.post_key}).first()
+        if post is not None and (post.category == MISC or postnames.is_hashed(post.name, group)):
+            row.inner_name = name_of_files([f["name"] for f in row.files], group)
     flags = (row.flags or "").split(",") if row.flags else []
     row.dropped_by = rules.flag_verdict(session, group, flags + (["password"] if row.password == 1 else []))
     session.flush()
@@ -252,17 +290,24 @@ def join_by_par2(session: Session, row: PostInspection, read: list[dict[str, Any
         if pairs:
             session.execute(REMEMBER, {"g": group, "listed": is_listed, "key": key,
                                        "hashes": [h for h, _ in pairs], "sizes": [s for _, s in pairs]})
-    joins: list[tuple[int, int]] = []  # (post joined, the par2 set's post)
+    # The posts of the set: those that list its files (its par2 files, each an index or a
+    # recovery volume) and those whose files they list. All go into the post of the least key
+    # that lists them, whatever order their inspections come in: the last one joins them all.
+    listers: set[int] = set()
+    readers: set[int] = set()
     if listed:
-        found = session.execute(MATCHING, {"g": group, "listed": False, "key": key,
-                                           "hashes": [h for h, _ in listed], "sizes": [s for _, s in listed]})
-        joins += [(other, key) for (other,) in found]
+        listers.add(key)
+        for is_listed, into in ((True, listers), (False, readers)):
+            into.update(other for (other,) in session.execute(MATCHING, {
+                "g": group, "listed": is_listed, "key": key,
+                "hashes": [h for h, _ in listed], "sizes": [s for _, s in listed]}))
     if mine:
-        found = session.execute(MATCHING, {"g": group, "listed": True, "key": key,
-                                           "hashes": [h for h, _ in mine], "sizes": [s for _, s in mine]})
-        owners = sorted(other for (other,) in found)
-        if owners:
-            joins.append((key, owners[0]))
+        found = {other for (other,) in session.execute(MATCHING, {
+            "g": group, "listed": True, "key": key, "hashes": [h for h, _ in mine], "sizes": [s for _, s in mine]})}
+        if found:
+            listers.update(found)
+            readers.add(key)
+    joins = [(member, min(listers)) for member in sorted((listers | readers) - {min(listers)})] if listers else []
     if not joins:
         return set()
     from app.services.ingest.posts import JOIN_LOCK  # the join imports this module
@@ -270,14 +315,15 @@ def join_by_par2(session: Session, row: PostInspection, read: list[dict[str, Any
     session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group})
     emptied: set[int] = set()
     for joined, anchor in joins:
-        post = _current_post(session, group, anchor)
-        releases = [k for (k,) in session.execute(MEMBERS, {"g": group, "key": _current_post(session, group, joined)})]
-        if not releases or post == _current_post(session, group, joined):
+        # The whole post the joined release is in now moves (an earlier join may have put it in
+        # another par2 file's post: every post of the set ends as one), and both rows are summed again.
+        post, source = _current_post(session, group, anchor), _current_post(session, group, joined)
+        releases = [k for (k,) in session.execute(MEMBERS, {"g": group, "key": source})]
+        if not releases or post == source:
             continue
         session.execute(PIN, {"g": group, "anchor": anchor, "keys": releases})
         session.execute(MOVE, {"g": group, "post": post, "keys": releases})
-        emptied.add(joined)
-        emptied.add(post)
+        emptied.update((joined, source, post))
     return emptied
 
 
@@ -285,6 +331,17 @@ def _current_post(session: Session, group_id: int, release_key: int) -> int:
     """The post a release is in now."""
     return session.execute(text("SELECT coalesce((SELECT post_key FROM release_posts WHERE group_id = :g"
                                 " AND key = :key), :key)"), {"g": group_id, "key": release_key}).scalar_one()
+
+
+def name_of_files(names: list[str], group: str) -> str | None:
+    """The release name most of these files share once their extensions are taken off
+    (``Name.part01.rar``, ``Name.vol03+04.par2``, ``Name.7z.001`` are all ``Name``), if it says
+    more than a hash; None else."""
+    stems = Counter(_EXTENSIONS.sub("", name.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]) for name in names)
+    for stem, _ in sorted(stems.items(), key=lambda item: (-item[1], -len(item[0]), item[0])):
+        if stem and len(stem) <= MAX_NAME and not postnames.is_hashed(stem, group):
+            return stem
+    return None
 
 
 def check_result(result: Any) -> dict[str, Any]:

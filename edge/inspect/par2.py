@@ -43,6 +43,8 @@ MAX_FILES = 10_000
 MAX_NAME = 1_024  # bytes of a name kept
 MAX_FILE_SIZE = 2**48
 MAX_PACKETS = 1_000_000  # a bound on the loop; data of a few MB never has that many
+WANTED = (MAIN, FILE_DESCRIPTION, UNICODE_NAME, CREATOR)  # the packets read (and so hashed)
+HASH_BUDGET = 2  # bytes hashed at most, per byte of the data
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +84,8 @@ def read_par2(data: bytes, max_files: int = MAX_FILES) -> Par2Set:
     order: list[bytes] = []
     recovery_set: bytes | None = None
     position, end = data.find(MAGIC), len(data)
-    steps = 0
+    steps = hashed = 0
+    max_hashed = HASH_BUDGET * end + 64 * 1024
     while position >= 0 and steps < MAX_PACKETS:
         steps += 1
         if end - position < HEADER.size:
@@ -98,7 +101,20 @@ def read_par2(data: bytes, max_files: int = MAX_FILES) -> Par2Set:
             result.skip("truncated")
             position = data.find(MAGIC, position + 8)
             continue
+        if kind not in WANTED:
+            # Recovery slices and the like: never read, so never hashed (their bodies are most of
+            # a par2 volume); the next packet is looked for past this one's magic.
+            if kind not in KNOWN_OTHERS:
+                result.skip("unknown")
+            position = data.find(MAGIC, position + 8)
+            continue
         packet = memoryview(data)[position:position + length]
+        hashed += length
+        if hashed > max_hashed:
+            # Packets that overlap (each claiming the rest of the data) would be hashed over and
+            # over: a well-formed file hashes each byte once.
+            result.skip("hash_budget")
+            break
         if hashlib.md5(packet[32:]).digest() != digest:
             result.skip("bad_md5")
             position = data.find(MAGIC, position + 8)
@@ -137,8 +153,6 @@ def read_par2(data: bytes, max_files: int = MAX_FILES) -> Par2Set:
             unicode_names[body[:16]] = raw.decode("utf-16-le", "replace").rstrip("\0")
         elif kind == CREATOR:
             result.creator = decode_name(body[:256].rstrip(b"\0"))
-        elif kind not in KNOWN_OTHERS:
-            result.skip("unknown")
     listed = set(order)
     for file_id in order + [i for i in described if i not in listed]:
         if file_id not in described:

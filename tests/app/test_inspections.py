@@ -32,7 +32,8 @@ def queued(client, clean_db):
     """A hashed post (queued), a named one (not), and two nodes' headers."""
     hashed_files = [f"{HASHED}.par2", f"{HASHED}.vol00+01.par2", f"{HASHED}.part01.rar", f"{HASHED}.part02.rar",
                     f"{HASHED}.nfo"]
-    named_files = ["Show.Name.S01E02.720p.HDTV.x264-GRP.part01.rar", "Show.Name.S01E02.720p.HDTV.x264-GRP.par2"]
+    # Named, of one poster, two files, none that tells more than headers: not worth inspecting.
+    named_files = ["Show.Name.S01E02.720p.HDTV.x264-GRP.mkv", "Show.Name.S01E02.720p.HDTV.x264-GRP.srt"]
     store_groups({"alt.binaries.misc": lines(HASHED, hashed_files, [b"a <a@x.example>"])
                   + lines("Show.Name.S01E02.720p.HDTV.x264-GRP", named_files, [b"b <b@y.example>"], first=5)})
     with session_scope() as s:
@@ -45,6 +46,45 @@ def test_the_join_queues_posts_worth_inspecting_once(queued, clean_db):
     rows = query(clean_db, "SELECT p.name, i.reason, i.state FROM post_inspections i"
                            " JOIN posts p ON p.group_id = i.group_id AND p.key = i.post_key")
     assert [tuple(r) for r in rows] == [(HASHED, "hashed", "queued")]
+
+
+def test_each_reason_queues_a_post_and_a_post_with_nothing_to_tell_is_not(client, clean_db):
+    film = "Film.Name.2019.1080p.BluRay.x264-GRP"
+    posts = {
+        "hashed": lines(HASHED, [f"{HASHED}.mkv", f"{HASHED}.srt"], [b"a <a@x.example>"]),
+        "misc": lines("holiday pictures", ["holiday pictures.jpg", "holiday pictures 2.jpg"], [b"a <a@x.example>"],
+                      first=2),
+        "one_file": lines(film, [f"{film}.mkv"], [b"a <a@x.example>"], first=4),
+        "contents": lines("Other.Show.S02E03.1080p.WEB.h264-GRP",
+                          ["Other.Show.S02E03.1080p.WEB.h264-GRP.mkv", "Other.Show.S02E03.1080p.WEB.h264-GRP.nfo"],
+                          [b"a <a@x.example>"], first=5),
+        None: lines("Quiet.Show.S03E04.720p.HDTV.x264-GRP",
+                    ["Quiet.Show.S03E04.720p.HDTV.x264-GRP.mkv", "Quiet.Show.S03E04.720p.HDTV.x264-GRP.srt"],
+                    [b"a <a@x.example>"], first=7),
+    }
+    store_groups({"alt.binaries.misc": [line for post in posts.values() for line in post]})
+    rows = query(clean_db, "SELECT p.names, i.reason FROM posts p LEFT JOIN post_inspections i"
+                           " ON i.group_id = p.group_id AND i.post_key = p.key")
+    assert sorted(map(str, (row.reason for row in rows))) == sorted(map(str, posts)), [tuple(r) for r in rows]
+    assert [row.names for row in rows if row.reason is None] == ["Quiet.Show.S03E04.720p.HDTV.x264-GRP"]
+
+
+def test_a_7z_lease_reads_the_last_article_of_its_last_volume_too(client, clean_db):
+    """7-Zip's header is at the end of the archive: the lease names the first article of the
+    first volume and the last article of the last one."""
+    name = "Film.Name.2019.1080p.BluRay.x264-GRP"
+    volumes = [f"{name}.7z.001", f"{name}.7z.002", f"{name}.7z.003"]
+    store_groups({"alt.binaries.misc": [
+        b"\t".join([str(BIG + 2 * v + p).encode(),
+                    b'%s [%d/3] - "%s" yEnc (%d/2)' % (name.encode(), v + 1, f.encode(), p + 1),
+                    b"a <a@x.example>", DATE, b"<z%d.%d@example.net>" % (v, p), b"", b"4000", b"30", b""])
+        for v, f in enumerate(volumes) for p in range(2)]})
+    with session_scope() as s:
+        _, token = make_node(s, "edge-a")
+    answer = client.post(f"{API}/inspections/lease", headers={"Authorization": f"Bearer {token}"})
+    (leased,) = answer.json["inspections"]
+    assert [(f["name"], f["message_id"]) for f in leased["files"]] == [
+        (f"{name}.7z.001", "<z0.0@example.net>"), (f"{name}.7z.003", "<z2.1@example.net>")]
 
 
 def test_a_lease_carries_the_articles_to_read_and_a_result_is_stored_once(queued, clean_db):
@@ -158,7 +198,9 @@ def test_what_an_inspection_found_is_served_by_the_newznab_api(queued, clean_db)
     client, a, _ = queued
     (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
     nfo = "Film Title (1999)\r\nhttps://www.imdb.com/title/tt0133093/\r\n\x1b[0m <ok> & done"
-    result = {"name": "Film.Title.1999.1080p.BluRay.x264-GRP", "password": 2, "nfo": nfo, "imdb": 133093}
+    result = {"name": "Film.Title.1999.1080p.BluRay.x264-GRP", "password": 2, "nfo": nfo, "imdb": 133093,
+              "files": [{"name": "Film.Title.1999.1080p.BluRay.x264-GRP.mkv", "size": 2**33, "source": "rar5"},
+                        {"name": "Extras & <more>.rar", "size": 5, "source": "rar5"}]}
     assert client.post(f"{API}/inspections/{leased['id']}/result", json=result, headers=a).status_code == 200
     with session_scope() as s:
         _, key = apikeys.create_key(s, "radarr")
@@ -188,6 +230,21 @@ def test_what_an_inspection_found_is_served_by_the_newznab_api(queued, clean_db)
     assert raw.headers["Content-Disposition"].startswith('attachment; filename="Film.Title.1999.1080p.BluRay.x264-GRP.nfo"')
     other = query(clean_db, "SELECT key FROM posts WHERE key <> :k", k=leased["post_key"])[0].key
     assert ET.fromstring(ask(t="getnfo", id=str(other)).data).get("code") == "300"
+    # t=details lists the files inside and says there is an NFO; a post never inspected says neither.
+    (detailed,) = ET.fromstring(ask(t="details", id=post_id).data).findall("channel/item")
+    attrs_list = [(a.get("name"), a.get("value")) for a in detailed.iter(f"{newznab}attr")]
+    assert ("nfo", "1") in attrs_list
+    assert [v for n, v in attrs_list if n == "file"] == [f["name"] for f in result["files"]]
+    assert detailed.find("description").text.splitlines()[1:] == [
+        "Film.Title.1999.1080p.BluRay.x264-GRP.mkv (8,589,934,592 bytes)", "Extras & <more>.rar (5 bytes)"]
+    (plain,) = ET.fromstring(ask(t="details", id=str(other)).data).findall("channel/item")
+    assert not [a for a in plain.iter(f"{newznab}attr") if a.get("name") in ("nfo", "file")]
+    # The web page says it too.
+    from tests.app.test_web import log_in
+
+    assert log_in(client, key).status_code == 303
+    html = client.get("/search", query_string={"q": "film title"}).get_data(as_text=True)
+    assert '<div class="password">an archive inside</div>' in html and '<span class="imdb">tt0133093</span>' in html
     assert ET.fromstring(ask(t="search", o="file").data).get("code") == "201"
 
 
@@ -261,7 +318,8 @@ def test_rules_list_counts_the_posts_each_flag_rule_dropped(queued, clean_db, cl
 def test_an_obfuscated_posts_files_join_the_post_of_the_par2_set_that_lists_them(client, clean_db):
     """Every file with a random subject and a random poster: three posts, until their inspections
     tie them by the MD5 of each file's first 16 KiB and its size to the par2 set listing them;
-    whichever comes first, they end as one post under the real name, and stay one."""
+    whichever comes first, they end as one post under the real name (the one the par2 set's files
+    share), and stay one."""
     from app.services.ingest import posts as post_service
 
     names = ["3f9a1c0e5b7d2a4f6c8e0a1b3d5f7a9c", "8b2e4d6f0a1c3e5a7b9d1f3a5c7e9b0d", "c5e7a9b1d3f5a7c9e1b3d5f7a9c1e3b5"]
@@ -279,7 +337,8 @@ def test_an_obfuscated_posts_files_join_the_post_of_the_par2_set_that_lists_them
     real = "Real.Name.2024.1080p.WEB.h264-GRP"
     results = [
         (names[1], {"read": [{"name": "v1", "size": 700_000, "hash16k": h[0]}]}),
-        (names[0], {"name": real, "files": [
+        # No .nfo: the post is named by the files its par2 set lists.
+        (names[0], {"files": [
             {"name": f"{real}.part1.rar", "size": 700_000, "source": "par2", "hash16k": h[0]},
             {"name": f"{real}.part2.rar", "size": 650_000, "source": "par2", "hash16k": h[1]}]}),
         (names[2], {"read": [{"name": "v2", "size": 650_000, "hash16k": h[1]}]}),

@@ -126,3 +126,13 @@ def test_hostile_data_is_scanned_in_linear_time():
     empty = packet(b"PAR 2.0\0Whatever", b"") * 50_000
     found = read_par2(empty)
     assert found.skipped == {"unknown": 50_000}
+
+
+def test_packets_that_overlap_are_hashed_within_a_budget():
+    # A main packet's header every 64 bytes, each claiming the rest of the data with a wrong MD5:
+    # hashing each would cost the square of the data's size; the reader stops at twice its size.
+    size = 320 * 1024
+    headers = b"".join(par2.HEADER.pack(par2.MAGIC, (size - 64 * i) // 4 * 4, b"\0" * 16, b"s" * 16, par2.MAIN)
+                       for i in range(size // 64))
+    found = read_par2(headers)
+    assert found.skipped == {"bad_md5": 2, "hash_budget": 1} and found.files == []
