@@ -17,6 +17,8 @@ What goes wrong is counted and skipped, never the node's end:
 - the server failing (the connection lost or refused, an error status, no answer in time) is
   tried again on a new connection, NNTP_ATTEMPTS times; then every inspection held is given back
   (another node's server may serve it) and the thread waits, longer each time, before leasing again;
+- a server that does not know BODY (500, 501: a header-only feed) turns inspections off for the
+  run (``inspect_off`` event): what is held is given back, and the ranges go on;
 - the coordinator: 409 (another node holds it now) drops the inspection, another 4xx is logged,
   counted and dropped (its lease lapses), an unreadable answer is counted; network errors, 5xx
   and 429 are retried as for ranges (edge.node.coordinator), and 401/403, an untrusted certificate
@@ -35,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from edge.digest.nntp import NNTPClient, NNTPError, NNTPReplyTooLong
+from edge.digest.nntp import NNTPClient, NNTPError, NNTPReplyError, NNTPReplyTooLong
 from edge.inspect.result import inspect_post
 from edge.node.coordinator import (BadAnswer, Conflict, Coordinator, CoordinatorError, InspectionLease, Refused,
                                    RetryHook)
@@ -53,6 +55,10 @@ EventHook = Callable[..., None]
 
 class ServerFailing(Exception):
     """The Usenet server could not serve an article after NNTP_ATTEMPTS tries."""
+
+
+class NoBodies(Exception):
+    """The Usenet server does not know BODY (500, 501): this node inspects nothing more."""
 
 
 class _LeaseRefused(Exception):
@@ -154,6 +160,11 @@ class Inspector:
         except _NoInspections as exc:
             self.on_event("error", call="inspection_lease", message=str(exc))
             self._become_idle()
+        except NoBodies as exc:
+            # A server that reads overviews but no bodies (a header-only feed): ranges go on,
+            # inspections are left to nodes whose server has them.
+            self.on_event("inspect_off", reason=str(exc))
+            self._become_idle()
         except Stopped:
             pass
         except BaseException as exc:  # noqa: BLE001 - every way out of a thread must reach the node
@@ -239,6 +250,11 @@ class Inspector:
         for position, lease in enumerate(leases):
             try:
                 self._inspect(lease)
+            except NoBodies as exc:
+                for left in leases[position:]:
+                    if self._forget(left.id):
+                        self._give_back(left, str(exc))
+                raise
             except ServerFailing as exc:
                 # The server cannot serve now: what is left goes back for another node (or this
                 # one later), and the next lease waits, longer each time it fails again.
@@ -365,6 +381,9 @@ class Inspector:
                 self._client = None  # closed by the client: the rest of the reply is unread
                 raise
             except NNTPError as exc:
+                if isinstance(exc, NNTPReplyError) and exc.code in (500, 501):
+                    # "Command not recognized", "syntax error": it never will serve bodies.
+                    raise NoBodies(f"the Usenet server does not serve BODY ({exc})") from exc
                 self.counts.nntp_errors += 1
                 self._disconnect()
                 if attempt == NNTP_ATTEMPTS:

@@ -121,7 +121,7 @@ class BodyServer(ScriptedServer):
     """The scripted server (simnews.scripted) answering BODY <message-id> from `bodies`: the body
     (dot-stuffed on the wire), or what to do instead: "endless" (data that never ends), "stall"
     (222, then nothing), "drop" (the connection closed unanswered), "gated" (the body once `gate`
-    is set), "gzip" (a 222 that says COMPRESS=GZIP), "423"; an id it lacks gets 430.
+    is set), "gzip" (a 222 that says COMPRESS=GZIP), "423", "500" (BODY unknown); an id it lacks gets 430.
     `trickle`: bodies are sent a few bytes at a time."""
 
     def __init__(self, bodies: dict[str, bytes | str], *, trickle: int = 0, **options):
@@ -142,6 +142,8 @@ class BodyServer(ScriptedServer):
             session.reply("430 no such article")
         elif answer == "423":
             session.reply("423 no article with that number")
+        elif answer == "500":
+            session.reply("500 what?")
         elif answer == "drop":
             session.sock.shutdown(socket.SHUT_RDWR)
             return False
@@ -399,6 +401,21 @@ def test_a_server_that_fails_gets_the_inspections_given_back(edge_api, clean_db,
     assert len(server.asked) >= 3 and len(edge.named("nntp_retry")) >= 2
     assert [(r.state, r.node_id) for r in inspection_rows(clean_db)] == [("queued", None)]
     assert edge.named("inspection_release")[0]["status"] == "queued"
+
+
+@pytest.mark.services
+def test_a_server_without_body_turns_inspections_off_and_gives_them_back(edge_api, clean_db, run_edge, tmp_path):
+    group = "alt.binaries.misc"
+    posted = obfuscated_release(tmp_path, group)
+    stored_as_indexed(group, posted.articles)
+    with BodyServer({a.message_id: "500" for a in posted.articles}) as server:
+        edge = run_edge(node_env(edge_api, node_token(), server.host, server.port), "--exit-when-idle")
+        assert edge.wait(60) == 0, edge.log()
+    # Asked once (no retry: it will never know BODY), said once, given back; no error.
+    assert len(server.asked) == 1 and not edge.named("nntp_retry") and not edge.named("error")
+    (off,) = edge.named("inspect_off")
+    assert "does not serve BODY" in off["reason"] and "500" in off["reason"]
+    assert [(r.state, r.node_id) for r in inspection_rows(clean_db)] == [("queued", None)]
 
 
 @pytest.mark.services
