@@ -209,6 +209,11 @@ def record(session: Session, node: SeedNode, inspection_id: int, result: Any) ->
     out of its bounds; NotYourInspection when another node holds it (or it expired and went on)."""
     fields = check_result(result)
     read = fields.pop("read")
+    # The join's lock of the post's group first, as the join takes it before it queues posts
+    # here: taken after this row's, a join waiting on the row would wait on us and we on it.
+    group_id = session.scalar(select(PostInspection.group_id).where(PostInspection.id == inspection_id))
+    if group_id is not None:
+        _join_lock(session, group_id)
     row = _held(session, node, inspection_id)
     if row.state == InspectionState.DONE:
         if row.node_id == node.id:
@@ -281,7 +286,8 @@ def join_by_par2(session: Session, row: PostInspection, read: list[dict[str, Any
     file's first 16 KiB and its size (PAR2's hash16k): what the post's result listed ties posts
     read before to it, and what it read ties it to a par2 set listed before. The releases so
     joined are kept in inspection_joins (the join of posts keeps them there) and moved in
-    release_posts, under the join's lock of the group. Returns the posts that lost releases."""
+    release_posts, under the join's lock of the group (record takes it). Returns the posts that
+    lost releases."""
     group, key = row.group_id, row.post_key
     listed = [(bytes.fromhex(f["hash16k"]), f["size"]) for f in row.files or []
               if f.get("source") == "par2" and f.get("hash16k")]
@@ -310,9 +316,6 @@ def join_by_par2(session: Session, row: PostInspection, read: list[dict[str, Any
     joins = [(member, min(listers)) for member in sorted((listers | readers) - {min(listers)})] if listers else []
     if not joins:
         return set()
-    from app.services.ingest.posts import JOIN_LOCK  # the join imports this module
-
-    session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group})
     emptied: set[int] = set()
     for joined, anchor in joins:
         # The whole post the joined release is in now moves (an earlier join may have put it in
@@ -325,6 +328,13 @@ def join_by_par2(session: Session, row: PostInspection, read: list[dict[str, Any
         session.execute(MOVE, {"g": group, "post": post, "keys": releases})
         emptied.update((joined, source, post))
     return emptied
+
+
+def _join_lock(session: Session, group_id: int) -> None:
+    """The join's lock of the group (app.services.ingest.posts.JOIN_LOCK), to the transaction's end."""
+    from app.services.ingest.posts import JOIN_LOCK  # the join imports this module
+
+    session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
 
 
 def _current_post(session: Session, group_id: int, release_key: int) -> int:

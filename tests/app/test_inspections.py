@@ -4,6 +4,7 @@ leases expire and are given back, a result is stored once and bounded, and bad i
 clear error that changes nothing."""
 from __future__ import annotations
 
+import threading
 import zlib
 
 import pytest
@@ -14,6 +15,7 @@ from app.services import inspections, search
 from tests.app.factories import BIG, make_node
 from tests.app.test_nzb_export import store_groups
 from tests.fixtures.queries import assert_posts_summed, query, scalar
+from tests.fixtures.waiting import wait_until
 
 API = "/api/v1/seed"
 DATE = b"Sat, 01 Nov 2025 07:27:27 +0000"
@@ -121,6 +123,30 @@ def test_a_lease_carries_the_articles_to_read_and_a_result_is_stored_once(queued
         for words in ("hidden show s05e06", HASHED):
             assert [p.name for p in search.search_posts(s, words).items] == [result["name"]], words
     assert_posts_summed(clean_db)
+
+
+def test_a_result_and_a_join_of_its_group_under_way_do_not_deadlock(queued, clean_db):
+    """A join holds its group's lock and queues posts (this one again); a result recorded
+    meanwhile waits for the lock before it takes the inspection's row, never the other way."""
+    from app.services.ingest.posts import JOIN_LOCK
+
+    client, a, _ = queued
+    (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
+    group_id = scalar(clean_db, "SELECT group_id FROM post_inspections WHERE id = :i", i=leased["id"])
+    answers = []
+    with clean_db.connect() as join:
+        transaction = join.begin()
+        join.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
+        poster = threading.Thread(target=lambda: answers.append(client.post(
+            f"{API}/inspections/{leased['id']}/result", json={"name": "Real.Name.2024.1080p.WEB.h264-GRP"}, headers=a)))
+        poster.start()
+        wait_until(lambda: scalar(clean_db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                            " AND query LIKE '%pg_advisory_xact_lock%'") == 1, 30, "the result waiting")
+        join.execute(inspections.QUEUE, {"g": group_id, "keys": [leased["post_key"]]})
+        transaction.commit()
+    poster.join(30)
+    assert [answer.status_code for answer in answers] == [200]
+    assert scalar(clean_db, "SELECT state FROM post_inspections WHERE id = :i", i=leased["id"]) == "done"
 
 
 def test_an_expired_lease_goes_to_the_next_node_and_a_given_back_one_is_leased_again(queued, clean_db):
