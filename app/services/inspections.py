@@ -56,18 +56,22 @@ REASONS = (
     ("misc", "p.category = 8010"),
     ("posters", "strpos(p.posters, E'\\n') > 0"),
     ("one_file", "p.files_seen = 1"),
-    ("contents", "EXISTS (SELECT FROM files f WHERE f.group_id = p.group_id AND f.release_key = p.key"
+    ("contents", "EXISTS (SELECT FROM files f WHERE f.group_id = :g AND f.release_key = p.key"
                  f" AND f.name ~* '{CONTENTS}')"),
 )
 QUEUE = text(f"""
+    WITH worth AS MATERIALIZED (  -- materialised: each test runs once a post, not again in WHERE
+        SELECT p.group_id, p.key, p.last_post,
+               CASE {" ".join(f"WHEN {test} THEN '{name}'" for name, test in REASONS)} END AS reason
+          FROM posts p
+         WHERE p.group_id = :g AND p.key = ANY(CAST(:keys AS bigint[]))
+           AND NOT EXISTS (SELECT FROM post_inspections i WHERE i.group_id = :g AND i.post_key = p.key)
+    )
     INSERT INTO post_inspections (group_id, post_key, reason, priority)
-    SELECT p.group_id, p.key, CASE {" ".join(f"WHEN {test} THEN '{name}'" for name, test in REASONS)} END,
-           p.last_post
-      FROM posts p
-     WHERE p.group_id = :g AND p.key = ANY(CAST(:keys AS bigint[]))
-       AND ({" OR ".join(test for _, test in REASONS)})
+    SELECT group_id, key, reason, last_post FROM worth WHERE reason IS NOT NULL
     ON CONFLICT (group_id, post_key) DO NOTHING
 """)
+
 # The next inspections: queued ones newest first, and leases past their time (taken back).
 NEXT = text("""
     SELECT id FROM post_inspections
