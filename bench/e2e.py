@@ -3,11 +3,16 @@ PostgreSQL, beside the raw OVER read rate from the same server with the same con
 
     .venv/bin/python bench/e2e.py [--articles 2000000] [--connections 4] [--workdir /tmp/e2e-bench]
                                   [--chunk-size 20000] [--batch-chunks 10] [--range-size 100000]
+                                  [--no-durability] [--no-inspect]
 
 Everything runs on this machine, as ops/run starts it: a private PostgreSQL (durable as a production
 catalog runs: fsync and synchronous_commit on; `--no-durability` turns both off to show their cost), Redis and
 INN 2 (ops/pg, ops/redis, ops/inn), gunicorn over HTTPS (2 workers), one Celery worker on the
-ingest queue and one on gather+control, and one `edge run` with --connections NNTP connections.
+ingest queue and one on gather+control, and one `edge run` with --connections NNTP connections
+and its inspector on, as a node with a Usenet server runs: it inspects the posts the join queues
+while the job goes on (INN keeps no bodies here, so every BODY it sends is answered 430 and
+counted missing), and is stopped (SIGTERM) once the job is done, whatever it has left to inspect;
+`--no-inspect` runs it with INSPECT=0, to show what inspecting costs ingest.
 The two seed test groups (alt.binaries.e-book.french, alt.binaries.cd.image.playstation2.dvdiso)
 get half the generated articles each. The coordinator hands out ranges of --range-size articles
 (its default is 1,000,000: a group of a million articles would be one range, fetched, posted and
@@ -25,7 +30,7 @@ center has anything to do: 1.0 - 1.9 s) and drain are paid once. A run of 600,00
   once before the end-to-end run and once after it, the rate being both reads' lines over both
   reads' seconds (the machine's speed drifts from minute to minute);
 - end to end: from `edge run` starting to every range done and every batch gathered (plan made
-  before; looked at every 20 ms, the edge's own exit after that not waited for); and, to
+  before; looked at every 20 ms, the edge stopped after that); and, to
   show what filling and draining the pipeline costs, the rate from the first batch stored to the
   last (the articles of the batches stored after the first), and when the first was stored;
 - when each batch was accepted (the API's answer to the edge) and stored (the worker's
@@ -33,7 +38,8 @@ center has anything to do: 1.0 - 1.9 s) and drain are paid once. A run of 600,00
 - CPU seconds per article of each process tree (edge, API, workers, PostgreSQL, INN), from
   /proc, over the end-to-end run, and how busy that kept the machine (their sum at the run's
   rate over the cores it has);
-- DB bytes (the catalog tables and their indexes) per overview byte read.
+- DB bytes (the catalog tables and their indexes) per overview byte read;
+- the inspections as the job ended: done (and the articles they found missing), queued, leased.
 
 The last line printed is JSON with every figure.
 """
@@ -108,11 +114,18 @@ def tree_cpu(root: int) -> float:
 # -- the services --------------------------------------------------------------------------------
 
 class Services:
+    """PostgreSQL, Redis, INN 2, the API and the workers, as ops/run starts them, on free ports.
+    INN keeps overview only (`inn_storage` trash) unless told otherwise: `cnfs` keeps every
+    article in a buffer of `inn_cnfs_mb` (bench/inspections.py, which reads bodies)."""
+
     def __init__(self, workdir: Path, connections: int, chunk_size: int, batch_chunks: int, range_size: int,
-                 durable: bool = True):
+                 durable: bool = True, groups: tuple[str, ...] = GROUPS, inn_storage: str = "trash",
+                 inn_cnfs_mb: int | None = None):
         self.workdir = workdir
         self.durable = durable
         self.connections = connections
+        self.groups = groups
+        self.inn_storage, self.inn_cnfs_mb = inn_storage, inn_cnfs_mb
         pg_port, redis_port, reader, feed, tls, api = free_ports(6)
         self.ports = {"pg": pg_port, "redis": redis_port, "reader": reader, "feed": feed, "tls": tls, "api": api}
         self.pg_dir, self.redis_dir, self.inn_dir = workdir / "pg", workdir / "redis", Path(f"/tmp/e2eb-inn.{os.getpid()}")
@@ -129,6 +142,7 @@ class Services:
         }
 
     def start(self, articles: int) -> None:
+        """Starts everything; INN gets `articles` generated articles, half in each group (none: 0)."""
         env = {**os.environ, "PG_PORT": str(self.ports["pg"]), "PG_FAST": "0" if self.durable else "1",
                "REDIS_PORT": str(self.ports["redis"])}
         run(REPO / "ops/pg", "init", self.pg_dir, env=env, stdout=subprocess.DEVNULL)
@@ -137,10 +151,12 @@ class Services:
             "-c", "CREATE DATABASE seed")
         run(REPO / "ops/redis", "start", self.redis_dir, env=env)
         inn_env = {**os.environ, "INN_READER_PORT": str(self.ports["reader"]), "INN_FEED_PORT": str(self.ports["feed"]),
-                   "INN_TLS_PORT": str(self.ports["tls"]), "INN_STORAGE": "trash", "INN_GROUPS": " ".join(GROUPS)}
+                   "INN_TLS_PORT": str(self.ports["tls"]), "INN_STORAGE": self.inn_storage,
+                   "INN_GROUPS": " ".join(self.groups),
+                   **({"INN_CNFS_MB": str(self.inn_cnfs_mb)} if self.inn_cnfs_mb else {})}
         run(REPO / "ops/inn", "init", self.inn_dir, env=inn_env, stdout=subprocess.DEVNULL)
         run(REPO / "ops/inn", "start", self.inn_dir, env=inn_env, stdout=subprocess.DEVNULL)
-        for group in GROUPS:
+        for group in self.groups if articles else ():
             posted = inject("127.0.0.1", self.ports["feed"], generate(articles // 2, Config(groups=(group,), namespace=group)))
             say(f"posted {posted.accepted} articles to {group} in {posted.seconds:.1f} s")
         run("openssl", "req", "-new", "-x509", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
@@ -293,6 +309,16 @@ def wait_done(services: Services, edge: subprocess.Popen, deadline_seconds: floa
     raise RuntimeError("the run did not finish in time")
 
 
+def stop_edge(edge: subprocess.Popen) -> None:
+    """SIGTERM to `edge run` unless it has exited (os.kill, not send_signal: Popen would reap it
+    under the sampler's wait4)."""
+    if edge.returncode is None:
+        try:
+            os.kill(edge.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--articles", type=int, default=2_000_000)
@@ -303,15 +329,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--range-size", type=int, default=100_000, help="articles per leased range")
     parser.add_argument("--no-durability", action="store_true",
                         help="PostgreSQL with fsync and synchronous_commit off (to show what durability costs)")
+    parser.add_argument("--no-inspect", action="store_true",
+                        help="the edge node leases no inspections (INSPECT=0), to show what inspecting costs ingest")
     args = parser.parse_args(argv)
     print(f"command: .venv/bin/python bench/e2e.py --articles {args.articles} --connections {args.connections}"
           f" --chunk-size {args.chunk_size} --batch-chunks {args.batch_chunks} --range-size {args.range_size}"
-          + (" --no-durability" if args.no_durability else ""))
+          + (" --no-durability" if args.no_durability else "") + (" --no-inspect" if args.no_inspect else ""))
     print("PostgreSQL: " + ("fsync and synchronous_commit off (--no-durability)" if args.no_durability
                             else "fsync and synchronous_commit on, as a production catalog runs"))
     workdir = Path(args.workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
+    edge: subprocess.Popen | None = None
     services = Services(workdir, args.connections, args.chunk_size, args.batch_chunks, args.range_size,
                         durable=not args.no_durability)
     try:
@@ -334,9 +363,19 @@ def main(argv: list[str] | None = None) -> int:
                     "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(services.ports["reader"]), "NNTP_SSL": "0",
                     # The same connections as the raw read: uncompressed. Over loopback, COMPRESS
                     # DEFLATE only moves CPU into INN (deflate) and the edge (inflate).
-                    "NNTP_COMPRESS": "0", "NNTP_CONNECTIONS": str(args.connections)}
+                    "NNTP_COMPRESS": "0", "NNTP_CONNECTIONS": str(args.connections),
+                    # Inspections (the node's default with a Usenet server) unless --no-inspect:
+                    # INN keeps no bodies here, so each BODY is answered 430/423 and counted missing.
+                    # The inspector asks again a second after finding nothing (the default 30 s
+                    # would have it idle for the whole run: the first posts are queued once the
+                    # first batch is joined).
+                    "INSPECT": "0" if args.no_inspect else "1", "POLL_INTERVAL": "1"}
         started, started_wall = time.perf_counter(), time.time()
-        edge = subprocess.Popen([str(REPO / ".venv/bin/edge"), "run", "--exit-when-idle"], env=edge_env, cwd=workdir,
+        # Not --exit-when-idle: the node reads its last range seconds before the data center has
+        # stored and joined it, and would exit before the first post is queued, where a node that
+        # runs for hours inspects what earlier ranges brought while it reads the next ones. It
+        # runs until the job is done, and is stopped then.
+        edge = subprocess.Popen([str(REPO / ".venv/bin/edge"), "run"], env=edge_env, cwd=workdir,
                                 stdout=subprocess.DEVNULL, stderr=open(workdir / "edge.log", "wb"))
         # The edge's CPU: its own and its processes' once it has exited (wait4), sampled before.
         edge_cpu = [0.0]
@@ -354,10 +393,19 @@ def main(argv: list[str] | None = None) -> int:
         sampler = threading.Thread(target=sample_edge, daemon=True)
         sampler.start()
         e2e_seconds = wait_done(services, edge) - started
-        sampler.join()
-        if edge.returncode != 0:
-            raise RuntimeError(f"edge run exited {edge.returncode}: see {workdir / 'edge.log'}")
         after = {name: cpu_of(pid) for name, pid in pids.items()}
+        # The inspections as the job ended: what the node inspected meanwhile, and what is left.
+        inspection_states = {state: int(count) for state, count in (line.split("|") for line in services.sql_value(
+            "SELECT state, count(*) FROM post_inspections GROUP BY 1").splitlines())}
+        missing, read = (int(v) for v in services.sql_value(
+            "SELECT coalesce(sum(articles_missing), 0), coalesce(sum(articles_read), 0) FROM post_inspections"
+            " WHERE state = 'done'").split("|"))
+        # The job is done: the node is stopped (SIGTERM: it gives back the inspections it holds),
+        # in both modes alike.
+        stop_edge(edge)
+        sampler.join()
+        if edge.returncode != 143:
+            raise RuntimeError(f"edge run exited {edge.returncode}: see {workdir / 'edge.log'}")
         # The raw read again, the machine as it is after the run: the share is against both reads
         # together (the machine's speed drifts by a third from one minute to the next, so a single
         # short read before the run can move the share more than a change to the code does).
@@ -385,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
             "SELECT coalesce(sum(autoanalyze_count + autovacuum_count), 0) FROM pg_stat_user_tables"
             " WHERE relname ~ '^(files|fragments|release_chunks)_g' OR relname = 'releases'"))
     finally:
+        if edge is not None:
+            stop_edge(edge)  # a run that failed leaves no node behind
         services.stop()
 
     raw_rate = sum(r.lines for r in raw_reads) / sum(r.seconds for r in raw_reads)
@@ -413,6 +463,10 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_us_per_article_total": round(total_us, 2), "overlap": round(overlap, 3),
         "db_bytes": db_bytes, "db_bytes_per_overview_byte": round(db_bytes / overview_bytes, 3),
         "autovacuum_passes": autovacuum_passes,
+        "inspect": not args.no_inspect,
+        "inspections": {"done": inspection_states.get("done", 0), "failed": inspection_states.get("failed", 0),
+                        "queued": inspection_states.get("queued", 0), "leased": inspection_states.get("leased", 0),
+                        "articles_missing": missing, "articles_read": read},
         "first_batch_stored_after_seconds": round(first_stored - started_wall, 2),
         "batches_accepted_stored_seconds": timeline,
         "full_pipeline_articles_per_second": round(full_rate) if full_rate else None,
@@ -431,6 +485,10 @@ def main(argv: list[str] | None = None) -> int:
               f" {figures['first_batch_stored_after_seconds']} s after the edge started")
     print("each batch accepted and stored, seconds after the edge started: "
           + ", ".join(f"{a}/{b}" for a, b in timeline))
+    states = figures["inspections"]
+    print(f"inspections when the job ended ({'on' if figures['inspect'] else 'off: --no-inspect'}):"
+          f" {states['done']:,} done ({states['articles_missing']:,} articles missing, {states['articles_read']:,} read),"
+          f" {states['failed']:,} failed, {states['queued']:,} queued, {states['leased']:,} leased")
     print(f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes;"
           f" autovacuum passes over the catalog: {autovacuum_passes}")
     share, db_share = figures["share_of_raw"], figures["db_bytes_per_overview_byte"]
