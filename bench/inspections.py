@@ -34,9 +34,9 @@ or leased (the queue looked at every 20 ms):
 - CPU of each process tree over that time (data center: API, workers, PostgreSQL; the edge node;
   INN), from /proc (the edge's from wait4 at its exit, less what it had spent when the first
   inspection was leased), per inspection;
-- where the node's one inspector thread spends the time: reading and inspecting (the sum of its
-  `inspected` events' seconds) and the rest (its lease calls and its results posted: the
-  coordinator's round trips and the data center's work on them);
+- how much of the time the node's reading thread was reading and inspecting (the sum of its
+  `inspected` events' seconds), and the rest (its lease calls, and waiting for its poster thread,
+  which posts the results meanwhile: the coordinator's round trips and the data center's work);
 - what the inspections found (names told, par2 lists, archives, passwords), to show they read
   what was posted.
 

@@ -6,13 +6,14 @@ import logging
 from functools import wraps
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, stream_with_context
+from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.api.auth import node_required
 from app.api.operator import scoped_status
 from app.api.errors import error_response
 from app.config import Settings
-from app.db import session_scope
+from app.db import is_transient, session_scope
 from app.services import inspections, leases, spool
 from app.services.errors import NotFound, ServiceError
 from app.services.ingest import accept as acceptance
@@ -231,6 +232,49 @@ def inspection_result(inspection_id: int):
     with session_scope() as session:
         stored = inspections.record(session, g.node, inspection_id, result)
     return jsonify(status="stored" if stored else "already_stored"), 200
+
+
+@seed_api.post("/inspections/results")
+@node_required
+def inspection_results():
+    """Several results in one call: {"results": [{"id": N, "result": {...}}, ...]}, each
+    answered on its own (docs/api.md)."""
+    if (request.mimetype or "").lower() != "application/json":
+        raise MalformedRequest("the results are a JSON object (Content-Type: application/json)")
+    items = _json_object(MAX_RESULT_BODY).get("results")
+    if not isinstance(items, list) or not 1 <= len(items) <= inspections.MAX_LEASE:
+        raise MalformedRequest(f"results must be a list of 1 to {inspections.MAX_LEASE} results")
+    results: list[tuple[int, object]] = []
+    for item in items:
+        if not isinstance(item, dict) or type(item.get("id")) is not int or not 1 <= item["id"] <= INT64_MAX:
+            raise MalformedRequest("each of results is an object with an inspection's id and its result")
+        results.append((item["id"], item.get("result")))
+    answers = _record_each(results)
+    return jsonify(results=[{"id": a.id, "status": a.status, **({"message": a.message} if a.message else {})}
+                            for a in answers])
+
+
+def _record_each(results: list[tuple[int, object]]) -> list[inspections.Recorded]:
+    """The results stored in one transaction; when PostgreSQL refuses it with an error that
+    would come again, each in its own, one refused so answered alone (its lease lapses)."""
+    try:
+        with session_scope() as session:
+            return inspections.record_many(session, g.node, results)
+    except DBAPIError as exc:
+        if is_transient(exc) or len(results) == 1:
+            raise
+        log.warning("inspection results refused together, stored one by one: %s", exc.orig)
+    answers = []
+    for inspection_id, result in results:
+        try:
+            with session_scope() as session:
+                answers.extend(inspections.record_many(session, g.node, [(inspection_id, result)]))
+        except DBAPIError as exc:
+            if is_transient(exc):
+                raise
+            answers.append(inspections.Recorded(inspection_id, "refused", f"{type(exc.orig).__name__}: "
+                                                f"{str(exc.orig).splitlines()[0][:200]}"))
+    return answers
 
 
 @seed_api.post("/inspections/<int:inspection_id>/release")

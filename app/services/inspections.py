@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, text, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from app.models import InspectionState, PostInspection, SeedNode
@@ -207,50 +207,126 @@ def give_back(session: Session, node: SeedNode, inspection_id: int) -> str:
     return row.state
 
 
+STORED = "stored"
+ALREADY_STORED = "already_stored"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What became of one result: `status` is "stored", "already_stored" (stored before: the
+    node's answer was lost and it posts again), or the code of the error that refused it
+    (malformed_result, not_your_inspection, unknown_inspection), told in `message`."""
+
+    id: int
+    status: str
+    message: str | None = None
+
+    def taken(self) -> bool:
+        """Stored now, or before: raises the error that refused it otherwise."""
+        if self.status in (STORED, ALREADY_STORED):
+            return self.status == STORED
+        if self.status == MalformedResult.code:
+            raise MalformedResult(self.message or "malformed result")
+        if self.status == NotYourInspection.code:
+            raise NotYourInspection(self.message or "not this node's inspection")
+        raise NotFound(self.message or f"no such inspection: {self.id}", code="unknown_inspection")
+
+
 def record(session: Session, node: SeedNode, inspection_id: int, result: Any) -> bool:
-    """Store a node's result (docs/api.md, Inspections); True when stored now, False when it was
-    stored already (the node's answer was lost and it posts again). MalformedResult for a result
-    out of its bounds; NotYourInspection when another node holds it (or it expired and went on)."""
-    fields = check_result(result)
-    read = fields.pop("read")
-    # The join's lock of the post's group first, as the join takes it before it queues posts
-    # here: taken after this row's, a join waiting on the row would wait on us and we on it.
-    group_id = session.scalar(select(PostInspection.group_id).where(PostInspection.id == inspection_id))
-    if group_id is not None:
+    """Store one result of a node (docs/api.md, Inspections); True when stored now, False when
+    it was stored already. MalformedResult for a result out of its bounds; NotYourInspection when
+    another node holds it (or it expired and went on); NotFound for an unknown id."""
+    (recorded,) = record_many(session, node, [(inspection_id, result)])
+    return recorded.taken()
+
+
+def record_many(session: Session, node: SeedNode, results: list[tuple[int, Any]]) -> list[Recorded]:
+    """Store a node's results (inspection id, result), each as record would, in one transaction:
+    a result refused is answered so and changes nothing, the others are stored. One answer per
+    result, in their order. The posts they name are summed again once each, by group."""
+    answers: list[Recorded | None] = [None] * len(results)
+    checked: list[tuple[int, int, dict[str, Any]]] = []
+    for position, (inspection_id, result) in enumerate(results):
+        try:
+            checked.append((position, inspection_id, check_result(result)))
+        except MalformedResult as exc:
+            answers[position] = Recorded(inspection_id, MalformedResult.code, str(exc))
+    ids = sorted({inspection_id for _, inspection_id, _ in checked})
+    # The join's lock of each group first (the least id first), as the join takes it before it
+    # queues posts here: taken after the rows', a join waiting on a row would wait on us and we on it.
+    groups: dict[int, str] = {group_id: name for group_id, name in session.execute(text(
+        "SELECT DISTINCT i.group_id, g.name FROM post_inspections i JOIN groups g ON g.id = i.group_id"
+        " WHERE i.id = ANY(CAST(:ids AS bigint[])) ORDER BY 1"), {"ids": ids})} if ids else {}
+    for group_id in groups:
         _join_lock(session, group_id)
-    row = _held(session, node, inspection_id)
+    rows = {row.id: row for row in session.scalars(
+        select(PostInspection).where(PostInspection.id.in_(ids)).order_by(PostInspection.id).with_for_update())}
+    stored: list[tuple[PostInspection, list[dict[str, Any]]]] = []
+    for position, inspection_id, fields in checked:
+        row = rows.get(inspection_id)
+        refused = _refusal(row, node, inspection_id)
+        if refused is not None:
+            answers[position] = refused
+            continue
+        assert row is not None
+        read = fields.pop("read")
+        for name, value in fields.items():
+            setattr(row, name, value)
+        row.state, row.expires_at, row.error, row.done_at = InspectionState.DONE, None, None, func.now()
+        stored.append((row, read))
+        answers[position] = Recorded(inspection_id, STORED)
+    _name_by_files(session, [row for row, _ in stored], groups)
+    for row, _ in stored:
+        flags = (row.flags or "").split(",") if row.flags else []
+        row.dropped_by = rules.flag_verdict(session, groups[row.group_id],
+                                            flags + (["password"] if row.password == 1 else []))
+    session.flush()
+    # Each post takes the name its files told (and its category by it), its password and ids,
+    # the files its par2 set lists, or leaves search when a rule drops it: its row (and those of
+    # the posts joined into it) summed again, once a post.
+    touched: dict[int, set[int]] = {}
+    for row, read in stored:
+        touched.setdefault(row.group_id, set()).update({row.post_key, *join_by_par2(session, row, read)})
+    if touched:
+        # Imported here: the join imports this module to queue the posts it writes.
+        from app.services.ingest.posts import refresh_posts_of
+
+        for group_id, post_keys in sorted(touched.items()):
+            refresh_posts_of(session, group_id, groups[group_id], sorted(post_keys))
+    return [answer for answer in answers if answer is not None]
+
+
+def _refusal(row: PostInspection | None, node: SeedNode, inspection_id: int) -> Recorded | None:
+    """Why a result for this row is not stored now (stored before, or not this node's), or None."""
+    if row is None:
+        return Recorded(inspection_id, "unknown_inspection", f"no such inspection: {inspection_id}")
     if row.state == InspectionState.DONE:
         if row.node_id == node.id:
-            return False
-        raise NotYourInspection(f"inspection {inspection_id} was done by another node")
+            return Recorded(inspection_id, ALREADY_STORED)
+        return Recorded(inspection_id, NotYourInspection.code, f"inspection {inspection_id} was done by another node")
     if row.state != InspectionState.LEASED or row.node_id != node.id:
-        raise NotYourInspection(f"inspection {inspection_id} is not leased to this node")
-    for name, value in fields.items():
-        setattr(row, name, value)
-    row.state, row.expires_at, row.error = InspectionState.DONE, None, None
-    row.done_at = _now(session)
-    group = session.execute(text("SELECT name FROM groups WHERE id = :g"), {"g": row.group_id}).scalar_one()
-    if row.inner_name is None and row.files:
-        # No .nfo named it: a post whose name says nothing takes the name its par2 set's or
-        # archive's files share.
-        post = session.execute(text("SELECT name, category FROM posts WHERE group_id = :g AND key = :key"),
-                               {"g": row.group_id, "key": row.post_key}).first()
-        if post is not None and (post.category == MISC or postnames.is_hashed(post.name, group)):
-            row.inner_name = name_of_files([f["name"] for f in row.files], group)
-    flags = (row.flags or "").split(",") if row.flags else []
-    row.dropped_by = rules.flag_verdict(session, group, flags + (["password"] if row.password == 1 else []))
-    session.flush()
-    joined = join_by_par2(session, row, read)
-    if row.inner_name or row.dropped_by or row.password is not None or joined:
-        # The post takes the name its files told (and its category by it), its password, the
-        # files its par2 set lists, or leaves search when a rule drops it: its row (and those
-        # of the posts joined into it) summed again. Imported here: the join imports this
-        # module to queue the posts it writes.
-        from app.services.ingest.posts import refresh_post
+        return Recorded(inspection_id, NotYourInspection.code, f"inspection {inspection_id} is not leased to this node")
+    return None
 
-        for post_key in sorted({row.post_key, *joined}):
-            refresh_post(session, row.group_id, post_key)
-    return True
+
+POST_NAMES = text("SELECT key, name, category FROM posts WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))")
+
+
+def _name_by_files(session: Session, rows: list[PostInspection], groups: dict[int, str]) -> None:
+    """No .nfo named them: the posts whose name says nothing take the name their par2 set's or
+    archive's files share."""
+    unnamed: dict[int, list[PostInspection]] = {}
+    for row in rows:
+        if row.inner_name is None and row.files:
+            unnamed.setdefault(row.group_id, []).append(row)
+    for group_id, group_rows in unnamed.items():
+        group = groups[group_id]
+        posts = {post.key: post for post in session.execute(
+            POST_NAMES, {"g": group_id, "keys": [row.post_key for row in group_rows]})}
+        for row in group_rows:
+            post = posts.get(row.post_key)
+            if post is not None and (post.category == MISC or postnames.is_hashed(post.name, group)):
+                row.inner_name = name_of_files([f["name"] for f in row.files], group)
 
 
 # The posts of a group with files of these (hash16k, size), listed by a par2 set or read.
@@ -264,14 +340,6 @@ REMEMBER = text("""
     INSERT INTO post_file_hashes (group_id, hash16k, size, listed, post_key)
     SELECT :g, h, s, :listed, :key FROM unnest(CAST(:hashes AS bytea[]), CAST(:sizes AS bigint[])) AS w(h, s)
     ON CONFLICT DO NOTHING
-""")
-# The releases of a post now (its own key's unless joined elsewhere, and those joined into it).
-MEMBERS = text("""
-    SELECT CAST(:key AS bigint) AS key
-     WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = :key)
-       AND EXISTS (SELECT FROM releases r WHERE r.group_id = :g AND r.key = :key)
-    UNION ALL
-    SELECT x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = :key
 """)
 PIN = text("""
     INSERT INTO inspection_joins (group_id, release_key, anchor)
@@ -320,12 +388,14 @@ def join_by_par2(session: Session, row: PostInspection, read: list[dict[str, Any
     joins = [(member, min(listers)) for member in sorted((listers | readers) - {min(listers)})] if listers else []
     if not joins:
         return set()
+    from app.services.ingest.posts import POSTS_MEMBERS  # the join imports this module
+
     emptied: set[int] = set()
     for joined, anchor in joins:
         # The whole post the joined release is in now moves (an earlier join may have put it in
         # another par2 file's post: every post of the set ends as one), and both rows are summed again.
         post, source = _current_post(session, group, anchor), _current_post(session, group, joined)
-        releases = [k for (k,) in session.execute(MEMBERS, {"g": group, "key": source})]
+        releases = [k for (_, k) in session.execute(POSTS_MEMBERS, {"g": group, "keys": [source]})]
         if not releases or post == source:
             continue
         session.execute(PIN, {"g": group, "anchor": anchor, "keys": releases})

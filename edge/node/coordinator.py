@@ -40,6 +40,9 @@ KEEP_IDLE = 20.0
 STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
                     ssl.SSLEOFError, ssl.SSLZeroReturnError)
 MAX_RETRY_AFTER = 60.0
+# The coordinator's bound of a call's body of inspection results (app.api.seed.MAX_RESULT_BODY).
+MAX_RESULTS_BODY = 4 * 1024 * 1024
+_RESULTS_FRAME = b'{"results": []}'
 
 
 class CoordinatorError(Exception):
@@ -188,6 +191,34 @@ def parse_inspections(data: Any) -> list[InspectionLease]:
     return leases
 
 
+@dataclass(frozen=True)
+class InspectionAnswer:
+    """What the coordinator did with one result: status "stored" or "already_stored" (taken), or
+    the code of what refused it ("not_your_inspection", "malformed_result", ...) and why."""
+
+    id: int
+    status: str
+    message: str = ""
+
+    @property
+    def taken(self) -> bool:
+        return self.status in ("stored", "already_stored")
+
+
+def parse_inspection_answers(data: Any, ids: list[int]) -> list[InspectionAnswer]:
+    """The answers to results posted together, one per id in their order; BadAnswer otherwise."""
+    entries = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or len(entries) != len(ids):
+        raise BadAnswer(f"inspection results answer lacks one answer a result: {str(data)[:200]}")
+    answers = []
+    for inspection_id, entry in zip(ids, entries):
+        if (not isinstance(entry, dict) or entry.get("id") != inspection_id or not isinstance(entry.get("status"), str)
+                or not entry["status"]):
+            raise BadAnswer(f"inspection results answer is not about result {inspection_id}: {str(entry)[:200]}")
+        answers.append(InspectionAnswer(inspection_id, entry["status"], str(entry.get("message") or "")))
+    return answers
+
+
 class _Transient(Exception):
     """An attempt failed in a way worth retrying."""
 
@@ -269,6 +300,41 @@ class Coordinator:
         answer = self._call("POST", f"/inspections/{inspection_id}/result", "inspection_result", body=body,
                             headers=headers, on_retry=on_retry)[1]
         return _status_of(answer, "inspection result")
+
+    def post_inspections(self, results: list[tuple[int, dict]],
+                         on_retry: RetryHook | None = None) -> list[InspectionAnswer]:
+        """Post several inspections' results, as few calls as the coordinator's body limit allows
+        (POST /inspections/results), until it takes them: one answer each, in their order. A
+        result too large for a call alone is answered "too_large" without being sent. Refused
+        (404) when the coordinator has no such call (older than it)."""
+        answers: list[InspectionAnswer] = []
+        call: list[bytes] = []
+        ids: list[int] = []
+        size = len(_RESULTS_FRAME)
+        for inspection_id, result in results:
+            item = json.dumps({"id": inspection_id, "result": result}).encode()
+            if len(_RESULTS_FRAME) + len(item) > MAX_RESULTS_BODY:
+                answers.extend(self._post_results(call, ids, on_retry))
+                call, ids, size = [], [], len(_RESULTS_FRAME)
+                answers.append(InspectionAnswer(inspection_id, "too_large",
+                                                f"a result of {len(item):,} bytes, over {MAX_RESULTS_BODY:,}"))
+                continue
+            if size + len(item) + 1 > MAX_RESULTS_BODY:
+                answers.extend(self._post_results(call, ids, on_retry))
+                call, ids, size = [], [], len(_RESULTS_FRAME)
+            call.append(item)
+            ids.append(inspection_id)
+            size += len(item) + 1
+        answers.extend(self._post_results(call, ids, on_retry))
+        return answers
+
+    def _post_results(self, items: list[bytes], ids: list[int], on_retry: RetryHook | None) -> list[InspectionAnswer]:
+        if not items:
+            return []
+        body = _RESULTS_FRAME.replace(b"[]", b"[" + b",".join(items) + b"]")
+        answer = self._call("POST", "/inspections/results", "inspection_results", body=body,
+                            headers={"Content-Type": "application/json"}, on_retry=on_retry)[1]
+        return parse_inspection_answers(answer, ids)
 
     def release_inspection(self, inspection_id: int, deadline: float) -> str:
         """Give an inspection back ("queued", or its state when it is done or failed); made while

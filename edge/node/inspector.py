@@ -1,10 +1,14 @@
 """Inspections on an edge node: a few small articles of a post read, to tell what its headers
 cannot (docs/api.md, Inspections; docs/edge.md, Inspections).
 
-One thread, beside the range loops: it leases up to INSPECT_BATCH inspections when it holds none,
-reads each one's articles with BODY over one NNTP connection of its own (at most the lease's
-max_bytes for a post), hands the bodies to edge.inspect.result.inspect_post (which decodes their
-yEnc and reads the par2, archive and .nfo headers) and posts the result; then it leases again.
+One thread, beside the range loops: it leases up to INSPECT_BATCH inspections when it has read
+those it held, reads each one's articles with BODY over one NNTP connection of its own (at most
+the lease's max_bytes for a post), hands the bodies to edge.inspect.result.inspect_post (which
+decodes their yEnc and reads the par2, archive and .nfo headers) and leaves the result to a
+second thread, which posts what is waiting together (POST /inspections/results) while the first
+reads on: the coordinator's work on results costs more than the reading, and it is paid once a
+call rather than once a post. Results waiting are bounded (twice INSPECT_BATCH): past that the
+reader waits for the poster.
 With nothing to inspect it waits POLL_INTERVAL, and closes its connection meanwhile: a Usenet
 account allows few connections, and the range loops hold NNTP_CONNECTIONS of them.
 
@@ -19,8 +23,9 @@ What goes wrong is counted and skipped, never the node's end:
   (another node's server may serve it) and the thread waits, longer each time, before leasing again;
 - a server that does not know BODY (500, 501: a header-only feed) turns inspections off for the
   run (``inspect_off`` event): what is held is given back, and the ranges go on;
-- the coordinator: 409 (another node holds it now) drops the inspection, another 4xx is logged,
-  counted and dropped (its lease lapses), an unreadable answer is counted; network errors, 5xx
+- the coordinator: a result it refuses (another node holds it now, or another reason) is dropped
+  and said (its lease lapses), an unreadable answer is counted; a coordinator older than posting
+  results together (404) is sent them one by one; network errors, 5xx
   and 429 are retried as for ranges (edge.node.coordinator), and 401/403, an untrusted certificate
   or no answer for COORDINATOR_GIVE_UP stop the node as they do for ranges.
 
@@ -39,8 +44,8 @@ from typing import Any
 
 from edge.digest.nntp import NNTPClient, NNTPError, NNTPReplyError, NNTPReplyTooLong
 from edge.inspect.result import inspect_post
-from edge.node.coordinator import (BadAnswer, Conflict, Coordinator, CoordinatorError, InspectionLease, Refused,
-                                   RetryHook)
+from edge.node.coordinator import (BadAnswer, Conflict, Coordinator, CoordinatorError, InspectionAnswer,
+                                   InspectionLease, Refused, RetryHook)
 from edge.node.retry import Backoff, Stopped, pause
 
 # Tries of one article on a new connection before the server is taken as failing for now.
@@ -67,6 +72,17 @@ class _LeaseRefused(Exception):
 
 class _NoInspections(Exception):
     """The coordinator has no inspections to lease (404): the loop ends."""
+
+
+@dataclass(frozen=True)
+class _Result:
+    """A result read, waiting to be posted."""
+
+    lease: InspectionLease
+    result: dict[str, Any]
+    name: str | None
+    malformed: int
+    seconds: float
 
 
 @dataclass
@@ -125,6 +141,14 @@ class Inspector:
         # first wait, so that --exit-when-idle asks once before it exits.
         self._idle = False
         self._thread: threading.Thread | None = None
+        # Results read and not yet posted, and how many the poster is posting now.
+        self._outbox: list[_Result] = []
+        self._posting = 0
+        self._reading_done = False
+        self._posted = threading.Condition(self._lock)
+        self._poster: threading.Thread | None = None
+        self._poster_failed: BaseException | None = None
+        self._one_by_one = False  # the coordinator is older than POST /inspections/results
 
     # -- running ---------------------------------------------------------------------------
 
@@ -145,25 +169,29 @@ class Inspector:
 
     def run(self) -> None:
         """The loop, until the node stops; what must stop the node goes to on_fatal."""
+        self._poster = threading.Thread(target=self._post_loop, name="inspection-poster", daemon=True)
+        self._poster.start()
         try:
-            while not self.stop.is_set():
-                try:
-                    leases = self._lease()
-                except _LeaseRefused as exc:
-                    self.counts.malformed += 1
-                    self.on_event("error", call="inspection_lease", message=f"inspection lease refused: {exc}")
-                    leases = []
-                if leases:
-                    self._work(leases)
-                else:
-                    self._wait(self.poll_interval)
-        except _NoInspections as exc:
-            self.on_event("error", call="inspection_lease", message=str(exc))
-            self._become_idle()
-        except NoBodies as exc:
-            # A server that reads overviews but no bodies (a header-only feed): ranges go on,
-            # inspections are left to nodes whose server has them.
-            self.on_event("inspect_off", reason=str(exc))
+            try:
+                while not self.stop.is_set():
+                    try:
+                        leases = self._lease()
+                    except _LeaseRefused as exc:
+                        self.counts.malformed += 1
+                        self.on_event("error", call="inspection_lease", message=f"inspection lease refused: {exc}")
+                        leases = []
+                    if leases:
+                        self._work(leases)
+                    else:
+                        self._wait(self.poll_interval)
+                return
+            except _NoInspections as exc:
+                self.on_event("error", call="inspection_lease", message=str(exc))
+            except NoBodies as exc:
+                # A server that reads overviews but no bodies (a header-only feed): ranges go on,
+                # inspections are left to nodes whose server has them.
+                self.on_event("inspect_off", reason=str(exc))
+            self._drain()
             self._become_idle()
         except Stopped:
             pass
@@ -173,6 +201,11 @@ class Inspector:
             self.on_fatal(exc)
         finally:
             self._disconnect()
+            # What was read is posted before the loop ends (unless the node stops: close() gives it back).
+            with self._lock:
+                self._reading_done = True
+                self._posted.notify_all()
+            self._poster.join()
 
     def join(self, timeout: float | None = None) -> None:
         """Waits for the loop's thread to end (after the stop event is set)."""
@@ -191,8 +224,9 @@ class Inspector:
         self._not_leasing.wait(deadline)
 
     def _wait(self, seconds: float) -> None:
-        """Waits with nothing held, the connection closed meanwhile."""
+        """Waits with nothing held (what was read posted first), the connection closed meanwhile."""
         self._disconnect()
+        self._drain()
         self._become_idle()
         pause(self.stop, seconds)
 
@@ -312,39 +346,119 @@ class Inspector:
         self.counts.articles_missing += found.articles_missing
         self.counts.bytes_read += found.bytes_read
         self.counts.malformed += malformed
-        self._post(lease, result, found.name, malformed, time.monotonic() - started)
+        self._hand_over(_Result(lease, result, found.name, malformed, time.monotonic() - started))
 
-    def _post(self, lease: InspectionLease, result: dict[str, Any], name: str | None, malformed: int,
-              seconds: float) -> None:
+    # -- posting results ---------------------------------------------------------------------
+
+    def _hand_over(self, item: _Result) -> None:
+        """Leaves a result to the poster; waits while twice INSPECT_BATCH are waiting already."""
         with self._lock:
-            if lease.id not in self._held or self.stop.is_set():
-                return  # given back meanwhile (the node is stopping)
+            while len(self._outbox) >= 2 * self.batch and self._poster_failed is None and not self.stop.is_set():
+                self._posted.wait(0.5)
+            self._raise_poster_failure()
+            self._outbox.append(item)
+            self._posted.notify_all()
+
+    def _drain(self) -> None:
+        """Waits until every result read is posted (or the node stops)."""
+        with self._lock:
+            while (self._outbox or self._posting) and self._poster_failed is None and not self.stop.is_set():
+                self._posted.wait(0.5)
+            self._raise_poster_failure()
+
+    def _raise_poster_failure(self) -> None:
+        """What stopped the poster, raised in the reader's thread (which reports it as its own)."""
+        if self._poster_failed is not None:
+            raise self._poster_failed
+
+    def _post_loop(self) -> None:
+        """The poster: posts what waits, up to INSPECT_BATCH results a call, until the reader is done
+        and nothing waits, or the node stops."""
         try:
-            status = self.coordinator.post_inspection(lease.id, result, on_retry=self._retry_hook())
-        except Conflict as exc:
-            self._forget(lease.id)
-            self.counts.dropped += 1
-            self.on_event("inspection_dropped", inspection=lease.id, reason=str(exc))
+            while True:
+                with self._lock:
+                    while not self._outbox and not self._reading_done and not self.stop.is_set():
+                        self._posted.wait(0.5)
+                    if self.stop.is_set() or not self._outbox:
+                        return
+                    taken, self._outbox = self._outbox[:self.batch], self._outbox[self.batch:]
+                    self._posting = len(taken)
+                try:
+                    self._post(taken)
+                finally:
+                    with self._lock:
+                        self._posting = 0
+                        self._posted.notify_all()
+        except Stopped:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - the reader reports it (the node stops, or it is raised)
+            with self._lock:
+                self._poster_failed = exc
+                self._posted.notify_all()
+
+    def _post(self, taken: list[_Result]) -> None:
+        with self._lock:
+            # Given back meanwhile (the node is stopping): not posted.
+            items = [item for item in taken if item.lease.id in self._held and not self.stop.is_set()]
+        if not items:
             return
+        results = [(item.lease.id, item.result) for item in items]
+        try:
+            if self._one_by_one:
+                answers = [self._post_one(inspection_id, result) for inspection_id, result in results]
+            else:
+                answers = self.coordinator.post_inspections(results, on_retry=self._retry_hook())
         except Refused as exc:
+            if exc.status == 404 and not self._one_by_one:
+                # A coordinator older than results posted together: one by one from now on.
+                self._one_by_one = True
+                self.on_event("error", call="inspection_results",
+                              message=f"the coordinator takes inspection results one by one ({exc})")
+                self._post(taken)
+                return
+            answers = [InspectionAnswer(inspection_id, "refused", str(exc)) for inspection_id, _ in results]
+        except BadAnswer as exc:
+            for item in items:
+                self._forget(item.lease.id)
+                self.counts.malformed += 1
+            self.on_event("error", inspections=[item.lease.id for item in items],
+                          message=f"unusable answer to inspection results: {exc}")
+            return
+        # (Stopped, or the coordinator lost for good: still held, so that close() gives them back.)
+        for item, answer in zip(items, answers):
+            self._answered(item, answer)
+
+    def _post_one(self, inspection_id: int, result: dict[str, Any]) -> InspectionAnswer:
+        try:
+            return InspectionAnswer(inspection_id, self.coordinator.post_inspection(
+                inspection_id, result, on_retry=self._retry_hook()))
+        except Conflict as exc:
+            return InspectionAnswer(inspection_id, "not_your_inspection", str(exc))
+        except Refused as exc:
+            if exc.status == 404 and exc.code != "unknown_inspection":
+                raise  # no such call
+            return InspectionAnswer(inspection_id, exc.code, str(exc))
+
+    def _answered(self, item: _Result, answer: InspectionAnswer) -> None:
+        lease, result = item.lease, item.result
+        self._forget(lease.id)
+        if answer.status == "not_your_inspection":
+            self.counts.dropped += 1
+            self.on_event("inspection_dropped", inspection=lease.id, reason=answer.message)
+            return
+        if not answer.taken:
             # A result the coordinator will never take (or an id it does not know): its lease
             # lapses, and after a few the post is given up there.
-            self._forget(lease.id)
             self.counts.dropped += 1
-            self.on_event("error", inspection=lease.id, message=f"inspection result refused: {exc}")
+            self.on_event("error", inspection=lease.id,
+                          message=f"inspection result refused: {answer.status}: {answer.message}")
             return
-        except BadAnswer as exc:
-            self._forget(lease.id)
-            self.counts.malformed += 1
-            self.on_event("error", inspection=lease.id, message=f"unusable answer to an inspection result: {exc}")
-            return
-        # (Stopped, or the coordinator lost for good: still held, so that close() gives it back.)
-        self._forget(lease.id)
         self.counts.inspected += 1
         self.on_event("inspected", inspection=lease.id, group=lease.group, post_key=lease.post_key,
-                      told_name=name, files=len(result.get("files") or ()), articles_read=result["articles_read"],
-                      articles_missing=result["articles_missing"], bytes=result["bytes_read"], malformed=malformed,
-                      password=result["password"], status=status, seconds=round(seconds, 2))
+                      told_name=item.name, files=len(result.get("files") or ()),
+                      articles_read=result["articles_read"], articles_missing=result["articles_missing"],
+                      bytes=result["bytes_read"], malformed=item.malformed, password=result["password"],
+                      status=answer.status, seconds=round(item.seconds, 2))
 
     def _forget(self, inspection_id: int) -> bool:
         """No longer held here; False when it was not (close() gave it back)."""

@@ -4,6 +4,7 @@ leases expire and are given back, a result is stored once and bounded, and bad i
 clear error that changes nothing."""
 from __future__ import annotations
 
+import hashlib
 import threading
 import zlib
 
@@ -213,6 +214,97 @@ def test_bad_requests_get_clear_errors(queued, clean_db):
     assert client.post(url, data=b"password=0", headers=a).status_code == 400  # not said to be JSON
     huge = b'{"nfo": "' + b"x" * (5 * 1024 * 1024) + b'"}'
     assert client.post(url, data=huge, headers={**a, "Content-Type": "application/json"}).status_code == 400
+    assert scalar(clean_db, "SELECT state FROM post_inspections") == "leased"
+
+
+def several_queued(client, count: int) -> tuple[dict[str, str], dict[str, str], list[dict]]:
+    """`count` hashed posts queued and leased to node a (b is another node)."""
+    hashes = [hashlib.md5(f"post {n}".encode()).hexdigest() for n in range(count)]
+    store_groups({"alt.binaries.misc": [line for n, h in enumerate(hashes) for line in lines(
+        h, [f"{h}.par2", f"{h}.part01.rar", f"{h}.nfo"], [b"a <a@x.example>"], first=3 * n)]})
+    with session_scope() as s:
+        _, token_a = make_node(s, "edge-a")
+        _, token_b = make_node(s, "edge-b")
+    a, b = {"Authorization": f"Bearer {token_a}"}, {"Authorization": f"Bearer {token_b}"}
+    leased = client.post(f"{API}/inspections/lease", json={"max": count}, headers=a).json["inspections"]
+    assert len(leased) == count
+    return a, b, leased
+
+
+def told(n: int) -> dict:
+    return {"name": f"Told.Show.S01E{n:02d}.1080p.WEB.h264-GRP", "password": 0, "imdb": 1000 + n,
+            "articles_read": 3, "bytes_read": 3000}
+
+
+def test_results_posted_together_are_each_answered_and_stored_once(client, clean_db):
+    a, b, leased = several_queued(client, 3)
+    first, second, third = (entry["id"] for entry in leased)
+    body = {"results": [{"id": first, "result": told(1)}, {"id": second, "result": {"password": 7}},
+                        {"id": third, "result": told(3)}, {"id": first, "result": told(1)},
+                        {"id": 2**40, "result": told(4)}]}
+    answer = client.post(f"{API}/inspections/results", json=body, headers=a)
+    assert answer.status_code == 200, answer.json
+    assert [(r["id"], r["status"]) for r in answer.json["results"]] == [
+        (first, "stored"), (second, "malformed_result"), (third, "stored"), (first, "already_stored"),
+        (2**40, "unknown_inspection")]
+    assert "password" in answer.json["results"][1]["message"]
+    # The one refused is still a's to post; b's result for it is not taken.
+    again = client.post(f"{API}/inspections/results", json={"results": [{"id": second, "result": told(2)}]},
+                        headers=b).json["results"]
+    assert [r["status"] for r in again] == ["not_your_inspection"]
+    rows = query(clean_db, "SELECT i.id, i.state, p.name, p.imdb FROM post_inspections i"
+                           " JOIN posts p ON p.group_id = i.group_id AND p.key = i.post_key ORDER BY i.id")
+    assert {r.id: (r.state, r.name, r.imdb) for r in rows} == {
+        first: ("done", told(1)["name"], 1001), third: ("done", told(3)["name"], 1003),
+        second: ("leased", rows[[r.id for r in rows].index(second)].name, None)}
+    assert_posts_summed(clean_db)
+
+
+def test_results_postgresql_refuses_together_are_stored_one_by_one(client, clean_db):
+    """What PostgreSQL refuses of one result (here a trigger of the test's refuses one name) is
+    answered so; the others of its call are stored."""
+    a, _, leased = several_queued(client, 3)
+    with clean_db.begin() as db:
+        db.execute(text("""
+            CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.inner_name = 'Refused.By.The.Database' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER refuse_one BEFORE UPDATE ON post_inspections FOR EACH ROW EXECUTE FUNCTION refuse_one();
+        """))
+    try:
+        results = [told(1), {**told(2), "name": "Refused.By.The.Database"}, told(3)]
+        answer = client.post(f"{API}/inspections/results", headers=a, json={
+            "results": [{"id": entry["id"], "result": result} for entry, result in zip(leased, results)]})
+        assert answer.status_code == 200, answer.json
+        assert [r["status"] for r in answer.json["results"]] == ["stored", "refused", "stored"]
+        assert "refused by the test" in answer.json["results"][1]["message"]
+        states = dict(query(clean_db, "SELECT id, state FROM post_inspections"))
+        assert [states[entry["id"]] for entry in leased] == ["done", "leased", "done"]
+    finally:
+        with clean_db.begin() as db:
+            db.execute(text("DROP TRIGGER refuse_one ON post_inspections; DROP FUNCTION refuse_one()"))
+    assert_posts_summed(clean_db)
+
+
+@pytest.mark.parametrize("body, why", [
+    (b'{"results": {}}', "results must be a list"),
+    (b'{"results": []}', "results must be a list"),
+    (b'{"results": [' + b",".join([b'{"id": 1, "result": {}}'] * 101) + b']}', "results must be a list"),
+    (b'{"results": [{"id": "1", "result": {}}]}', "each of results"),
+    (b'{"results": [{"id": 0, "result": {}}]}', "each of results"),
+    (b'{"results": [{"id": 9223372036854775808, "result": {}}]}', "each of results"),
+    (b'{"results": [7]}', "each of results"),
+    (b'{"results": [{"id": 1, "result": {"nfo": "' + b"x" * (5 * 1024 * 1024) + b'"}}]}', "body over"),
+    (b"{not json", "not JSON"),
+])
+def test_bad_calls_of_results_get_400_and_change_nothing(client, clean_db, body, why):
+    a, _, leased = several_queued(client, 1)
+    answer = client.post(f"{API}/inspections/results", data=body, headers={**a, "Content-Type": "application/json"})
+    assert answer.status_code == 400 and why in answer.json["message"], answer.json
+    assert client.post(f"{API}/inspections/results", data=b"results=1", headers=a).status_code == 400
+    assert client.post(f"{API}/inspections/results", json={"results": []}).status_code == 401
     assert scalar(clean_db, "SELECT state FROM post_inspections") == "leased"
 
 

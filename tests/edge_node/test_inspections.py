@@ -26,14 +26,17 @@ from app.services import leases
 from edge.digest.nntp import NNTPClient, NNTPConnectionError, NNTPProtocolError, NNTPReplyTooLong, NNTPTimeout, connect
 from edge.inspect import yenc
 from edge.node.config import ConfigError, load_config
-from edge.node.coordinator import (BadAnswer, Conflict, Coordinator, InspectionLease, Refused, parse_inspections)
+from edge.node.coordinator import (MAX_RESULTS_BODY, BadAnswer, Conflict, Coordinator, InspectionLease, Refused,
+                                   parse_inspections)
 from edge.node.inspector import Inspector
 from simnews.generator import Article, make_article
 from simnews.scripted import ScriptedServer, _dot_stuffed, _Session, overview_lines
 from simnews.yencpost import article_body, make_release, post_files
 from tests.app.factories import BIG, make_node
+from tests.app.test_inspections import lines as app_lines
 from tests.app.test_nzb_export import store_groups
 from tests.edge_node.conftest import plan
+from tests.fixtures.https_relay import HttpsRelay, Reply
 from tests.fixtures.queries import assert_posts_summed, query, scalar
 from tests.fixtures.waiting import wait_until
 
@@ -286,6 +289,81 @@ def test_the_three_calls_on_the_real_api(edge_api, clean_db, tmp_path):
     with pytest.raises(Refused) as refused:
         other.release_inspection(2**40, deadline=5)
     assert refused.value.status == 404
+
+
+class RecordingRelay(HttpsRelay):
+    """The API behind a relay that keeps each call's path and body size; `older` answers 404 to
+    POST /inspections/results, as a coordinator older than that call does."""
+
+    def __init__(self, api, older: bool = False):
+        super().__init__(api.url, api.cafile)
+        self.older = older
+        self.calls: list[tuple[str, int]] = []
+
+    def before_forwarding(self, path: str) -> Reply | None:
+        if self.older and path.endswith("/inspections/results"):
+            with self.lock:
+                self.calls.append((path.removeprefix("/api/v1/seed"), 0))
+            return Reply(404, b'{"error": "not_found", "message": "The requested URL was not found"}',
+                         "application/json")
+        return None
+
+    def after_forwarding(self, path: str, headers: dict[str, str], body: bytes, status: int) -> None:
+        with self.lock:
+            self.calls.append((path.removeprefix("/api/v1/seed"), len(body)))
+
+
+def hashed_posts_queued(count: int) -> None:
+    """`count` hashed posts of headers only, stored and queued for inspection."""
+    hashes = [uuid.uuid4().hex for _ in range(count)]
+    store_groups({"alt.binaries.misc": [line for n, h in enumerate(hashes) for line in app_lines(
+        h, [f"{h}.par2", f"{h}.part01.rar", f"{h}.nfo"], [b"a <a@x.example>"], first=3 * n)]})
+
+
+def test_results_posted_together_as_few_calls_as_the_body_limit_allows(edge_api, clean_db):
+    hashed_posts_queued(3)
+    with RecordingRelay(edge_api) as relay:
+        coordinator = Coordinator(relay.url, node_token(), cafile=relay.cafile)
+        first, second, third = (lease.id for lease in coordinator.lease_inspections(3))
+
+        def listing(width: int) -> dict:  # 10,000 files: 2.3 MB of JSON at width 200, 4.8 MB at 450
+            return {"files": [{"name": f"{n:05d}" + "x" * width, "size": n} for n in range(10_000)]}
+
+        answers = coordinator.post_inspections([(first, listing(200)), (second, listing(200)), (third, listing(450)),
+                                                (first, listing(200))])
+    assert [(a.id, a.status, a.taken) for a in answers] == [
+        (first, "stored", True), (second, "stored", True), (third, "too_large", False), (first, "already_stored", True)]
+    posted = [size for path, size in relay.calls if path == "/inspections/results"]
+    assert len(posted) == 3 and all(size <= MAX_RESULTS_BODY for size in posted), relay.calls
+    states = dict(query(clean_db, "SELECT id, state FROM post_inspections"))
+    assert [states[i] for i in (first, second, third)] == ["done", "done", "leased"]
+
+
+def test_an_older_coordinator_is_sent_results_one_by_one(edge_api, clean_db, tmp_path):
+    group = "alt.binaries.misc"
+    posted = obfuscated_release(tmp_path, group)
+    stored_as_indexed(group, posted.articles)
+    events: list[tuple[str, dict]] = []
+    stop = threading.Event()
+    with BodyServer({a.message_id: article_body(a) for a in posted.articles}) as server, \
+            RecordingRelay(edge_api, older=True) as relay:
+        coordinator = Coordinator(relay.url, node_token(), cafile=relay.cafile, stop=stop)
+        inspector = Inspector(coordinator, lambda: client_of(server), stop=stop, poll_interval=0.2,
+                              on_event=lambda name, **fields: events.append((name, fields)))
+        inspector.start()
+        try:
+            assert wait_until(lambda: inspector.counts.inspected == 1, timeout=30, what=lambda: str(events))
+        finally:
+            stop.set()
+            inspector.close()
+            inspector.join(10)
+    (row,) = inspection_rows(clean_db)
+    assert (row.state, row.inner_name, row.imdb) == ("done", RELEASE, IMDB)
+    paths = [path for path, _ in relay.calls if path.startswith("/inspections/") and path != "/inspections/lease"]
+    assert paths == ["/inspections/results", f"/inspections/{row.id}/result"]
+    (said,) = [fields for name, fields in events if name == "error"]
+    assert said["call"] == "inspection_results" and "one by one" in said["message"]
+    assert inspector.counts.dropped == 0 and inspector.held == []
 
 
 # -- the node end to end ---------------------------------------------------------------------

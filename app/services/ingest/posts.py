@@ -241,8 +241,11 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
     releases = {row.key: (row.name, row.files_seen) for row in rows}
     if pinned & refresh:
         # A post holding releases of other names: its members as they are now, whatever names.
-        for post in sorted(pinned & refresh):
-            refreshed[post] = [key for (key,) in session.execute(POST_MEMBERS, {"g": group_id, "key": post})]
+        held = sorted(pinned & refresh)
+        for post in held:
+            refreshed[post] = []
+        for post, key in session.execute(POSTS_MEMBERS, {"g": group_id, "keys": held}):
+            refreshed[post].append(key)
         unknown = sorted({key for keys in refreshed.values() for key in keys} - set(releases))
         if unknown:
             releases.update((row.key, (row.name, row.files_seen))
@@ -358,24 +361,26 @@ def _named_arrays(posts: list[int], named: dict[int, Named]) -> dict[str, list]:
 INSPECTED_FIELDS = ("inner_name", *INSPECTED)
 
 
-def refresh_post(session: Session, group_id: int, post_key: int) -> None:
-    """Sum one post's row afresh (after an inspection of it told its name), under the join's
-    lock of its group, as a join of its releases would."""
-    session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
-    members = [key for (key,) in session.execute(POST_MEMBERS, {"g": group_id, "key": post_key})]
-    rows = session.execute(RELEASE_NAMES, {"g": group_id, "keys": members}).all()
-    group = session.execute(text("SELECT name FROM groups WHERE id = :g"), {"g": group_id}).scalar_one()
-    posts = {post_key: members}
+def refresh_posts_of(session: Session, group_id: int, group: str, post_keys: list[int]) -> None:
+    """Sum these posts' rows afresh (after inspections of them told their names, or joined
+    releases into them), as a join of their releases would; the caller holds the join's lock of
+    the group (JOIN_LOCK)."""
+    posts: dict[int, list[int]] = {key: [] for key in post_keys}
+    for post, key in session.execute(POSTS_MEMBERS, {"g": group_id, "keys": post_keys}):
+        posts[post].append(key)
+    members = [key for keys in posts.values() for key in keys]
+    rows = session.execute(RELEASE_NAMES, {"g": group_id, "keys": members}).all() if members else []
     named = names_of(session, group_id, group, posts, {row.key: (row.name, row.files_seen) for row in rows})
     refresh_posts(session, group_id, posts, named)
 
 
-# The releases of a post: its own key's, unless joined into another post, and those joined into it.
-POST_MEMBERS = text("""
-    SELECT CAST(:key AS bigint) WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = :key)
-       AND EXISTS (SELECT FROM releases r WHERE r.group_id = :g AND r.key = :key)
+# The releases of posts: each one's own key's, unless joined into another post, and those joined into it.
+POSTS_MEMBERS = text("""
+    SELECT p.key, p.key FROM unnest(CAST(:keys AS bigint[])) AS p(key)
+     WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = p.key)
+       AND EXISTS (SELECT FROM releases r WHERE r.group_id = :g AND r.key = p.key)
     UNION ALL
-    SELECT x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = :key
+    SELECT x.post_key, x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = ANY(CAST(:keys AS bigint[]))
 """)
 RELEASE_NAMES = text("SELECT key, name, files_seen FROM releases WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))")
 
