@@ -17,7 +17,7 @@ what each post's name says. Answers are RSS 2.0 with newznab:attr elements, or t
 with o=json; each carries newznab:apilimits (the key's use today and its limits). Errors are
 newznab error elements, with HTTP 200 as the specification has it (clients read the code): 100
 incorrect credentials, 200 missing parameter, 201 incorrect parameter, 202 no such function,
-203 function not available (a search by an id this catalog does not know: tvdbid, imdbid...),
+203 function not available (a search by ids of a kind the catalog never keeps: rid, traktid),
 300 no such item, 900 the server could not answer now; and 500/501 (the key's request or
 download limit reached) with HTTP 429 and Retry-After, which Sonarr and Prowlarr back off on.
 Nothing a client sends gives a 5xx or is written out unescaped. A request refused before it
@@ -74,15 +74,18 @@ PARAMS = {"search": ("q",), "tvsearch": ("q", "title", "season", "ep"), "movie":
 # What caps announces of them: tv-search's title and movie-search's year are taken but not
 # announced, as clients then send them instead of q (Sonarr sends a series' title unclean, with
 # its apostrophes, in title=; in q= it sends the words its own names are searched by).
-ANNOUNCED = {"search": "q", "tvsearch": "q,season,ep", "movie": "q", "music": "q,artist,album",
-             "book": "q,title,author"}
+ANNOUNCED = {"search": "q", "tvsearch": "q,season,ep,tvdbid,tvmazeid", "movie": "q,imdbid",
+             "music": "q,artist,album", "book": "q,title,author"}
 WORD_PARAMS = ("q", "title", "artist", "album", "author")
 # Ids of other databases that clients search by (TheTVDB, TVmaze, TVRage, IMDb, TMDb, Trakt). The
-# catalog knows those an inspection read in a post's NFO (KNOWN_IDS: the posts' columns); a search
-# by ids alone answers the posts that have them, and where none has (or the id is of a kind the
-# catalog never knows), "function not available" (203), which NZBHydra2 and Prowlarr read as
-# "search by name instead": a client is never left with nothing where the name would find the
-# post. With words as well, the words are searched.
+# catalog knows those an inspection read in a post's NFO (KNOWN_IDS: the posts' columns). caps
+# announces tvdbid and tvmazeid for tv-search and imdbid for movie-search (tmdbid is taken too, not
+# announced: Radarr would send it instead of imdbid, and NFOs name IMDb far more often). A search by
+# ids alone answers the posts that have any of them and those of the same title and year
+# (search.search_posts), and where none has, an empty page: Sonarr, Radarr and Prowlarr then send
+# their next tier of requests, by name, so a client is never left with nothing where the name
+# would find the post. Ids of a kind never kept (rid, tvrageid, traktid) alone are "function not
+# available" (203). With words as well, the words are searched.
 ID_PARAMS = ("tvdbid", "tvmazeid", "rid", "tvrageid", "imdbid", "tmdbid", "traktid")
 KNOWN_IDS = {"imdbid": "imdb", "tvdbid": "tvdb", "tvmazeid": "tvmaze", "tmdbid": "tmdb"}
 # extended=1's resolution attr, as newznab writes it, by the height a name states.
@@ -245,8 +248,6 @@ def _search(session: Session, function: str) -> tuple[list[search.PostSummary], 
         raise NewznabError(201, str(exc)[:200]) from None
     except NotFound:  # a group that is none: nothing in it
         return [], 0, offset
-    if ids and page.total == 0 and offset == 0:
-        raise NewznabError(203, "no post has this id here: search by name (q)")
     return page.items, page.total, offset
 
 

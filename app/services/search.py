@@ -270,7 +270,8 @@ def search_posts(session: Session, words: str | Sequence[str] | None, *, group: 
     subcategories). season, episode, air_date and year: what the post's name says (a season
     pack has its season and no episode, so a search of a season finds it and every episode of
     it; an episode finds the posts whose episodes span it). ids: {"imdb": 133093, ...}, what a
-    post's inspection found (ID_COLUMNS), every one given.
+    post's inspection found (ID_COLUMNS), any one given, and the posts of the same title and
+    year as one that has them.
     group: a group name, or several (a post of any of them); an unknown one is NotFound.
     poster: a part of the poster of any of the post's releases, without case. min_size and
     max_size: the post's bytes. posted_after, posted_before and max_age_days: the post's last
@@ -308,11 +309,8 @@ def search_posts(session: Session, words: str | Sequence[str] | None, *, group: 
     if episode is not None:
         params["episode"] = _bounded_int("episode", episode, 0, SMALLINT)
         filters.append("p.episode <= :episode AND p.episode_last >= :episode")
-    for column, value in (ids or {}).items():
-        if column not in ID_COLUMNS:
-            raise SearchError(f"no such id: {column}")
-        params[column] = _bounded_int(column, value, 1, 2**31 - 1)
-        filters.append(f"p.{column} = :{column}")
+    if ids:
+        filters.append(_ids_filter(session, ids, params))
     if air_date is not None:
         if not isinstance(air_date, date) or isinstance(air_date, datetime):
             raise SearchError(f"air_date must be a date, not {air_date!r}")
@@ -456,6 +454,36 @@ def _tsquery(session: Session, words: str | Sequence[str] | None) -> str | None:
     if len(ordered[-1].lexeme) >= MIN_PREFIX:
         terms[-1] += ":*"
     return " & ".join(terms)
+
+
+# At most this many (title, year) of the posts an id names widen a search by it.
+MAX_ID_TITLES = 10
+
+
+def _ids_filter(session: Session, ids: dict[str, int], params: dict) -> str:
+    """The posts that have any of the ids given (a client sends every id it knows of a show), and
+    those of the same title and year (as their names parse) as one that has them: an NFO names one
+    post of a film or a show, and a client that searches by its id must find the others too (it
+    searches by name only when an id finds nothing)."""
+    having = []
+    for column, value in ids.items():
+        if column not in ID_COLUMNS:
+            raise SearchError(f"no such id: {column}")
+        params[column] = _bounded_int(column, value, 1, 2**31 - 1)
+        having.append(f"p.{column} = :{column}")
+    matched = " OR ".join(having)
+    titles = session.execute(text(f"SELECT DISTINCT p.title, p.year FROM posts p WHERE ({matched}) AND p.title <> ''"
+                                  f" ORDER BY 1, 2 LIMIT {MAX_ID_TITLES}"), params).all()
+    alternatives = [f"({matched})"]
+    params["word_break"] = WORD_BREAK
+    for index, (title, year) in enumerate(titles):
+        params[f"id_title{index}"], params[f"id_year{index}"] = title, year
+        # The title's words first (the words index finds the candidates), then the title itself.
+        alternatives.append(
+            f"(p.words @@ plainto_tsquery('simple'::regconfig, regexp_replace(CAST(:id_title{index} AS text),"
+            f" CAST(:word_break AS text), ' ', 'g')) AND p.title = :id_title{index}"
+            f" AND p.year IS NOT DISTINCT FROM CAST(:id_year{index} AS smallint))")
+    return "(" + " OR ".join(alternatives) + ")"
 
 
 def _group_ids(session: Session, group: str | Sequence[str] | None) -> list[int] | None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import xml.etree.ElementTree as ET
 import zlib
 
 import pytest
 from sqlalchemy import text
 
 from app.db import session_scope
-from app.services import inspections, search
+from app.services import apikeys, inspections, search
 from tests.app.factories import BIG, make_node
 from tests.app.test_nzb_export import store_groups
 from tests.fixtures.queries import assert_posts_summed, query, scalar
@@ -336,8 +337,11 @@ def test_what_an_inspection_found_is_served_by_the_newznab_api(queued, clean_db)
     assert (attrs["password"], attrs["imdb"]) == ("2", "0133093")
     assert [a.get("value") for a in item.iter(f"{newznab}attr") if a.get("name") == "category"] == ["2000", "2040"]
     assert ET.fromstring(ask(t="movie", imdbid="0133093").data).find("channel/item") is not None
-    # An id no post has, or of a kind never kept: 203, search by name instead.
-    for params in ({"imdbid": "tt0000001"}, {"traktid": "5"}, {"rid": "7"}):
+    # An id no post has: an empty page (a client then searches by name); of a kind never kept: 203.
+    for params in ({"imdbid": "tt0000001"}, {"tmdbid": "603"}):
+        empty = ET.fromstring(ask(t="movie", **params).data)
+        assert empty.tag == "rss" and empty.find("channel/item") is None, params
+    for params in ({"traktid": "5"}, {"rid": "7"}):
         assert ET.fromstring(ask(t="movie", **params).data).get("code") == "203", params
     assert ET.fromstring(ask(t="movie", imdbid="ttx").data).get("code") == "201"
     post_id = item.find("guid").text.rsplit("=", 1)[1]
@@ -364,6 +368,32 @@ def test_what_an_inspection_found_is_served_by_the_newznab_api(queued, clean_db)
     html = client.get("/search", query_string={"q": "film title"}).get_data(as_text=True)
     assert '<div class="password">an archive inside</div>' in html and '<span class="imdb">tt0133093</span>' in html
     assert ET.fromstring(ask(t="search", o="file").data).get("code") == "201"
+
+
+def test_an_id_an_nfo_gave_finds_the_posts_of_the_same_title_and_year_too(client, clean_db):
+    """One post's NFO names the film's IMDb id; its other releases (no NFO) are found by the id
+    too, by their parsed title and year; another film of that title (another year) is not."""
+    film = "Film.Title.1999.720p.WEB.x264-OTHER"
+    remake = "Film.Title.2005.1080p.BluRay.x264-GRP"
+    store_groups({"alt.binaries.misc": lines(HASHED, [f"{HASHED}.part01.rar", f"{HASHED}.nfo"], [b"a <a@x.example>"])
+                  + lines(film, [f"{film}.mkv", f"{film}.srt"], [b"b <b@y.example>"], first=2)
+                  + lines(remake, [f"{remake}.mkv", f"{remake}.srt"], [b"c <c@z.example>"], first=4)})
+    with session_scope() as s:
+        _, token = make_node(s, "edge-a")
+        _, key = apikeys.create_key(s, "radarr")
+    a = {"Authorization": f"Bearer {token}"}
+    (leased,) = client.post(f"{API}/inspections/lease", json={"max": 5}, headers=a).json["inspections"]
+    assert leased["name"] == HASHED
+    told = {"name": "Film.Title.1999.1080p.BluRay.x264-GRP", "imdb": 133093}
+    assert client.post(f"{API}/inspections/{leased['id']}/result", json=told, headers=a).status_code == 200
+
+    def titles(**params) -> list[str]:
+        answer = ET.fromstring(client.get("/api", query_string={"apikey": key, **params}).data)
+        return sorted(item.find("title").text for item in answer.findall("channel/item"))
+
+    assert titles(t="movie", imdbid="0133093") == sorted([told["name"], film])
+    assert titles(t="movie", imdbid="tt0133093", tmdbid="603") == sorted([told["name"], film])  # any id given
+    assert titles(t="movie", q="film title") == sorted([told["name"], film, remake])
 
 
 @pytest.mark.parametrize("rules, result, dropped_by", [

@@ -348,11 +348,12 @@ def test_caps_announce_the_searches_of_the_contract(indexer: Indexer, caps: Caps
     assert (caps.default, caps.max) == (100, 100)
     # Sonarr: PageSize = min(100, max(default, max)); Prowlarr: the default.
     assert min(100, max(caps.default, caps.max)) == PAGE
-    # Sonarr's TestCapabilities and its episode/season/daily searches need q, season and ep; no
-    # id is announced, so no client sends one. An announced `title` would make Sonarr send
-    # title={raw scene title} instead of q={clean title} (the Bob's Burgers search below).
+    # Sonarr's TestCapabilities and its episode/season/daily searches need q, season and ep; the
+    # ids an NFO may give are announced (Sonarr's and Radarr's first tier of requests then asks by
+    # id, and an empty page sends them to their title tier). An announced `title` would make Sonarr
+    # send title={raw scene title} instead of q={clean title} (the Bob's Burgers search below).
     assert {element: caps.params(element) for element in caps.searching} == {
-        "search": ["q"], "tv-search": ["q", "season", "ep"], "movie-search": ["q"],
+        "search": ["q"], "tv-search": ["q", "season", "ep", "tvdbid", "tvmazeid"], "movie-search": ["q", "imdbid"],
         "audio-search": ["q", "artist", "album"], "book-search": ["q", "title", "author"]}
 
 
@@ -400,7 +401,13 @@ def test_sonarr_searches_episodes_seasons_daily_shows_specials_and_anime(indexer
     def tv(cats: str, title: str, parameters: str) -> list[str]:
         return sonarr(indexer, caps, "tvsearch", cats, sonarr_title(caps, title, parameters)).titles
 
-    # No id in caps: only Sonarr's title tier (q=Show%20Name, or title= if caps announce it).
+    # tvdbid announced (with season and ep): Sonarr's first tier asks by the series' TheTVDB id
+    # (AddTvIdPageableRequests). No NFO named it here: an empty page, so Sonarr goes on to its
+    # title tier (q=Show%20Name, or title= if caps announce it).
+    assert "tvdbid" in caps.params("tv-search")
+    for ids in ("&season=1&ep=2", "&season=2", "&season=2014&ep=07/22"):
+        by_id = sonarr(indexer, caps, "tvsearch", SONARR_CATS, f"&tvdbid=121361{ids}")
+        assert (by_id.titles, by_id.total) == ([], 0), ids
     episode = sonarr(indexer, caps, "tvsearch", SONARR_CATS, sonarr_title(caps, "Show Name", "&season=1&ep=2"))
     assert episode.titles == [EP, EP_SD] and episode.total == 2
     assert tv(SONARR_CATS, "Show Name", "&season=1&ep=4") == [MULTI]
@@ -439,7 +446,11 @@ def test_radarr_syncs_rss_and_searches_a_movie_by_title_and_year(indexer: Indexe
     # movie-search is available: RSS (and the add-time test) is t=movie on the movie categories.
     rss = sonarr(indexer, caps, "movie", RADARR_CATS)
     assert rss.titles == [FILM_IN_TV, FILM, FILM_OLD]  # the film posted in a TV group is a film
-    # No imdbid/tmdbid in caps: no id tier; the title tier is t=search&q={title year}.
+    # imdbid announced (tmdbid not: Radarr would send it instead): the id tier is
+    # t=movie&imdbid={the id without tt}; no NFO named it here, so an empty page, and Radarr goes on
+    # to its title tier, t=search&q={title year}.
+    by_id = sonarr(indexer, caps, "movie", RADARR_CATS, "&imdbid=0848228")
+    assert (by_id.titles, by_id.total) == ([], 0)
     assert sonarr(indexer, caps, "search", RADARR_CATS, "&q=Film%20Title%202019").titles == [FILM]
     assert sonarr(indexer, caps, "search", RADARR_CATS, "&q=Film%20Title").titles == [FILM, FILM_OLD]
 
@@ -476,7 +487,9 @@ def test_prowlarr_tests_the_indexer_then_searches_and_pages(indexer: Indexer, ca
     daily = prowlarr(indexer, caps, "tvsearch", SONARR_CATS, season=2014, ep="07/22", q="Talk Show")  # ep=07%2F22
     assert daily.titles == [DAILY]
     assert prowlarr(indexer, caps, "tvsearch", SONARR_CATS, season="00", ep=1, q="Show Name").titles == [SPECIAL]
-    # Movies: no id announced, so Prowlarr falls back to t=search with q.
+    # Movies: Radarr's id tier through Prowlarr is t=movie&imdbid=tt... (imdbid announced): empty
+    # here; its title tier has no id, so Prowlarr sends t=search with q.
+    assert prowlarr(indexer, caps, "movie", "2000", imdbid="tt0848228").titles == []
     assert prowlarr(indexer, caps, "search", "2000", q="Film Title 2019").titles == [FILM]
     # Music and books: artist/album and author/title announced, so t=music and t=book with them.
     assert prowlarr(indexer, caps, "music", "3000", artist="Some Artist", album="Great Album").titles == [ALBUM]
@@ -495,6 +508,10 @@ HYDRA_ID_PROBES = (("tvsearch", "tvdbid", "121361"), ("tvsearch", "rid", "24493"
                    ("movie", "imdbid", "0848228"))
 
 
+# The ids the catalog keeps (an NFO's), searched; the others are "function not available".
+KEPT_IDS = ("tvdbid", "tvmazeid", "imdbid", "tmdbid")
+
+
 def hydra(indexer: Indexer, caps: Caps, **parameters: str | int) -> Feed:
     """NZBHydra2's URLs: UriComponentsBuilder, apikey first, then its parameters in order."""
     query = urllib.parse.urlencode({"apikey": indexer.key, **parameters}, quote_via=urllib.parse.quote, safe=",")
@@ -506,13 +523,17 @@ def test_nzbhydra_checks_the_connection_and_caps_then_searches_and_pages(indexer
     connection = hydra(indexer, caps, t="search", q="mp3")
     assert connection.titles == [MP3_ALBUM]
 
-    # checkCaps: each id probe must say "function not available" to be marked unsupported
-    # cleanly; any other error marks the caps check incomplete.
+    # checkCaps: an id probe answered with no items is "probably doesn't support" (the ids the
+    # catalog keeps, which no NFO named here), one answered "function not available" is not
+    # supported (those it never keeps); any other error marks the caps check incomplete.
     for t, name, value in HYDRA_ID_PROBES:
         answer = get(indexer, f"/api?apikey={indexer.key}&t={t}&{name}={value}")
         assert answer.status == 200, (name, answer.status)
-        code, description = read_error(answer)
-        assert code == "203" and "function not available" in description.lower(), (name, code, description)
+        if name in KEPT_IDS:
+            assert read_feed(answer, caps).releases == [], name
+        else:
+            code, description = read_error(answer)
+            assert code == "203" and "function not available" in description.lower(), (name, code, description)
 
     # Then t=caps: a <caps> root, audio and book search available, categories found by name.
     hydra_caps = read_caps(get(indexer, f"/api?apikey={indexer.key}&t=caps"))
@@ -664,11 +685,15 @@ def test_search_function_honours_season_and_ep_and_title_is_a_query(indexer: Ind
                      caps).titles == [EP, EP_SD]
 
 
-def test_ids_alone_are_function_not_available_and_other_errors(indexer: Indexer, caps: Caps) -> None:
+def test_ids_no_post_has_find_nothing_and_other_errors(indexer: Indexer, caps: Caps) -> None:
     key = indexer.key
     for t, name, value in (*HYDRA_ID_PROBES, ("tvsearch", "tvmazeid", "82"), ("movie", "traktid", "1390")):
-        code, description = read_error(get(indexer, f"/api?t={t}&{name}={value}&apikey={key}&cat=5000,2000"))
-        assert (code, description.split(":")[0]) == ("203", "Function not available"), (name, description)
+        answer = get(indexer, f"/api?t={t}&{name}={value}&apikey={key}&cat=5000,2000")
+        if name in KEPT_IDS:  # no NFO named them here: nothing
+            assert read_feed(answer, caps).total == 0, name
+        else:  # never kept
+            code, description = read_error(answer)
+            assert (code, description.split(":")[0]) == ("203", "Function not available"), (name, description)
     # Ids with words: the words are searched, the ids ignored (Sonarr's aggregated id + title).
     both = read_feed(get(indexer, f"/api?t=tvsearch&cat={SONARR_CATS}&apikey={key}&tvdbid=121361&rid=24493"
                                   f"&q=Show%20Name&season=1&ep=2"), caps)
