@@ -72,6 +72,9 @@ class Settings:
     db_search_path: str | None = None
     redis_url: str = "redis://127.0.0.1:6379/0"
     lease_timeout: int = 900
+    # Inspections (app/services/inspections.py): a post is leased once the join has not changed
+    # it for this many seconds, so that a post still being posted is read whole.
+    inspect_settle: int = 120
     # Twice a node's own default (MAX_LEASES, 3): a node restarted after a crash still gets its
     # ranges while the leases of its last run wait out LEASE_TIMEOUT.
     max_leases_per_node: int = 6
@@ -120,6 +123,7 @@ class Settings:
             db_search_path=read(env, "DB_SEARCH_PATH", _schema_names),
             redis_url=read(env, "REDIS_URL", text, d.redis_url),
             lease_timeout=count("LEASE_TIMEOUT", d.lease_timeout),
+            inspect_settle=read(env, "INSPECT_SETTLE", integer(0), d.inspect_settle),
             max_leases_per_node=count("MAX_LEASES_PER_NODE", d.max_leases_per_node),
             chunk_size=count("CHUNK_SIZE", d.chunk_size),
             batch_chunks=count("BATCH_CHUNKS", d.batch_chunks),

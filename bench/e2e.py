@@ -139,6 +139,9 @@ class Services:
             "API_CERTFILE": str(workdir / "cert.pem"), "API_KEYFILE": str(workdir / "key.pem"),
             # Several ranges per group, so fetching, posting and storing overlap as in a long run.
             "RANGE_SIZE": str(range_size), "CHUNK_SIZE": str(chunk_size), "BATCH_CHUNKS": str(batch_chunks),
+            # Posts leased for inspection as soon as written: what inspecting costs is measured
+            # within the run, not after INSPECT_SETTLE.
+            "INSPECT_SETTLE": "0",
         }
 
     def start(self, articles: int) -> None:

@@ -215,7 +215,7 @@ def lease_inspections():
         raise MalformedRequest(f"max must be a whole number from 1 to {inspections.MAX_LEASE}")
     timeout = _settings().lease_timeout
     with session_scope() as session:
-        leased = inspections.lease(session, g.node, wanted, timeout)
+        leased = inspections.lease(session, g.node, wanted, timeout, _settings().inspect_settle)
     if not leased:
         return Response(status=204)
     return jsonify(inspections=[{"id": i.id, "group": i.group, "post_key": i.post_key, "name": i.name,

@@ -23,8 +23,8 @@ class InspectionState:
 
 
 class PostInspection(Base):
-    """One post to inspect, and what its inspection found. A post is queued once (its group and
-    key); id names it in the node API."""
+    """One post to inspect, and what its inspection found: one row a post (its group and key),
+    queued again when the post has grown since it was read; id names it in the node API."""
 
     __tablename__ = "post_inspections"
     __table_args__ = (
@@ -46,6 +46,12 @@ class PostInspection(Base):
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(SmallInteger, server_default="0")
     queued_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # When the join last changed the post while it was queued (a lease waits INSPECT_SETTLE
+    # seconds after it: a post still being posted is read once it is whole), the post's files
+    # when it was last leased (it is queued again once it has more), and the times it was queued.
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    files_seen: Mapped[int | None] = mapped_column(Integer)
+    rounds: Mapped[int] = mapped_column(SmallInteger, server_default="1")
     done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # What the node read: articles asked for, read, missing (430), bytes.
     articles_read: Mapped[int | None] = mapped_column(Integer)

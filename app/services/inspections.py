@@ -2,8 +2,10 @@
 files a par2 set lists, what an archive holds and whether it is encrypted, what an .nfo names).
 
 The data center reads no article bodies: it picks the posts worth inspecting as the join writes
-them (queue: a name that says nothing, a hash or no category, or several posters), newest first, and
-leases them to nodes that ask (lease), each with the message-ids to read: the first article of
+them (queue: a name that says nothing, a hash or no category, several posters, one file, or small
+files that tell more), newest first, queues one again when it has grown since it was read, and
+leases them, once the join has left them unchanged for a while, to nodes that ask (lease), each
+with the message-ids to read: the first article of
 at most MAX_FILES of its files (the .nfo, the par2 index, the first archive volume, small ones
 first: edge.inspect.result.wanted_files, which the node's readers go with), MAX_BYTES in all. A lease held past its timeout goes back to
 the queue, as a range's does; a node gives back what it holds on SIGTERM (give_back). The result
@@ -59,23 +61,37 @@ REASONS = (
     ("contents", "EXISTS (SELECT FROM files f WHERE f.group_id = :g AND f.release_key = p.key"
                  f" AND f.name ~* '{CONTENTS}')"),
 )
+# A post's inspection that the join's writing it changes (queued again, or told it changed): one
+# still queued, or one done or given up that the post has outgrown (more files than it had when
+# read), fewer than MAX_ROUNDS times. Not one leased: its node is reading it.
+MAX_ROUNDS = 3
+REQUEUED = (f"(i.state = 'queued' OR (i.state IN ('done', 'failed') AND i.rounds < {MAX_ROUNDS}"
+            " AND coalesce(i.files_seen, 0) < p.files_seen))")
 QUEUE = text(f"""
     WITH worth AS MATERIALIZED (  -- materialised: each test runs once a post, not again in WHERE
-        SELECT p.group_id, p.key, p.last_post,
+        SELECT p.group_id, p.key, p.last_post, p.files_seen,
                CASE {" ".join(f"WHEN {test} THEN '{name}'" for name, test in REASONS)} END AS reason
           FROM posts p
          WHERE p.group_id = :g AND p.key = ANY(CAST(:keys AS bigint[]))
-           AND NOT EXISTS (SELECT FROM post_inspections i WHERE i.group_id = :g AND i.post_key = p.key)
+           AND NOT EXISTS (SELECT FROM post_inspections i WHERE i.group_id = :g AND i.post_key = p.key
+                            AND NOT {REQUEUED})
     )
-    INSERT INTO post_inspections (group_id, post_key, reason, priority)
-    SELECT group_id, key, reason, last_post FROM worth WHERE reason IS NOT NULL
-    ON CONFLICT (group_id, post_key) DO NOTHING
+    INSERT INTO post_inspections AS i (group_id, post_key, reason, priority, files_seen)
+    SELECT group_id, key, reason, last_post, files_seen FROM worth WHERE reason IS NOT NULL
+    ON CONFLICT (group_id, post_key) DO UPDATE
+       SET changed_at = now(), reason = EXCLUDED.reason, priority = EXCLUDED.priority,
+           files_seen = EXCLUDED.files_seen, state = 'queued', node_id = NULL, expires_at = NULL, error = NULL,
+           attempts = CASE WHEN i.state = 'queued' THEN i.attempts ELSE 0 END,
+           rounds = i.rounds + CASE WHEN i.state = 'queued' THEN 0 ELSE 1 END
+     WHERE {REQUEUED.replace("p.files_seen", "EXCLUDED.files_seen")}
 """)
 
-# The next inspections: queued ones newest first, and leases past their time (taken back).
+# The next inspections: queued ones whose post has not changed for the settle time, newest post
+# first, and leases past their time (taken back).
 NEXT = text("""
     SELECT id FROM post_inspections
-     WHERE state = 'queued' OR (state = 'leased' AND expires_at < now())
+     WHERE (state = 'queued' AND changed_at <= now() - make_interval(secs => :settle))
+        OR (state = 'leased' AND expires_at < now())
      ORDER BY state = 'leased', priority DESC NULLS LAST, id
      LIMIT :count
        FOR UPDATE SKIP LOCKED
@@ -122,26 +138,30 @@ class InspectionLease:
 
 
 def queue(session: Session, group_id: int, post_keys: list[int]) -> None:
-    """Queue those of these posts (just written by the join) worth inspecting; a post queued
-    before stays as it is."""
+    """Queue those of these posts (just written by the join) worth inspecting: a post not queued
+    before, or one read before that has more files now (MAX_ROUNDS times at most); one still
+    queued is noted changed (its lease waits for it to settle)."""
     if post_keys:
         session.execute(QUEUE, {"g": group_id, "keys": post_keys})
 
 
-def lease(session: Session, node: SeedNode, count: int, timeout: int) -> list[InspectionLease]:
-    """Up to count inspections for this node, each with the articles to read. A post with no
-    file worth reading is marked failed here and not handed out; one whose leases expired
-    MAX_ATTEMPTS times is given up."""
+def lease(session: Session, node: SeedNode, count: int, timeout: int, settle: int = 0) -> list[InspectionLease]:
+    """Up to count inspections for this node, each with the articles to read, of posts the join
+    has not changed for `settle` seconds (a post still being posted is read once it is whole). A
+    post with no file worth reading is marked failed here and not handed out; one whose leases
+    expired MAX_ATTEMPTS times is given up."""
     count = max(1, min(count, MAX_LEASE))
     leased: list[InspectionLease] = []
-    ids = [row.id for row in session.execute(NEXT, {"count": count})]
+    ids = [row.id for row in session.execute(NEXT, {"count": count, "settle": settle})]
     for row in session.scalars(select(PostInspection).where(PostInspection.id.in_(ids)).order_by(PostInspection.id)):
         if row.attempts >= MAX_ATTEMPTS:
             _give_up(row, f"its lease expired {row.attempts} times")
             continue
-        post = session.execute(text("SELECT p.name, g.name AS group_name FROM posts p JOIN groups g ON g.id = p.group_id"
-                                    " WHERE p.group_id = :g AND p.key = :key"),
+        post = session.execute(text("SELECT p.name, p.files_seen, g.name AS group_name FROM posts p"
+                                    " JOIN groups g ON g.id = p.group_id WHERE p.group_id = :g AND p.key = :key"),
                                {"g": row.group_id, "key": row.post_key}).first()
+        if post is not None:
+            row.files_seen = post.files_seen  # what it is read with: it is queued again once it has more
         files = _files_to_read(session, row.group_id, row.post_key) if post is not None else []
         if post is None or not files:
             _give_up(row, "the post is gone" if post is None else "no file worth reading")

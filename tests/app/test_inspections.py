@@ -10,11 +10,15 @@ import xml.etree.ElementTree as ET
 import zlib
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from app.db import session_scope
-from app.services import apikeys, inspections, search
-from tests.app.factories import BIG, make_node
+from app.models import Group, SeedNode
+from app.services import apikeys, inspections, leases, search
+from app.services.ingest import posts, store
+from edge.digest.gather import Gatherer
+from tests.app.factories import BIG, accept, make_node, make_plan
+from tests.app.overview import raw
 from tests.app.test_nzb_export import store_groups
 from tests.fixtures.queries import assert_posts_summed, query, scalar
 from tests.fixtures.waiting import wait_until
@@ -149,6 +153,72 @@ def test_a_result_and_a_join_of_its_group_under_way_do_not_deadlock(queued, clea
     poster.join(30)
     assert [answer.status_code for answer in answers] == [200]
     assert scalar(clean_db, "SELECT state FROM post_inspections WHERE id = :i", i=leased["id"]) == "done"
+
+
+def store_range(group: str, more: list[bytes], first: int) -> None:
+    """More overview lines of a group stored before (numbered from `first`), as a range of their
+    own read later: one batch, stored and joined."""
+    with session_scope() as s:
+        found = s.scalars(select(Group).where(Group.name == group)).one()
+        (planned,) = make_plan(s, found, [(first, first + len(more) - 1)])
+        node, _ = make_node(s, f"reader-{first}")
+        leases.lease(s, node, max_leases=1)
+    gatherer = Gatherer(group)
+    gatherer.add_chunk(first, first + len(more) - 1, [raw(more)])
+    batch_id = accept(node, planned.id, gatherer.build())
+    with session_scope() as s:
+        assert store.store_batch(s, batch_id).stored
+    with session_scope() as s:
+        assert posts.gather_batch(s, batch_id) is not None
+
+
+def test_a_post_is_read_once_it_settles_and_again_when_it_grows(client, clean_db):
+    """A post still being posted is leased once the join has left it unchanged for the settle
+    time; one read before is queued again when later batches bring it more files, MAX_ROUNDS
+    times in all."""
+    group = "alt.binaries.misc"
+    names = [f"{HASHED}.part01.rar", f"{HASHED}.part02.rar", f"{HASHED}.nfo", f"{HASHED}.par2",
+             f"{HASHED}.vol00+01.par2", f"{HASHED}.part03.rar", f"{HASHED}.part04.rar"]
+    posted = lines(HASHED, names, [b"a <a@x.example>"])
+
+    def row():
+        return query(clean_db, "SELECT state, rounds, attempts, files_seen, changed_at FROM post_inspections")[0]
+
+    def settled() -> None:
+        with clean_db.begin() as db:
+            db.execute(text("UPDATE post_inspections SET changed_at = now() - interval '61 seconds'"))
+
+    def read_and_record() -> list[str]:
+        with session_scope() as s:
+            node = s.scalars(select(SeedNode).where(SeedNode.name == "edge-a")).one()
+            assert inspections.lease(s, node, 10, 900, settle=60) == []  # changed within the minute
+        settled()
+        with session_scope() as s:
+            node = s.scalars(select(SeedNode).where(SeedNode.name == "edge-a")).one()
+            (leased,) = inspections.lease(s, node, 10, 900, settle=60)
+            assert inspections.record(s, node, leased.id, {"password": 0, "articles_read": 1})
+        return sorted(f["name"] for f in leased.files)
+
+    store_groups({group: posted[:2]})
+    with session_scope() as s:
+        make_node(s, "edge-a")
+    first = row()
+    assert (first.state, first.rounds, first.files_seen) == ("queued", 1, 2)
+    store_range(group, posted[2:3], BIG + 2)  # still queued: noted changed, not queued again
+    grown = row()
+    assert (grown.state, grown.rounds, grown.files_seen) == ("queued", 1, 3) and grown.changed_at > first.changed_at
+    assert read_and_record() == [f"{HASHED}.nfo", f"{HASHED}.part01.rar"]
+    assert row().state == "done"
+
+    store_range(group, posted[3:5], BIG + 3)  # its par2 set arrives: read again
+    assert tuple(row())[:4] == ("queued", 2, 0, 5)
+    assert read_and_record() == [f"{HASHED}.nfo", f"{HASHED}.par2", f"{HASHED}.part01.rar"]
+    store_range(group, posted[5:6], BIG + 5)
+    assert tuple(row())[:4] == ("queued", 3, 0, 6)
+    read_and_record()
+    store_range(group, posted[6:7], BIG + 6)  # MAX_ROUNDS read: it stays as it is
+    assert tuple(row())[:4] == ("done", inspections.MAX_ROUNDS, 1, 6)
+    assert_posts_summed(clean_db)
 
 
 def test_an_expired_lease_goes_to_the_next_node_and_a_given_back_one_is_leased_again(queued, clean_db):
