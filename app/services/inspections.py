@@ -18,7 +18,6 @@ import re
 import zlib
 from collections import Counter
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select, text, update
@@ -86,37 +85,59 @@ QUEUE = text(f"""
      WHERE {REQUEUED.replace("p.files_seen", "EXCLUDED.files_seen")}
 """)
 
-# The next inspections: queued ones whose post has not changed for the settle time, newest post
-# first, and leases past their time (taken back).
-NEXT = text("""
-    SELECT id FROM post_inspections
-     WHERE (state = 'queued' AND changed_at <= now() - make_interval(secs => :settle))
-        OR (state = 'leased' AND expires_at < now())
-     ORDER BY state = 'leased', priority DESC NULLS LAST, id
+# The next inspections, with their posts: leases past their time (taken back), then queued ones
+# whose post has not changed for the settle time, newest post first (each by its own index).
+_NEXT = """
+    SELECT i.id, i.group_id, i.post_key, i.attempts, p.name, p.files_seen, g.name AS group_name
+      FROM post_inspections i
+      LEFT JOIN posts p ON p.group_id = i.group_id AND p.key = i.post_key
+      LEFT JOIN groups g ON g.id = i.group_id
+     WHERE {which}
+     ORDER BY i.priority DESC NULLS LAST, i.id
      LIMIT :count
-       FOR UPDATE SKIP LOCKED
-""")
-# A post's files with the first and the last article of each: its own release's and those joined
-# into it.
-POST_FILES = text("""
+       FOR UPDATE OF i SKIP LOCKED
+"""
+NEXT_EXPIRED = text(_NEXT.format(which="i.state = 'leased' AND i.expires_at < now()"))
+NEXT_QUEUED = text(_NEXT.format(which="i.state = 'queued' AND i.changed_at <= now() - make_interval(secs => :settle)"))
+# The files of a group's posts with the first and the last article of each (at most
+# MAX_POST_FILES a post, by name): each post's own release's and those joined into it.
+MAX_POST_FILES = 10_000
+POST_FILES = text(f"""
     WITH members AS (
-        SELECT CAST(:key AS bigint) AS key
-         WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = :key)
+        SELECT w.key AS post, w.key FROM unnest(CAST(:keys AS bigint[])) AS w(key)
+         WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = w.key)
         UNION ALL
-        SELECT x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = :key
+        SELECT x.post_key, x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = ANY(CAST(:keys AS bigint[]))
+    ), listed AS (
+        SELECT m.post, f.key, f.name, row_number() OVER (PARTITION BY m.post ORDER BY f.name) AS n
+          FROM members m JOIN files f ON f.group_id = :g AND f.release_key = m.key
     )
-    SELECT f.name, a.bytes, a.message_local || h.host AS message_id,
+    SELECT l.post, l.name, a.bytes, a.message_local || h.host AS message_id,
            z.bytes AS last_bytes, z.message_local || hz.host AS last_message_id
-      FROM members m
-      JOIN files f ON f.group_id = :g AND f.release_key = m.key
+      FROM listed l
       JOIN LATERAL (SELECT bytes, message_local, host_id FROM fragments
-                     WHERE group_id = :g AND file_key = f.key ORDER BY part LIMIT 1) a ON true
+                     WHERE group_id = :g AND file_key = l.key ORDER BY part LIMIT 1) a ON true
       JOIN LATERAL (SELECT bytes, message_local, host_id FROM fragments
-                     WHERE group_id = :g AND file_key = f.key ORDER BY part DESC LIMIT 1) z ON true
+                     WHERE group_id = :g AND file_key = l.key ORDER BY part DESC LIMIT 1) z ON true
       JOIN message_hosts h ON h.id = a.host_id
       JOIN message_hosts hz ON hz.id = z.host_id
-     ORDER BY f.name
-     LIMIT 10000
+     WHERE l.n <= {MAX_POST_FILES}
+     ORDER BY l.post, l.name
+""")
+LEASED = text("""
+    UPDATE post_inspections i
+       SET state = 'leased', node_id = :node, attempts = i.attempts + 1, error = NULL,
+           expires_at = now() + make_interval(secs => :timeout), files_seen = u.files_seen
+      FROM unnest(CAST(:ids AS bigint[]), CAST(:files_seen AS integer[])) AS u(id, files_seen)
+     WHERE i.id = u.id
+""")
+GIVEN_UP = text("""
+    UPDATE post_inspections i
+       SET state = 'failed', error = u.error, node_id = NULL, expires_at = NULL,
+           files_seen = coalesce(u.files_seen, i.files_seen)
+      FROM unnest(CAST(:ids AS bigint[]), CAST(:errors AS text[]), CAST(:files_seen AS integer[]))
+           AS u(id, error, files_seen)
+     WHERE i.id = u.id
 """)
 
 
@@ -149,33 +170,51 @@ def lease(session: Session, node: SeedNode, count: int, timeout: int, settle: in
     """Up to count inspections for this node, each with the articles to read, of posts the join
     has not changed for `settle` seconds (a post still being posted is read once it is whole). A
     post with no file worth reading is marked failed here and not handed out; one whose leases
-    expired MAX_ATTEMPTS times is given up."""
+    expired MAX_ATTEMPTS times is given up. A few statements whatever the count."""
     count = max(1, min(count, MAX_LEASE))
-    leased: list[InspectionLease] = []
-    ids = [row.id for row in session.execute(NEXT, {"count": count, "settle": settle})]
-    for row in session.scalars(select(PostInspection).where(PostInspection.id.in_(ids)).order_by(PostInspection.id)):
+    rows = session.execute(NEXT_EXPIRED, {"count": count}).all()
+    if len(rows) < count:
+        rows += session.execute(NEXT_QUEUED, {"count": count - len(rows), "settle": settle}).all()
+    given_up: list[tuple[int, str, int | None]] = []
+    wanted: dict[int, list[Any]] = {}
+    for row in rows:
         if row.attempts >= MAX_ATTEMPTS:
-            _give_up(row, f"its lease expired {row.attempts} times")
-            continue
-        post = session.execute(text("SELECT p.name, p.files_seen, g.name AS group_name FROM posts p"
-                                    " JOIN groups g ON g.id = p.group_id WHERE p.group_id = :g AND p.key = :key"),
-                               {"g": row.group_id, "key": row.post_key}).first()
-        if post is not None:
-            row.files_seen = post.files_seen  # what it is read with: it is queued again once it has more
-        files = _files_to_read(session, row.group_id, row.post_key) if post is not None else []
-        if post is None or not files:
-            _give_up(row, "the post is gone" if post is None else "no file worth reading")
-            continue
-        row.state, row.node_id, row.attempts = InspectionState.LEASED, node.id, row.attempts + 1
-        row.expires_at = _now(session) + timedelta(seconds=timeout)
-        leased.append(InspectionLease(row.id, post.group_name, row.post_key, post.name, files))
-    session.flush()
-    return leased
+            given_up.append((row.id, f"its lease expired {row.attempts} times", row.files_seen))
+        elif row.name is None:
+            given_up.append((row.id, "the post is gone", None))
+        else:
+            wanted.setdefault(row.group_id, []).append(row)
+    leased: list[InspectionLease] = []
+    for group_id, group_rows in wanted.items():
+        files = _files_to_read(session, group_id, [row.post_key for row in group_rows])
+        for row in group_rows:
+            chosen = files.get(row.post_key)
+            if not chosen:
+                given_up.append((row.id, "no file worth reading", row.files_seen))
+                continue
+            leased.append(InspectionLease(row.id, row.group_name, row.post_key, row.name, chosen))
+    if leased:
+        files_seen = {row.id: row.files_seen for row in rows}
+        # Each is read with the files the post has now: it is queued again once it has more.
+        session.execute(LEASED, {"node": node.id, "timeout": timeout, "ids": [i.id for i in leased],
+                                 "files_seen": [files_seen[i.id] for i in leased]})
+    if given_up:
+        session.execute(GIVEN_UP, {"ids": [i for i, _, _ in given_up], "errors": [e for _, e, _ in given_up],
+                                   "files_seen": [f for _, _, f in given_up]})
+    return sorted(leased, key=lambda lease: lease.id)
 
 
-def _files_to_read(session: Session, group_id: int, post_key: int) -> list[dict[str, Any]]:
-    rows = session.execute(POST_FILES, {"g": group_id, "key": post_key}).all()
-    by_name = {row.name: row for row in rows}
+def _files_to_read(session: Session, group_id: int, post_keys: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """The articles to read of each of these posts of a group (post key -> files; none for a post
+    with no file worth reading)."""
+    by_post: dict[int, dict[str, Any]] = {}
+    for row in session.execute(POST_FILES, {"g": group_id, "keys": post_keys}):
+        by_post.setdefault(row.post, {})[row.name] = row
+    return {post: _chosen(by_name) for post, by_name in by_post.items()}
+
+
+def _chosen(by_name: dict[str, Any]) -> list[dict[str, Any]]:
+    """Of a post's files (name -> its first and last article), the articles to read."""
     chosen: list[dict[str, Any]] = []
     total = 0
     names = list(by_name)
@@ -198,14 +237,6 @@ def _files_to_read(session: Session, group_id: int, post_key: int) -> list[dict[
             total += last.last_bytes
             chosen.append({"name": last.name, "message_id": last.last_message_id, "bytes": last.last_bytes})
     return chosen
-
-
-def _give_up(row: PostInspection, why: str) -> None:
-    row.state, row.error, row.node_id, row.expires_at = InspectionState.FAILED, why, None, None
-
-
-def _now(session: Session) -> Any:
-    return session.execute(text("SELECT now()")).scalar_one()
 
 
 def _held(session: Session, node: SeedNode, inspection_id: int) -> PostInspection:

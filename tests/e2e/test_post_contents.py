@@ -336,9 +336,12 @@ def test_hostile_bodies_are_counted_and_never_block_a_node(datacenter, indexed, 
         rows = dc.rows("SELECT state, articles_read FROM post_inspections WHERE post_key = :k",
                        k=post_of(dc, message_id))
         assert [tuple(row) for row in rows] == [("done", 1)], label
-    # The nodes counted what they refused in their events (a repeated packet is no lie: nothing
-    # to count), stored each result, and went on to the end (above).
+    # The nodes counted what they refused in their events, each lie at least once, stored each
+    # result, and went on to the end (above). Two cases need not count: packets repeated as
+    # recovery volumes repeat them, and a ZIP whose central directory is absurd while its local
+    # headers are whole (read from those): tests/simnews/test_archives.py expects no counter.
     events = {event["post_key"]: event for node in ("first", "second") for event in indexed[node].named("inspected")}
     hostile = {label: events[post_of(dc, message_id)] for label, message_id in contents.hostile.items()}
     assert {event["status"] for event in hostile.values()} == {"stored"}
-    assert sum(event["malformed"] >= 1 for event in hostile.values()) >= len(hostile) - 1, hostile
+    uncounted = {label for label, event in hostile.items() if event["malformed"] < 1}
+    assert uncounted <= {label for label in hostile if "repeated" in label or "central-directory-absurd" in label}, hostile
