@@ -101,6 +101,10 @@ BATCH_BYTES_ACCEPTED = Counter("seed_batch_bytes_accepted", "Bytes of the batche
                                ["group"])
 NUMBERS_ACCEPTED = Counter("seed_article_numbers_accepted",
                            "Article numbers the accepted batches cover (their ends included, holes too).", ["group"])
+# By node as well: each node's rate in a fleet (a hundred nodes: a hundred series; the data
+# center's own runner is the node "datacenter").
+NODE_NUMBERS_ACCEPTED = Counter("seed_node_article_numbers_accepted",
+                                "Article numbers the batches a node sent cover, by node.", ["node"])
 BATCHES_STORED = Counter("seed_batches_stored", "Batches stored into the catalog, by group.", ["group"])
 ARTICLES_STORED = Counter("seed_articles_stored",
                           "Articles (overview lines read, less the rejected) of the batches stored.", ["group"])
@@ -157,11 +161,13 @@ def _forget_rolled_back(session: Session, previous_transaction) -> None:
         session.info.pop(_PENDING, None)
 
 
-def batch_accepted(session: Session, group: str, numbers: int, body_bytes: int, started: float) -> None:
+def batch_accepted(session: Session, group: str, node: str, numbers: int, body_bytes: int,
+                   started: float) -> None:
     def count() -> None:
         BATCHES_ACCEPTED.labels(group).inc()
         BATCH_BYTES_ACCEPTED.labels(group).inc(body_bytes)
         NUMBERS_ACCEPTED.labels(group).inc(numbers)
+        NODE_NUMBERS_ACCEPTED.labels(node).inc(numbers)
         ACCEPT_SECONDS.observe(perf_counter() - started)
     on_commit(session, count)
 

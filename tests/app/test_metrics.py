@@ -113,6 +113,7 @@ def test_batches_are_counted_when_accepted_stored_and_failed_each_once(client, o
 
     assert moved("seed_batches_accepted_total", group=GROUP) == 3
     assert moved("seed_article_numbers_accepted_total", group=GROUP) == 3000
+    assert moved("seed_node_article_numbers_accepted_total", node="edge-a") == 3000  # each node's rate
     assert moved("seed_batch_bytes_accepted_total", group=GROUP) == sum(len(body) for body, _, _ in bodies)
     assert moved("seed_batches_stored_total", group=GROUP) == 2
     assert moved("seed_articles_stored_total", group=GROUP) == 2000 - 3  # the three holes are in the stored two

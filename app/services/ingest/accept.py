@@ -14,7 +14,7 @@ from app import metrics
 from app.models import Group, SeedBatch, SeedNode, SeedRule
 from app.services.errors import Conflict, ServiceError
 from app.services.ingest.checks import MalformedBatch
-from app.services.leases import NotYourLease, locked_range
+from app.services.leases import DATACENTER_NODE, NotYourLease, locked_range
 from edge.digest.rules import EXECUTABLE_RULE
 
 
@@ -107,6 +107,6 @@ def accept_batch(
     seed_range.touched_at = func.now()
     seed_range.batches += 1
     session.flush()
-    metrics.batch_accepted(session, group_name, numbers=batch_to - batch_from + 1, body_bytes=len(body),
-                           started=started)
+    metrics.batch_accepted(session, group_name, node.name if node is not None else DATACENTER_NODE,
+                           numbers=batch_to - batch_from + 1, body_bytes=len(body), started=started)
     return Acceptance(batch_id=batch_id, next_id=batch_to + 1, created=True)
