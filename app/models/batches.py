@@ -67,6 +67,8 @@ class SeedBatch(Base):
         CheckConstraint("state IN ('accepted', 'stored', 'gathered', 'failed')", name="state"),
         # The requeue sweep looks only at batches not done yet.
         Index("ix_seed_batches_pending", "accepted_at", postgresql_where=text("state IN ('accepted', 'stored')")),
+        # The status page's chart: the batches stored in the last hours (migration 0023).
+        Index("ix_seed_batches_stored_at", "stored_at", postgresql_where=text("stored_at IS NOT NULL")),
     )
 
 

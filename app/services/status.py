@@ -256,11 +256,43 @@ def _failed_ranges(session: Session, node: SeedNode | None = None) -> list[dict]
 
 
 def _nodes(session: Session) -> list[dict]:
-    return _rows(session, """
-        SELECT n.name, n.enabled, n.last_seen_at,
-               (SELECT count(*) FROM seed_ranges r WHERE r.node_id = n.id) AS leases
+    """Each node: whether enabled, when last seen, the ranges it holds, its rate (article numbers
+    accepted a second over its last RATE_MINUTES minutes that saw its batches) and the last
+    failure it gave a range back with (kept as "<node>: <reason>", app/services/leases.py)."""
+    nodes = _rows(session, """
+        SELECT n.id, n.name, n.enabled, n.last_seen_at,
+               (SELECT count(*) FROM seed_ranges r WHERE r.node_id = n.id) AS leases,
+               (SELECT substr(r.last_failure, length(n.name) + 3) FROM seed_ranges r
+                 WHERE r.failures > 0 AND starts_with(r.last_failure, n.name || ': ')
+                 ORDER BY r.touched_at DESC NULLS LAST, r.id DESC LIMIT 1) AS last_error
           FROM seed_nodes n ORDER BY n.name
         """)
+    activity = {row.pop("key"): row for row in _rows(session, _ACTIVITY.format(key="b.node_id"),
+                                                       {"minutes": RATE_MINUTES})}
+    for node in nodes:
+        rate = _rate(activity.get(node.pop("id")))
+        node["article_numbers_per_second"], node["last_batch_at"] = (rate["article_numbers_per_second"],
+                                                                     rate["last_batch_at"])
+    return nodes
+
+
+# Hours of the articles-stored chart, by minute.
+CHART_HOURS = 6
+
+
+def stored_by_minute(session: Session, hours: int = CHART_HOURS) -> list[dict]:
+    """Articles stored a minute by group over the last `hours` (the batches' stored_at, found by
+    its index; a batch's articles from its rule counts): [{group, minute, articles}] by minute."""
+    return _rows(session, """
+        SELECT g.name AS group, date_trunc('minute', b.stored_at) AS minute,
+               coalesce(sum(c.fragments) FILTER (WHERE c.rule = ''), 0)::bigint AS articles
+          FROM seed_batches b
+          JOIN seed_ranges r ON r.id = b.range_id
+          JOIN groups g ON g.id = r.group_id
+          LEFT JOIN rule_counts c ON c.range_id = b.range_id AND c.batch_from = b.batch_from
+         WHERE b.stored_at >= now() - make_interval(hours => :hours)
+         GROUP BY 1, 2 ORDER BY 2, 1
+        """, {"hours": hours})
 
 
 def _batch_counts(session: Session, now: datetime) -> dict:

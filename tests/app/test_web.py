@@ -18,6 +18,8 @@ from sqlalchemy import select, text
 from app.db import session_scope
 from app.models import ApiKey, SeedRange
 from app.services import apikeys, leases, operators
+from app.services import status as status_service
+from app.services.ingest import store
 from app.web.auth import SECRET_KEY_NAME
 from tests.app.factories import BIG, accept, make_group, make_node, make_plan
 from tests.app.overview import make_batch
@@ -286,11 +288,48 @@ def test_the_status_shows_each_groups_progress_nodes_and_failures(client):
     assert shown.by_id["oldest-unstored"].endswith("waiting 2 h 00 min after 0 attempts.")
     (node_row,) = [r for r in shown.rows("nodes") if r and r[0] == "edge-1"]
     assert node_row[1:4] == ["yes", "1", "2025-11-01 07:27:27 UTC"] and node_row[4].endswith(" ago")
+    # Its rate over its last minute that saw its batches, and the failure it gave a range back with.
+    assert node_row[5:7] == ["25.0", "server said 411 <b>no such group</b>"]
     (leased_row,) = [r for r in shown.rows("leased") if r and r[0] == str(half)]
     assert leased_row[1:6] == ["alt.binaries.test", f"{BIG + 1000:,}", f"{BIG + 1500:,}", f"{BIG + 1999:,}", "edge-1"]
     (failed_row,) = [r for r in shown.rows("failed") if r and r[0] == str(failed)]
     assert failed_row[5:] == ["planned", "1", "edge-1: server said 411 <b>no such group</b>"]
     assert "<b>no such group</b>" not in response.get_data(as_text=True)  # shown as text, escaped
+
+
+def test_the_status_charts_the_articles_stored_a_minute_by_group(client):
+    """A line a group over the last hours, by minute, from the batches stored (server-drawn SVG)."""
+    with session_scope() as s:
+        groups = [make_group(s, name) for name in ("alt.binaries.test", "alt.binaries.other")]
+        for group in groups:
+            make_plan(s, group, [(BIG, BIG + 1999)])
+        node, _ = make_node(s)
+        for _ in groups:
+            leases.lease(s, node, max_leases=2)
+        ranges = dict(s.execute(select(SeedRange.group_id, SeedRange.id)).all())
+    ids = [accept(node, ranges[groups[0].id], make_batch(BIG, BIG + 999, skip={BIG + 1})),
+           accept(node, ranges[groups[0].id], make_batch(BIG + 1000, BIG + 1999)),
+           accept(node, ranges[groups[1].id], make_batch(BIG, BIG + 999, group="alt.binaries.other"))]
+    for batch_id in ids:
+        with session_scope() as s:
+            assert store.store_batch(s, batch_id).stored
+    with session_scope() as s:  # the first batch stored half an hour ago, one a day ago (off the chart)
+        s.execute(text("UPDATE seed_batches SET stored_at = now() - interval '30 minutes' WHERE id = :id"),
+                  {"id": ids[0]})
+        s.execute(text("UPDATE seed_batches SET stored_at = now() - interval '1 day' WHERE id = :id"),
+                  {"id": ids[2]})
+    log_in(client, new_operator_key())
+    html = client.get("/").get_data(as_text=True)
+    chart = re.search(r'<figure id="stored-chart">(.*?)</figure>', html, re.S).group(1)
+    lines = dict(re.findall(r'<polyline data-group="([^"]+)".*?points="([^"]+)"', chart, re.S))
+    assert list(lines) == ["alt.binaries.test"]  # the other group stored nothing in the chart's hours
+    points = [tuple(map(float, p.split(","))) for p in lines["alt.binaries.test"].split()]
+    assert len(points) == status_service.CHART_HOURS * 60 and points == sorted(points)  # a point a minute
+    baseline = max(y for _, y in points)
+    # Two minutes above the axis: half an hour ago (999 articles) and now (1,000: the top).
+    assert sorted(y for _, y in points if y < baseline) == [0.0, 0.2]
+    legend = " ".join(re.sub(r"<[^>]+>", " ", chart).split())
+    assert "alt.binaries.test: 1,999 articles, at most 1,000 a minute" in legend
 
 
 def test_the_status_of_an_empty_seed(client):
