@@ -17,7 +17,11 @@ for each fleet size (alt.binaries.fleet.nN). For each size N, in turn:
   --clients processes, each thread a real node API client (edge.node.coordinator.Coordinator:
   HTTPS, keep-alive, retries) with its own token: it leases a range, posts its batches in order,
   says it is done, and leases again until the coordinator has nothing left (204);
-- the run ends when every range is done and every batch stored and joined into posts.
+- the run ends when every range is done and every batch stored and joined into posts;
+- the CPU of each part is taken over the whole run and over the nodes' calls alone (before the
+  store and the join drain what they sent);
+- meanwhile PostgreSQL's sessions are looked at every 20 ms (pg_stat_activity: active or idle in
+  a transaction, waiting on what, in which statement), to tell what they wait for.
 
 Measured for each size: the latency of each call (lease, batch accept, done: p50, p99, most),
 articles stored a second (from the first lease to the last batch joined), the data center's CPU
@@ -197,11 +201,13 @@ def run_fleet(services: Services, nodes: int, clients: int, chunk_size: int, bat
         futures = [pool.submit(client_process, url, cafile, share, go) for share in shares if share]
         time.sleep(1.0)  # the client processes are up and waiting on `go`
         before = {name: cpu_of(pid) for name, pid in pids.items()}
-        started = time.perf_counter()
-        go.set()
-        results = [future.result() for future in futures]
-    clients_done = time.perf_counter()
-    finished = wait_gathered(services, group, started)
+        with WaitSampler(services) as waits:
+            started = time.perf_counter()
+            go.set()
+            results = [future.result() for future in futures]
+            clients_done = time.perf_counter()
+            calls_cpu = {name: cpu_of(pid) - before[name] for name, pid in pids.items()}
+            finished = wait_gathered(services, group, started)
     after = {name: cpu_of(pid) for name, pid in pids.items()}
     seconds = finished - started
 
@@ -233,15 +239,59 @@ def run_fleet(services: Services, nodes: int, clients: int, chunk_size: int, bat
         "accept": percentiles(calls.get("accept", [])), "done": percentiles(calls.get("done", [])),
         "cpu_seconds": {name: round(value, 2) for name, value in cpu.items()},
         "cores_busy": {name: round(value / seconds, 2) for name, value in cpu.items()},
+        # While the nodes called (leases, batches, done), before the store and the join drained.
+        "cores_busy_calling": {name: round(value / (clients_done - started), 2) for name, value in calls_cpu.items()},
+        "clients_cores_busy": round(sum(result["cpu"] for result in results) / (clients_done - started), 2),
         "clients_cpu_seconds": round(sum(result["cpu"] for result in results), 2),
         "dc_us_per_article": round(1e6 * dc / kept, 2),
         "ground_truth": truth, "errors": errors[:10],
+        "postgresql_sessions": waits.top(),
     }
     say(f"{nodes} nodes: {kept:,} articles in {seconds:.1f} s = {kept / seconds:,.0f}/s; lease p99"
         f" {figures['lease'].get('p99_ms')} ms, accept p99 {figures['accept'].get('p99_ms')} ms;"
         f" data center {figures['dc_us_per_article']} µs an article; cores busy {figures['cores_busy']};"
         f" exact: {truth['exact']}")
     return figures
+
+
+class WaitSampler:
+    """What PostgreSQL's sessions are doing, looked at every POLL seconds while the run goes on:
+    how often each (state, wait event, statement's start) was seen among the API's and workers'
+    sessions (pg_stat_activity), to tell CPU from locks and I/O."""
+
+    def __init__(self, services: Services):
+        self.port = services.ports["pg"]
+        self.seen: dict[str, int] = {}
+        self.looks = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "WaitSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        import psycopg
+
+        with psycopg.connect(f"host=127.0.0.1 port={self.port} user=seed dbname=seed", autocommit=True) as conn:
+            while not self._stop.wait(POLL):
+                self.looks += 1
+                for state, wait, query in conn.execute(
+                        "SELECT state, coalesce(wait_event_type || ':' || wait_event, 'cpu'),"
+                        " left(regexp_replace(query, '\\s+', ' ', 'g'), 48)"
+                        " FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                        " AND state <> 'idle'"):
+                    key = f"{state} | {wait} | {query}"
+                    self.seen[key] = self.seen.get(key, 0) + 1
+
+    def top(self, count: int = 12) -> list[dict[str, Any]]:
+        """The most seen, with the sessions they took on average (seen / looks)."""
+        ranked = sorted(self.seen.items(), key=lambda item: -item[1])[:count]
+        return [{"what": what, "sessions": round(times / max(1, self.looks), 2)} for what, times in ranked]
 
 
 def wait_gathered(services: Services, group: str, started: float, deadline_seconds: float = 1800) -> float:

@@ -1,0 +1,41 @@
+"""bench/fleet.py runs fleets of simulated edge nodes against one coordinator and ends with its
+figures as JSON; here two tiny fleets, to show it runs and its ground truth holds (speed is not
+asserted here: the benchmark's own run is)."""
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench" / "fleet.py"
+pytestmark = pytest.mark.services
+
+
+def test_bench_runs_each_fleet_and_its_ground_truth_is_exact():
+    workdir = tempfile.mkdtemp(prefix="fleet-bench-test.")
+    try:
+        result = subprocess.run([sys.executable, str(BENCH), "--nodes", "2,5", "--articles", "12000",
+                                 "--range-size", "1500", "--chunk-size", "500", "--batch-chunks", "1",
+                                 "--workdir", workdir], capture_output=True, text=True, timeout=300, cwd=REPO)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("command: .venv/bin/python bench/fleet.py --nodes 2,5 --articles 12000")
+    figures = json.loads(lines[-1])
+    assert [run["nodes"] for run in figures["runs"]] == [2, 5]
+    for run in figures["runs"]:
+        truth = run["ground_truth"]
+        assert truth["exact"] and truth["ranges"] == truth["ranges_done"] == truth["ranges_leased"] >= 7
+        assert truth["ranges_leased_twice"] == 0 and run["errors"] == []
+        assert truth["articles_kept"] == truth["fragments_stored"] == truth["fragments_distinct"] > 10_000
+        assert run["lease"]["count"] == truth["ranges"] and run["accept"]["count"] == run["batches"] >= 24
+        assert run["lease_204"]["count"] == run["nodes"]  # each node asked until nothing was left
+        assert 0 < run["lease"]["p50_ms"] <= run["lease"]["p99_ms"] <= run["lease"]["max_ms"]
+        assert run["articles_per_second"] > 0 and run["dc_us_per_article"] > 0
+        assert set(run["cores_busy"]) == {"api", "workers", "postgresql", "inn"}
+    assert set(figures["goals_met"]) == {"lease_p99_ms", "accept_p99_ms"}
