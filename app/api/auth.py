@@ -4,11 +4,10 @@ from __future__ import annotations
 from functools import wraps
 
 from flask import g, request
-from sqlalchemy import text
 
 from app.api.errors import error_response
-from app.db import session_scope
-from app.services.nodes import authenticate
+from app.db import get_engine
+from app.services.nodes import authenticate_call
 
 
 def bearer_token() -> str | None:
@@ -27,15 +26,8 @@ def node_required(view):
             response = error_response(401, "unauthorized", "a node token is required (Authorization: Bearer ...)")
             response.headers["WWW-Authenticate"] = 'Bearer realm="seed"'
             return response
-        with session_scope() as session:
-            node = authenticate(session, token)
-            if node is not None:
-                # Last contact, written at most every 10 s per node to keep the hot path cheap.
-                session.execute(
-                    text("UPDATE seed_nodes SET last_seen_at = now() WHERE id = :id"
-                         " AND (last_seen_at IS NULL OR last_seen_at < now() - interval '10 seconds')"),
-                    {"id": node.id},
-                )
+        with get_engine().connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            node = authenticate_call(connection, token)
         if node is None:
             response = error_response(401, "unauthorized", "unknown or disabled node token")
             response.headers["WWW-Authenticate"] = 'Bearer realm="seed", error="invalid_token"'

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from sqlalchemy import exists, func, select, text, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -42,52 +42,62 @@ class Lease:
     spooled: bool
 
 
+# The node's own lease calls serialised (its row locked, so that its cap holds under
+# concurrency), the ranges it holds, and this call's turn (_kinds): one round trip.
+NODE_TURN = text("""
+    SELECT (SELECT count(*) FROM seed_ranges r WHERE r.node_id = n.id AND r.status = 'leased') AS held,
+           nextval('seed_lease_turns') AS turn
+      FROM seed_nodes n WHERE n.id = :node
+       FOR UPDATE
+""")
+# The next planned range of a kind granted to the node: within the kind, ranges that failed on
+# some node after the others, then the oldest plan first; ranges of disabled groups are not
+# leased; SKIP LOCKED lets concurrent nodes each take a different range without waiting.
+GRANT = text("""
+    UPDATE seed_ranges r
+       SET status = 'leased', node_id = :node, leased_at = now(), touched_at = now()
+      FROM groups g
+     WHERE r.id = (SELECT c.id FROM seed_ranges c
+                    WHERE c.status = 'planned' AND c.kind = :kind AND c.id <> ALL(CAST(:skip AS bigint[]))
+                      AND EXISTS (SELECT FROM groups a WHERE a.id = c.group_id AND a.active)
+                    ORDER BY c.failures, c.plan_id, c.id
+                    LIMIT 1
+                      FOR UPDATE SKIP LOCKED)
+       AND g.id = r.group_id
+    RETURNING r.id, g.name, g.id AS group_id, r.first_id, r.last_id, r.next_id, r.spooled
+""")
+
+
 def lease(session: Session, node: SeedNode, *, max_leases: int, skip: Collection[int] = (),
           backfill_every: int | None = None) -> Lease | None:
     """The next planned range for this node, or None when nothing is left.
 
     Live ranges (new posts, what users search for) come before backfill, except that one lease
     in `backfill_every` (default LEASE_BACKFILL_EVERY) looks at backfill first, so backfill keeps
-    a share of the nodes however much live work waits (lease_order). Within a kind, ranges that
+    a share of the nodes however much live work waits (_kinds). Within a kind, ranges that
     failed on some node come after the others; then the oldest plan first. Ranges of disabled
     groups are not leased. `skip`: ranges the node will not take (they failed there). SKIP
     LOCKED lets concurrent nodes each take a different range without waiting on each other.
+    Two or three statements.
     """
-    # Serialise one node's own lease calls so its cap holds under concurrency.
-    session.execute(select(SeedNode.id).where(SeedNode.id == node.id).with_for_update())
-    held = session.scalar(
-        select(func.count()).select_from(SeedRange).where(
-            SeedRange.node_id == node.id, SeedRange.status == "leased"
-        )
-    )
+    held, turn = session.execute(NODE_TURN, {"node": node.id}).one()
     if held >= max_leases:
         raise LeaseCap(f"node already holds {held} ranges (the cap is {max_leases})")
     every = backfill_every or get_settings().lease_backfill_every
-    for kind in lease_order(session, every):
-        query = select(SeedRange).where(
-            SeedRange.status == "planned", SeedRange.kind == kind,
-            exists().where(Group.id == SeedRange.group_id, Group.active),
-        )
-        if skip:
-            query = query.where(SeedRange.id.not_in(list(skip)))
-        candidate = session.scalar(
-            query
-            .order_by(SeedRange.failures, SeedRange.plan_id, SeedRange.id)
-            .limit(1)
-            .with_for_update(skip_locked=True, of=SeedRange)
-            .execution_options(populate_existing=True)
-        )
-        if candidate is not None:
-            return _grant(session, candidate, node)
+    for kind in _kinds(turn, every):
+        granted = session.execute(GRANT, {"node": node.id, "kind": kind, "skip": sorted(skip)}).first()
+        if granted is not None:
+            return Lease(range_id=granted.id, group=granted.name, group_id=granted.group_id,
+                         first_id=granted.first_id, last_id=granted.last_id, next_id=granted.next_id,
+                         spooled=granted.spooled)
     return None
 
 
-def lease_order(session: Session, backfill_every: int) -> tuple[str, str]:
-    """The kinds in the order this lease looks at them: live first, but backfill first on every
+def _kinds(turn: int, backfill_every: int) -> tuple[str, str]:
+    """The kinds in the order a lease looks at them: live first, but backfill first on every
     `backfill_every`-th lease call of the whole seed. The turn is a PostgreSQL sequence, shared
     by every API process and never rolled back; a call that finds nothing of either kind uses
     its turn too, so the share holds over the leases granted while both kinds wait."""
-    turn = session.execute(text("SELECT nextval('seed_lease_turns')")).scalar_one()
     return ("backfill", "live") if turn % backfill_every == 0 else ("live", "backfill")
 
 

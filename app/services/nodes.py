@@ -1,7 +1,8 @@
 """Edge nodes and their tokens."""
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from app.models import SeedNode, SeedRange
@@ -75,6 +76,30 @@ def rotate_token(session: Session, name: str) -> tuple[SeedNode, str]:
     node.token_hash = tokens.hash_token(token)
     node.token_rotated_at = func.now()
     return node, token
+
+
+# A node found by its token's hash, its last contact noted (at most every 10 s, to keep the
+# hot path cheap) in the same statement: one round trip, outside any transaction.
+NODE_BY_TOKEN = text("""
+    WITH found AS (SELECT id, name, enabled, token_hash, token_rotated_at, last_seen_at
+                     FROM seed_nodes WHERE token_hash = :hash),
+         seen AS (UPDATE seed_nodes n SET last_seen_at = now() FROM found f
+                   WHERE n.id = f.id AND f.enabled
+                     AND (f.last_seen_at IS NULL OR f.last_seen_at < now() - interval '10 seconds'))
+    SELECT id, name, enabled, token_hash, token_rotated_at, last_seen_at FROM found
+""")
+
+
+def authenticate_call(connection: Connection, token: str) -> SeedNode | None:
+    """The enabled node holding this token, or None, for a call of the node API: found by the
+    token's hash, compared in constant time, its last contact noted; on a connection in autocommit
+    (one round trip). The node returned is not attached to a session: its columns are read."""
+    if not token or len(token) > tokens.MAX_CREDENTIAL_LENGTH:
+        return None
+    row = connection.execute(NODE_BY_TOKEN, {"hash": tokens.hash_token(token)}).first()
+    if row is None or not tokens.token_matches(token, row.token_hash) or not row.enabled:
+        return None
+    return SeedNode(**row._mapping)
 
 
 def authenticate(session: Session, token: str) -> SeedNode | None:
