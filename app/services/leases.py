@@ -43,13 +43,10 @@ class Lease:
 
 
 # The node's own lease calls serialised (its row locked, so that its cap holds under
-# concurrency), the ranges it holds, and this call's turn (_kinds): one round trip.
-NODE_TURN = text("""
-    SELECT (SELECT count(*) FROM seed_ranges r WHERE r.node_id = n.id AND r.status = 'leased') AS held,
-           nextval('seed_lease_turns') AS turn
-      FROM seed_nodes n WHERE n.id = :node
-       FOR UPDATE
-""")
+# concurrency) and this call's turn (_kinds); then, in a statement of its own so that its
+# snapshot follows the lock, the ranges the node holds.
+NODE_TURN = text("SELECT nextval('seed_lease_turns') FROM seed_nodes WHERE id = :node FOR UPDATE")
+HELD = text("SELECT count(*) FROM seed_ranges WHERE node_id = :node AND status = 'leased'")
 # The next planned range of a kind granted to the node: within the kind, ranges that failed on
 # some node after the others, then the oldest plan first; ranges of disabled groups are not
 # leased; SKIP LOCKED lets concurrent nodes each take a different range without waiting.
@@ -78,9 +75,10 @@ def lease(session: Session, node: SeedNode, *, max_leases: int, skip: Collection
     failed on some node come after the others; then the oldest plan first. Ranges of disabled
     groups are not leased. `skip`: ranges the node will not take (they failed there). SKIP
     LOCKED lets concurrent nodes each take a different range without waiting on each other.
-    Two or three statements.
+    Three or four statements.
     """
-    held, turn = session.execute(NODE_TURN, {"node": node.id}).one()
+    turn = session.execute(NODE_TURN, {"node": node.id}).scalar_one()
+    held = session.execute(HELD, {"node": node.id}).scalar_one()
     if held >= max_leases:
         raise LeaseCap(f"node already holds {held} ranges (the cap is {max_leases})")
     every = backfill_every or get_settings().lease_backfill_every

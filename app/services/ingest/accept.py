@@ -46,15 +46,16 @@ def _check_rules_handed_out(session: Session, rules: tuple[str, ...]) -> None:
                              f" {sorted(made_up)[0]!r}" + (f" and {len(made_up) - 1} more" if len(made_up) > 1 else ""))
 
 
-RANGE_AND_PREVIOUS = text("""
-    SELECT r.status, r.node_id, r.first_id, r.last_id, r.next_id, g.name AS group_name,
-           b.id AS previous_id, b.batch_to AS previous_to, b.node_id AS previous_node
-      FROM seed_ranges r
-      JOIN groups g ON g.id = r.group_id
-      LEFT JOIN seed_batches b ON b.range_id = r.id AND b.batch_from = :batch_from
+LOCKED_RANGE = text("""
+    SELECT r.status, r.node_id, r.first_id, r.last_id, r.next_id, g.name AS group_name
+      FROM seed_ranges r JOIN groups g ON g.id = r.group_id
      WHERE r.id = :range
        FOR UPDATE OF r
 """)
+# Read after the range's lock, in a statement of its own: its snapshot then holds a batch of the
+# same start that a call holding the lock before this one committed (one statement with the lock
+# would read the batches as they were before it waited).
+PREVIOUS_BATCH = text("SELECT id, batch_to, node_id FROM seed_batches WHERE range_id = :range AND batch_from = :batch_from")
 STORE_BATCH = text("""
     WITH stored AS (
         INSERT INTO seed_batches (range_id, node_id, batch_from, batch_to, body, content_type, content_encoding,
@@ -88,27 +89,28 @@ def accept_batch(
     (app.metrics.batch_accepted).
     """
     started = perf_counter()
-    # The range locked, with its group's name and the batch of this start accepted before, if
-    # any: one statement (locked_range's lock, which every decision about a range takes).
-    seed_range = session.execute(RANGE_AND_PREVIOUS, {"range": range_id, "batch_from": batch_from}).first()
+    # The range locked (locked_range's lock, which every decision about a range takes) with its
+    # group's name, then the batch of this start accepted before, if any.
+    seed_range = session.execute(LOCKED_RANGE, {"range": range_id}).first()
     if seed_range is None:
         raise NotFound(f"no such range: {range_id}", code="unknown_range")
+    previous = session.execute(PREVIOUS_BATCH, {"range": range_id, "batch_from": batch_from}).first()
     # A node re-sending its own batch (its answer was lost) is answered even when its lease has
     # ended since. Anyone else must hold the lease and send the range's group before being told
     # anything about the range's batches.
-    own_replay = seed_range.previous_id is not None and node is not None and seed_range.previous_node == node.id
+    own_replay = previous is not None and node is not None and previous.node_id == node.id
     if not own_replay and node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
         raise NotYourLease(f"range {range_id} is not leased to this node")
     group_name = seed_range.group_name
     if group is not None and group != group_name:
         raise OutsideRange(f"batch of group {group} for a range of another group")
-    if seed_range.previous_id is not None:
-        if seed_range.previous_to != batch_to:
+    if previous is not None:
+        if previous.batch_to != batch_to:
             raise OutOfOrder(
-                f"a batch from {batch_from} was accepted with end {seed_range.previous_to}, not {batch_to}"
+                f"a batch from {batch_from} was accepted with end {previous.batch_to}, not {batch_to}"
             )
         # Re-sent: already durable, nothing to do.
-        return Acceptance(batch_id=seed_range.previous_id, next_id=seed_range.next_id, created=False)
+        return Acceptance(batch_id=previous.id, next_id=seed_range.next_id, created=False)
     if not (seed_range.first_id <= batch_from <= batch_to <= seed_range.last_id):
         raise OutsideRange(
             f"batch {batch_from}-{batch_to} is outside range {seed_range.first_id}-{seed_range.last_id}"
