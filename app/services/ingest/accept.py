@@ -6,14 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from time import perf_counter
 
-from sqlalchemy import select, text
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from app import metrics
-from app.models import SeedNode, SeedRule
-from app.services.errors import Conflict, NotFound, ServiceError
+from app.models import Group, SeedBatch, SeedNode, SeedRule
+from app.services.errors import Conflict, ServiceError
 from app.services.ingest.checks import MalformedBatch
-from app.services.leases import DATACENTER_NODE, NotYourLease
+from app.services.leases import DATACENTER_NODE, NotYourLease, locked_range
 from edge.digest.rules import EXECUTABLE_RULE
 
 
@@ -46,29 +47,6 @@ def _check_rules_handed_out(session: Session, rules: tuple[str, ...]) -> None:
                              f" {sorted(made_up)[0]!r}" + (f" and {len(made_up) - 1} more" if len(made_up) > 1 else ""))
 
 
-LOCKED_RANGE = text("""
-    SELECT r.status, r.node_id, r.first_id, r.last_id, r.next_id, g.name AS group_name
-      FROM seed_ranges r JOIN groups g ON g.id = r.group_id
-     WHERE r.id = :range
-       FOR UPDATE OF r
-""")
-# Read after the range's lock, in a statement of its own: its snapshot then holds a batch of the
-# same start that a call holding the lock before this one committed (one statement with the lock
-# would read the batches as they were before it waited).
-PREVIOUS_BATCH = text("SELECT id, batch_to, node_id FROM seed_batches WHERE range_id = :range AND batch_from = :batch_from")
-STORE_BATCH = text("""
-    WITH stored AS (
-        INSERT INTO seed_batches (range_id, node_id, batch_from, batch_to, body, content_type, content_encoding,
-                                  body_bytes)
-        VALUES (:range, :node, :batch_from, :batch_to, :body, :content_type, :content_encoding, :body_bytes)
-        RETURNING id
-    ), moved AS (
-        UPDATE seed_ranges SET next_id = :batch_to + 1, touched_at = now(), batches = batches + 1 WHERE id = :range
-    )
-    SELECT id FROM stored
-""")
-
-
 def accept_batch(
     session: Session,
     node: SeedNode | None,
@@ -89,19 +67,17 @@ def accept_batch(
     (app.metrics.batch_accepted).
     """
     started = perf_counter()
-    # The range locked (locked_range's lock, which every decision about a range takes) with its
-    # group's name, then the batch of this start accepted before, if any.
-    seed_range = session.execute(LOCKED_RANGE, {"range": range_id}).first()
-    if seed_range is None:
-        raise NotFound(f"no such range: {range_id}", code="unknown_range")
-    previous = session.execute(PREVIOUS_BATCH, {"range": range_id, "batch_from": batch_from}).first()
+    seed_range = locked_range(session, range_id)
+    previous = session.scalar(
+        select(SeedBatch).where(SeedBatch.range_id == range_id, SeedBatch.batch_from == batch_from)
+    )
     # A node re-sending its own batch (its answer was lost) is answered even when its lease has
     # ended since. Anyone else must hold the lease and send the range's group before being told
     # anything about the range's batches.
     own_replay = previous is not None and node is not None and previous.node_id == node.id
     if not own_replay and node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
         raise NotYourLease(f"range {range_id} is not leased to this node")
-    group_name = seed_range.group_name
+    group_name = session.get(Group, seed_range.group_id).name
     if group is not None and group != group_name:
         raise OutsideRange(f"batch of group {group} for a range of another group")
     if previous is not None:
@@ -118,11 +94,19 @@ def accept_batch(
     if batch_from != seed_range.next_id:
         raise OutOfOrder(f"batch starts at {batch_from}; the range resumes at {seed_range.next_id}")
     _check_rules_handed_out(session, rules)
-    # The body stored and the range's resume point moved past it, in one statement.
-    batch_id = session.execute(STORE_BATCH, {
-        "range": range_id, "node": node.id if node else None, "batch_from": batch_from, "batch_to": batch_to,
-        "body": body, "content_type": content_type, "content_encoding": content_encoding, "body_bytes": len(body),
-    }).scalar_one()
+    batch_id = session.execute(
+        insert(SeedBatch)
+        .values(
+            range_id=range_id, node_id=node.id if node else None, batch_from=batch_from,
+            batch_to=batch_to, body=body, content_type=content_type,
+            content_encoding=content_encoding, body_bytes=len(body),
+        )
+        .returning(SeedBatch.id)
+    ).scalar_one()
+    seed_range.next_id = batch_to + 1
+    seed_range.touched_at = func.now()
+    seed_range.batches += 1
+    session.flush()
     metrics.batch_accepted(session, group_name, node.name if node is not None else DATACENTER_NODE,
                            numbers=batch_to - batch_from + 1, body_bytes=len(body), started=started)
     return Acceptance(batch_id=batch_id, next_id=batch_to + 1, created=True)
