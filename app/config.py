@@ -68,6 +68,13 @@ def _schema_names(raw: str) -> str:
 @dataclass(frozen=True)
 class Settings:
     database_url: str = "postgresql+psycopg://localhost/seed"
+    # A streaming replica of database_url (a hot standby) that the catalog's reads go to: the
+    # newznab API's searches, details and NZBs, the web page's search and NZB export. Writes,
+    # leases, the store, and a read that must see its own write stay on the primary. None: all on
+    # the primary.
+    database_read_url: str | None = None
+    # /readyz fails when the replica has not replayed what the primary wrote this many seconds ago.
+    database_read_max_lag: int = 30
     # A shared development database: each developer's tables live in their own schema.
     db_search_path: str | None = None
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -120,6 +127,8 @@ class Settings:
 
         return cls(
             database_url=read(env, "DATABASE_URL", _database_url, d.database_url),
+            database_read_url=read(env, "DATABASE_READ_URL", _database_url),
+            database_read_max_lag=count("DATABASE_READ_MAX_LAG", d.database_read_max_lag),
             db_search_path=read(env, "DB_SEARCH_PATH", _schema_names),
             redis_url=read(env, "REDIS_URL", text, d.redis_url),
             lease_timeout=count("LEASE_TIMEOUT", d.lease_timeout),
@@ -151,6 +160,8 @@ class Settings:
         """Settings safe to show an operator (no secrets)."""
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
         shown["database_url"] = shown_database_url(self.database_url)
+        if self.database_read_url is not None:
+            shown["database_read_url"] = shown_database_url(self.database_read_url)
         shown["nntp"] = self.nntp.public_dict()
         return shown
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterator
 
 import psycopg
@@ -40,13 +41,23 @@ def is_partition_name(name: str) -> bool:
     return bool(sep) and table in PARTITIONED_TABLES and suffix.isdigit()
 
 
-def make_engine(settings: Settings | None = None, **kwargs) -> Engine:
+def make_engine(settings: Settings | None = None, *, reads: bool = False, **kwargs) -> Engine:
+    """The engine of the primary, or with reads=True of the replica (settings.database_read_url),
+    whose transactions are read-only: a write routed there by mistake fails at once, on a
+    replica or not."""
     settings = settings or get_settings()
-    connect_args = {}
+    options = []
     if settings.db_search_path:
-        connect_args["options"] = f"-csearch_path={settings.db_search_path}"
+        options.append(f"-csearch_path={settings.db_search_path}")
+    url = settings.database_url
+    if reads:
+        if settings.database_read_url is None:
+            raise ValueError("no DATABASE_READ_URL is set")
+        url = settings.database_read_url
+        options.append("-cdefault_transaction_read_only=on")
+    connect_args = {"options": " ".join(options)} if options else {}
     return create_engine(
-        settings.database_url,
+        url,
         connect_args=connect_args,
         pool_pre_ping=True,
         future=True,
@@ -57,14 +68,18 @@ def make_engine(settings: Settings | None = None, **kwargs) -> Engine:
 _engine: Engine | None = None
 _engine_pid: int | None = None
 _sessionmaker: sessionmaker[Session] | None = None
+_read_engine: Engine | None = None
+_read_sessionmaker: sessionmaker[Session] | None = None
 
 
 def get_engine() -> Engine:
     """The process's engine; a forked child makes its own (pooled connections never cross a fork)."""
-    global _engine, _engine_pid, _sessionmaker
+    global _engine, _engine_pid, _sessionmaker, _read_engine, _read_sessionmaker
     if _engine is None or _engine_pid != os.getpid():
-        if _engine is not None:
-            _engine.dispose(close=False)
+        for engine in (_engine, _read_engine):
+            if engine is not None:
+                engine.dispose(close=False)
+        _read_engine = _read_sessionmaker = None
         _engine = make_engine()
         _engine_pid = os.getpid()
         _sessionmaker = sessionmaker(bind=_engine, expire_on_commit=False)
@@ -98,12 +113,26 @@ def warm_pool(connections: int = 2) -> int:
     return ready
 
 
+def get_read_engine() -> Engine:
+    """The engine the catalog's reads use: the replica's when DATABASE_READ_URL is set, else the
+    primary's own."""
+    engine = get_engine()  # made anew in a forked child: the replica's then too
+    global _read_engine, _read_sessionmaker
+    if get_settings().database_read_url is None:
+        return engine
+    if _read_engine is None:
+        _read_engine = make_engine(reads=True)
+        _read_sessionmaker = sessionmaker(bind=_read_engine, expire_on_commit=False)
+    return _read_engine
+
+
 def reset_engine() -> None:
-    """Forget the engine (after fork, or when settings change)."""
-    global _engine, _engine_pid, _sessionmaker
-    if _engine is not None:
-        _engine.dispose(close=_engine_pid == os.getpid())
-    _engine = _engine_pid = _sessionmaker = None
+    """Forget the engines (after fork, or when settings change)."""
+    global _engine, _engine_pid, _sessionmaker, _read_engine, _read_sessionmaker
+    for engine in (_engine, _read_engine):
+        if engine is not None:
+            engine.dispose(close=_engine_pid == os.getpid())
+    _engine = _engine_pid = _sessionmaker = _read_engine = _read_sessionmaker = None
 
 
 @contextmanager
@@ -120,6 +149,56 @@ def session_scope() -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+@contextmanager
+def read_session_scope(primary: Session | None = None) -> Iterator[Session]:
+    """A unit of reading for the catalog: on the replica when DATABASE_READ_URL is set (read-only,
+    and maybe a moment behind the primary); without one, `primary` itself when given (one
+    connection and transaction for the request), else a session_scope(). Nothing read here may
+    have been written by the same request: such a read goes to the primary's session."""
+    if get_read_engine() is get_engine():
+        if primary is not None:
+            yield primary
+            return
+        with session_scope() as session:
+            yield session
+        return
+    assert _read_sessionmaker is not None
+    session = _read_sessionmaker()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+# How far the replica is behind, by its own clock of replay: 0 while it has replayed all it has
+# received (an idle primary sends nothing, and a replica that is up to date is not behind however
+# long ago the last write was); else the age of the last transaction it replayed. Whether it is a
+# standby at all, and whether its WAL receiver streams (a replica cut off from the primary
+# receives nothing and would look up to date).
+REPLICA_LAG = text(
+    "SELECT pg_is_in_recovery(),"
+    " EXISTS (SELECT FROM pg_stat_wal_receiver WHERE status = 'streaming'),"
+    " CASE WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0"
+    " ELSE coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0) END::float8"
+)
+
+
+@dataclass(frozen=True)
+class ReplicaState:
+    standby: bool  # false: the read URL names a server that is not a standby (a primary)
+    streaming: bool
+    lag_seconds: float
+
+
+def replica_state(conn: Connection) -> ReplicaState:
+    standby, streaming, lag = conn.execute(REPLICA_LAG).one()
+    return ReplicaState(bool(standby), bool(streaming), max(0.0, float(lag)))
 
 
 def _partitions_ready(conn: Connection | Session, names: list[str]) -> bool:

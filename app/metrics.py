@@ -32,7 +32,7 @@ from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from app.config import get_settings
-from app.db import session_scope
+from app.db import get_read_engine, replica_state, session_scope
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,8 @@ class SeedCollector:
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("seed_metrics_source_up", "Whether the scrape could read the source"
-                               " (database: PostgreSQL, broker: Redis).", labels=["source"])
+                               " (database: PostgreSQL, broker: Redis, replica: the read replica of"
+                               " DATABASE_READ_URL, when set).", labels=["source"])
         try:
             database = list(self._database())
         except Exception as exc:  # noqa: BLE001 - reported as a gauge, the scrape goes on
@@ -275,6 +276,13 @@ class SeedCollector:
             database = []
         up.add_metric(["database"], 1 if database else 0)
         yield from database
+        if get_settings().database_read_url is not None:
+            try:
+                yield self._replica()
+                up.add_metric(["replica"], 1)
+            except Exception as exc:  # noqa: BLE001 - as above
+                log.warning("metrics: the replica could not be read: %s", _first_line(exc))
+                up.add_metric(["replica"], 0)
         try:
             yield self._queues()
             up.add_metric(["broker"], 1)
@@ -282,6 +290,15 @@ class SeedCollector:
             log.warning("metrics: the broker could not be read: %s", _first_line(exc))
             up.add_metric(["broker"], 0)
         yield up
+
+    def _replica(self) -> Metric:
+        with get_read_engine().connect() as conn:
+            conn.execute(text(f"SET LOCAL statement_timeout = '{SCRAPE_TIMEOUT_SECONDS}s'"))
+            state = replica_state(conn)
+        return GaugeMetricFamily("seed_database_replica_lag_seconds",
+                                 "How far the read replica (DATABASE_READ_URL) is behind the primary: 0 while it"
+                                 " has replayed all it received, else the age of the last transaction it replayed.",
+                                 value=state.lag_seconds)
 
     def _queues(self) -> Metric:
         depth = GaugeMetricFamily("seed_queue_depth", "Messages waiting in a Celery queue.", labels=["queue"])

@@ -86,21 +86,6 @@ def _digest(group: str, articles: int, chunk_size: int, batch_chunks: int) -> li
     return built
 
 
-def _tried_again(work, attempts: int = 3):
-    """work(session) in a transaction, tried again on an error that may pass (a deadlock, as the
-    ingest tasks retry it: app.db.is_transient)."""
-    from app.db import is_transient
-
-    for attempt in range(attempts):
-        try:
-            with session_scope() as session:
-                return work(session)
-        except Exception as exc:  # noqa: BLE001 - raised again unless transient
-            if attempt == attempts - 1 or not is_transient(exc):
-                raise
-    raise AssertionError("unreachable")
-
-
 def run_store_bench(*, articles: int, source_group: str, chunk_size: int, batch_chunks: int,
                     rounds: int = 3, catalog: int = 0) -> StoreBench:
     """The best of `rounds` rounds for each timing (store, raw COPYs), so that another
@@ -157,16 +142,15 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
             _fill_catalog(group_id, catalog)
         batch_ids = []
         for batch, (body, content_type, content_encoding) in zip(built, encoded):
-            def accept(session, batch=batch, body=body, content_type=content_type,
-                       content_encoding=content_encoding):
-                return acceptance.accept_batch(
+            with session_scope() as session:
+                batch_ids.append(acceptance.accept_batch(
                     session, leases.datacenter_node(session), range_id, batch_from=batch["first"],
                     batch_to=batch["last"], body=body, content_type=content_type,
-                    content_encoding=content_encoding or "").batch_id
-            batch_ids.append(_tried_again(accept))
+                    content_encoding=content_encoding or "").batch_id)
         started = time.perf_counter()
         for batch_id in batch_ids:  # as ingest.store_batch does it
-            _tried_again(lambda session, batch_id=batch_id: store.store_batch(session, batch_id))
+            with session_scope() as session:
+                store.store_batch(session, batch_id)
         store_seconds = time.perf_counter() - started
         with session_scope() as session:
             release_chunks = session.execute(

@@ -2,7 +2,9 @@
 
 - GET /livez: the process is up and answers; no I/O.
 - GET /readyz: the process can serve: the database answers, Redis answers, and the schema is at
-  the migrations' head. 200 with each check, or 503 saying which failed and why.
+  the migrations' head; with DATABASE_READ_URL, the replica answers, streams from the primary and
+  is at most DATABASE_READ_MAX_LAG seconds behind (its lag is in the check). 200 with each check,
+  or 503 saying which failed and why.
 - GET /healthz: the process is up and the database answers; "impl" tells whether the compiled
   parts or their Python twins run (edge.digest.compiled.IMPL: "c" or "python"), and "compiled"
   which of the compiled parts this process runs, by module (false: its twin runs).
@@ -18,7 +20,7 @@ from flask import Blueprint, current_app, jsonify
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.db import get_engine
+from app.db import get_engine, get_read_engine, replica_state
 from edge.digest.compiled import IMPL, load
 
 health = Blueprint("health", __name__)
@@ -57,6 +59,8 @@ def livez():
 def readyz():
     database, migrations = _database_and_schema()
     checks = {"database": database, "redis": _redis(), "migrations": migrations}
+    if current_app.config["SETTINGS"].database_read_url is not None:
+        checks["replica"] = _replica()
     failed = [f"{name}: {check['message']}" for name, check in checks.items() if check["status"] != "ok"]
     if not failed:
         return jsonify(status="ok", checks=checks)
@@ -84,6 +88,25 @@ def _database_and_schema() -> tuple[dict, dict]:
         return _ok(), _failed(f"the database is at revision {found}, the code needs {head}: run `alembic upgrade head`",
                               revision=found, head=head)
     return _ok(), _ok(revision=found, head=head)
+
+
+def _replica() -> dict:
+    settings = current_app.config["SETTINGS"]
+    try:
+        with get_read_engine().connect() as conn:
+            conn.execute(text(f"SET LOCAL statement_timeout = '{CHECK_TIMEOUT_SECONDS}s'"))
+            state = replica_state(conn)
+    except (SQLAlchemyError, psycopg.Error) as exc:
+        return _failed(_reason(exc))
+    lag = round(state.lag_seconds, 3)
+    if not state.standby:
+        return _failed("DATABASE_READ_URL names a server that is not a standby", lag_seconds=lag)
+    if not state.streaming:
+        return _failed("the replica is not streaming from the primary", lag_seconds=lag)
+    if lag > settings.database_read_max_lag:
+        return _failed(f"the replica is {lag:.1f} s behind the primary (DATABASE_READ_MAX_LAG is"
+                       f" {settings.database_read_max_lag})", lag_seconds=lag)
+    return _ok(lag_seconds=lag)
 
 
 def _redis() -> dict:

@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session
 from werkzeug.exceptions import HTTPException
 
 from app import metrics
-from app.db import session_scope
+from app.db import read_session_scope, session_scope
 from app.models import ApiKey
 from app.services import apikeys, categories, grabs, inspections, nzbexport, search
 from app.services.attachments import nzb_disposition
@@ -117,26 +117,28 @@ def api():
         if function not in COUNTED:
             raise NewznabError(202, function[:50])
         call.request = COUNTED[function]
-        with session_scope() as session:
+        # The key and its counting are the primary's (they write); what is read of the catalog is
+        # the replica's when there is one (DATABASE_READ_URL).
+        with session_scope() as session, read_session_scope(session) as reads:
             key = _key(session)
             # The request is counted against the key's limits after its work, just before the
             # commit: counting takes the key's row of the day until the transaction ends, and a
             # client's parallel requests with one key must not wait on each other's searches.
             if function in SEARCHES:
-                posts, total, offset = _search(session, function)
+                posts, total, offset = _search(reads, function)
             elif function == "details":
-                posts, total, offset = _details(session), 1, 0
-                return _feed(session, posts, total, offset, _use(session, key, grab=False), as_json,
-                             inside=_inside(session, posts[0]))
+                posts, total, offset = _details(reads), 1, 0
+                return _feed(reads, posts, total, offset, _use(session, key, grab=False), as_json,
+                             inside=_inside(reads, posts[0]))
             elif function == "getnfo":
-                answer = _nfo(session, as_json)
+                answer = _nfo(reads, as_json)
                 _use(session, key, grab=False)
                 return answer
             else:
-                answer = _get(session)
+                answer = _get(session, reads)
                 _use(session, key, grab=True)
                 return answer
-            return _feed(session, posts, total, offset, _use(session, key, grab=False), as_json)
+            return _feed(reads, posts, total, offset, _use(session, key, grab=False), as_json)
     except NewznabError as exc:
         call.outcome = OUTCOMES.get(exc.code, "error")
         return _error(exc, as_json)
@@ -343,13 +345,13 @@ def _nfo(session: Session, as_json: bool) -> Response:
     return Response(body.encode("utf-8"), mimetype="application/rss+xml")
 
 
-def _get(session: Session) -> Response:
+def _get(session: Session, reads: Session) -> Response:
     try:
-        post = nzbexport.find_post(session, _post_id())
+        post = nzbexport.find_post(reads, _post_id())
     except NotFound:
         raise NewznabError(300) from None
     grabs.record(session, post.group_id, post.key)
-    body = b"".join(nzbexport.nzb_chunks(session, post))
+    body = b"".join(nzbexport.nzb_chunks(reads, post))
     return Response(body, mimetype="application/x-nzb",
                     headers={"Content-Disposition": nzb_disposition(post.name, post.key)})
 

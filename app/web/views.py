@@ -25,7 +25,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
 from app import metrics
-from app.db import session_scope
+from app.db import read_session_scope, session_scope
 from app.models import Group
 from app.services import apikeys, categories, grabs, nzbexport, search
 from app.services.attachments import nzb_disposition
@@ -112,9 +112,10 @@ def search_page():
         if asked:
             call = metrics.CatalogCall("web", "search")
             try:
-                found = search.search_posts(db, words, group=group or None,
-                                            categories=None if category is None else [category],
-                                            limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+                with read_session_scope(db) as reads:  # the replica's, when there is one
+                    found = search.search_posts(reads, words, group=group or None,
+                                                categories=None if category is None else [category],
+                                                limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
             except search.SearchTimeout as exc:
                 error, status_code = exc.message, 503
             except search.SearchError as exc:
@@ -176,19 +177,19 @@ def nzb(key: int):
         visitor = _visitor(db)
     if visitor is None:
         return _to_login()
-    # A session of its own for the export: nzbexport.find_post reads the post in one snapshot only
-    # in a session that has not begun a transaction yet.
+    # A session of its own for the export (the replica's, when there is one): nzbexport.find_post
+    # reads the post in one snapshot only in a session that has not begun a transaction yet.
     call, status_code = metrics.CatalogCall("web", "nzb"), 200
     try:
-        with session_scope() as db:
+        with session_scope() as db, read_session_scope(db) as reads:
             try:
-                post = nzbexport.find_post(db, key, group_id)
+                post = nzbexport.find_post(reads, key, group_id)
             except nzbexport.PostNotFound:
                 raise PageError(404, "No such post", f"No post has the key {key}.") from None
+            body = b"".join(nzbexport.nzb_chunks(reads, post))
             if visitor.api_key is not None:
                 apikeys.record_use(db, visitor.api_key, grab=True)
             grabs.record(db, post.group_id, post.key)
-            body = b"".join(nzbexport.nzb_chunks(db, post))
     except BaseException as exc:
         status_code = _status_of(exc)
         raise

@@ -53,6 +53,8 @@ def test_nntp_settings_are_the_edges():
      r"DATABASE_URL must start postgresql\+psycopg:// \(the driver the data center uses\), not postgres://$"),
     ({"DATABASE_URL": "postgresql://db/seed"}, r"DATABASE_URL must start postgresql\+psycopg://"),
     ({"DATABASE_URL": "db.example.net/seed"}, r"DATABASE_URL must be a postgresql\+psycopg://user@host/database URL"),
+    ({"DATABASE_READ_URL": "postgres://me:secret@replica/seed"}, r"DATABASE_READ_URL must start postgresql\+psycopg://"),
+    ({"DATABASE_READ_MAX_LAG": "0"}, "DATABASE_READ_MAX_LAG must be at least 1"),
 ])
 def test_bad_values_are_clear_errors(env, message):
     with pytest.raises(SettingsError, match=message) as error:
@@ -61,7 +63,10 @@ def test_bad_values_are_clear_errors(env, message):
 
 
 def test_the_database_password_is_never_shown():
-    s = Settings.from_env({"DATABASE_URL": "postgresql+psycopg://me:secret@db.example.net:5433/seed"})
+    s = Settings.from_env({"DATABASE_URL": "postgresql+psycopg://me:secret@db.example.net:5433/seed",
+                           "DATABASE_READ_URL": "postgresql+psycopg://me:secret@replica.example.net/seed"})
     assert s.database_url == "postgresql+psycopg://me:secret@db.example.net:5433/seed"
     assert s.as_public_dict()["database_url"] == "postgresql+psycopg://me:***@db.example.net:5433/seed"
+    assert s.as_public_dict()["database_read_url"] == "postgresql+psycopg://me:***@replica.example.net/seed"
+    assert Settings.from_env({}).database_read_url is None
     assert shown_database_url("postgresql+psycopg://db.example.net/seed") == "postgresql+psycopg://db.example.net/seed"

@@ -51,8 +51,10 @@ def test_readyz_lists_its_checks_when_ready(client):
     assert response.status_code == 200, response.get_json()
     body = response.get_json()
     assert body["status"] == "ok"
+    # The replica's check is there because the tests' app reads from one (DATABASE_READ_URL).
     assert {name: check["status"] for name, check in body["checks"].items()} == {
-        "database": "ok", "redis": "ok", "migrations": "ok"}
+        "database": "ok", "redis": "ok", "migrations": "ok", "replica": "ok"}
+    assert 0 <= body["checks"]["replica"]["lag_seconds"] < 30
     assert body["checks"]["migrations"]["revision"] == body["checks"]["migrations"]["head"] == migrations_head()
     assert migrations_head() == sorted(p.name for p in (MIGRATIONS / "versions").glob("[0-9]*.py"))[-1].split("_")[0]
 

@@ -107,9 +107,9 @@ def test_status_token_and_rules(cli_runner, clean_db):
 
 
 def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retried(cli_runner, clean_db,
-                                                                                     clean_redis):
-    # clean_redis: the store task the retry enqueues must not reach a later test's worker, where it
-    # would store that test's batch 1 beside it.
+                                                                                     clean_redis, no_task_left):
+    # clean_redis and no_task_left: the store task the retry enqueues, and the worker's retries of
+    # it, must not reach a later test, where they would store that test's batch 1 beside it.
     assert cli_runner.invoke(args=["seed", "groups", "add", "alt.binaries.test"]).exit_code == 0
     with session_scope() as s:
         node, _ = make_node(s)

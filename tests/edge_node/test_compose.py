@@ -203,3 +203,26 @@ def test_the_lock_pins_every_dependency_the_project_declares():
     assert not missing, (f"ops/requirements-datacenter.txt lacks {sorted(missing)}: make it again as its first"
                          " lines say (docs/deploy.md)")
     assert "seed-edge" not in pinned and "usenet-seed" not in pinned
+
+
+def test_the_replica_runs_with_its_profile_and_the_catalog_reads_from_it_when_told(tmp_path):
+    """docs/deploy.md: COMPOSE_PROFILES=replica adds a hot standby made from the primary, which
+    lets it stream (ops/postgres/allow-replication.sh); DATABASE_READ_URL sends the reads there."""
+    plain = compose_config("compose.yaml", DATA_CENTER_SECRETS, tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    # Without the profile the replica is not started, and the reads are the primary's (empty: unset).
+    assert yaml.safe_load(plain.stdout)["services"]["postgres-replica"]["profiles"] == ["replica"]
+    assert yaml.safe_load(plain.stdout)["services"]["api"]["environment"]["DATABASE_READ_URL"] == ""
+    read_url = "postgresql+psycopg://seed:x@postgres-replica:5432/seed"
+    result = compose_config("compose.yaml", {**DATA_CENTER_SECRETS, "COMPOSE_PROFILES": "replica",
+                                             "DATABASE_READ_URL": read_url}, tmp_path)
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    replica = services["postgres-replica"]
+    assert replica["image"] == services["postgres"]["image"]
+    script = replica["entrypoint"][-1]
+    assert "pg_basebackup -h postgres -U seed" in script and " -R " in script and script.rstrip().endswith("exec postgres")
+    assert any("/docker-entrypoint-initdb.d/allow-replication.sh" in str(volume)
+               for volume in services["postgres"]["volumes"])
+    for name in ("api", *WORKERS):
+        assert services[name]["environment"]["DATABASE_READ_URL"] == read_url
