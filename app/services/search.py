@@ -64,18 +64,49 @@ DEFAULT_TIMEOUT_MS = 10_000
 QUERY_WORDS = text("SELECT lexeme, positions FROM unnest(to_tsvector('simple'::regconfig,"
                    " regexp_replace(CAST(:words AS text), CAST(:word_break AS text), ' ', 'g')))")
 
-# The posts matching the filters, a page of them newest first, and how many there are up to a bound.
+# What a post's summary is read from (PostSummary).
+POST_COLUMNS = """p.key, p.group_id, p.name, p.poster, p.releases, p.files_seen AS files, p.parts_expected,
+    p.parts_seen, p.bytes, p.completion, p.first_post, p.last_post, p.category, p.title, p.year, p.season,
+    p.episode, p.episode_last, p.air_date, p.resolution, p.source, p.video, p.languages, p.password, p.imdb,
+    p.tvdb, p.tvmaze, p.tmdb"""
+# The posts matching the filters, a page of them newest first.
 PAGE = """
-    SELECT p.key, p.group_id, p.name, p.poster, p.releases, p.files_seen AS files, p.parts_expected,
-           p.parts_seen, p.bytes, p.completion, p.first_post, p.last_post, p.category, p.title, p.year,
-           p.season, p.episode, p.episode_last, p.air_date, p.resolution, p.source, p.video, p.languages,
-           p.password, p.imdb, p.tvdb, p.tvmaze, p.tmdb
+    SELECT """ + POST_COLUMNS + """
       FROM posts p
      WHERE {filters}
      ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key
      LIMIT :limit OFFSET :offset
 """
-COUNT = "SELECT count(*) FROM (SELECT FROM posts p WHERE {filters} LIMIT :count_limit) matching"
+# The count and the page in one statement, each post with its group's name. The posts matching are
+# read once, up to the count's bound, keeping each one's key and date: when fewer match than the
+# bound, they are all of them, and the page is cut from them (no second look at the index). Only
+# when more match is the page looked for apart (PAGE's plans: the newest-first index walked until
+# the page is full, or the words' index then a sort), the other branch never run (a one-time
+# filter on the count). One row a post of the page, each with the count; a row without a post
+# (key null) when the page is empty.
+SEARCH = """
+    WITH matching AS MATERIALIZED (
+        SELECT p.group_id, p.key, p.last_post FROM posts p WHERE {filters} LIMIT :count_limit
+    ), counted AS MATERIALIZED (
+        SELECT count(*) AS total FROM matching
+    ), page_keys AS (
+        (SELECT m.group_id, m.key FROM matching m
+          WHERE (SELECT total FROM counted) < :count_limit
+          ORDER BY m.last_post DESC NULLS LAST, m.group_id, m.key LIMIT :limit OFFSET :offset)
+        UNION ALL
+        (SELECT p.group_id, p.key FROM posts p
+          WHERE (SELECT total FROM counted) >= :count_limit AND {filters}
+          ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key LIMIT :limit OFFSET :offset)
+    )
+    SELECT counted.total, page.*, g.name AS group_name
+      FROM counted
+      LEFT JOIN LATERAL (
+        SELECT """ + POST_COLUMNS + """
+          FROM page_keys k JOIN posts p ON p.group_id = k.group_id AND p.key = k.key
+      ) AS page ON true
+      LEFT JOIN groups g ON g.id = page.group_id
+     ORDER BY page.last_post DESC NULLS LAST, page.group_id, page.key
+"""
 
 # The settings a search runs with (the old values first, for SETTINGS_BACK); '0ms' is no timeout.
 SETTINGS_OFF = text("SELECT current_setting('jit'), current_setting('statement_timeout'),"
@@ -336,11 +367,9 @@ def search_posts(session: Session, words: str | Sequence[str] | None, *, group: 
         filters.append("p.last_post <= :before")
 
     where = " AND ".join(filters) or "true"
-    count, rows = _bounded_run(session, [(text(COUNT.format(filters=where)), params),
-                                         (text(PAGE.format(filters=where)), params)], timeout_ms)
-    total = count[0]["count"]
-    groups = _group_names(session, {row["group_id"] for row in rows})
-    items = [_summary({**row, "group_name": groups[row["group_id"]]}) for row in rows]
+    (rows,) = _bounded_run(session, [(text(SEARCH.format(filters=where)), params)], timeout_ms)
+    total = rows[0]["total"]
+    items = [_summary(row) for row in rows if row["key"] is not None]
     return SearchPage(total=total, limit=limit, offset=offset, items=items, total_exact=total < count_limit)
 
 
