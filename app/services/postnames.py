@@ -9,7 +9,7 @@ Values are bounded to what the columns hold: numbers out of a smallint's range a
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date
 from functools import lru_cache
 from typing import NamedTuple
@@ -74,6 +74,18 @@ def post_name(name: str, group: str, file_names: Iterable[str] = ()) -> PostName
         parsed = names.parse_post(name, tuple(file_names)[:MAX_FILE_NAMES], group)
         return _columns(parsed, group)
     return _named(name, group)
+
+
+def posts_named(session: Session, group_id: int, group: str, named: Mapping[int, str]) -> dict[int, PostName]:
+    """The columns of these posts (post key -> its name), each name parsed once: a batch's posts
+    can outnumber the parse cache, and a name parsed to see whether it is a hash, then parsed
+    again for its columns, would have left it by then. Posts named by a hash are read by their
+    files' names."""
+    parsed = {post: _parsed(name, group) for post, name in named.items()}
+    files = file_names(session, group_id, [post for post, found in parsed.items() if found.hashed])
+    return {post: (_columns(names.parse_post(named[post], tuple(files[post])[:MAX_FILE_NAMES], group), group)
+                   if found.hashed and files.get(post) else _columns(found, group))
+            for post, found in parsed.items()}
 
 
 @lru_cache(maxsize=65536)
@@ -179,10 +191,9 @@ def refill(session: Session, page: int = 5000, progress: Callable[[int], None] |
             by_group.setdefault(row.group_id, []).append(row)
         for group_id, posts in by_group.items():
             group = posts[0].group_name
-            hashed = [p.key for p in posts if is_hashed(p.name, group)]
-            files = file_names(session, group_id, hashed)
-            named = [post_name(p.name, group, files.get(p.key, ())) for p in posts]
-            result = session.execute(REFILL, {"g": group_id, **arrays_of([p.key for p in posts], named)})
+            by_key = posts_named(session, group_id, group, {p.key: p.name for p in posts})
+            keys = [p.key for p in posts]
+            result = session.execute(REFILL, {"g": group_id, **arrays_of(keys, [by_key[key] for key in keys])})
             changed += result.rowcount  # type: ignore[attr-defined]
         read += len(rows)
         if progress is not None:

@@ -293,7 +293,7 @@ def names_of(session: Session, group_id: int, group: str, posts: dict[int, list[
     """What the names of these posts (post key -> its releases' keys) give (postnames): a post's
     name is the one an inspection told of it, else that of its release with the most files (the
     least key of those), as REFRESH_SEVERAL picks it; releases holds each release's (name, files
-    seen). Posts named by a hash are read by their files' names."""
+    seen). Posts named by a hash are read by their files' names (postnames.posts_named)."""
     chosen: dict[int, str] = {}
     for post, keys in posts.items():
         known = [key for key in keys if key in releases]
@@ -302,10 +302,8 @@ def names_of(session: Session, group_id: int, group: str, posts: dict[int, list[
     inspected = {row.post_key: Inspected(*row[1:])
                  for row in session.execute(INSPECTIONS, {"g": group_id, "keys": sorted(chosen)})} if chosen else {}
     chosen.update((post, found.inner_name) for post, found in inspected.items() if found.inner_name)
-    hashed = [post for post, name in chosen.items() if postnames.is_hashed(name, group)]
-    files = postnames.file_names(session, group_id, hashed) if hashed else {}
-    return {post: Named(postnames.post_name(name, group, files.get(post, ())), inspected.get(post, NOT_INSPECTED))
-            for post, name in chosen.items()}
+    return {post: Named(columns, inspected.get(post, NOT_INSPECTED))
+            for post, columns in postnames.posts_named(session, group_id, group, chosen).items()}
 
 
 def refresh_posts_isolated(session: Session, group_id: int, posts: dict[int, list[int]],
