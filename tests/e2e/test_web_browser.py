@@ -23,6 +23,7 @@ from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from sqlalchemy import text
 
 from app.db import session_scope
 from app.services import apikeys, operators
@@ -129,6 +130,28 @@ def check_screenshot(driver, path: Path) -> None:
     assert len(set(rows)) > 16  # many different byte values: drawn, not blank
 
 
+def check_stored_chart(driver) -> None:
+    """The chart of articles stored a minute, as the browser draws it: a line of its own colour for
+    each group the post was stored in, rising above the axis at the minute it was stored, and a
+    legend giving each group's articles (those its catalog holds)."""
+    chart = driver.find_element(By.ID, "stored-chart")
+    assert chart.is_displayed() and chart.size["width"] > WIDTH // 2, chart.size
+    lines = {line.get_attribute("data-group"): line
+             for line in chart.find_elements(By.CSS_SELECTOR, "svg polyline[data-group]")}
+    with session_scope() as s:
+        stored = dict(s.execute(text("SELECT g.name, count(*) FROM fragments f JOIN groups g ON g.id = f.group_id"
+                                     " GROUP BY g.name")).all())
+    assert set(lines) == set(stored) == {"alt.binaries.multimedia", "alt.binaries.teevee"}
+    colours = set()
+    for group, line in lines.items():
+        width, height = driver.execute_script("const b = arguments[0].getBBox(); return [b.width, b.height];", line)
+        assert width > 0 and height > 0, (group, width, height)  # a line across the hours, with a peak
+        colours.add(driver.execute_script("return getComputedStyle(arguments[0]).stroke;", line))
+        legend = chart.find_element(By.CSS_SELECTOR, f'figcaption .legend[data-group="{group}"]')
+        assert legend.is_displayed() and f"{group}: {stored[group]:,} articles" in legend.text, legend.text
+    assert len(colours) == len(lines)
+
+
 def segment_ids(nzb: Nzb) -> set[str]:
     return {segment.message_id for file in nzb.files for segment in file.segments}
 
@@ -150,6 +173,7 @@ def test_an_operator_logs_in_sees_the_progress_searches_and_downloads_an_nzb(api
     assert row.find_element(By.CSS_SELECTOR, ".percent").text == "100.0 %"
     assert row.find_element(By.CSS_SELECTOR, ".eta").text == "nothing left"
     assert browser.find_element(By.CSS_SELECTOR, 'tr[data-node="edge-1"]')
+    check_stored_chart(browser)
     check_screenshot(browser, tmp_path / "status.png")
 
     browser.find_element(By.LINK_TEXT, "Search").click()
