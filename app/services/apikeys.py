@@ -166,7 +166,8 @@ def holder(session: Session, presented_key: str) -> ApiKey | None:
 # take the two rows' locks in one order and cannot deadlock each other.
 _USE = text("""
 WITH k AS (
-    SELECT id, requests_per_day, grabs_per_day, (now() AT TIME ZONE 'UTC')::date AS day
+    SELECT id, requests_per_day, grabs_per_day, (now() AT TIME ZONE 'UTC')::date AS day,
+           set_config('synchronous_commit', 'off', true) AS unflushed  -- see use()
       FROM api_keys WHERE id = :key_id
 ), counted AS (
     INSERT INTO api_key_days AS d (key_id, day, requests, grabs, first_request, first_grab)
@@ -217,7 +218,6 @@ def record_use(session: Session, key_row: ApiKey, grab: bool) -> None:
 
 
 def _count(session: Session, key_row: ApiKey, grab: bool, *, enforce: bool) -> Usage:
-    session.execute(text("SET LOCAL synchronous_commit = off"))
     row = session.execute(_USE, {"key_id": key_row.id, "grab": grab, "grabs": 1 if grab else 0,
                                  "enforce": enforce}).one_or_none()
     if row is None:

@@ -585,3 +585,20 @@ def test_0017_adds_the_limits_and_the_days_and_takes_them_away(postgres, setting
         engine.dispose()
         override_settings(settings)
         reset_engine()
+
+
+def test_a_request_counted_does_not_wait_for_the_disk(clean_db):
+    """apikeys.use: the transaction that counts commits without a WAL flush (synchronous_commit
+    off for it alone), set by the counting statement itself; the next transaction is as before."""
+    with session_scope() as s:
+        key, _ = apikeys.create_key(s, "prowlarr")
+    with session_scope() as s:
+        s.execute(text("SET LOCAL synchronous_commit = on"))
+        apikeys.use(s, key, grab=False)
+        assert s.execute(text("SHOW synchronous_commit")).scalar_one() == "off"
+    with session_scope() as s:
+        s.execute(text("SET LOCAL synchronous_commit = on"))
+        assert s.execute(text("SHOW synchronous_commit")).scalar_one() == "on"
+        apikeys.record_use(s, key, grab=True)
+        assert s.execute(text("SHOW synchronous_commit")).scalar_one() == "off"
+        assert apikeys.list_usage(s, "prowlarr")[0][1].grabs == 1
