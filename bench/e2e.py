@@ -3,7 +3,7 @@ PostgreSQL, beside the raw OVER read rate from the same server with the same con
 
     .venv/bin/python bench/e2e.py [--articles 2000000] [--connections 4] [--workdir /tmp/e2e-bench]
                                   [--chunk-size 20000] [--batch-chunks 10] [--range-size 100000]
-                                  [--no-durability] [--no-inspect]
+                                  [--no-durability] [--no-inspect] [--statements]
 
 Everything runs on this machine, as ops/run starts it: a private PostgreSQL (durable as a production
 catalog runs: fsync and synchronous_commit on; `--no-durability` turns both off to show their cost), Redis and
@@ -120,9 +120,10 @@ class Services:
 
     def __init__(self, workdir: Path, connections: int, chunk_size: int, batch_chunks: int, range_size: int,
                  durable: bool = True, groups: tuple[str, ...] = GROUPS, inn_storage: str = "trash",
-                 inn_cnfs_mb: int | None = None):
+                 inn_cnfs_mb: int | None = None, statements: bool = False):
         self.workdir = workdir
         self.durable = durable
+        self.statements = statements
         self.connections = connections
         self.groups = groups
         self.inn_storage, self.inn_cnfs_mb = inn_storage, inn_cnfs_mb
@@ -149,9 +150,15 @@ class Services:
         env = {**os.environ, "PG_PORT": str(self.ports["pg"]), "PG_FAST": "0" if self.durable else "1",
                "REDIS_PORT": str(self.ports["redis"])}
         run(REPO / "ops/pg", "init", self.pg_dir, env=env, stdout=subprocess.DEVNULL)
+        if self.statements:  # PostgreSQL's own per-statement figures (Debian's server package has it)
+            with open(self.pg_dir / "postgresql.conf", "a") as conf:
+                conf.write("shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n")
         run(REPO / "ops/pg", "start", self.pg_dir, env=env)
         run("psql", "-q", "-h", "127.0.0.1", "-p", self.ports["pg"], "-U", "seed", "-d", "postgres",
             "-c", "CREATE DATABASE seed")
+        if self.statements:
+            run("psql", "-q", "-h", "127.0.0.1", "-p", self.ports["pg"], "-U", "seed", "-d", "seed",
+                "-c", "CREATE EXTENSION pg_stat_statements")
         run(REPO / "ops/redis", "start", self.redis_dir, env=env)
         inn_env = {**os.environ, "INN_READER_PORT": str(self.ports["reader"]), "INN_FEED_PORT": str(self.ports["feed"]),
                    "INN_TLS_PORT": str(self.ports["tls"]), "INN_STORAGE": self.inn_storage,
@@ -192,6 +199,19 @@ class Services:
             except OSError:
                 time.sleep(0.2)
         raise RuntimeError("the API did not come up")
+
+    def top_statements(self, count: int = 15) -> list[dict]:
+        """The statements PostgreSQL spent most time executing since the last reset
+        (pg_stat_statements, --statements): each with its share, milliseconds, calls and rows."""
+        query = ("SELECT round((100 * total_exec_time / sum(total_exec_time) OVER ())::numeric, 1),"
+                 " round(total_exec_time::numeric, 1), calls, rows,"
+                 " regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements"
+                 " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'seed')"
+                 f" ORDER BY total_exec_time DESC LIMIT {int(count)}")
+        out = run("psql", "-qtA", "-F", "\x1f", "-h", "127.0.0.1", "-p", self.ports["pg"], "-U", "seed", "-d", "seed",
+                  "-c", query, capture_output=True, text=True).stdout
+        return [{"share_percent": float(share), "ms": float(ms), "calls": int(calls), "rows": int(rows), "query": text}
+                for share, ms, calls, rows, text in (line.split("\x1f") for line in out.splitlines() if line)]
 
     def sql_value(self, query: str) -> str:
         """The one value a query of the seed database gives."""
@@ -334,10 +354,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="PostgreSQL with fsync and synchronous_commit off (to show what durability costs)")
     parser.add_argument("--no-inspect", action="store_true",
                         help="the edge node leases no inspections (INSPECT=0), to show what inspecting costs ingest")
+    parser.add_argument("--statements", action="store_true",
+                        help="PostgreSQL's time by statement over the run (pg_stat_statements; adds its own cost)")
     args = parser.parse_args(argv)
     print(f"command: .venv/bin/python bench/e2e.py --articles {args.articles} --connections {args.connections}"
           f" --chunk-size {args.chunk_size} --batch-chunks {args.batch_chunks} --range-size {args.range_size}"
-          + (" --no-durability" if args.no_durability else "") + (" --no-inspect" if args.no_inspect else ""))
+          + (" --no-durability" if args.no_durability else "") + (" --no-inspect" if args.no_inspect else "")
+          + (" --statements" if args.statements else ""))
     print("PostgreSQL: " + ("fsync and synchronous_commit off (--no-durability)" if args.no_durability
                             else "fsync and synchronous_commit on, as a production catalog runs"))
     workdir = Path(args.workdir)
@@ -345,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True)
     edge: subprocess.Popen | None = None
     services = Services(workdir, args.connections, args.chunk_size, args.batch_chunks, args.range_size,
-                        durable=not args.no_durability)
+                        durable=not args.no_durability, statements=args.statements)
     try:
         services.start(args.articles)
         services.flask("groups", "add", *GROUPS)
@@ -360,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         overview_bytes = raw_reads[0].bytes
 
         pids = services.pids()
+        if args.statements:
+            services.sql_value("SELECT pg_stat_statements_reset()")
         before = {name: cpu_of(pid) for name, pid in pids.items()}
         edge_env = {**os.environ, "COORDINATOR_URL": f"https://127.0.0.1:{services.ports['api']}",
                     "COORDINATOR_CAFILE": str(workdir / "cert.pem"), "NODE_TOKEN": token,
@@ -397,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         sampler.start()
         e2e_seconds = wait_done(services, edge) - started
         after = {name: cpu_of(pid) for name, pid in pids.items()}
+        statements = services.top_statements() if args.statements else []
         # The inspections as the job ended: what the node inspected meanwhile, and what is left.
         inspection_states = {state: int(count) for state, count in (line.split("|") for line in services.sql_value(
             "SELECT state, count(*) FROM post_inspections GROUP BY 1").splitlines())}
@@ -501,6 +527,12 @@ def main(argv: list[str] | None = None) -> int:
             (f"DB bytes per overview byte {db_share} <= {ACCEPTANCE['db_bytes_per_overview_byte']}",
              db_share <= ACCEPTANCE["db_bytes_per_overview_byte"])]
     print("acceptance: " + "; ".join(f"{bar}: {'met' if met else 'NOT met'}" for bar, met in bars))
+    if statements:
+        figures["statements"] = statements
+        print(f"PostgreSQL's statements by time (pg_stat_statements over the run; {articles:,} articles):")
+        for row in statements:
+            print(f"  {row['share_percent']:5.1f}% {row['ms']:9,.1f} ms {row['calls']:7,} calls"
+                  f" {1000 * row['ms'] / articles:6.2f} µs an article  {row['query'][:150]}")
     print(json.dumps(figures))
     return 0
 

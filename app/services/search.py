@@ -108,10 +108,13 @@ SEARCH = """
      ORDER BY page.last_post DESC NULLS LAST, page.group_id, page.key
 """
 
-# The settings a search runs with (the old values first, for SETTINGS_BACK); '0ms' is no timeout.
-SETTINGS_OFF = text("SELECT current_setting('jit'), current_setting('statement_timeout'),"
-                    " set_config('jit', 'off', true), set_config('statement_timeout', :timeout, true)")
-SETTINGS_BACK = text("SELECT set_config('jit', :jit, true), set_config('statement_timeout', :timeout, true)")
+# A search's work runs in a savepoint of its own with these settings (its statement timeout, and
+# no JIT), and the savepoint is rolled back afterwards: the search wrote nothing, and rolling back
+# gives the settings their old values. Each is one round trip, the settings sent with the
+# savepoint (statements without parameters may go together).
+SEARCH_BEGIN = ("SAVEPOINT search_posts; SELECT set_config('jit', 'off', true),"
+                " set_config('statement_timeout', '{timeout_ms}ms', true)")
+SEARCH_END = "ROLLBACK TO SAVEPOINT search_posts; RELEASE SAVEPOINT search_posts"
 
 # The group of a post key, or of a release key joined into a post: the least group id that has it
 # (a key is unique within a group; crossposts share keys across groups). Probed group by group, so
@@ -389,18 +392,21 @@ def _category_filter(categories: Iterable[int], params: dict) -> str:
 def _bounded_run(session: Session, statements: list, timeout_ms: int | None) -> list[list]:
     """The rows of each (statement, params), in a savepoint of its own with a statement timeout and without JIT: the
     planner's costs for a search that finds many releases are high enough to JIT-compile it, which
-    takes longer (hundreds of ms) than most searches run. A search that times out rolls back to
-    the savepoint, so the caller's transaction goes on; the settings come back either way."""
+    takes longer (hundreds of ms) than most searches run. The savepoint is rolled back either way,
+    so the caller's transaction goes on after a search that timed out, with its settings as they
+    were."""
+    connection = session.connection()
+    connection.exec_driver_sql(SEARCH_BEGIN.format(timeout_ms=int(timeout_ms or 0)))
     try:
-        with session.begin_nested():
-            jit, timeout, _, _ = session.execute(SETTINGS_OFF, {"timeout": f"{timeout_ms or 0}ms"}).one()
-            rows = [session.execute(statement, params).mappings().all() for statement, params in statements]
-            session.execute(SETTINGS_BACK, {"jit": jit, "timeout": timeout})
-    except OperationalError as exc:
-        if isinstance(exc.orig, QueryCanceled):
+        rows = [connection.execute(statement, params).mappings().all() for statement, params in statements]
+    except Exception as exc:
+        if not connection.invalidated:  # a connection lost has no savepoint to go back to
+            connection.exec_driver_sql(SEARCH_END)
+        if isinstance(exc, OperationalError) and isinstance(exc.orig, QueryCanceled):
             bound = f"longer than {timeout_ms:,} ms" if timeout_ms is not None else "too long"
             raise SearchTimeout(f"the search ran {bound}: give more words or filters") from None
         raise
+    connection.exec_driver_sql(SEARCH_END)
     return rows
 
 
