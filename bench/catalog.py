@@ -6,6 +6,7 @@ through gunicorn, on >= 1,000,000 releases stored the normal way.
                                       [--explain] [--seed 1]
     .venv/bin/python bench/catalog.py --keep /tmp/catalog-bench          # fill once, time many
     .venv/bin/python bench/catalog.py --keep /tmp/catalog-bench --explain  # and the slow plans
+    .venv/bin/python bench/catalog.py --keep /tmp/catalog-bench --copies 10  # 10,000,000 posts
 
 Everything runs on this machine: a private PostgreSQL (ops/pg; durable as a production catalog
 runs it, fsync and synchronous_commit on, unless --no-durability), migrated, and gunicorn
@@ -30,7 +31,10 @@ one at a time. Progress goes to stderr. The catalog is then vacuumed and
 analyzed, as autovacuum would have left it. With --keep DIR the cluster stays in DIR with a
 note of what it holds (catalog.json), and a later run with the same fill options times it
 again without filling (its JSON then gives the figures of that fill, with reused_catalog true);
-without --keep everything is removed at the end. A million releases fill in 1.5 - 2 minutes
+without --keep everything is removed at the end. With --copies N the table `posts` is then made N
+times the posts filled (add_copies: each copy the same posts as older posting, under other keys;
+the faster path to 10,000,000 posts, which the normal fill would take most of an hour to make),
+and the searches run on it. A million releases fill in 1.5 - 2 minutes
 (2.1 million articles, 0.93 GiB), and the timings take under a minute.
 
 Measured, through gunicorn (HTTP keep-alive, one connection per client thread):
@@ -388,6 +392,59 @@ class Cluster:
         return int((self.root / "postmaster.pid").read_text().split()[0])
 
 
+# -- more posts: copies of the catalog's -------------------------------------------------------
+
+def add_copies(port: int, note: dict, copies: int) -> dict:
+    """The table `posts` made `copies` times the posts the fill wrote (the faster path to a
+    catalog of 10,000,000 posts, docs/benchmarks.md): each copy is every original post again
+    with its key changed (xor a constant of the copy: keys stay signed 64-bit integers, distinct
+    in their group) and its dates moved back by the fill's span of days times the copy's number,
+    so that each copy is a stretch of older posting with the same names, as a catalog of the same
+    posting over years would be. Only `posts` is copied: searches read it alone (the NZBs of
+    copies are not asked for). The indexes are dropped while the rows go in and made again after,
+    then the table is vacuumed and analyzed. Returns what was done, kept in the note."""
+    import psycopg
+
+    done = note.get("copies", {"copies": 1})
+    if done["copies"] > copies:
+        raise SystemExit(f"the kept catalog holds {done['copies']} copies of its posts: give --copies"
+                         f" {done['copies']} or another directory")
+    if done["copies"] == copies:
+        return done
+    started = time.monotonic()
+    with psycopg.connect(f"host=127.0.0.1 port={port} user=seed dbname=seed", autocommit=True) as conn:
+        conn.execute("SET maintenance_work_mem = '2GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")
+        if "originals_from" not in done:
+            done["originals_from"], done["originals"] = conn.execute(
+                "SELECT min(first_post)::text, count(*) FROM posts").fetchone()
+        span_days = note["options"]["days"] + 1
+        columns = [row[0] for row in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'posts'::regclass AND attnum > 0"
+            " AND NOT attisdropped AND attgenerated = '' ORDER BY attnum")]
+        moved = {"key": "p.key # (%(copy)s::bigint << 48)",
+                 "first_post": "p.first_post - %(copy)s * %(span)s * interval '1 day'",
+                 "last_post": "p.last_post - %(copy)s * %(span)s * interval '1 day'"}
+        select = ", ".join(moved.get(c, f"p.{c}") for c in columns)
+        indexes = [row[0] for row in conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = 'posts' AND indexname <> 'pk_posts'")]
+        for definition in indexes:
+            conn.execute("DROP INDEX " + definition.split(" INDEX ", 1)[1].split(" ON ", 1)[0])
+        for copy in range(done["copies"], copies):
+            say(f"copying the posts ({copy + 1} of {copies}) ...")
+            conn.execute(f"INSERT INTO posts ({', '.join(columns)}) SELECT {select} FROM posts p"
+                         " WHERE p.first_post >= %(originals)s::timestamptz ON CONFLICT DO NOTHING",
+                         {"copy": copy, "span": span_days, "originals": done["originals_from"]})
+        say(f"making the posts' {len(indexes)} indexes again ...")
+        for definition in indexes:
+            conn.execute(definition)
+        say("vacuuming and analyzing the posts ...")
+        conn.execute("VACUUM (ANALYZE) posts")
+        posts = conn.execute("SELECT count(*) FROM posts").fetchone()[0]
+    done.update(copies=copies, posts=posts, seconds=round(time.monotonic() - started, 1))
+    return done
+
+
 # -- the timings ---------------------------------------------------------------------------------
 
 @dataclass
@@ -564,6 +621,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gets", type=int, default=5, help="t=get of the big post this many times")
     parser.add_argument("--no-words", type=int, default=3, help="t=search without words this many times")
     parser.add_argument("--keep", metavar="DIR", help="keep the filled cluster in DIR; reuse the one there")
+    parser.add_argument("--copies", type=int, default=1,
+                        help="the posts made this many times those filled, as older posting (searches only)")
     parser.add_argument("--no-durability", action="store_true",
                         help="PostgreSQL with fsync, synchronous_commit and full_page_writes off")
     parser.add_argument("--explain", action="store_true", help="print the plans of the slow statements")
@@ -616,6 +675,9 @@ def main(argv: list[str] | None = None) -> int:
             reused = True
         pg_settings = cluster.durability(durable)
         filled = note["fill"]
+        if args.copies > 1 or "copies" in note:
+            note["copies"] = add_copies(port, note, args.copies)
+            note_path.write_text(json.dumps(note))
         import psycopg
 
         with psycopg.connect(f"host=127.0.0.1 port={port} user=seed dbname=seed") as conn:
@@ -706,7 +768,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = {
         "releases": args.releases, "big_segments": args.big_segments, "vocabulary": args.vocabulary,
         "seed": args.seed, "reused_catalog": reused, "durable": durable, "postgresql": pg_settings,
-        "cpus": os.cpu_count(), "db_bytes": db_bytes, "fill": filled,
+        "cpus": os.cpu_count(), "db_bytes": db_bytes, "fill": filled, "copies": note.get("copies"),
         "clients": args.clients, "searches": search_figures, "searches_by_posts_found": by_found,
         "searches_one_client": latency_figures([r.seconds for r in serial]) if serial else None,
         "slowest_searches": [{"q": r.words, "kind": r.kind, "ms": round(1000 * r.seconds, 1), "posts_found": r.total}
@@ -723,6 +785,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"catalog: {filled['releases_stored']:,} releases ({filled['releases_joined_into_posts']:,} joined into"
           f" posts), {filled['files']:,} files, {filled['fragments']:,} articles, {db_bytes / 2**30:.2f} GiB;"
           f" {fill_note}")
+    if note.get("copies"):
+        print(f"posts: {note['copies']['posts']:,}, the fill's {note['copies']['copies']} times as older posting"
+              f" (--copies; made in {note['copies']['seconds']} s)")
     print(f"PostgreSQL: fsync {pg_settings['fsync']}, synchronous_commit {pg_settings['synchronous_commit']},"
           f" shared_buffers {pg_settings['shared_buffers']}; {os.cpu_count()} cores")
     every = search_figures["all"]

@@ -74,6 +74,15 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
 
         other = run_bench("--keep", str(keep), "--seed", "2")
         assert other.returncode == 2 and "give the same options or another directory" in other.stderr
+
+        # The faster path to a large catalog: the posts made three times, as older posting.
+        copied = run_bench("--keep", str(keep), "--no-durability", "--copies", "3")
+        assert copied.returncode == 0, copied.stdout[-3000:] + copied.stderr[-3000:]
+        copies = json.loads(copied.stdout.splitlines()[-1])["copies"]
+        assert copies["copies"] == 3 and copies["posts"] == 3 * copies["originals"] > 3000
+        assert f"posts: {copies['posts']:,}, the fill's 3 times" in copied.stdout
+        fewer = run_bench("--keep", str(keep), "--copies", "2")
+        assert fewer.returncode != 0 and "holds 3 copies of its posts" in fewer.stderr
     finally:
         subprocess.run([str(REPO / "ops" / "pg"), "stop", str(keep / "pg")], capture_output=True)
         shutil.rmtree(keep, ignore_errors=True)
