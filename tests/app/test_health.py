@@ -5,6 +5,7 @@ import pytest
 
 from app.api.health import COMPILED_PARTS, MIGRATIONS
 from edge.digest.compiled import IMPL
+from tests.fixtures.waiting import wait_until
 
 
 def test_healthz_checks_the_database(client):
@@ -96,7 +97,10 @@ def test_readyz_is_503_with_the_reason_while_postgresql_is_down(client, postgres
         postgres.run("start")
         reset_engine()
         clean_db.dispose()
-    assert client.get("/readyz").status_code == 200
+    # Ready again once the replica streams from the restarted primary (its WAL receiver connects
+    # again on its own, within seconds).
+    assert wait_until(lambda: client.get("/readyz").status_code == 200, timeout=60,
+                      what=lambda: f"ready again: {client.get('/readyz').get_json()}")
 
 
 @pytest.fixture

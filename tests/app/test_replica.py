@@ -27,7 +27,11 @@ PER_RELEASE = 15  # tests/app/overview.py: 3 files of 5 parts
 
 @pytest.fixture
 def replay_paused(postgres_replica) -> Iterator[None]:
-    """The replica receiving the primary's WAL but not replaying it, as one that fell behind."""
+    """The replica receiving the primary's WAL but not replaying it, as one that fell behind. It
+    pauses once it has replayed what was committed: paused in the middle of a transaction that
+    took a table's lock (an earlier test's TRUNCATE), it would hold that lock while paused, and
+    every read of the table on it would wait."""
+    postgres_replica.wait_caught_up()
     engine = create_engine(postgres_replica.url(), isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         conn.execute(text("SELECT pg_wal_replay_pause()"))
