@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from flask.testing import FlaskClient
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 from app.db import get_engine, get_read_engine, session_scope
 from app.services import apikeys
@@ -27,20 +27,12 @@ PER_RELEASE = 15  # tests/app/overview.py: 3 files of 5 parts
 
 @pytest.fixture
 def replay_paused(postgres_replica) -> Iterator[None]:
-    """The replica receiving the primary's WAL but not replaying it, as one that fell behind. It
-    pauses once it has replayed what was committed: paused in the middle of a transaction that
-    took a table's lock (an earlier test's TRUNCATE), it would hold that lock while paused, and
-    every read of the table on it would wait."""
-    postgres_replica.wait_caught_up()
-    engine = create_engine(postgres_replica.url(), isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text("SELECT pg_wal_replay_pause()"))
+    """The replica receiving the primary's WAL but not replaying it, as one that fell behind."""
+    postgres_replica.pause()
     try:
         yield
     finally:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT pg_wal_replay_resume()"))
-        engine.dispose()
+        postgres_replica.resume()
 
 
 def found(client: FlaskClient, key: str, words: str) -> list[str]:
@@ -82,8 +74,7 @@ def test_a_post_reaches_the_replica_after_its_batch_is_stored(
                       what="a lag while the replica replays nothing")
     assert sample(scrape(client, operator_key), "seed_metrics_source_up", source="replica") == 1
 
-    with postgres_replica._engine.connect() as conn:
-        conn.execute(text("SELECT pg_wal_replay_resume()"))
+    postgres_replica.resume()
     assert wait_until(lambda: found(client, key, name) == [name], interval=0.02,
                       what="the post found on the replica")
     assert wait_until(lambda: sample(scrape(client, operator_key), "seed_database_replica_lag_seconds") == 0,
@@ -114,7 +105,7 @@ def test_the_replica_down_is_said_and_searches_get_an_error_not_a_500(client, fl
     with session_scope() as s:
         _, key = apikeys.create_key(s, "radarr")
     plain = FlaskClient(flask_app)
-    postgres_replica.server.run("stop")
+    postgres_replica.stop()
     try:
         not_ready(plain.get("/readyz"), "replica", "OperationalError")
         response = plain.get("/api", query_string={"t": "search", "q": "anything", "apikey": key})
