@@ -102,6 +102,11 @@ class Settings:
     max_body_bytes: int = 64 * 1024 * 1024
     max_decoded_bytes: int = 256 * 1024 * 1024
     batch_requeue_after: int = 300
+    # Backpressure (app/services/ingest/backlog.py): with this many batches accepted and not yet
+    # stored and joined, leases and new batches are answered 429 busy until the workers catch
+    # up (0: never). A hundred batches are minutes of work at a node's batch size (200,000
+    # articles), seconds at a thousand.
+    store_backlog: int = 100
     batch_max_attempts: int = 5
     replan_minute: str = "17"
     replan_hour: str = "*/6"
@@ -144,6 +149,7 @@ class Settings:
             max_body_bytes=count("MAX_BODY_BYTES", d.max_body_bytes),
             max_decoded_bytes=count("MAX_DECODED_BYTES", d.max_decoded_bytes),
             batch_requeue_after=count("BATCH_REQUEUE_AFTER", d.batch_requeue_after),
+            store_backlog=read(env, "STORE_BACKLOG", integer(0), d.store_backlog),
             batch_max_attempts=count("BATCH_MAX_ATTEMPTS", d.batch_max_attempts),
             replan_minute=read(env, "REPLAN_MINUTE", text, d.replan_minute),
             replan_hour=read(env, "REPLAN_HOUR", text, d.replan_hour),

@@ -105,6 +105,8 @@ NUMBERS_ACCEPTED = Counter("seed_article_numbers_accepted",
 # center's own runner is the node "datacenter").
 NODE_NUMBERS_ACCEPTED = Counter("seed_node_article_numbers_accepted",
                                 "Article numbers the batches a node sent cover, by node.", ["node"])
+BUSY_ANSWERS = Counter("seed_busy_answers", "Leases and new batches answered 429 busy while the workers were"
+                       " behind (STORE_BACKLOG), by call.", ["call"])
 BATCHES_STORED = Counter("seed_batches_stored", "Batches stored into the catalog, by group.", ["group"])
 ARTICLES_STORED = Counter("seed_articles_stored",
                           "Articles (overview lines read, less the rejected) of the batches stored.", ["group"])
@@ -199,6 +201,14 @@ def posts_left_out(session: Session, group_id: int, posts: int) -> None:
     def count() -> None:
         POSTS_LEFT_OUT.labels(group).inc(posts)
     on_commit(session, count)
+
+
+def busy(call: str) -> None:
+    """A lease or a batch answered 429 busy (app.services.ingest.backlog)."""
+    try:
+        BUSY_ANSWERS.labels(call).inc()
+    except Exception as exc:  # noqa: BLE001 - see _count_committed
+        log.warning("a metric could not be counted: %s: %s", type(exc).__name__, exc)
 
 
 def planned(group: str, kind: str, ranges: int, failed: bool) -> None:

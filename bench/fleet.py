@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fleet.py [--nodes 10,50,100] [--articles 300000] [--range-size 3000]
                                     [--chunk-size 1000] [--batch-chunks 1] [--clients 2]
-                                    [--workdir /tmp/fleet-bench] [--no-durability]
+                                    [--ramp 0] [--pace 0] [--workdir /tmp/fleet-bench] [--no-durability]
 
 The data center runs as bench/e2e.py starts it (its Services: PostgreSQL durable as a production
 catalog runs, Redis, gunicorn over HTTPS with 2 workers, one Celery worker on the ingest queue and
@@ -16,14 +16,18 @@ for each fleet size (alt.binaries.fleet.nN). For each size N, in turn:
 - N nodes are created (`app.services.nodes.create_node`: a token each) and run as N threads over
   --clients processes, each thread a real node API client (edge.node.coordinator.Coordinator:
   HTTPS, keep-alive, retries) with its own token: it leases a range, posts its batches in order,
-  says it is done, and leases again until the coordinator has nothing left (204);
+  says it is done, and leases again until the coordinator has nothing left (204); with --ramp
+  the nodes start evenly over that many seconds instead of at once, and with --pace each waits,
+  before each batch, as long as reading its article numbers at that many a second would take;
 - the run ends when every range is done and every batch stored and joined into posts;
 - the CPU of each part is taken over the whole run and over the nodes' calls alone (before the
   store and the join drain what they sent);
 - meanwhile PostgreSQL's sessions are looked at every 20 ms (pg_stat_activity: active or idle in
   a transaction, waiting on what, in which statement), to tell what they wait for.
 
-Measured for each size: the latency of each call (lease, batch accept, done: p50, p99, most),
+Measured for each size: the latency of each answer (lease, batch accept, done: p50, p99, most;
+a call answered 429 busy and made again after the wait it was told is timed answer by answer, the
+busy ones apart, and the nodes' waits summed),
 articles stored a second (from the first lease to the last batch joined), the data center's CPU
 an article (API, workers, PostgreSQL, from /proc) and how busy each part was (cores), what the
 clients spent, and the ground truth, exact: every article of the digest stored once (fragments
@@ -59,8 +63,9 @@ from simnews.inject import inject  # noqa: E402
 
 GOALS = {"nodes": 100, "lease_p99_ms": 100, "accept_p99_ms": 250}
 
-# An encoded batch ready to post: (body, Content-Type, Content-Encoding, kept articles).
-Encoded = tuple[bytes, str, str | None, int]
+# An encoded batch ready to post: (body, Content-Type, Content-Encoding, kept articles, article
+# numbers it covers).
+Encoded = tuple[bytes, str, str | None, int, int]
 # What the nodes post, by range id: its batches in order. Set before the client processes fork.
 BATCHES: dict[int, list[Encoded]] = {}
 
@@ -88,7 +93,8 @@ def digest_range(port: int, group: str, first: int, last: int, chunk_size: int, 
             batch = gatherer.build()
             kept = len(next(iter(batch["fragments"].values()), []))
             body, content_type, content_encoding = encode_batch(batch)
-            encoded.append((body, content_type, content_encoding, kept))
+            numbers = spans[min(start + batch_chunks, len(spans)) - 1][1] - spans[start][0] + 1
+            encoded.append((body, content_type, content_encoding, kept, numbers))
     return encoded
 
 
@@ -120,30 +126,47 @@ def create_nodes(services: Services, count: int, prefix: str) -> list[str]:
 
 # -- the simulated nodes ---------------------------------------------------------------------------
 
+def timed(calls: list[tuple[str, float]], kind: str, call: Any, *args: Any) -> Any:
+    """Makes one call (a Coordinator method taking on_retry) and records each of its exchanges
+    apart: a call answered busy (429, the data center behind) and made again after the wait it
+    was told is several answers, each timed as the node saw it ("<kind>_busy" for the busy ones,
+    "<kind>_retried" for other failures), and the waits between them ("wait") are the node's own,
+    not the coordinator's latency."""
+    marks: list[tuple[float, float, str]] = []  # (when a retry was decided, its delay, why)
+    started = time.perf_counter()
+    result = call(*args, on_retry=lambda _call, reason, delay: marks.append((time.perf_counter(), delay, reason)))
+    ended = time.perf_counter()
+    for at, delay, reason in marks:
+        calls.append((f"{kind}_busy" if reason.startswith("429") else f"{kind}_retried", at - started))
+        calls.append(("wait", delay))
+        started = at + delay
+    calls.append((kind if result is not None else f"{kind}_204", ended - started))
+    return result
+
+
 def node_loop(url: str, cafile: str, token: str, calls: list[tuple[str, float]], leased: list[int],
-              errors: list[str]) -> None:
-    """One node: lease, post the range's batches, done; until the coordinator has nothing (204)."""
+              errors: list[str], start_after: float = 0.0, pace: float = 0.0) -> None:
+    """One node: lease, post the range's batches, done; until the coordinator has nothing (204).
+    It starts `start_after` seconds late, and with a `pace` (articles a second) it takes as long
+    before each batch as reading its article numbers at that rate would."""
     coordinator = Coordinator(url, token, cafile=cafile, timeout=120, give_up=600)
+    time.sleep(start_after)
     try:
         while True:
-            started = time.perf_counter()
-            lease = coordinator.lease()
-            calls.append(("lease" if lease is not None else "lease_204", time.perf_counter() - started))
+            lease = timed(calls, "lease", coordinator.lease)
             if lease is None:
                 return
             leased.append(lease.range_id)
-            for body, content_type, content_encoding, _ in BATCHES[lease.range_id]:
-                started = time.perf_counter()
-                coordinator.post_batch(lease.range_id, body, content_type, content_encoding)
-                calls.append(("accept", time.perf_counter() - started))
-            started = time.perf_counter()
-            coordinator.done(lease.range_id)
-            calls.append(("done", time.perf_counter() - started))
+            for body, content_type, content_encoding, _, numbers in BATCHES[lease.range_id]:
+                if pace:
+                    time.sleep(numbers / pace)
+                timed(calls, "accept", coordinator.post_batch, lease.range_id, body, content_type, content_encoding)
+            timed(calls, "done", coordinator.done, lease.range_id)
     except Exception as exc:  # noqa: BLE001 - reported, and the run fails on it
         errors.append(f"{type(exc).__name__}: {exc}")
 
 
-def client_process(url: str, cafile: str, tokens: list[str], go: Any) -> dict[str, Any]:
+def client_process(url: str, cafile: str, tokens: list[tuple[str, float]], go: Any, pace: float) -> dict[str, Any]:
     """Runs one thread a token (started together once `go` is set); what they did."""
     calls: list[tuple[str, float]] = []
     errors: list[str] = []
@@ -151,9 +174,10 @@ def client_process(url: str, cafile: str, tokens: list[str], go: Any) -> dict[st
     go.wait()
     cpu_before = time.process_time()
     threads = []
-    for index, token in enumerate(tokens):
+    for index, (token, start_after) in enumerate(tokens):
         leased[index] = []
-        thread = threading.Thread(target=node_loop, args=(url, cafile, token, calls, leased[index], errors))
+        thread = threading.Thread(target=node_loop, args=(url, cafile, token, calls, leased[index], errors,
+                                                          start_after, pace))
         thread.start()
         threads.append(thread)
     for thread in threads:
@@ -175,7 +199,8 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 # -- one fleet size --------------------------------------------------------------------------------
 
-def run_fleet(services: Services, nodes: int, clients: int, chunk_size: int, batch_chunks: int) -> dict[str, Any]:
+def run_fleet(services: Services, nodes: int, clients: int, chunk_size: int, batch_chunks: int,
+              ramp: float = 0.0, pace: float = 0.0) -> dict[str, Any]:
     group = group_of(nodes)
     services.flask("groups", "add", group)
     services.flask("plan", group, "--days", "36500")
@@ -195,10 +220,12 @@ def run_fleet(services: Services, nodes: int, clients: int, chunk_size: int, bat
     cafile = str(services.workdir / "cert.pem")
     context = multiprocessing.get_context("fork")  # the children share BATCHES as it is now
     go = context.Manager().Event()
-    shares = [tokens[i::clients] for i in range(clients)]
+    # With a ramp, node i starts i/N of it late (a fleet coming up, not all in one instant).
+    starts = [(token, ramp * index / nodes) for index, token in enumerate(tokens)]
+    shares = [starts[i::clients] for i in range(clients)]
     pids = services.pids()
     with ProcessPoolExecutor(max_workers=clients, mp_context=context) as pool:
-        futures = [pool.submit(client_process, url, cafile, share, go) for share in shares if share]
+        futures = [pool.submit(client_process, url, cafile, share, go, pace) for share in shares if share]
         time.sleep(1.0)  # the client processes are up and waiting on `go`
         before = {name: cpu_of(pid) for name, pid in pids.items()}
         with WaitSampler(services) as waits:
@@ -232,11 +259,17 @@ def run_fleet(services: Services, nodes: int, clients: int, chunk_size: int, bat
              "exact": stored == kept == distinct and done_ranges == len(ranges) == len(set(leased_ids))
              and len(leased_ids) == len(ranges) and not errors}
     figures = {
-        "nodes": nodes, "group": group, "seconds": round(seconds, 2),
+        "nodes": nodes, "group": group, "ramp_seconds": ramp, "node_pace": pace, "seconds": round(seconds, 2),
         "clients_seconds": round(clients_done - started, 2),
         "articles_per_second": round(kept / seconds), "batches": sum(map(len, BATCHES.values())),
         "lease": percentiles(calls.get("lease", [])), "lease_204": percentiles(calls.get("lease_204", [])),
         "accept": percentiles(calls.get("accept", [])), "done": percentiles(calls.get("done", [])),
+        # Answered 429 busy (STORE_BACKLOG): how many, how fast, and the waits they asked for.
+        "lease_busy": percentiles(calls.get("lease_busy", [])),
+        "accept_busy": percentiles(calls.get("accept_busy", [])),
+        "busy_answers": len(calls.get("lease_busy", [])) + len(calls.get("accept_busy", [])),
+        "node_wait_seconds": round(sum(calls.get("wait", [])), 1),
+        "retried": {kind: len(values) for kind, values in calls.items() if kind.endswith("_retried")},
         "cpu_seconds": {name: round(value, 2) for name, value in cpu.items()},
         "cores_busy": {name: round(value / seconds, 2) for name, value in cpu.items()},
         # While the nodes called (leases, batches, done), before the store and the join drained.
@@ -248,7 +281,8 @@ def run_fleet(services: Services, nodes: int, clients: int, chunk_size: int, bat
         "postgresql_sessions": waits.top(),
     }
     say(f"{nodes} nodes: {kept:,} articles in {seconds:.1f} s = {kept / seconds:,.0f}/s; lease p99"
-        f" {figures['lease'].get('p99_ms')} ms, accept p99 {figures['accept'].get('p99_ms')} ms;"
+        f" {figures['lease'].get('p99_ms')} ms, accept p99 {figures['accept'].get('p99_ms')} ms"
+        f" ({figures['busy_answers']} busy answers, p99 {figures['accept_busy'].get('p99_ms')} ms);"
         f" data center {figures['dc_us_per_article']} µs an article; cores busy {figures['cores_busy']};"
         f" exact: {truth['exact']}")
     return figures
@@ -324,13 +358,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=2, help="processes the simulated nodes run in")
     parser.add_argument("--workdir", default="/tmp/fleet-bench")
     parser.add_argument("--no-durability", action="store_true")
+    parser.add_argument("--ramp", type=float, default=0.0,
+                        help="seconds over which the nodes start, evenly (0: all at once)")
+    parser.add_argument("--pace", type=float, default=0.0,
+                        help="articles a second each node reads at: it waits that long before each batch (0: none)")
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.nodes.split(",") if n.strip()]
     if not sizes or min(sizes) < 1 or args.clients < 1:
         parser.error("--nodes must list fleet sizes of at least 1, --clients at least 1")
+    if args.ramp < 0 or args.pace < 0:
+        parser.error("--ramp and --pace must be at least 0")
     print(f"command: .venv/bin/python bench/fleet.py --nodes {args.nodes} --articles {args.articles}"
           f" --range-size {args.range_size} --chunk-size {args.chunk_size} --batch-chunks {args.batch_chunks}"
-          f" --clients {args.clients}" + (" --no-durability" if args.no_durability else ""))
+          f" --clients {args.clients} --ramp {args.ramp:g} --pace {args.pace:g}"
+          + (" --no-durability" if args.no_durability else ""))
     workdir = Path(args.workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -345,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
                             generate(args.articles, Config(groups=(group,), namespace=group)))
             say(f"posted {posted.accepted:,} articles to {group} in {posted.seconds:.1f} s")
         for nodes in sizes:
-            runs.append(run_fleet(services, nodes, args.clients, args.chunk_size, args.batch_chunks))
+            runs.append(run_fleet(services, nodes, args.clients, args.chunk_size, args.batch_chunks, args.ramp,
+                                  args.pace))
     finally:
         services.stop()
     for figures in runs:

@@ -30,7 +30,10 @@ def error_response(status: int, code: str, message: str):
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ServiceError)
     def service_error(exc: ServiceError):
-        return error_response(exc.status, exc.code, exc.message)
+        response = error_response(exc.status, exc.code, exc.message)
+        if exc.retry_after is not None:
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):

@@ -17,6 +17,7 @@ from app.db import is_transient, session_scope
 from app.services import inspections, leases, spool
 from app.services.errors import NotFound, ServiceError
 from app.services.ingest import accept as acceptance
+from app.services.ingest.backlog import refuse_when_behind
 from app.services.ingest.decode import check_body
 from app.services.rules import active_rules
 from app.tasks.ingest import enqueue_store
@@ -116,6 +117,7 @@ def lease():
     settings = _settings()
     skip = _skip_list(_json_object())
     with session_scope() as session:
+        refuse_when_behind(session, settings.store_backlog, "lease")
         granted = leases.lease(session, g.node, max_leases=settings.max_leases_per_node, skip=skip,
                                backfill_every=settings.lease_backfill_every)
         if granted is None:
@@ -154,9 +156,11 @@ def post_batch(range_id: int):
     body = _batch_body()
     content_type = (request.mimetype or "").lower()
     content_encoding = (request.headers.get("Content-Encoding") or "").strip().lower()
-    # Decode and check the whole batch before anything is stored: bad input changes nothing.
-    header = check_body(body, content_type, content_encoding, settings.max_decoded_bytes)
     with session_scope() as session:
+        # While the workers are behind, nothing more is taken: answered before the body is decoded.
+        refuse_when_behind(session, settings.store_backlog, "batch")
+        # Decode and check the whole batch before anything is stored: bad input changes nothing.
+        header = check_body(body, content_type, content_encoding, settings.max_decoded_bytes)
         accepted = acceptance.accept_batch(
             session, g.node, range_id, batch_from=header.batch_from, batch_to=header.batch_to,
             body=body, content_type=content_type, content_encoding=content_encoding, group=header.group,

@@ -6,6 +6,7 @@ class ServiceError(Exception):
 
     status = 400
     code = "bad_request"
+    retry_after: int | None = None  # seconds, sent as Retry-After (a refusal that passes)
 
     def __init__(self, message: str, *, code: str | None = None):
         super().__init__(message)

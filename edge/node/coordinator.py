@@ -3,7 +3,8 @@
 The coordinator's certificate and host name are checked against the system's CAs or a CA file;
 plain HTTP only when the URL says http:// (which the node's settings allow only with
 COORDINATOR_INSECURE=1: the bearer token would go out unencrypted). Network errors, timeouts, 5xx and 429 are retried
-with exponential backoff and jitter; a call ends with an answer, a typed error, or
+with exponential backoff and jitter (a 429 after the Retry-After it gives, with jitter: the
+coordinator is behind and says when to come back); a call ends with an answer, a typed error, or
 :class:`Unreachable` once nothing has been heard from the coordinator for `give_up` seconds (a
 batch is never dropped while the coordinator may still take it). Waits end early when the node
 stops (:class:`edge.node.retry.Stopped`), except for the calls made while stopping (release).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import random
 import ssl
 import threading
 import time
@@ -220,11 +222,13 @@ def parse_inspection_answers(data: Any, ids: list[int]) -> list[InspectionAnswer
 
 
 class _Transient(Exception):
-    """An attempt failed in a way worth retrying."""
+    """An attempt failed in a way worth retrying. `busy`: the coordinator answered 429, asking
+    the node to come back after `retry_after` seconds (it is there, and behind with its work)."""
 
-    def __init__(self, reason: str, retry_after: float | None = None):
+    def __init__(self, reason: str, retry_after: float | None = None, busy: bool = False):
         super().__init__(reason)
         self.retry_after = retry_after
+        self.busy = busy
 
 
 RetryHook = Callable[[str, str, float], None]  # (call, reason, delay before the next attempt)
@@ -254,6 +258,7 @@ class Coordinator:
         self.stop = stop or threading.Event()
         self.backoff_cap = backoff_cap
         self.last_contact = time.monotonic()
+        self._jitter = random.Random()
         self._kept = threading.local()  # .connection: this thread's open connection and its last use
 
     # -- the node API ----------------------------------------------------------------------
@@ -373,7 +378,13 @@ class Coordinator:
                 if now - self.last_contact > self.give_up:
                     raise Unreachable(f"no answer from the coordinator for {now - self.last_contact:.0f} s "
                                       f"(last: {failure})") from None
-                delay = max(backoff.next_delay(), min(failure.retry_after or 0, MAX_RETRY_AFTER))
+                if failure.busy and failure.retry_after is not None:
+                    # Told when to come back: then, give or take half of it (the nodes answered
+                    # together do not come back together), however often it was said before.
+                    wait = min(failure.retry_after, MAX_RETRY_AFTER)
+                    delay = wait + self._jitter.uniform(0, wait / 2)
+                else:
+                    delay = max(backoff.next_delay(), min(failure.retry_after or 0, MAX_RETRY_AFTER))
                 if deadline is not None and now + delay - started > deadline:
                     raise Unavailable(f"{call}: {failure}") from None
                 if on_retry is not None:
@@ -441,8 +452,11 @@ class Coordinator:
 
     def _answer(self, response: http.client.HTTPResponse, data: bytes) -> tuple[int, dict]:
         status = response.status
+        if status == 429:  # an answer all the same: the coordinator is there
+            self.last_contact = time.monotonic()
         if status in RETRIED_STATUSES:
-            raise _Transient(f"{status} {_error_of(data)[0]}", _retry_after(response.getheader("Retry-After")))
+            raise _Transient(f"{status} {_error_of(data)[0]}", _retry_after(response.getheader("Retry-After")),
+                             busy=status == 429)
         self.last_contact = time.monotonic()
         if status == 204:
             return status, {}

@@ -2,6 +2,7 @@
 figures as JSON; here two tiny fleets, to show it runs and its ground truth holds (speed is not
 asserted here: the benchmark's own run is)."""
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,12 +21,16 @@ def test_bench_runs_each_fleet_and_its_ground_truth_is_exact():
     try:
         result = subprocess.run([sys.executable, str(BENCH), "--nodes", "2,5", "--articles", "12000",
                                  "--range-size", "1500", "--chunk-size", "500", "--batch-chunks", "1",
-                                 "--workdir", workdir], capture_output=True, text=True, timeout=300, cwd=REPO)
+                                 "--ramp", "0.2", "--pace", "500000", "--workdir", workdir],
+                                capture_output=True, text=True, timeout=300, cwd=REPO,
+                                # A tight backlog: the nodes may well be told to wait (429 busy).
+                                env={**os.environ, "STORE_BACKLOG": "4"})
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert lines[0].startswith("command: .venv/bin/python bench/fleet.py --nodes 2,5 --articles 12000")
+    assert "--ramp 0.2 --pace 500000" in lines[0]
     figures = json.loads(lines[-1])
     assert [run["nodes"] for run in figures["runs"]] == [2, 5]
     for run in figures["runs"]:
@@ -35,6 +40,10 @@ def test_bench_runs_each_fleet_and_its_ground_truth_is_exact():
         assert truth["articles_kept"] == truth["fragments_stored"] == truth["fragments_distinct"] > 10_000
         assert run["lease"]["count"] == truth["ranges"] and run["accept"]["count"] == run["batches"] >= 24
         assert run["lease_204"]["count"] == run["nodes"]  # each node asked until nothing was left
+        # Busy answers are timed apart from the answers that took the call, and waited out.
+        assert run["busy_answers"] == run["lease_busy"]["count"] + run["accept_busy"]["count"]
+        assert (run["node_wait_seconds"] >= 2 * run["busy_answers"]) and run["retried"] == {}
+        assert (run["ramp_seconds"], run["node_pace"]) == (0.2, 500000)
         assert 0 < run["lease"]["p50_ms"] <= run["lease"]["p99_ms"] <= run["lease"]["max_ms"]
         assert run["articles_per_second"] > 0 and run["dc_us_per_article"] > 0
         assert set(run["cores_busy"]) == {"api", "workers", "postgresql", "inn"}

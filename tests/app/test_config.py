@@ -16,6 +16,12 @@ def test_live_planning_settings():
     assert (s.live_plan_interval, s.live_lag, s.lease_backfill_every) == (5, 0, 1)
 
 
+def test_the_store_backlog_bound():
+    assert Settings.from_env({}).store_backlog == 100
+    assert Settings.from_env({"STORE_BACKLOG": "0"}).store_backlog == 0  # no bound
+    assert Settings.from_env({"STORE_BACKLOG": "8"}).store_backlog == 8
+
+
 def test_values_are_read_and_checked():
     s = Settings.from_env({"DATABASE_URL": "postgresql+psycopg://h/db", "DB_SEARCH_PATH": "dev_ann",
                            "CHUNK_SIZE": "5000", "NNTP_SSL": "yes", "NNTP_USER": "me",
@@ -47,6 +53,8 @@ def test_nntp_settings_are_the_edges():
     ({"DB_SEARCH_PATH": "dev; drop table x"}, "DB_SEARCH_PATH must be comma-separated schema names"),
     ({"LEASE_TIMEOUT": "abc"}, "LEASE_TIMEOUT must be an integer, got 'abc'"),
     ({"LIVE_LAG": "-1"}, "LIVE_LAG must be at least 0, got -1"),
+    ({"STORE_BACKLOG": "-5"}, "STORE_BACKLOG must be at least 0, got -5"),
+    ({"STORE_BACKLOG": "lots"}, "STORE_BACKLOG must be an integer"),
     ({"LIVE_PLAN_INTERVAL": "0"}, "LIVE_PLAN_INTERVAL must be at least 1"),
     ({"LEASE_BACKFILL_EVERY": "often"}, "LEASE_BACKFILL_EVERY must be an integer"),
     ({"DATABASE_URL": "postgres://me:secret@db/seed"},

@@ -21,7 +21,8 @@ LEASE = {"range": {"id": 3, "group": "alt.binaries.test", "first_id": 2**32, "la
 
 
 class Scripted:
-    """Answers requests in order from a script of (status, body) or "drop"; the last one repeats."""
+    """Answers requests in order from a script of (status, body), (status, body, headers) or
+    "drop"; the last one repeats."""
 
     def __init__(self, script):
         self.script = list(script)
@@ -40,9 +41,11 @@ class Scripted:
                     self.close_connection = True
                     self.connection.shutdown(2)
                     return
-                status, payload = answer
+                status, payload, *more = answer
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in (more[0] if more else {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -87,6 +90,22 @@ def test_5xx_and_dropped_connections_are_retried_until_the_batch_is_taken(script
     assert path == "/prefix/api/v1/seed/ranges/3/batches" and body == b"\x1f\x8b body"
     assert headers["Authorization"] == "Bearer seed_token"
     assert (headers["Content-Type"], headers["Content-Encoding"]) == ("application/msgpack", "gzip")
+
+
+def test_a_busy_coordinator_is_come_back_to_when_it_says_and_is_not_given_up_on(scripted):
+    """429 busy (the data center behind, docs/api.md): the node waits what Retry-After says, up to
+    half again at random, however often it is said (not the backoff, whose cap here is 0.05 s);
+    and an answer is contact: a node that gives up after 0.1 s of silence waits through three."""
+    busy = (429, {"error": "busy", "message": "behind"}, {"Retry-After": "0.2"})
+    server = scripted(busy, busy, busy, (202, {"status": "accepted", "next_id": 5}))
+    waits = []
+    answer = client(server.url, give_up=0.1).post_batch(3, b"body", "application/msgpack", "gzip",
+                                                        on_retry=lambda call, reason, delay: waits.append(
+                                                            (call, reason, delay)))
+    assert answer == {"status": "accepted", "next_id": 5}
+    assert [(call, reason) for call, reason, _ in waits] == [("batch", "429 busy")] * 3
+    assert all(0.2 <= delay <= 0.3 for _, _, delay in waits), waits
+    assert len(server.requests) == 4
 
 
 def test_answers_that_retrying_would_not_change(scripted):
