@@ -151,6 +151,18 @@ def session_scope() -> Iterator[Session]:
         session.close()
 
 
+# For this transaction only (set_config's is_local): its commit does not wait for its WAL to be
+# flushed to disk. A crash may lose the last fraction of a second of such commits, whole.
+UNFLUSHED_COMMIT = text("SELECT set_config('synchronous_commit', 'off', true)")
+
+
+def commit_unflushed(session: Session) -> None:
+    """The session's transaction commits without waiting for the WAL flush: for writes whose
+    loss in a crash harms nothing (a lease, a heartbeat, a range's end: docs/api.md). Under a
+    store's stream of WAL, a commit that waits can wait hundreds of milliseconds for it."""
+    session.execute(UNFLUSHED_COMMIT)
+
+
 @contextmanager
 def read_session_scope(primary: Session | None = None) -> Iterator[Session]:
     """A unit of reading for the catalog: on the replica when DATABASE_READ_URL is set (read-only,

@@ -13,7 +13,7 @@ from app.api.auth import node_required
 from app.api.operator import scoped_status
 from app.api.errors import error_response
 from app.config import Settings
-from app.db import is_transient, session_scope
+from app.db import commit_unflushed, is_transient, session_scope
 from app.services import inspections, leases, spool
 from app.services.errors import NotFound, ServiceError
 from app.services.ingest import accept as acceptance
@@ -117,6 +117,7 @@ def lease():
     settings = _settings()
     skip = _skip_list(_json_object())
     with session_scope() as session:
+        commit_unflushed(session)
         refuse_when_behind(session, settings.store_backlog, "lease")
         granted = leases.lease(session, g.node, max_leases=settings.max_leases_per_node, skip=skip,
                                backfill_every=settings.lease_backfill_every)
@@ -177,6 +178,7 @@ def post_batch(range_id: int):
 @range_call
 def heartbeat(range_id: int):
     with session_scope() as session:
+        commit_unflushed(session)
         return _range_answer("leased", leases.heartbeat(session, g.node, range_id),
                              lease_timeout=_settings().lease_timeout)
 
@@ -185,6 +187,7 @@ def heartbeat(range_id: int):
 @range_call
 def done(range_id: int):
     with session_scope() as session:
+        commit_unflushed(session)
         return _range_answer("done", leases.finish(session, g.node, range_id))
 
 
@@ -193,6 +196,7 @@ def done(range_id: int):
 def release(range_id: int):
     failure = _failure_text(_json_object())
     with session_scope() as session:
+        commit_unflushed(session)
         # "planned", or "done" for a range whose every batch was in (leases.release).
         released = leases.release(session, g.node, range_id, failure=failure)
         return _range_answer(released.status, released)

@@ -79,9 +79,11 @@ def rotate_token(session: Session, name: str) -> tuple[SeedNode, str]:
 
 
 # A node found by its token's hash, its last contact noted (at most every 10 s, to keep the
-# hot path cheap) in the same statement: one round trip, outside any transaction.
+# hot path cheap) in the same statement: one round trip, outside any transaction; its commit does
+# not wait for the WAL flush (a last contact lost in a crash is noted again by the next call).
 NODE_BY_TOKEN = text("""
-    WITH found AS (SELECT id, name, enabled, token_hash, token_rotated_at, last_seen_at
+    WITH found AS (SELECT id, name, enabled, token_hash, token_rotated_at, last_seen_at,
+                          set_config('synchronous_commit', 'off', true) AS unflushed
                      FROM seed_nodes WHERE token_hash = :hash),
          seen AS (UPDATE seed_nodes n SET last_seen_at = now() FROM found f
                    WHERE n.id = f.id AND f.enabled

@@ -207,6 +207,40 @@ def test_heartbeat_release_and_resume(client, seeded):
     assert client.post(f"{API}/ranges/99999/heartbeat", headers=seeded["a"]).status_code == 404
 
 
+def test_the_range_calls_commit_without_waiting_for_the_flush_and_a_batch_waits(client, seeded):
+    """What each call's commit does, seen as it commits (docs/api.md, Heartbeat, done, release): the
+    calls that a crash may lose harmlessly set synchronous_commit off for their transaction; a
+    batch's acceptance keeps the server's own (on in production; the tests' cluster has it off in
+    its configuration file, which is what a commit that sets nothing shows here)."""
+    from sqlalchemy import event
+
+    from app.db import get_engine
+
+    seen: list[tuple[str, str]] = []
+
+    def committing(conn) -> None:
+        seen.append(tuple(conn.exec_driver_sql(
+            "SELECT setting, source FROM pg_settings WHERE name = 'synchronous_commit'").one()))
+
+    range_id = seeded["ranges"][0]
+    event.listen(get_engine(), "commit", committing)
+    try:
+        calls = {}
+        for name, call in (("lease", lambda: client.post(f"{API}/lease", headers=seeded["a"])),
+                           ("heartbeat", lambda: client.post(f"{API}/ranges/{range_id}/heartbeat", headers=seeded["a"])),
+                           ("batch", lambda: post_batch(client, seeded["a"], range_id,
+                                                        make_batch(BIG + 1000, BIG + 1999))),
+                           ("done", lambda: client.post(f"{API}/ranges/{range_id}/done", headers=seeded["a"]))):
+            seen.clear()
+            assert call().status_code in (200, 202), name
+            calls[name] = seen[-1]
+    finally:
+        event.remove(get_engine(), "commit", committing)
+    unflushed = ("off", "session")
+    assert calls["lease"] == calls["heartbeat"] == calls["done"] == unflushed
+    assert calls["batch"] != unflushed and calls["batch"][1] == "configuration file"
+
+
 def test_a_release_may_say_the_range_failed_and_a_lease_may_skip_ranges(client, seeded, clean_db):
     bad, good = seeded["ranges"]
     assert client.post(f"{API}/lease", headers=seeded["a"]).get_json()["range"]["id"] == bad
