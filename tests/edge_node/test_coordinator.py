@@ -10,10 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from edge.node.coordinator import (BadAnswer, Conflict, Coordinator, Refused, Unauthorized, Unavailable, Unreachable,
-                              parse_lease)
+from edge.node.coordinator import (KEEP_IDLE, BadAnswer, Conflict, Coordinator, Refused, Unauthorized, Unavailable,
+                              Unreachable, parse_lease)
 from edge.node.retry import Backoff, Stopped
 from tests.fixtures.ports import free_port
+from tests.fixtures.waiting import wait_until
 
 LEASE = {"range": {"id": 3, "group": "alt.binaries.test", "first_id": 2**32, "last_id": 2**32 + 99,
                    "next_id": 2**32 + 10, "spooled": False},
@@ -180,6 +181,7 @@ class KeepAlive(Scripted):
     def __init__(self, script, close_after=()):
         super().__init__(script)
         self.connections = 0
+        self.closed = 0  # connections the server has closed (its handler finished)
         handler, server = self.http.RequestHandlerClass, self
 
         class Handler(handler):
@@ -188,6 +190,10 @@ class KeepAlive(Scripted):
             def setup(self):
                 super().setup()
                 server.connections += 1
+
+            def finish(self):
+                super().finish()
+                server.closed += 1
 
             def do_POST(self):
                 super().do_POST()
@@ -206,7 +212,8 @@ def test_calls_keep_their_connection_and_survive_its_close():
         for _ in range(3):
             assert coordinator.heartbeat(3, deadline=5) == {"status": "leased"}
         assert server.connections == 1  # one connection, three calls
-        time.sleep(0.1)  # the server has closed it after the third: the next call finds it out
+        # The server closes it after the third: the next call finds it out.
+        assert wait_until(lambda: server.closed == 1, timeout=5, interval=0.001, what="the server's close")
         assert coordinator.done(3, on_retry=on_retry) == {"status": "leased"}
         assert coordinator.post_batch(3, b"x", "application/json", None, on_retry=on_retry) == {"status": "leased"}
         assert server.connections == 2 and len(server.requests) == 5
@@ -222,15 +229,30 @@ def test_calls_keep_their_connection_and_survive_its_close():
         server.close()
 
 
+class Clock:
+    """time as the coordinator client reads it, with a hand to move it on."""
+
+    def __init__(self):
+        self.ahead = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
 def test_a_connection_idle_too_long_is_not_used_again(monkeypatch):
-    monkeypatch.setattr("edge.node.coordinator.KEEP_IDLE", 0.05)
+    clock = Clock()
+    monkeypatch.setattr("edge.node.coordinator.time", clock)
     server = KeepAlive([(200, {"status": "leased"})])
     try:
         coordinator = client(server.url)
         coordinator.heartbeat(3, deadline=5)
+        clock.ahead += KEEP_IDLE - 1  # idle, but not too long
         coordinator.heartbeat(3, deadline=5)
         assert server.connections == 1
-        time.sleep(0.1)
+        clock.ahead += KEEP_IDLE + 1
         coordinator.heartbeat(3, deadline=5)
         assert server.connections == 2 and len(server.requests) == 3
     finally:
