@@ -30,17 +30,30 @@ BATCH_CHUNKS = 3
 _names = itertools.count(1)
 
 
-def dockerfile_steps() -> tuple[str, str, str]:
-    """(what the image copies, where to, the pip install command), read from ops/Dockerfile.edge."""
+def dockerfile_steps() -> list[tuple[str, ...]]:
+    """The build stage's steps that make the edge's virtualenv, in order, read from
+    ops/Dockerfile.edge: ("copy", source, target) and ("pip", the pip install command)."""
     text = DOCKERFILE.read_text()
-    copy = re.search(r"^COPY\s+(\S+)\s+(\S+)\s*$", text, re.M)
-    install = re.search(r"^(?:RUN|\s+&&)\s+(pip install [^&\n\\]+?)\s*(?:&&.*|\\)?$", text, re.M)
-    assert copy and install, "ops/Dockerfile.edge no longer copies and pip-installs the edge"
-    return copy.group(1), copy.group(2), install.group(1)
+    build = re.search(r"^FROM \S+ AS build$(.*?)^FROM ", text, re.M | re.S)
+    assert build, "ops/Dockerfile.edge has no build stage"
+    steps: list[tuple[str, ...]] = []
+    for line in build.group(1).splitlines():
+        if copy := re.fullmatch(r"COPY\s+(\S+)\s+(\S+)\s*", line):
+            steps.append(("copy", copy.group(1), copy.group(2)))
+        elif install := re.fullmatch(r"RUN\s+(pip install [^&\\]+?)\s*", line):
+            steps.append(("pip", install.group(1)))
+    assert [kind for kind, *_ in steps].count("pip") >= 1 and any(
+        kind == "copy" and source.rstrip("/") == "edge" for kind, source, *_ in steps), \
+        "ops/Dockerfile.edge no longer copies and pip-installs the edge"
+    return steps
 
 
 def copy_build_context(source: Path, target: Path) -> None:
     """`COPY source target` as Docker does it: what .dockerignore excludes stays out."""
+    if source.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
+        return
     patterns = [line.strip() for line in DOCKERIGNORE.read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
     names = {pattern.removeprefix("**/") for pattern in patterns}
@@ -49,19 +62,24 @@ def copy_build_context(source: Path, target: Path) -> None:
 
 @pytest.fixture(scope="session")
 def edge_bin(tmp_path_factory) -> Path:
-    """The `edge` program in a bare virtualenv, installed exactly as ops/Dockerfile.edge does."""
+    """The `edge` program in a bare virtualenv, installed exactly as ops/Dockerfile.edge does: its
+    build stage's copies and pip installs replayed in order, the image's paths under a directory."""
     root = tmp_path_factory.mktemp("edge-image")
-    source, target, install = dockerfile_steps()
-    context = root / target.strip("/")
-    copy_build_context(REPO / source, context)
     env_dir = root / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
-    command = install.split()  # pip install [options] "/src/edge[extras]"
-    path, extras = re.fullmatch(r"(.+?)(\[[^\]]*\])?", command[-1].strip("'\"")).groups()
-    assert path.rstrip("/") == target.rstrip("/"), "the image installs something else than it copies"
-    command[-1] = str(context) + (extras or "")
-    subprocess.run([env_dir / "bin" / "python", "-m", *command, "-q", "--disable-pip-version-check"],
-                   check=True, cwd=root)
+    for kind, *step in dockerfile_steps():
+        if kind == "copy":
+            source, target = step
+            destination = root / target.strip("/")
+            if (REPO / source).is_file() and target.endswith("/"):
+                destination /= Path(source).name  # COPY file dir/: into the directory
+            copy_build_context(REPO / source, destination)
+            continue
+        command = [argument.strip("'\"") for argument in step[0].split()]
+        # The image's absolute paths (/src/...) are this directory's.
+        command = [str(root) + argument if argument.startswith("/") else argument for argument in command]
+        subprocess.run([env_dir / "bin" / "python", "-m", *command, "-q", "--disable-pip-version-check"],
+                       check=True, cwd=root)
     return env_dir / "bin" / "edge"
 
 

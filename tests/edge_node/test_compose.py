@@ -190,19 +190,39 @@ def requirement_name(requirement: str) -> str:
     return re.match(r"[A-Za-z0-9._-]+", requirement)[0].lower().replace("_", "-")
 
 
-def test_the_lock_pins_every_dependency_the_project_declares():
-    lock = (REPO / "ops/requirements-datacenter.txt").read_text()
-    pinned = {requirement_name(line): line for line in lock.splitlines() if re.match(r"[A-Za-z0-9]", line)}
+# Each lock (made by ops/lock from its .in file) and what it must pin: (pyproject, extras) pairs.
+LOCKS = {
+    "datacenter": (("pyproject.toml", ()), ("edge/pyproject.toml", ("fast",))),
+    "edge": (("edge/pyproject.toml", ("fast",)),),
+    "test": (("pyproject.toml", ("test",)), ("edge/pyproject.toml", ("fast",))),
+}
+
+
+@pytest.mark.parametrize("lock", sorted(LOCKS))
+def test_each_lock_pins_every_dependency_the_project_declares(lock):
+    text = (REPO / f"ops/requirements-{lock}.txt").read_text()
+    assert f"uv pip compile ops/requirements-{lock}.in --universal" in text.splitlines()[1]
+    assert lock in re.search(r"for lock in ([a-z ]+);", (REPO / "ops/lock").read_text()).group(1).split()
+    pinned = {requirement_name(line): line for line in text.splitlines() if re.match(r"[A-Za-z0-9]", line)}
     assert all(re.match(r"\S+==\S+", line) for line in pinned.values()), "every line of the lock pins a version"
+    assert all("--hash=sha256:" in entry for entry in re.split(r"\n(?=[A-Za-z0-9])", text) if re.match(r"[A-Za-z0-9]", entry))
     declared = set()
-    for pyproject, extras in (("pyproject.toml", ()), ("edge/pyproject.toml", ("fast",))):
+    for pyproject, extras in LOCKS[lock]:
         project = tomllib.loads((REPO / pyproject).read_text())["project"]
         for requirement in project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]:
             declared.add(requirement_name(requirement))
     missing = declared - set(pinned) - {"seed-edge"}  # the edge distribution comes from this tree
-    assert not missing, (f"ops/requirements-datacenter.txt lacks {sorted(missing)}: make it again as its first"
-                         " lines say (docs/deploy.md)")
+    assert not missing, (f"ops/requirements-{lock}.txt lacks {sorted(missing)}: make it again with ops/lock"
+                         " (docs/deploy.md)")
     assert "seed-edge" not in pinned and "usenet-seed" not in pinned
+
+
+def test_the_edge_image_and_the_tests_install_their_locks():
+    dockerfile = (REPO / "ops/Dockerfile.edge").read_text()
+    assert "pip install --no-cache-dir --require-hashes -r /src/ops/requirements-edge.txt" in dockerfile
+    assert 'pip install --no-cache-dir --no-deps "/src/edge[fast]"' in dockerfile
+    setup = (REPO / "ops/setup").read_text()
+    assert "--require-hashes -r ops/requirements-test.txt" in setup and "--no-deps -e ./edge -e ." in setup
 
 
 def test_the_replica_runs_with_its_profile_and_the_catalog_reads_from_it_when_told(tmp_path):
