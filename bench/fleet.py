@@ -182,7 +182,7 @@ def client_process(url: str, cafile: str, tokens: list[tuple[str, float]], go: A
         threads.append(thread)
     for thread in threads:
         thread.join()
-    return {"calls": calls, "errors": errors, "leased": [ranges for ranges in leased.values()],
+    return {"calls": calls, "errors": errors, "leased": list(leased.values()),
             "cpu": time.process_time() - cpu_before}
 
 

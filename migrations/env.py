@@ -18,9 +18,7 @@ target_metadata = Base.metadata
 
 def include_name(name, type_, parent_names):
     # A group's partitions are made at run time, not by migrations.
-    if type_ == "table" and name is not None and is_partition_name(name):
-        return False
-    return True
+    return not (type_ == "table" and name is not None and is_partition_name(name))
 
 
 def run_migrations_offline() -> None:

@@ -271,9 +271,9 @@ class _Session:
                 if not chunk:
                     continue
             if code == b"101":
-                chunk = b"".join(l for l in chunk.splitlines(True) if not l.upper().startswith(NOT_OFFERED))
+                chunk = b"".join(line for line in chunk.splitlines(True) if not line.upper().startswith(NOT_OFFERED))
             elif rewrite:
-                chunk = b"\r\n".join([rewrite(l) for l in chunk[:-2].split(b"\r\n")]) + b"\r\n"
+                chunk = b"\r\n".join([rewrite(line) for line in chunk[:-2].split(b"\r\n")]) + b"\r\n"
             lines = chunk.count(b"\n")
             if drop_at is not None and sent + lines >= drop_at:
                 if proxy._take_drop():

@@ -437,7 +437,7 @@ def _feed(session: Session, posts: list[search.PostSummary], total: int, offset:
             # in the description and as newznab's file attrs (name, then size, as nZEDb has them).
             if inside.nfo is not None:
                 attributes.append(("nfo", int(inside.nfo)))
-            for file_name, size in inside.files:
+            for file_name, _size in inside.files:
                 attributes.append(("file", xml_attribute(file_name)))
             if inside.files:
                 description += xml_text("\n" + "\n".join(

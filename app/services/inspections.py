@@ -305,9 +305,9 @@ def record_many(session: Session, node: SeedNode, results: list[tuple[int, Any]]
     ids = sorted({inspection_id for _, inspection_id, _ in checked})
     # The join's lock of each group first (the least id first), as the join takes it before it
     # queues posts here: taken after the rows', a join waiting on a row would wait on us and we on it.
-    groups: dict[int, str] = {group_id: name for group_id, name in session.execute(text(
+    groups: dict[int, str] = dict(session.execute(text(
         "SELECT DISTINCT i.group_id, g.name FROM post_inspections i JOIN groups g ON g.id = i.group_id"
-        " WHERE i.id = ANY(CAST(:ids AS bigint[])) ORDER BY 1"), {"ids": ids})} if ids else {}
+        " WHERE i.id = ANY(CAST(:ids AS bigint[])) ORDER BY 1"), {"ids": ids})) if ids else {}
     for group_id in groups:
         _join_lock(session, group_id)
     rows = {row.id: row for row in session.scalars(

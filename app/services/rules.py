@@ -98,7 +98,7 @@ def posts_dropped(session: Session) -> dict[str, int]:
     """How many posts each flag rule (and the built-in one) dropped for what inspections found."""
     rows = session.execute(text("SELECT dropped_by, count(*) FROM post_inspections WHERE dropped_by IS NOT NULL"
                                 " GROUP BY dropped_by"))
-    return {name: count for name, count in rows}
+    return dict(rows)
 
 
 def flag_verdict(session: Session, group: str, flags: list[str]) -> str | None:

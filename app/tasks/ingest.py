@@ -45,7 +45,7 @@ def store_batch(self, batch_id: int) -> dict:
         if state == BatchState.FAILED:
             log.error("batch %s failed for good after repeated errors: %s", batch_id, exc)
             return {"batch_id": batch_id, "state": BatchState.FAILED.value, "seconds": _since(started)}
-        raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries), max_retries=None)
+        raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries), max_retries=None) from exc
     stored = time.monotonic()
     try:
         with session_scope() as session:

@@ -468,7 +468,7 @@ class Gatherer:
         # False means no counter after the last "("; an empty text before the counter may also
         # mean that the subject has no "(" at all.
         if not all(counters) or not all(befores):
-            for line, (before, paren, _) in enumerate(pieces):
+            for line, (_, paren, _) in enumerate(pieces):
                 if counters[line] is False or not paren:
                     befores[line], counters[line] = _counter_anywhere(subjects[line])
         numbers = list(map(self._file_numbers.__getitem__, zip(columns.posters, befores,

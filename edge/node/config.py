@@ -104,7 +104,7 @@ def _url(raw: str) -> str:
         raise ValueError(f"must be an https:// URL with a host (http:// only with COORDINATOR_INSECURE=1), "
                          f"got {raw!r}")
     try:
-        parts.port
+        _ = parts.port  # read, it raises on a port that is no number or out of range
     except ValueError:
         raise ValueError(f"has a bad port: {raw!r}") from None
     if parts.query or parts.fragment:

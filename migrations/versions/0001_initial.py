@@ -1,7 +1,7 @@
 """Initial schema: groups, nodes, plans and ranges, batches, the catalog (partitioned per group), the spool.
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-30 08:16:06.041632+00:00
 """
 from alembic import op

@@ -99,7 +99,7 @@ def test_the_dashboard_is_one_grafana_reads():
     assert len(ids) == len(set(ids))
     for panel in dashboard["panels"]:
         grid = panel["gridPos"]
-        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24 and grid["h"] > 0, panel["title"]
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24 and grid["h"] > 0, panel["title"]
         if panel["type"] != "row":
             assert panel["datasource"]["uid"] == "${datasource}" and panel["targets"], panel["title"]
             assert len({t["refId"] for t in panel["targets"]}) == len(panel["targets"])

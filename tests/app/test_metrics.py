@@ -102,7 +102,7 @@ def test_batches_are_counted_when_accepted_stored_and_failed_each_once(client, o
     with session_scope() as s:
         assert not store.store_batch(s, ids[0]).stored
     # The third fails twice, the second time for good.
-    for attempt in range(2):
+    for _ in range(2):
         with session_scope() as s:
             record_failure(s, ids[2], "ValueError: poison", max_attempts=2)
 

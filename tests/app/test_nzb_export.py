@@ -175,7 +175,7 @@ def test_crossposts_and_companions_of_the_real_posts(clean_db):
     .nfo, posted to another group, a post of its own there."""
     truths, _ = posted_real_posts([NZB_DIR / "avsnatch_teevee_walking_dead_s03e06.nzb",
                                    NZB_DIR / "dlnzb_ngpost_economist.nzb"])
-    for path, (post, truth) in truths.items():
+    for path, (_, truth) in truths.items():
         holding = posts_holding(clean_db, truth)
         if path.name.startswith("avsnatch"):
             assert {g for _, g, _ in holding} == {"alt.binaries.multimedia", "alt.binaries.teevee"}

@@ -19,6 +19,7 @@ from app.services.groups import get_group
 from app.services.ingest import accept as acceptance
 from app.services.ingest import lifecycle, store
 from app.services.tokens import hash_token
+from edge.digest.batch import BatchFormatError
 from edge.digest.settings import NNTPSettings, TLSMode
 from simnews.generator import Config, generate
 from tests.app.factories import BIG, make_group, make_node, make_plan
@@ -118,9 +119,9 @@ def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retr
         accepted = acceptance.accept_batch(
             s, node, seed_range.id, batch_from=1, batch_to=100, body=b"\x93not a batch",
             content_type="application/msgpack", content_encoding="")
-    for attempt in range(3):
+    for _ in range(3):
         with session_scope() as s:
-            with pytest.raises(Exception):
+            with pytest.raises(BatchFormatError):
                 store.store_batch(s, accepted.batch_id)
         with session_scope() as s:
             state = lifecycle.record_failure(s, accepted.batch_id, "BatchFormatError: undecodable", 3)

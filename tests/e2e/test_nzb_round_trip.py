@@ -39,7 +39,7 @@ def fetch(dc, **params) -> bytes:
             assert response.status == 200
             return response.read()
     except urllib.error.HTTPError as exc:
-        raise AssertionError(f"{params.get('t')}: HTTP {exc.code}; the API's log ends:\n{dc.api.output()[-3000:]}")
+        raise AssertionError(f"{params.get('t')}: HTTP {exc.code}; the API's log ends:\n{dc.api.output()[-3000:]}") from exc
 
 
 def server_additions(news) -> int:

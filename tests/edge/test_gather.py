@@ -56,7 +56,7 @@ def test_files_and_releases_are_what_was_posted():
         assert len(release_of) == len(batch["files"]["key"])  # details once per batch
         assert sorted(batch["releases"]["key"]) == sorted(batch["release_chunks"]["release"]) \
             == sorted(set(batch["releases"]["key"]))  # one release chunk per release and batch
-        for key, part, article, size, message_id in fragments(batch):
+        for key, part, _article, size, message_id in fragments(batch):
             truth = truths[message_id]
             assert (part, size) == (truth.part, truth.bytes)
             file_truths[key].add((truth.release_key, truth.file_index))
@@ -89,7 +89,7 @@ def test_keys_are_the_same_whatever_the_batching():
 def test_the_executable_rule_drops_the_floods_and_counts_them():
     truths, lines = generated()
     batch = gather(lines, chunk=len(lines), per_batch=1, rules=RuleSet())[0]
-    kept = {message_id for message_id in batch["fragments"]["message_id"]}
+    kept = set(batch["fragments"]["message_id"])
     floods = [t for t in truths.values() if t.is_flood]
     assert kept == {t.message_id for t in truths.values() if not t.is_flood}
     dropped = batch["rules"]["executable"]

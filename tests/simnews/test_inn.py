@@ -27,7 +27,7 @@ def test_articles_come_back_through_xover_as_the_truth_says(inn, fresh_group):
     assert [int(row[0]) for row in rows] == list(range(1, len(posted) + 1))
     truth = {a.message_id: a.truth for a in articles}
     assert {row[4].decode() for row in rows} == {a.message_id for a in posted}
-    for number, subject, poster, date, message_id, *rest in rows:
+    for number, subject, poster, _date, message_id, *rest in rows:
         t = truth[message_id.decode()]
         assert not t.lost
         assert subject == t.subject

@@ -227,7 +227,7 @@ def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
     if not 0 <= stats["bad_dates"] <= kept[1]:
         bad("stats.bad_dates must count some of the kept files")
     parts = files["parts"]
-    if parts and not (0 <= min(parts) and max(parts) <= MAX_PARTS):
+    if parts and not (min(parts) >= 0 and max(parts) <= MAX_PARTS):
         bad(f"files.parts must lie within 0..{MAX_PARTS}")
     # A release's row of this batch: its files (each with an article at least) and their articles.
     for files_of, fragments_of, size in zip(chunks["files"], chunks["fragments"], chunks["bytes"]):
@@ -239,7 +239,7 @@ def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
     if fragment_values:
         for column, high in (("part", MAX_PARTS), ("bytes", MAX_ARTICLE_BYTES)):
             bounds = _bounds(fragments[column])
-            if bounds and not (0 <= bounds[0] and bounds[1] <= high):
+            if bounds and not (bounds[0] >= 0 and bounds[1] <= high):
                 bad(f"fragments.{column} must lie within 0..{high}")
         if sum(fragments["bytes"]) != kept[3]:
             bad("rules[''] must count the bytes of the batch's fragments")
