@@ -4,6 +4,7 @@ Long ingest work runs on its own queue so short control work (lease expiry, requ
 waits behind it; release repair (`releases.*`) has its own queue, named gather, so it can be
 scaled apart from ingest.
 """
+
 from celery.schedules import crontab
 from kombu import Queue
 
@@ -41,7 +42,11 @@ task_send_sent_event = True
 
 # Task modules: each registers its tasks under explicit, stable names.
 imports = (
-    "app.tasks.batches", "app.tasks.control", "app.tasks.ingest", "app.tasks.leases", "app.tasks.plan",
+    "app.tasks.batches",
+    "app.tasks.control",
+    "app.tasks.ingest",
+    "app.tasks.leases",
+    "app.tasks.plan",
     "app.tasks.releases",
 )
 

@@ -1,4 +1,5 @@
 """The data center: Flask API, Celery tasks, admin commands, over PostgreSQL."""
+
 from __future__ import annotations
 
 import logging
@@ -38,6 +39,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     register_api(app)
     from app.api.metrics import metrics_api  # GET /metrics (docs/monitoring.md)
+
     app.register_blueprint(metrics_api)
     celery_init_app(app)
     app.cli.add_command(seed)

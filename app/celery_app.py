@@ -1,5 +1,6 @@
 """The Celery app, bound to the Flask app (Flask's patterns/celery), and the signals that make its
 processes log as the rest of the data center does and keep beat's housekeeping out of Flower."""
+
 from __future__ import annotations
 
 import logging

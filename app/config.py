@@ -3,6 +3,7 @@
 The parsers and the NNTP settings are the digest library's (edge/digest/settings.py), shared
 with the edge node, so that both sides read a variable alike.
 """
+
 from __future__ import annotations
 
 import os

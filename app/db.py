@@ -1,4 +1,5 @@
 """Engine, sessions, the declarative Base, and a group's partitions made on demand."""
+
 from __future__ import annotations
 
 import logging
@@ -243,8 +244,10 @@ def ensure_group_partitions(conn: Connection | Session, group_id: int) -> bool:
         return False
     for table, name in zip(PARTITIONED_TABLES, names):
         conn.execute(
-            text(f'CREATE TABLE IF NOT EXISTS "{name}" PARTITION OF "{table}" (group_id DEFAULT {int(group_id)})'
-                 f" FOR VALUES IN ({int(group_id)})")
+            text(
+                f'CREATE TABLE IF NOT EXISTS "{name}" PARTITION OF "{table}" (group_id DEFAULT {int(group_id)})'
+                f" FOR VALUES IN ({int(group_id)})"
+            )
         )
         conn.execute(text(f'ALTER TABLE "{name}" ALTER COLUMN group_id SET DEFAULT {int(group_id)}'))
     return True

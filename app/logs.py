@@ -17,6 +17,7 @@ passwords in URLs, and anything shaped like one of this system's node tokens, op
 API keys wherever it appears. The access log's format names no request header, so an
 Authorization header is never written in the first place.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,10 @@ REDACTED = "[redacted]"
 # (pattern, replacement): the part a replacement keeps is the name of what is blanked.
 _REDACTIONS = (
     # Query parameters that carry a credential: `?apikey=...`, `&token=...`.
-    (re.compile(r"(?i)([?&;](?:apikey|api_key|key|token|access_token|password|passwd|secret)=)[^&\s\"';#]*"),
-     rf"\1{REDACTED}"),
+    (
+        re.compile(r"(?i)([?&;](?:apikey|api_key|key|token|access_token|password|passwd|secret)=)[^&\s\"';#]*"),
+        rf"\1{REDACTED}",
+    ),
     # An Authorization header's credentials, however the line shows the header.
     (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]+"), rf"\1\2{REDACTED}"),
     # A password in a URL: scheme://user:password@host.
@@ -84,8 +87,13 @@ class Formatter(logging.Formatter):
         if not self.json_lines:
             line = f"{time} {record.levelname} {record.name} [{record.process}] {message}"
             return f"{line}\n{exception}" if exception else line
-        document = {"time": time, "level": record.levelname, "logger": record.name, "message": message,
-                    "process": record.process}
+        document = {
+            "time": time,
+            "level": record.levelname,
+            "logger": record.name,
+            "message": message,
+            "process": record.process,
+        }
         if record.name == ACCESS_LOGGER and isinstance(record.args, Mapping):
             document.update(_access_fields(record.args))
         document.update(_task_fields())
@@ -101,8 +109,11 @@ def _access_fields(atoms: Mapping) -> dict:
     duration = atoms.get("D")  # microseconds
     status = str(atoms.get("s") or "")
     return {
-        "remote": atoms.get("h"), "method": atoms.get("m"), "path": redact(str(atoms.get("U") or "")),
-        "status": int(status) if status.isdigit() else status, "bytes": atoms.get("B"),
+        "remote": atoms.get("h"),
+        "method": atoms.get("m"),
+        "path": redact(str(atoms.get("U") or "")),
+        "status": int(status) if status.isdigit() else status,
+        "bytes": atoms.get("B"),
         "duration_ms": round(duration / 1000, 3) if isinstance(duration, int) else None,
     }
 

@@ -14,6 +14,7 @@ scraped, so they are as fresh as the scrape and never left behind by a process t
 This module sits under the services (they import it) and imports only the database and the
 settings.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,7 +24,13 @@ from collections.abc import Callable, Iterator
 from time import perf_counter
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, values,
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    values,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -97,44 +104,64 @@ def mark_process_dead(pid: int) -> None:
 # -- counted where it happens ------------------------------------------------------------------
 
 BATCHES_ACCEPTED = Counter("seed_batches_accepted", "Batches accepted (answered 202), by group.", ["group"])
-BATCH_BYTES_ACCEPTED = Counter("seed_batch_bytes_accepted", "Bytes of the batches accepted, as sent (gzip).",
-                               ["group"])
-NUMBERS_ACCEPTED = Counter("seed_article_numbers_accepted",
-                           "Article numbers the accepted batches cover (their ends included, holes too).", ["group"])
+BATCH_BYTES_ACCEPTED = Counter("seed_batch_bytes_accepted", "Bytes of the batches accepted, as sent (gzip).", ["group"])
+NUMBERS_ACCEPTED = Counter(
+    "seed_article_numbers_accepted",
+    "Article numbers the accepted batches cover (their ends included, holes too).",
+    ["group"],
+)
 # By node as well: each node's rate in a fleet (a hundred nodes: a hundred series; the data
 # center's own runner is the node "datacenter").
-NODE_NUMBERS_ACCEPTED = Counter("seed_node_article_numbers_accepted",
-                                "Article numbers the batches a node sent cover, by node.", ["node"])
-BUSY_ANSWERS = Counter("seed_busy_answers", "Leases and new batches answered 429 busy while the workers were"
-                       " behind (STORE_BACKLOG), by call.", ["call"])
+NODE_NUMBERS_ACCEPTED = Counter(
+    "seed_node_article_numbers_accepted", "Article numbers the batches a node sent cover, by node.", ["node"]
+)
+BUSY_ANSWERS = Counter(
+    "seed_busy_answers",
+    "Leases and new batches answered 429 busy while the workers were behind (STORE_BACKLOG), by call.",
+    ["call"],
+)
 BATCHES_STORED = Counter("seed_batches_stored", "Batches stored into the catalog, by group.", ["group"])
-ARTICLES_STORED = Counter("seed_articles_stored",
-                          "Articles (overview lines read, less the rejected) of the batches stored.", ["group"])
+ARTICLES_STORED = Counter(
+    "seed_articles_stored", "Articles (overview lines read, less the rejected) of the batches stored.", ["group"]
+)
 NUMBERS_STORED = Counter("seed_article_numbers_stored", "Article numbers the stored batches cover.", ["group"])
 BATCH_BYTES_STORED = Counter("seed_batch_bytes_stored", "Bytes of the batches stored, as sent (gzip).", ["group"])
 BATCHES_FAILED = Counter("seed_batches_failed", "Batches that failed for good (BATCH_MAX_ATTEMPTS).", ["group"])
 BATCH_BYTES_FAILED = Counter("seed_batch_bytes_failed", "Bytes of the batches that failed for good.", ["group"])
 NUMBERS_FAILED = Counter("seed_article_numbers_failed", "Article numbers the batches that failed cover.", ["group"])
-POSTS_LEFT_OUT = Counter("seed_posts_left_out", "Posts PostgreSQL refused to sum into the searched table for good"
-                         " (a value past one of its limits): their releases are not searchable.", ["group"])
-STORE_ERRORS = Counter("seed_store_errors", "Failed attempts at storing a batch (each retried until the last).",
-                       ["group"])
+POSTS_LEFT_OUT = Counter(
+    "seed_posts_left_out",
+    "Posts PostgreSQL refused to sum into the searched table for good"
+    " (a value past one of its limits): their releases are not searchable.",
+    ["group"],
+)
+STORE_ERRORS = Counter(
+    "seed_store_errors", "Failed attempts at storing a batch (each retried until the last).", ["group"]
+)
 ACCEPT_SECONDS = Histogram(
-    "seed_accept_duration_seconds", "Accepting a batch: its range locked, its body stored, to the commit.",
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+    "seed_accept_duration_seconds",
+    "Accepting a batch: its range locked, its body stored, to the commit.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 STORE_SECONDS = Histogram(
-    "seed_store_duration_seconds", "Storing a batch into the catalog, to the commit.",
-    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
-PLANNING_RUNS = Counter("seed_planning_runs", "Plannings of a group tried (kind: backfill or live).",
-                        ["group", "kind"])
+    "seed_store_duration_seconds",
+    "Storing a batch into the catalog, to the commit.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+PLANNING_RUNS = Counter("seed_planning_runs", "Plannings of a group tried (kind: backfill or live).", ["group", "kind"])
 PLANNING_FAILURES = Counter("seed_planning_failures", "Plannings of a group that failed.", ["group", "kind"])
 RANGES_PLANNED = Counter("seed_ranges_planned", "Ranges made by planning.", ["group", "kind"])
 CATALOG_REQUESTS = Counter(
-    "seed_catalog_requests", "Catalog requests: searches, post details and NZB downloads, by interface"
-    " (newznab, web) and outcome.", ["interface", "request", "outcome"])
+    "seed_catalog_requests",
+    "Catalog requests: searches, post details and NZB downloads, by interface (newznab, web) and outcome.",
+    ["interface", "request", "outcome"],
+)
 CATALOG_SECONDS = Histogram(
-    "seed_catalog_request_duration_seconds", "Catalog requests' time, by interface and request.",
-    ["interface", "request"], buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+    "seed_catalog_request_duration_seconds",
+    "Catalog requests' time, by interface and request.",
+    ["interface", "request"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
 
 # -- counted when the transaction commits -----------------------------------------------------
 
@@ -163,25 +190,25 @@ def _forget_rolled_back(session: Session, previous_transaction) -> None:
         session.info.pop(_PENDING, None)
 
 
-def batch_accepted(session: Session, group: str, node: str, numbers: int, body_bytes: int,
-                   started: float) -> None:
+def batch_accepted(session: Session, group: str, node: str, numbers: int, body_bytes: int, started: float) -> None:
     def count() -> None:
         BATCHES_ACCEPTED.labels(group).inc()
         BATCH_BYTES_ACCEPTED.labels(group).inc(body_bytes)
         NUMBERS_ACCEPTED.labels(group).inc(numbers)
         NODE_NUMBERS_ACCEPTED.labels(node).inc(numbers)
         ACCEPT_SECONDS.observe(perf_counter() - started)
+
     on_commit(session, count)
 
 
-def batch_stored(session: Session, group: str, articles: int, numbers: int, body_bytes: int,
-                 started: float) -> None:
+def batch_stored(session: Session, group: str, articles: int, numbers: int, body_bytes: int, started: float) -> None:
     def count() -> None:
         BATCHES_STORED.labels(group).inc()
         ARTICLES_STORED.labels(group).inc(articles)
         NUMBERS_STORED.labels(group).inc(numbers)
         BATCH_BYTES_STORED.labels(group).inc(body_bytes)
         STORE_SECONDS.observe(perf_counter() - started)
+
     on_commit(session, count)
 
 
@@ -192,6 +219,7 @@ def store_failed(session: Session, group: str, numbers: int, body_bytes: int, fo
             BATCHES_FAILED.labels(group).inc()
             BATCH_BYTES_FAILED.labels(group).inc(body_bytes)
             NUMBERS_FAILED.labels(group).inc(numbers)
+
     on_commit(session, count)
 
 
@@ -200,6 +228,7 @@ def posts_left_out(session: Session, group_id: int, posts: int) -> None:
 
     def count() -> None:
         POSTS_LEFT_OUT.labels(group).inc(posts)
+
     on_commit(session, count)
 
 
@@ -227,8 +256,14 @@ def outcome_of(status: int) -> str:
     """A catalog request's outcome label from its HTTP status."""
     if status < 400:
         return "ok"
-    return {400: "bad_request", 401: "unauthorized", 403: "unauthorized", 404: "not_found", 429: "limited",
-            503: "unavailable"}.get(status, "error")
+    return {
+        400: "bad_request",
+        401: "unauthorized",
+        403: "unauthorized",
+        404: "not_found",
+        429: "limited",
+        503: "unavailable",
+    }.get(status, "error")
 
 
 class CatalogCall:
@@ -254,13 +289,17 @@ class CatalogCall:
 
 # -- read when scraped ---------------------------------------------------------------------------
 
+
 def queue_depths(redis_url: str | None = None, queues: tuple[str, ...] = QUEUES) -> dict[str, int]:
     """Messages waiting in each Celery queue (Redis lists named after the queues; a message a
     worker took is not counted)."""
     import redis
 
-    client = redis.Redis.from_url(redis_url or get_settings().redis_url, socket_timeout=REDIS_TIMEOUT_SECONDS,
-                                  socket_connect_timeout=REDIS_TIMEOUT_SECONDS)
+    client = redis.Redis.from_url(
+        redis_url or get_settings().redis_url,
+        socket_timeout=REDIS_TIMEOUT_SECONDS,
+        socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+    )
     try:
         with client.pipeline(transaction=False) as pipe:
             for queue in queues:
@@ -276,9 +315,13 @@ class SeedCollector:
     served."""
 
     def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily("seed_metrics_source_up", "Whether the scrape could read the source"
-                               " (database: PostgreSQL, broker: Redis, replica: the read replica of"
-                               " DATABASE_READ_URL, when set).", labels=["source"])
+        up = GaugeMetricFamily(
+            "seed_metrics_source_up",
+            "Whether the scrape could read the source"
+            " (database: PostgreSQL, broker: Redis, replica: the read replica of"
+            " DATABASE_READ_URL, when set).",
+            labels=["source"],
+        )
         try:
             database = list(self._database())
         except Exception as exc:  # noqa: BLE001 - reported as a gauge, the scrape goes on
@@ -305,10 +348,12 @@ class SeedCollector:
         with get_read_engine().connect() as conn:
             conn.execute(text(f"SET LOCAL statement_timeout = '{SCRAPE_TIMEOUT_SECONDS}s'"))
             state = replica_state(conn)
-        return GaugeMetricFamily("seed_database_replica_lag_seconds",
-                                 "How far the read replica (DATABASE_READ_URL) is behind the primary: 0 while it"
-                                 " has replayed all it received, else the age of the last transaction it replayed.",
-                                 value=state.lag_seconds)
+        return GaugeMetricFamily(
+            "seed_database_replica_lag_seconds",
+            "How far the read replica (DATABASE_READ_URL) is behind the primary: 0 while it"
+            " has replayed all it received, else the age of the last transaction it replayed.",
+            value=state.lag_seconds,
+        )
 
     def _queues(self) -> Metric:
         depth = GaugeMetricFamily("seed_queue_depth", "Messages waiting in a Celery queue.", labels=["queue"])
@@ -320,30 +365,45 @@ class SeedCollector:
         with session_scope() as session:
             session.execute(text(f"SET LOCAL statement_timeout = '{SCRAPE_TIMEOUT_SECONDS}s'"))
             groups = session.execute(text("SELECT id, name, plan_failures FROM groups ORDER BY name")).all()
-            ranges = session.execute(text(
-                "SELECT group_id, status, count(*) FROM seed_ranges GROUP BY group_id, status")).all()
-            nodes = session.execute(text(
-                "SELECT n.name, extract(epoch FROM n.last_seen_at)::float8, count(r.id) FROM seed_nodes n"
-                " LEFT JOIN seed_ranges r ON r.node_id = n.id AND r.status = 'leased'"
-                " GROUP BY n.id, n.name, n.last_seen_at ORDER BY n.name")).all()
-            batches = session.execute(text(
-                "SELECT state, count(*), extract(epoch FROM now() - min(accepted_at))::float8 FROM seed_batches"
-                " WHERE state IN ('accepted', 'stored', 'failed') GROUP BY state")).all()
+            ranges = session.execute(
+                text("SELECT group_id, status, count(*) FROM seed_ranges GROUP BY group_id, status")
+            ).all()
+            nodes = session.execute(
+                text(
+                    "SELECT n.name, extract(epoch FROM n.last_seen_at)::float8, count(r.id) FROM seed_nodes n"
+                    " LEFT JOIN seed_ranges r ON r.node_id = n.id AND r.status = 'leased'"
+                    " GROUP BY n.id, n.name, n.last_seen_at ORDER BY n.name"
+                )
+            ).all()
+            batches = session.execute(
+                text(
+                    "SELECT state, count(*), extract(epoch FROM now() - min(accepted_at))::float8 FROM seed_batches"
+                    " WHERE state IN ('accepted', 'stored', 'failed') GROUP BY state"
+                )
+            ).all()
             # The inspections waiting and under way (their partial indexes; the done ones grow with
             # the catalog and are not counted at each scrape).
-            inspecting = dict(session.execute(text(
-                "SELECT state, count(*) FROM post_inspections WHERE state IN ('queued', 'leased') GROUP BY state")).all())
-        waiting = GaugeMetricFamily("seed_inspections", "Inspections of posts queued for a node, and leased to one.",
-                                    labels=["state"])
+            inspecting = dict(
+                session.execute(
+                    text(
+                        "SELECT state, count(*) FROM post_inspections WHERE state IN ('queued', 'leased') GROUP BY state"
+                    )
+                ).all()
+            )
+        waiting = GaugeMetricFamily(
+            "seed_inspections", "Inspections of posts queued for a node, and leased to one.", labels=["state"]
+        )
         for state in ("queued", "leased"):
             waiting.add_metric([state], inspecting.get(state, 0))
         yield waiting
 
         by_state = GaugeMetricFamily("seed_ranges", "Ranges by group and state.", labels=["group", "state"])
         counts = {(group_id, status): count for group_id, status, count in ranges}
-        failures = GaugeMetricFamily("seed_group_plan_failures",
-                                     "Plannings of the group that failed in a row (0 after one that worked).",
-                                     labels=["group"])
+        failures = GaugeMetricFamily(
+            "seed_group_plan_failures",
+            "Plannings of the group that failed in a row (0 after one that worked).",
+            labels=["group"],
+        )
         for group_id, name, plan_failures in groups:
             failures.add_metric([name], plan_failures or 0)
             for state in RANGE_STATES:
@@ -352,9 +412,11 @@ class SeedCollector:
         yield failures
 
         leased = GaugeMetricFamily("seed_node_leased_ranges", "Ranges a node holds leased.", labels=["node"])
-        seen = GaugeMetricFamily("seed_node_last_seen_timestamp_seconds",
-                                 "When a node last called the API (Unix time; nodes never seen left out).",
-                                 labels=["node"])
+        seen = GaugeMetricFamily(
+            "seed_node_last_seen_timestamp_seconds",
+            "When a node last called the API (Unix time; nodes never seen left out).",
+            labels=["node"],
+        )
         for name, last_seen, held in nodes:
             leased.add_metric([name], held)
             if last_seen is not None:
@@ -362,17 +424,22 @@ class SeedCollector:
         yield leased
         yield seen
 
-        waiting = GaugeMetricFamily("seed_batches", "Batches not yet gathered, by state (accepted: waiting for the"
-                                    " store; stored: for the join into posts; failed: for an operator).",
-                                    labels=["state"])
+        waiting = GaugeMetricFamily(
+            "seed_batches",
+            "Batches not yet gathered, by state (accepted: waiting for the"
+            " store; stored: for the join into posts; failed: for an operator).",
+            labels=["state"],
+        )
         states = {state: (count, age) for state, count, age in batches}
         for state in BATCH_STATES:
             waiting.add_metric([state], states.get(state, (0, None))[0])
         yield waiting
         oldest = states.get("accepted", (0, None))[1]
-        yield GaugeMetricFamily("seed_oldest_unstored_batch_age_seconds",
-                                "Seconds since the oldest batch not yet stored was accepted (0: none waits).",
-                                value=max(0.0, oldest or 0.0))
+        yield GaugeMetricFamily(
+            "seed_oldest_unstored_batch_age_seconds",
+            "Seconds since the oldest batch not yet stored was accepted (0: none waits).",
+            value=max(0.0, oldest or 0.0),
+        )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ group and the e-book and PS2 DVD groups, for every release gathered (before rule
 releases kept (after rules). The last line printed is JSON with every figure, among them which
 implementation of the compiled parts ran ("impl": SEED_IMPL=python times the Python twins).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,7 +75,7 @@ def as_batches(lines: list[bytes], chunk: int, batch_chunks: int) -> list[list[t
         chunks = []
         for start in range(batch_start, min(len(lines), batch_start + chunk * batch_chunks), chunk):
             blocks, current, size = [], [], 0
-            for line in lines[start:start + chunk]:
+            for line in lines[start : start + chunk]:
                 current.append(line + b"\r\n")
                 size += len(line) + 2
                 if size >= RECV_SIZE:
@@ -116,10 +117,14 @@ def naive_digest(group: str, chunks, rules: RuleSet) -> dict:
                     rejected += 1
                     continue
                 match = NAIVE_SUBJECT.match(subject)
-                part, parts, key = (int(match[2]), int(match[3]), (poster, match[1], match[4])) if match \
+                part, parts, key = (
+                    (int(match[2]), int(match[3]), (poster, match[1], match[4]))
+                    if match
                     else (1, 1, (poster, subject, b""))
-                file = files.setdefault(key, {"subject": subject, "poster": poster, "parts": parts, "fragments": [],
-                                              "dates": []})
+                )
+                file = files.setdefault(
+                    key, {"subject": subject, "poster": poster, "parts": parts, "fragments": [], "dates": []}
+                )
                 file["fragments"].append((part, number, size, message_id.decode()))
                 file["dates"].append(date)
     releases: dict[tuple, list[dict]] = defaultdict(list)
@@ -127,10 +132,20 @@ def naive_digest(group: str, chunks, rules: RuleSet) -> dict:
         file["parsed"] = parsed = parse_subject(decode_text(file["subject"]))
         file["name"] = parsed.filename
         releases[(file["poster"], parsed.release.casefold(), parsed.file_count)].append(file)
-    batch = {"version": BATCH_FORMAT_VERSION, "group": group, "first": chunks[0][0], "last": chunks[-1][1],
-             "chunks": [], "missing": [], "rules": {name: [0, 0, 0, 0] for name in rules.names()},
-             "files": defaultdict(list), "fragments": defaultdict(list), "releases": defaultdict(list),
-             "release_chunks": defaultdict(list), "stats": {"lines": lines, "rejected": {"bad": rejected}}}
+    batch = {
+        "version": BATCH_FORMAT_VERSION,
+        "group": group,
+        "first": chunks[0][0],
+        "last": chunks[-1][1],
+        "chunks": [],
+        "missing": [],
+        "rules": {name: [0, 0, 0, 0] for name in rules.names()},
+        "files": defaultdict(list),
+        "fragments": defaultdict(list),
+        "releases": defaultdict(list),
+        "release_chunks": defaultdict(list),
+        "stats": {"lines": lines, "rejected": {"bad": rejected}},
+    }
     for (poster, _, count), release_files in releases.items():
         name = release_files[0]["parsed"].release
         rkey = release_key(poster, name, count)
@@ -149,31 +164,50 @@ def naive_digest(group: str, chunks, rules: RuleSet) -> dict:
             fkey = file_key(rkey, parsed.filename or f"#{parsed.file_index}")
             file_dates = [date for date in map(parse_date, file["dates"]) if date is not None]
             dates += file_dates
-            for column, value in (("key", fkey), ("release", rkey), ("name", parsed.filename),
-                                  ("subject", decode_text(file["subject"])), ("poster", decode_text(poster)),
-                                  ("date", min(file_dates, default=None)), ("index", parsed.file_index), ("count", count),
-                                  ("parts", file["parts"])):
+            for column, value in (
+                ("key", fkey),
+                ("release", rkey),
+                ("name", parsed.filename),
+                ("subject", decode_text(file["subject"])),
+                ("poster", decode_text(poster)),
+                ("date", min(file_dates, default=None)),
+                ("index", parsed.file_index),
+                ("count", count),
+                ("parts", file["parts"]),
+            ):
                 batch["files"][column].append(value)
             for part, number, fragment_size, message_id in file["fragments"]:
-                for column, value in (("file", fkey), ("part", part), ("article", number), ("bytes", fragment_size),
-                                      ("message_id", message_id)):
+                for column, value in (
+                    ("file", fkey),
+                    ("part", part),
+                    ("article", number),
+                    ("bytes", fragment_size),
+                    ("message_id", message_id),
+                ):
                     batch["fragments"][column].append(value)
                 fragments += 1
                 size += fragment_size
         for column, value in (("key", rkey), ("name", name), ("poster", decode_text(poster)), ("file_count", count)):
             batch["releases"][column].append(value)
-        for column, value in (("release", rkey), ("files", len(release_files)), ("fragments", fragments),
-                              ("bytes", size), ("first_date", min(dates, default=None)),
-                              ("last_date", max(dates, default=None))):
+        for column, value in (
+            ("release", rkey),
+            ("files", len(release_files)),
+            ("fragments", fragments),
+            ("bytes", size),
+            ("first_date", min(dates, default=None)),
+            ("last_date", max(dates, default=None)),
+        ):
             batch["release_chunks"][column].append(value)
     return batch
 
 
 # -- measuring -------------------------------------------------------------------------------
 
+
 def gzip_engines(packed: list[bytes], repeat: int) -> dict:
     """CPU seconds (best of repeat) to gzip, then to inflate, the packed batches at GZIP_LEVEL with
     the engine edge.digest.deflate uses and with zlib, and the bytes each writes."""
+
     def zlib_gzip(data):
         packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, deflate.GZIP_WBITS)
         return packer.compress(data) + packer.flush()
@@ -189,12 +223,19 @@ def gzip_engines(packed: list[bytes], repeat: int) -> dict:
 
     figures = {}
     for name, gzip, gunzip in (
-        (deflate.ENGINE, lambda data: deflate.gzip(data, GZIP_LEVEL), lambda body: deflate.gunzipper().decompress(body)),
+        (
+            deflate.ENGINE,
+            lambda data: deflate.gzip(data, GZIP_LEVEL),
+            lambda body: deflate.gunzipper().decompress(body),
+        ),
         ("zlib", zlib_gzip, lambda body: zlib.decompress(body, deflate.GZIP_WBITS)),
     ):
         bodies = list(map(gzip, packed))
-        figures[name] = {"gzip_seconds": round(best(gzip, packed), 4), "gunzip_seconds": round(best(gunzip, bodies), 4),
-                         "bytes": sum(map(len, bodies))}
+        figures[name] = {
+            "gzip_seconds": round(best(gzip, packed), 4),
+            "gunzip_seconds": round(best(gunzip, bodies), 4),
+            "bytes": sum(map(len, bodies)),
+        }
     return figures
 
 
@@ -238,9 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=20_000, help="article numbers per OVER chunk")
     parser.add_argument("--batch-chunks", type=int, default=10, help="chunks per batch")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs (the best counts)")
-    parser.add_argument("--real-posts", action="store_true",
-                        help="digest the real posts of tests/data/nzb/ (posted again and again) instead of the "
-                             "generator's articles")
+    parser.add_argument(
+        "--real-posts",
+        action="store_true",
+        help="digest the real posts of tests/data/nzb/ (posted again and again) instead of the generator's articles",
+    )
     args = parser.parse_args(argv)
 
     if args.real_posts:
@@ -251,48 +294,64 @@ def main(argv: list[str] | None = None) -> int:
     batches = as_batches(lines, args.chunk, args.batch_chunks)
     rules = RuleSet()
     what = "real posts" if args.real_posts else args.group
-    print(f"{len(lines)} overview lines of {what} ({overview_bytes / len(lines):.0f} bytes each), "
-          f"{len(batches)} batches of {args.batch_chunks} x {args.chunk}; compiled parts: {IMPL} (SEED_IMPL)")
+    print(
+        f"{len(lines)} overview lines of {what} ({overview_bytes / len(lines):.0f} bytes each), "
+        f"{len(batches)} batches of {args.batch_chunks} x {args.chunk}; compiled parts: {IMPL} (SEED_IMPL)"
+    )
 
     runs, wire = timed_runs(digest, batches, args.group, rules, args.repeat)
     naive_runs, naive_wire = timed_runs(naive_digest, batches, args.group, rules, args.repeat)
     rate, naive_rate = len(lines) / min(runs), len(lines) / min(naive_runs)
-    engines = gzip_engines([msgpack.packb(digest(args.group, chunks, rules), use_bin_type=False) for chunks in batches],
-                           args.repeat)
-    print(f"digest: {rate:,.0f} lines/s (best of {args.repeat}; median {len(lines) / statistics.median(runs):,.0f})"
-          f", {wire:,} bytes on the wire")
+    engines = gzip_engines(
+        [msgpack.packb(digest(args.group, chunks, rules), use_bin_type=False) for chunks in batches], args.repeat
+    )
+    print(
+        f"digest: {rate:,.0f} lines/s (best of {args.repeat}; median {len(lines) / statistics.median(runs):,.0f})"
+        f", {wire:,} bytes on the wire"
+    )
     print(f"naive:  {naive_rate:,.0f} lines/s (best of {args.repeat}), {naive_wire:,} bytes on the wire")
-    print("gzip level 1 of the packed batches: " + "; ".join(
-        f"{name} {f['gzip_seconds']:.3f} s to write ({f['bytes']:,} bytes), {f['gunzip_seconds']:.3f} s to read"
-        for name, f in engines.items()))
+    print(
+        "gzip level 1 of the packed batches: "
+        + "; ".join(
+            f"{name} {f['gzip_seconds']:.3f} s to write ({f['bytes']:,} bytes), {f['gunzip_seconds']:.3f} s to read"
+            for name, f in engines.items()
+        )
+    )
 
     ratios = {args.group: release_chunk_rows(args.group, lines, args.chunk, args.batch_chunks)}
     per_chunk = release_chunk_rows(args.group, lines, args.chunk, 1)
     for group in RATIO_GROUPS:
-        ratios[group] = release_chunk_rows(group, generated_lines(group, args.lines, args.seed), args.chunk,
-                                           args.batch_chunks)
+        ratios[group] = release_chunk_rows(
+            group, generated_lines(group, args.lines, args.seed), args.chunk, args.batch_chunks
+        )
     for group, figures in ratios.items():
-        print(f"release-chunk rows per release at {args.batch_chunks} chunks per batch, {group}: "
-              f"{figures['all_releases']} for all {figures['all_releases_count']} releases, "
-              f"{figures['kept_releases']} for the {figures['kept_releases_count']} kept")
-    print(json.dumps({
-        "lines": len(lines),
-        "group": args.group,
-        "real_posts": args.real_posts,
-        "impl": IMPL,
-        "overview_bytes": overview_bytes,
-        "lines_per_second": round(rate),
-        "lines_per_second_median": round(len(lines) / statistics.median(runs)),
-        "naive_lines_per_second": round(naive_rate),
-        "speedup": round(rate / naive_rate, 2),
-        "wire_bytes": wire,
-        "wire_ratio": round(wire / overview_bytes, 4),
-        "chunk": args.chunk,
-        "batch_chunks": args.batch_chunks,
-        "gzip": engines,
-        "release_chunk_rows_per_release": ratios,
-        "release_chunk_rows_per_release_one_chunk_per_batch": {args.group: per_chunk},
-    }))
+        print(
+            f"release-chunk rows per release at {args.batch_chunks} chunks per batch, {group}: "
+            f"{figures['all_releases']} for all {figures['all_releases_count']} releases, "
+            f"{figures['kept_releases']} for the {figures['kept_releases_count']} kept"
+        )
+    print(
+        json.dumps(
+            {
+                "lines": len(lines),
+                "group": args.group,
+                "real_posts": args.real_posts,
+                "impl": IMPL,
+                "overview_bytes": overview_bytes,
+                "lines_per_second": round(rate),
+                "lines_per_second_median": round(len(lines) / statistics.median(runs)),
+                "naive_lines_per_second": round(naive_rate),
+                "speedup": round(rate / naive_rate, 2),
+                "wire_bytes": wire,
+                "wire_ratio": round(wire / overview_bytes, 4),
+                "chunk": args.chunk,
+                "batch_chunks": args.batch_chunks,
+                "gzip": engines,
+                "release_chunk_rows_per_release": ratios,
+                "release_chunk_rows_per_release_one_chunk_per_batch": {args.group: per_chunk},
+            }
+        )
+    )
     return 0
 
 

@@ -43,6 +43,7 @@ center has anything to do: 1.0 - 1.9 s) and drain are paid once. A run of 600,00
 
 The last line printed is JSON with every figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,6 +84,7 @@ def run(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
 
 # -- CPU of process trees ------------------------------------------------------------------------
 
+
 def _children() -> dict[int, list[int]]:
     tree: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -113,14 +115,25 @@ def tree_cpu(root: int) -> float:
 
 # -- the services --------------------------------------------------------------------------------
 
+
 class Services:
     """PostgreSQL, Redis, INN 2, the API and the workers, as ops/run starts them, on free ports.
     INN keeps overview only (`inn_storage` trash) unless told otherwise: `cnfs` keeps every
     article in a buffer of `inn_cnfs_mb` (bench/inspections.py, which reads bodies)."""
 
-    def __init__(self, workdir: Path, connections: int, chunk_size: int, batch_chunks: int, range_size: int,
-                 durable: bool = True, groups: tuple[str, ...] = GROUPS, inn_storage: str = "trash",
-                 inn_cnfs_mb: int | None = None, statements: bool = False):
+    def __init__(
+        self,
+        workdir: Path,
+        connections: int,
+        chunk_size: int,
+        batch_chunks: int,
+        range_size: int,
+        durable: bool = True,
+        groups: tuple[str, ...] = GROUPS,
+        inn_storage: str = "trash",
+        inn_cnfs_mb: int | None = None,
+        statements: bool = False,
+    ):
         self.workdir = workdir
         self.durable = durable
         self.statements = statements
@@ -129,17 +142,27 @@ class Services:
         self.inn_storage, self.inn_cnfs_mb = inn_storage, inn_cnfs_mb
         pg_port, redis_port, reader, feed, tls, api = free_ports(6)
         self.ports = {"pg": pg_port, "redis": redis_port, "reader": reader, "feed": feed, "tls": tls, "api": api}
-        self.pg_dir, self.redis_dir, self.inn_dir = workdir / "pg", workdir / "redis", Path(f"/tmp/e2eb-inn.{os.getpid()}")
+        self.pg_dir, self.redis_dir, self.inn_dir = (
+            workdir / "pg",
+            workdir / "redis",
+            Path(f"/tmp/e2eb-inn.{os.getpid()}"),
+        )
         self.procs: dict[str, subprocess.Popen] = {}
         self.env = {
             **os.environ,
             "DATABASE_URL": f"postgresql+psycopg://seed@127.0.0.1:{pg_port}/seed",
             "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-            "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(reader), "NNTP_SSL": "0",
-            "API_BIND": f"127.0.0.1:{api}", "API_WORKERS": "2",
-            "API_CERTFILE": str(workdir / "cert.pem"), "API_KEYFILE": str(workdir / "key.pem"),
+            "NNTP_HOST": "127.0.0.1",
+            "NNTP_PORT": str(reader),
+            "NNTP_SSL": "0",
+            "API_BIND": f"127.0.0.1:{api}",
+            "API_WORKERS": "2",
+            "API_CERTFILE": str(workdir / "cert.pem"),
+            "API_KEYFILE": str(workdir / "key.pem"),
             # Several ranges per group, so fetching, posting and storing overlap as in a long run.
-            "RANGE_SIZE": str(range_size), "CHUNK_SIZE": str(chunk_size), "BATCH_CHUNKS": str(batch_chunks),
+            "RANGE_SIZE": str(range_size),
+            "CHUNK_SIZE": str(chunk_size),
+            "BATCH_CHUNKS": str(batch_chunks),
             # Posts leased for inspection as soon as written: what inspecting costs is measured
             # within the run, not after INSPECT_SETTLE.
             "INSPECT_SETTLE": "0",
@@ -147,44 +170,125 @@ class Services:
 
     def start(self, articles: int) -> None:
         """Starts everything; INN gets `articles` generated articles, half in each group (none: 0)."""
-        env = {**os.environ, "PG_PORT": str(self.ports["pg"]), "PG_FAST": "0" if self.durable else "1",
-               "REDIS_PORT": str(self.ports["redis"])}
+        env = {
+            **os.environ,
+            "PG_PORT": str(self.ports["pg"]),
+            "PG_FAST": "0" if self.durable else "1",
+            "REDIS_PORT": str(self.ports["redis"]),
+        }
         run(REPO / "ops/pg", "init", self.pg_dir, env=env, stdout=subprocess.DEVNULL)
         if self.statements:  # PostgreSQL's own per-statement figures (Debian's server package has it)
             with open(self.pg_dir / "postgresql.conf", "a") as conf:
                 conf.write("shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n")
         run(REPO / "ops/pg", "start", self.pg_dir, env=env)
-        run("psql", "-q", "-h", "127.0.0.1", "-p", self.ports["pg"], "-U", "seed", "-d", "postgres",
-            "-c", "CREATE DATABASE seed")
+        run(
+            "psql",
+            "-q",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            self.ports["pg"],
+            "-U",
+            "seed",
+            "-d",
+            "postgres",
+            "-c",
+            "CREATE DATABASE seed",
+        )
         if self.statements:
-            run("psql", "-q", "-h", "127.0.0.1", "-p", self.ports["pg"], "-U", "seed", "-d", "seed",
-                "-c", "CREATE EXTENSION pg_stat_statements")
+            run(
+                "psql",
+                "-q",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                self.ports["pg"],
+                "-U",
+                "seed",
+                "-d",
+                "seed",
+                "-c",
+                "CREATE EXTENSION pg_stat_statements",
+            )
         run(REPO / "ops/redis", "start", self.redis_dir, env=env)
-        inn_env = {**os.environ, "INN_READER_PORT": str(self.ports["reader"]), "INN_FEED_PORT": str(self.ports["feed"]),
-                   "INN_TLS_PORT": str(self.ports["tls"]), "INN_STORAGE": self.inn_storage,
-                   "INN_GROUPS": " ".join(self.groups),
-                   **({"INN_CNFS_MB": str(self.inn_cnfs_mb)} if self.inn_cnfs_mb else {})}
+        inn_env = {
+            **os.environ,
+            "INN_READER_PORT": str(self.ports["reader"]),
+            "INN_FEED_PORT": str(self.ports["feed"]),
+            "INN_TLS_PORT": str(self.ports["tls"]),
+            "INN_STORAGE": self.inn_storage,
+            "INN_GROUPS": " ".join(self.groups),
+            **({"INN_CNFS_MB": str(self.inn_cnfs_mb)} if self.inn_cnfs_mb else {}),
+        }
         run(REPO / "ops/inn", "init", self.inn_dir, env=inn_env, stdout=subprocess.DEVNULL)
         run(REPO / "ops/inn", "start", self.inn_dir, env=inn_env, stdout=subprocess.DEVNULL)
         for group in self.groups if articles else ():
-            posted = inject("127.0.0.1", self.ports["feed"], generate(articles // 2, Config(groups=(group,), namespace=group)))
+            posted = inject(
+                "127.0.0.1", self.ports["feed"], generate(articles // 2, Config(groups=(group,), namespace=group))
+            )
             say(f"posted {posted.accepted} articles to {group} in {posted.seconds:.1f} s")
-        run("openssl", "req", "-new", "-x509", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", self.workdir / "key.pem",
-            "-out", self.workdir / "cert.pem", stderr=subprocess.DEVNULL)
+        run(
+            "openssl",
+            "req",
+            "-new",
+            "-x509",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            self.workdir / "key.pem",
+            "-out",
+            self.workdir / "cert.pem",
+            stderr=subprocess.DEVNULL,
+        )
         run(REPO / ".venv/bin/alembic", "upgrade", "head", env=self.env, stderr=subprocess.DEVNULL)
         venv = REPO / ".venv/bin"
         self._spawn("api", [venv / "gunicorn", "-c", "ops/gunicorn.conf.py", "wsgi:app"])
-        self._spawn("ingest", [venv / "celery", "-A", "app.worker", "worker", "-Q", "ingest", "-c", "1",
-                               "-n", "ingest@%h", "--without-gossip", "--without-mingle"])
-        self._spawn("gather", [venv / "celery", "-A", "app.worker", "worker", "-Q", "gather,control", "-c", "1",
-                               "-n", "gather@%h", "--without-gossip", "--without-mingle"])
+        self._spawn(
+            "ingest",
+            [
+                venv / "celery",
+                "-A",
+                "app.worker",
+                "worker",
+                "-Q",
+                "ingest",
+                "-c",
+                "1",
+                "-n",
+                "ingest@%h",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+        )
+        self._spawn(
+            "gather",
+            [
+                venv / "celery",
+                "-A",
+                "app.worker",
+                "worker",
+                "-Q",
+                "gather,control",
+                "-c",
+                "1",
+                "-n",
+                "gather@%h",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+        )
         self._wait_api()
 
     def _spawn(self, name: str, argv: list) -> None:
         log = open(self.workdir / f"{name}.log", "wb")
-        self.procs[name] = subprocess.Popen([str(a) for a in argv], cwd=REPO, env=self.env, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            [str(a) for a in argv], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def _wait_api(self) -> None:
         import ssl
@@ -203,20 +307,54 @@ class Services:
     def top_statements(self, count: int = 15) -> list[dict]:
         """The statements PostgreSQL spent most time executing since the last reset
         (pg_stat_statements, --statements): each with its share, milliseconds, calls and rows."""
-        query = ("SELECT round((100 * total_exec_time / sum(total_exec_time) OVER ())::numeric, 1),"
-                 " round(total_exec_time::numeric, 1), calls, rows,"
-                 " regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements"
-                 " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'seed')"
-                 f" ORDER BY total_exec_time DESC LIMIT {int(count)}")
-        out = run("psql", "-qtA", "-F", "\x1f", "-h", "127.0.0.1", "-p", self.ports["pg"], "-U", "seed", "-d", "seed",
-                  "-c", query, capture_output=True, text=True).stdout
-        return [{"share_percent": float(share), "ms": float(ms), "calls": int(calls), "rows": int(rows), "query": text}
-                for share, ms, calls, rows, text in (line.split("\x1f") for line in out.splitlines() if line)]
+        query = (
+            "SELECT round((100 * total_exec_time / sum(total_exec_time) OVER ())::numeric, 1),"
+            " round(total_exec_time::numeric, 1), calls, rows,"
+            " regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements"
+            " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'seed')"
+            f" ORDER BY total_exec_time DESC LIMIT {int(count)}"
+        )
+        out = run(
+            "psql",
+            "-qtA",
+            "-F",
+            "\x1f",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            self.ports["pg"],
+            "-U",
+            "seed",
+            "-d",
+            "seed",
+            "-c",
+            query,
+            capture_output=True,
+            text=True,
+        ).stdout
+        return [
+            {"share_percent": float(share), "ms": float(ms), "calls": int(calls), "rows": int(rows), "query": text}
+            for share, ms, calls, rows, text in (line.split("\x1f") for line in out.splitlines() if line)
+        ]
 
     def sql_value(self, query: str) -> str:
         """The one value a query of the seed database gives."""
-        return run("psql", "-qtA", "-h", "127.0.0.1", "-p", self.ports["pg"], "-U", "seed", "-d", "seed", "-c", query,
-                   capture_output=True, text=True).stdout.strip()
+        return run(
+            "psql",
+            "-qtA",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            self.ports["pg"],
+            "-U",
+            "seed",
+            "-d",
+            "seed",
+            "-c",
+            query,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
 
     def flask(self, *args: str) -> str:
         return run(REPO / ".venv/bin/flask", "seed", *args, env=self.env, capture_output=True, text=True).stdout
@@ -225,8 +363,12 @@ class Services:
         postmaster = int((self.pg_dir / "postmaster.pid").read_text().split()[0])
         innd = int((self.inn_dir / "run/innd.pid").read_text().split()[0])
         nnrpd = int((self.inn_dir / f"run/nnrpd-{self.ports['reader']}.pid").read_text().split()[0])
-        return {"api": self.procs["api"].pid, "workers": [self.procs["ingest"].pid, self.procs["gather"].pid],
-                "postgresql": postmaster, "inn": [innd, nnrpd]}
+        return {
+            "api": self.procs["api"].pid,
+            "workers": [self.procs["ingest"].pid, self.procs["gather"].pid],
+            "postgresql": postmaster,
+            "inn": [innd, nnrpd],
+        }
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -249,6 +391,7 @@ def cpu_of(pids) -> float:
 
 
 # -- the two measurements ------------------------------------------------------------------------
+
 
 def raw_over(port: int, spans: list[tuple[str, int, int]], connections: int) -> tuple[int, int, float]:
     """(lines, bytes, seconds): the spans read by `connections` clients at once, nothing parsed."""
@@ -298,11 +441,17 @@ def measured_raw(services: Services, spans: list[tuple[str, int, int]], connecti
     inn_before, cpu_before = cpu_of(services.pids()["inn"]), os.times()
     lines, size, seconds = raw_over(services.ports["reader"], spans, connections)
     cpu_after = os.times()
-    read = RawRead(lines, size, seconds,
-                   1e6 * (cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system) / lines,
-                   1e6 * (cpu_of(services.pids()["inn"]) - inn_before) / lines)
-    say(f"raw OVER: {lines} lines, {size} bytes in {seconds:.2f} s = {lines / seconds:,.0f} lines/s;"
-        f" our reader's CPU {read.reader_us:.2f} µs a line, INN's {read.inn_us:.2f}")
+    read = RawRead(
+        lines,
+        size,
+        seconds,
+        1e6 * (cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system) / lines,
+        1e6 * (cpu_of(services.pids()["inn"]) - inn_before) / lines,
+    )
+    say(
+        f"raw OVER: {lines} lines, {size} bytes in {seconds:.2f} s = {lines / seconds:,.0f} lines/s;"
+        f" our reader's CPU {read.reader_us:.2f} µs a line, INN's {read.inn_us:.2f}"
+    )
     return read
 
 
@@ -320,14 +469,16 @@ def wait_done(services: Services, edge: subprocess.Popen, deadline_seconds: floa
             open_ranges, waiting, failed = conn.execute(
                 "SELECT (SELECT count(*) FROM seed_ranges WHERE done_at IS NULL),"
                 " count(*) FILTER (WHERE state IN ('accepted', 'stored')),"
-                " count(*) FILTER (WHERE state = 'failed') FROM seed_batches").fetchone()
+                " count(*) FILTER (WHERE state = 'failed') FROM seed_batches"
+            ).fetchone()
             if failed:
                 raise RuntimeError(f"{failed} batches failed: see {services.workdir}/ingest.log")
             if not open_ranges and not waiting:
                 return time.perf_counter()
             if exited is not None and (exited != 0 or open_ranges):
-                raise RuntimeError(f"edge run exited {exited} with {open_ranges} ranges not done:"
-                                   f" see {services.workdir / 'edge.log'}")
+                raise RuntimeError(
+                    f"edge run exited {exited} with {open_ranges} ranges not done: see {services.workdir / 'edge.log'}"
+                )
             time.sleep(POLL)
     raise RuntimeError("the run did not finish in time")
 
@@ -350,25 +501,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-size", type=int, default=20_000, help="articles per OVER chunk")
     parser.add_argument("--batch-chunks", type=int, default=10, help="chunks per batch")
     parser.add_argument("--range-size", type=int, default=100_000, help="articles per leased range")
-    parser.add_argument("--no-durability", action="store_true",
-                        help="PostgreSQL with fsync and synchronous_commit off (to show what durability costs)")
-    parser.add_argument("--no-inspect", action="store_true",
-                        help="the edge node leases no inspections (INSPECT=0), to show what inspecting costs ingest")
-    parser.add_argument("--statements", action="store_true",
-                        help="PostgreSQL's time by statement over the run (pg_stat_statements; adds its own cost)")
+    parser.add_argument(
+        "--no-durability",
+        action="store_true",
+        help="PostgreSQL with fsync and synchronous_commit off (to show what durability costs)",
+    )
+    parser.add_argument(
+        "--no-inspect",
+        action="store_true",
+        help="the edge node leases no inspections (INSPECT=0), to show what inspecting costs ingest",
+    )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="PostgreSQL's time by statement over the run (pg_stat_statements; adds its own cost)",
+    )
     args = parser.parse_args(argv)
-    print(f"command: .venv/bin/python bench/e2e.py --articles {args.articles} --connections {args.connections}"
-          f" --chunk-size {args.chunk_size} --batch-chunks {args.batch_chunks} --range-size {args.range_size}"
-          + (" --no-durability" if args.no_durability else "") + (" --no-inspect" if args.no_inspect else "")
-          + (" --statements" if args.statements else ""))
-    print("PostgreSQL: " + ("fsync and synchronous_commit off (--no-durability)" if args.no_durability
-                            else "fsync and synchronous_commit on, as a production catalog runs"))
+    print(
+        f"command: .venv/bin/python bench/e2e.py --articles {args.articles} --connections {args.connections}"
+        f" --chunk-size {args.chunk_size} --batch-chunks {args.batch_chunks} --range-size {args.range_size}"
+        + (" --no-durability" if args.no_durability else "")
+        + (" --no-inspect" if args.no_inspect else "")
+        + (" --statements" if args.statements else "")
+    )
+    print(
+        "PostgreSQL: "
+        + (
+            "fsync and synchronous_commit off (--no-durability)"
+            if args.no_durability
+            else "fsync and synchronous_commit on, as a production catalog runs"
+        )
+    )
     workdir = Path(args.workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     edge: subprocess.Popen | None = None
-    services = Services(workdir, args.connections, args.chunk_size, args.batch_chunks, args.range_size,
-                        durable=not args.no_durability, statements=args.statements)
+    services = Services(
+        workdir,
+        args.connections,
+        args.chunk_size,
+        args.batch_chunks,
+        args.range_size,
+        durable=not args.no_durability,
+        statements=args.statements,
+    )
     try:
         services.start(args.articles)
         services.flask("groups", "add", *GROUPS)
@@ -386,25 +562,38 @@ def main(argv: list[str] | None = None) -> int:
         if args.statements:
             services.sql_value("SELECT pg_stat_statements_reset()")
         before = {name: cpu_of(pid) for name, pid in pids.items()}
-        edge_env = {**os.environ, "COORDINATOR_URL": f"https://127.0.0.1:{services.ports['api']}",
-                    "COORDINATOR_CAFILE": str(workdir / "cert.pem"), "NODE_TOKEN": token,
-                    "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(services.ports["reader"]), "NNTP_SSL": "0",
-                    # The same connections as the raw read: uncompressed. Over loopback, COMPRESS
-                    # DEFLATE only moves CPU into INN (deflate) and the edge (inflate).
-                    "NNTP_COMPRESS": "0", "NNTP_CONNECTIONS": str(args.connections),
-                    # Inspections (the node's default with a Usenet server) unless --no-inspect:
-                    # INN keeps no bodies here, so each BODY is answered 430/423 and counted missing.
-                    # The inspector asks again a second after finding nothing (the default 30 s
-                    # would have it idle for the whole run: the first posts are queued once the
-                    # first batch is joined).
-                    "INSPECT": "0" if args.no_inspect else "1", "POLL_INTERVAL": "1"}
+        edge_env = {
+            **os.environ,
+            "COORDINATOR_URL": f"https://127.0.0.1:{services.ports['api']}",
+            "COORDINATOR_CAFILE": str(workdir / "cert.pem"),
+            "NODE_TOKEN": token,
+            "NNTP_HOST": "127.0.0.1",
+            "NNTP_PORT": str(services.ports["reader"]),
+            "NNTP_SSL": "0",
+            # The same connections as the raw read: uncompressed. Over loopback, COMPRESS
+            # DEFLATE only moves CPU into INN (deflate) and the edge (inflate).
+            "NNTP_COMPRESS": "0",
+            "NNTP_CONNECTIONS": str(args.connections),
+            # Inspections (the node's default with a Usenet server) unless --no-inspect:
+            # INN keeps no bodies here, so each BODY is answered 430/423 and counted missing.
+            # The inspector asks again a second after finding nothing (the default 30 s
+            # would have it idle for the whole run: the first posts are queued once the
+            # first batch is joined).
+            "INSPECT": "0" if args.no_inspect else "1",
+            "POLL_INTERVAL": "1",
+        }
         started, started_wall = time.perf_counter(), time.time()
         # Not --exit-when-idle: the node reads its last range seconds before the data center has
         # stored and joined it, and would exit before the first post is queued, where a node that
         # runs for hours inspects what earlier ranges brought while it reads the next ones. It
         # runs until the job is done, and is stopped then.
-        edge = subprocess.Popen([str(REPO / ".venv/bin/edge"), "run"], env=edge_env, cwd=workdir,
-                                stdout=subprocess.DEVNULL, stderr=open(workdir / "edge.log", "wb"))
+        edge = subprocess.Popen(
+            [str(REPO / ".venv/bin/edge"), "run"],
+            env=edge_env,
+            cwd=workdir,
+            stdout=subprocess.DEVNULL,
+            stderr=open(workdir / "edge.log", "wb"),
+        )
         # The edge's CPU: its own and its processes' once it has exited (wait4), sampled before.
         edge_cpu = [0.0]
 
@@ -424,11 +613,20 @@ def main(argv: list[str] | None = None) -> int:
         after = {name: cpu_of(pid) for name, pid in pids.items()}
         statements = services.top_statements() if args.statements else []
         # The inspections as the job ended: what the node inspected meanwhile, and what is left.
-        inspection_states = {state: int(count) for state, count in (line.split("|") for line in services.sql_value(
-            "SELECT state, count(*) FROM post_inspections GROUP BY 1").splitlines())}
-        missing, read = (int(v) for v in services.sql_value(
-            "SELECT coalesce(sum(articles_missing), 0), coalesce(sum(articles_read), 0) FROM post_inspections"
-            " WHERE state = 'done'").split("|"))
+        inspection_states = {
+            state: int(count)
+            for state, count in (
+                line.split("|")
+                for line in services.sql_value("SELECT state, count(*) FROM post_inspections GROUP BY 1").splitlines()
+            )
+        }
+        missing, read = (
+            int(v)
+            for v in services.sql_value(
+                "SELECT coalesce(sum(articles_missing), 0), coalesce(sum(articles_read), 0) FROM post_inspections"
+                " WHERE state = 'done'"
+            ).split("|")
+        )
         # The job is done: the node is stopped (SIGTERM: it gives back the inspections it holds),
         # in both modes alike.
         stop_edge(edge)
@@ -443,24 +641,37 @@ def main(argv: list[str] | None = None) -> int:
         # seconds after the edge started, in the order accepted; and the pipeline once full: from
         # the first batch stored to the last, the articles of the batches stored after the first
         # (what the run's fill, before the first, and drain cost shows beside the end-to-end rate).
-        batch_rows = [tuple(map(float, line.split("|"))) for line in services.sql_value(
-            "SELECT extract(epoch FROM accepted_at), extract(epoch FROM stored_at), batch_to - batch_from + 1"
-            " FROM seed_batches ORDER BY accepted_at").splitlines()]
-        timeline = [[round(accepted - started_wall, 2), round(stored - started_wall, 2)]
-                    for accepted, stored, _ in batch_rows]
+        batch_rows = [
+            tuple(map(float, line.split("|")))
+            for line in services.sql_value(
+                "SELECT extract(epoch FROM accepted_at), extract(epoch FROM stored_at), batch_to - batch_from + 1"
+                " FROM seed_batches ORDER BY accepted_at"
+            ).splitlines()
+        ]
+        timeline = [
+            [round(accepted - started_wall, 2), round(stored - started_wall, 2)] for accepted, stored, _ in batch_rows
+        ]
         first_stored = min(stored for _, stored, _ in batch_rows)
         last_stored = max(stored for _, stored, _ in batch_rows)
         after_first = sum(articles for _, stored, articles in batch_rows if stored > first_stored)
         status = json.loads(services.flask("status", "--json"))
         articles = sum(g["articles"] for g in status["groups"])
-        db_bytes = int(services.sql_value(
-            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relkind = 'r'"
-            " AND (c.relname = ANY('{" + ",".join(CATALOG) + "}') OR c.relname ~ '^(files|fragments|release_chunks)_g[0-9]+$')"))
+        db_bytes = int(
+            services.sql_value(
+                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relkind = 'r'"
+                " AND (c.relname = ANY('{"
+                + ",".join(CATALOG)
+                + "}') OR c.relname ~ '^(files|fragments|release_chunks)_g[0-9]+$')"
+            )
+        )
         # Autovacuum's passes over the catalog (the partitions are made during the run, so these
         # fell in it, or just after): each ANALYZE reads a sample of a table, on PostgreSQL's CPU.
-        autovacuum_passes = int(services.sql_value(
-            "SELECT coalesce(sum(autoanalyze_count + autovacuum_count), 0) FROM pg_stat_user_tables"
-            " WHERE relname ~ '^(files|fragments|release_chunks)_g' OR relname = 'releases'"))
+        autovacuum_passes = int(
+            services.sql_value(
+                "SELECT coalesce(sum(autoanalyze_count + autovacuum_count), 0) FROM pg_stat_user_tables"
+                " WHERE relname ~ '^(files|fragments|release_chunks)_g' OR relname = 'releases'"
+            )
+        )
     finally:
         if edge is not None:
             stop_edge(edge)  # a run that failed leaves no node behind
@@ -479,60 +690,93 @@ def main(argv: list[str] | None = None) -> int:
     total_us = sum(us.values())
     overlap = e2e_rate * total_us / 1e6 / os.cpu_count()
     figures = {
-        "articles": articles, "connections": args.connections, "chunk_size": args.chunk_size,
-        "batch_chunks": args.batch_chunks, "range_size": args.range_size, "overview_bytes": overview_bytes,
+        "articles": articles,
+        "connections": args.connections,
+        "chunk_size": args.chunk_size,
+        "batch_chunks": args.batch_chunks,
+        "range_size": args.range_size,
+        "overview_bytes": overview_bytes,
         "durable": not args.no_durability,
         "raw_over_lines_per_second": round(raw_rate),
         "raw_over_reads_lines_per_second": [round(r.lines / r.seconds) for r in raw_reads],
         "raw_reader_cpu_us_per_line": round(reader_us, 2),
         "raw_inn_cpu_us_per_line": round(raw_inn_us, 2),
         "e2e_articles_per_second": round(e2e_rate),
-        "e2e_seconds": round(e2e_seconds, 2), "share_of_raw": round(e2e_rate / raw_rate, 3),
-        "cpu_us_per_article": us, "dc_us_per_article": dc_us,
-        "cpu_us_per_article_total": round(total_us, 2), "overlap": round(overlap, 3),
-        "db_bytes": db_bytes, "db_bytes_per_overview_byte": round(db_bytes / overview_bytes, 3),
+        "e2e_seconds": round(e2e_seconds, 2),
+        "share_of_raw": round(e2e_rate / raw_rate, 3),
+        "cpu_us_per_article": us,
+        "dc_us_per_article": dc_us,
+        "cpu_us_per_article_total": round(total_us, 2),
+        "overlap": round(overlap, 3),
+        "db_bytes": db_bytes,
+        "db_bytes_per_overview_byte": round(db_bytes / overview_bytes, 3),
         "autovacuum_passes": autovacuum_passes,
         "inspect": not args.no_inspect,
-        "inspections": {"done": inspection_states.get("done", 0), "failed": inspection_states.get("failed", 0),
-                        "queued": inspection_states.get("queued", 0), "leased": inspection_states.get("leased", 0),
-                        "articles_missing": missing, "articles_read": read},
+        "inspections": {
+            "done": inspection_states.get("done", 0),
+            "failed": inspection_states.get("failed", 0),
+            "queued": inspection_states.get("queued", 0),
+            "leased": inspection_states.get("leased", 0),
+            "articles_missing": missing,
+            "articles_read": read,
+        },
         "first_batch_stored_after_seconds": round(first_stored - started_wall, 2),
         "batches_accepted_stored_seconds": timeline,
         "full_pipeline_articles_per_second": round(full_rate) if full_rate else None,
         "full_pipeline_share_of_raw": round(full_rate / raw_rate, 3) if full_rate else None,
         "acceptance": ACCEPTANCE,
     }
-    print(f"end to end: {articles} articles in {e2e_seconds:.1f} s = {e2e_rate:,.0f} articles/s"
-          f" ({figures['share_of_raw']:.0%} of the raw OVER rate {raw_rate:,.0f} lines/s, same {args.connections} connections;"
-          f" the raw reads before and after: {', '.join(f'{r:,}' for r in figures['raw_over_reads_lines_per_second'])})")
-    print("CPU per article (µs): " + ", ".join(f"{name} {value}" for name, value in us.items())
-          + f"; data center (API + workers + PostgreSQL) {dc_us}; all {total_us:.2f}, the machine"
-          f" {overlap:.0%} busy ({os.cpu_count()} cores)")
+    print(
+        f"end to end: {articles} articles in {e2e_seconds:.1f} s = {e2e_rate:,.0f} articles/s"
+        f" ({figures['share_of_raw']:.0%} of the raw OVER rate {raw_rate:,.0f} lines/s, same {args.connections} connections;"
+        f" the raw reads before and after: {', '.join(f'{r:,}' for r in figures['raw_over_reads_lines_per_second'])})"
+    )
+    print(
+        "CPU per article (µs): "
+        + ", ".join(f"{name} {value}" for name, value in us.items())
+        + f"; data center (API + workers + PostgreSQL) {dc_us}; all {total_us:.2f}, the machine"
+        f" {overlap:.0%} busy ({os.cpu_count()} cores)"
+    )
     if figures["full_pipeline_articles_per_second"]:
-        print(f"the pipeline full (from the first batch stored to the last): {figures['full_pipeline_articles_per_second']:,}"
-              f" articles/s = {figures['full_pipeline_share_of_raw']:.0%} of raw; the first batch was stored"
-              f" {figures['first_batch_stored_after_seconds']} s after the edge started")
-    print("each batch accepted and stored, seconds after the edge started: "
-          + ", ".join(f"{a}/{b}" for a, b in timeline))
+        print(
+            f"the pipeline full (from the first batch stored to the last): {figures['full_pipeline_articles_per_second']:,}"
+            f" articles/s = {figures['full_pipeline_share_of_raw']:.0%} of raw; the first batch was stored"
+            f" {figures['first_batch_stored_after_seconds']} s after the edge started"
+        )
+    print(
+        "each batch accepted and stored, seconds after the edge started: " + ", ".join(f"{a}/{b}" for a, b in timeline)
+    )
     states = figures["inspections"]
-    print(f"inspections when the job ended ({'on' if figures['inspect'] else 'off: --no-inspect'}):"
-          f" {states['done']:,} done ({states['articles_missing']:,} articles missing, {states['articles_read']:,} read),"
-          f" {states['failed']:,} failed, {states['queued']:,} queued, {states['leased']:,} leased")
-    print(f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes;"
-          f" autovacuum passes over the catalog: {autovacuum_passes}")
+    print(
+        f"inspections when the job ended ({'on' if figures['inspect'] else 'off: --no-inspect'}):"
+        f" {states['done']:,} done ({states['articles_missing']:,} articles missing, {states['articles_read']:,} read),"
+        f" {states['failed']:,} failed, {states['queued']:,} queued, {states['leased']:,} leased"
+    )
+    print(
+        f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes;"
+        f" autovacuum passes over the catalog: {autovacuum_passes}"
+    )
     share, db_share = figures["share_of_raw"], figures["db_bytes_per_overview_byte"]
-    bars = [(f"share of raw {share} >= {ACCEPTANCE['share_of_raw']}", share >= ACCEPTANCE["share_of_raw"]),
-            (f"data center µs an article {dc_us} <= {ACCEPTANCE['dc_us_per_article']}",
-             dc_us <= ACCEPTANCE["dc_us_per_article"]),
-            (f"DB bytes per overview byte {db_share} <= {ACCEPTANCE['db_bytes_per_overview_byte']}",
-             db_share <= ACCEPTANCE["db_bytes_per_overview_byte"])]
+    bars = [
+        (f"share of raw {share} >= {ACCEPTANCE['share_of_raw']}", share >= ACCEPTANCE["share_of_raw"]),
+        (
+            f"data center µs an article {dc_us} <= {ACCEPTANCE['dc_us_per_article']}",
+            dc_us <= ACCEPTANCE["dc_us_per_article"],
+        ),
+        (
+            f"DB bytes per overview byte {db_share} <= {ACCEPTANCE['db_bytes_per_overview_byte']}",
+            db_share <= ACCEPTANCE["db_bytes_per_overview_byte"],
+        ),
+    ]
     print("acceptance: " + "; ".join(f"{bar}: {'met' if met else 'NOT met'}" for bar, met in bars))
     if statements:
         figures["statements"] = statements
         print(f"PostgreSQL's statements by time (pg_stat_statements over the run; {articles:,} articles):")
         for row in statements:
-            print(f"  {row['share_percent']:5.1f}% {row['ms']:9,.1f} ms {row['calls']:7,} calls"
-                  f" {1000 * row['ms'] / articles:6.2f} µs an article  {row['query'][:150]}")
+            print(
+                f"  {row['share_percent']:5.1f}% {row['ms']:9,.1f} ms {row['calls']:7,} calls"
+                f" {1000 * row['ms'] / articles:6.2f} µs an article  {row['query'][:150]}"
+            )
     print(json.dumps(figures))
     return 0
 

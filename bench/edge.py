@@ -19,6 +19,7 @@ cProfile, apart from the timed runs because the profiler slows it, to show where
 when the CPU saturates. The last line printed
 is JSON with every figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,6 +60,7 @@ MAX_RSS_MIB = 300
 
 
 # -- the child: one range, N connections ---------------------------------------------------------
+
 
 class EncodingSink:
     """Encodes each batch as the node's sink does before posting it, and keeps only the sizes. The
@@ -105,10 +107,16 @@ def run_ranges(args: argparse.Namespace, prefetcher: Prefetcher, layout, sink: E
 
     def work(order: int, first: int, last: int) -> None:
         try:
-            job = RangeJob(group=GROUP, next_id=first, last_id=last, chunk_size=CHUNK_SIZE, batch_chunks=BATCH_CHUNKS,
-                           rules=RuleSet.from_data([]), layout=layout)
-            state = run_range(job, prefetcher.source(order, GROUP, order), sink, InTurn(turns, order),
-                              post_ahead=True)
+            job = RangeJob(
+                group=GROUP,
+                next_id=first,
+                last_id=last,
+                chunk_size=CHUNK_SIZE,
+                batch_chunks=BATCH_CHUNKS,
+                rules=RuleSet.from_data([]),
+                layout=layout,
+            )
+            state = run_range(job, prefetcher.source(order, GROUP, order), sink, InTurn(turns, order), post_ahead=True)
             lines.append(state.lines)
         finally:
             prefetcher.close_range(order)
@@ -135,8 +143,12 @@ def peak_rss_mib() -> float:
 def cache_entries() -> dict[str, int]:
     """Entries in the digest's per-process caches (each bounded: docs/digest.md, Memory)."""
     from edge.digest import gather, overview
-    return {"counter_tails": len(gather._COUNTER_TAILS), "subjects": len(gather._SUBJECTS),
-            "sizes": len(overview._SIZES)}
+
+    return {
+        "counter_tails": len(gather._COUNTER_TAILS),
+        "subjects": len(gather._SUBJECTS),
+        "sizes": len(overview._SIZES),
+    }
 
 
 def run_child(args: argparse.Namespace) -> dict:
@@ -152,8 +164,15 @@ def run_child(args: argparse.Namespace) -> dict:
     if args.ranges > 1:
         lines = run_ranges(args, prefetcher, layout, sink)
     else:
-        job = RangeJob(group=GROUP, next_id=args.first, last_id=args.last, chunk_size=CHUNK_SIZE,
-                       batch_chunks=BATCH_CHUNKS, rules=RuleSet.from_data([]), layout=layout)
+        job = RangeJob(
+            group=GROUP,
+            next_id=args.first,
+            last_id=args.last,
+            chunk_size=CHUNK_SIZE,
+            batch_chunks=BATCH_CHUNKS,
+            rules=RuleSet.from_data([]),
+            layout=layout,
+        )
         lines = run_range(job, prefetcher.source(1, GROUP), sink, post_ahead=bool(args.post_seconds)).lines
     if profiler:
         profiler.disable()
@@ -162,11 +181,19 @@ def run_child(args: argparse.Namespace) -> dict:
     cpu_after = os.times()
     stop.set()
     process_cpu = (cpu_after.user - cpu_before.user) + (cpu_after.system - cpu_before.system)
-    result = {"connections": args.child, "ranges": args.ranges, "seconds": round(seconds, 2), "lines": lines,
-              "lines_per_second": round(lines / seconds), "batches": sink.batches, "batch_bytes": sink.bytes,
-              "node_cpu_seconds": round(process_cpu, 2),
-              "digest_thread_cpu_seconds": round(digest_cpu, 2) if args.ranges == 1 else None,
-              "peak_rss_mib": round(peak_rss_mib(), 1), "cache_entries": cache_entries()}
+    result = {
+        "connections": args.child,
+        "ranges": args.ranges,
+        "seconds": round(seconds, 2),
+        "lines": lines,
+        "lines_per_second": round(lines / seconds),
+        "batches": sink.batches,
+        "batch_bytes": sink.bytes,
+        "node_cpu_seconds": round(process_cpu, 2),
+        "digest_thread_cpu_seconds": round(digest_cpu, 2) if args.ranges == 1 else None,
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "cache_entries": cache_entries(),
+    }
     if profiler:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(14)
@@ -176,12 +203,18 @@ def run_child(args: argparse.Namespace) -> dict:
 
 # -- the parent: INN, the proxy, the runs ------------------------------------------------------
 
+
 def inn_env(articles: int) -> dict[str, str]:
     reader, feed, tls = free_ports(3)
-    return os.environ | {"INN_READER_PORT": str(reader), "INN_FEED_PORT": str(feed), "INN_TLS_PORT": str(tls),
-                         "INN_GROUPS": GROUP, "INN_STORAGE": "cnfs",
-                         "INN_CNFS_MB": str(int(articles / 1000 * CNFS_MB_PER_THOUSAND) + 64),
-                         "INN_HISTORY_SIZE": str(max(2 * articles, 100_000))}
+    return os.environ | {
+        "INN_READER_PORT": str(reader),
+        "INN_FEED_PORT": str(feed),
+        "INN_TLS_PORT": str(tls),
+        "INN_GROUPS": GROUP,
+        "INN_STORAGE": "cnfs",
+        "INN_CNFS_MB": str(int(articles / 1000 * CNFS_MB_PER_THOUSAND) + 64),
+        "INN_HISTORY_SIZE": str(max(2 * articles, 100_000)),
+    }
 
 
 def read_ports(inn_dir: Path) -> dict[str, int]:
@@ -206,9 +239,12 @@ def prepare_inn(inn_dir: Path, articles: int) -> dict[str, int]:
     if high < articles:
         print(f"posting {articles - high} articles into {GROUP} (once; later runs reuse {inn_dir})", flush=True)
         started = time.perf_counter()
-        posted = inject("127.0.0.1", ports["INN_FEED_PORT"],
-                        generate(articles - high, Config(seed=11, groups=(GROUP,), namespace=f"bench{high}")),
-                        conns=2)
+        posted = inject(
+            "127.0.0.1",
+            ports["INN_FEED_PORT"],
+            generate(articles - high, Config(seed=11, groups=(GROUP,), namespace=f"bench{high}")),
+            conns=2,
+        )
         print(f"  {posted.accepted} accepted in {time.perf_counter() - started:.0f} s", flush=True)
     return ports
 
@@ -226,13 +262,38 @@ def machine_busy_ticks() -> tuple[int, int]:
     return sum(values) - idle, sum(values)
 
 
-def run_one(connections: int, proxy: subprocess.Popen, proxy_port: int, nnrpd: int, first: int, last: int,
-            profile: bool = False, ranges: int = 1, leases: int = 1, post_seconds: float = 0.0) -> dict:
+def run_one(
+    connections: int,
+    proxy: subprocess.Popen,
+    proxy_port: int,
+    nnrpd: int,
+    first: int,
+    last: int,
+    profile: bool = False,
+    ranges: int = 1,
+    leases: int = 1,
+    post_seconds: float = 0.0,
+) -> dict:
     proxy_before, inn_before = cpu_ticks_of(proxy.pid), cpu_ticks_of(nnrpd, children=True)
     busy_before, total_before = machine_busy_ticks()
-    command = [sys.executable, __file__, "--child", str(connections), "--port", str(proxy_port),
-               "--first", str(first), "--last", str(last), "--ranges", str(ranges), "--leases", str(leases),
-               "--post-seconds", str(post_seconds)] + (["--profile"] if profile else [])
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        str(connections),
+        "--port",
+        str(proxy_port),
+        "--first",
+        str(first),
+        "--last",
+        str(last),
+        "--ranges",
+        str(ranges),
+        "--leases",
+        str(leases),
+        "--post-seconds",
+        str(post_seconds),
+    ] + (["--profile"] if profile else [])
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     result = json.loads(done.stdout.splitlines()[-1])
     busy_after, total_after = machine_busy_ticks()
@@ -243,8 +304,16 @@ def run_one(connections: int, proxy: subprocess.Popen, proxy_port: int, nnrpd: i
     result["machine_cpu_busy_share"] = round((busy_after - busy_before) / max(1, total_after - total_before), 3)
     result["machine_cpu_seconds"] = round(result["machine_cpu_busy_share"] * cores * result["seconds"], 1)
     # The CPU time of whatever else ran on the machine meanwhile, the run's own processes taken out.
-    result["other_cpu_seconds"] = round(max(0.0, result["machine_cpu_seconds"] - result["node_cpu_seconds"]
-                                            - result["proxy_cpu_seconds"] - result["inn_cpu_seconds"]), 1)
+    result["other_cpu_seconds"] = round(
+        max(
+            0.0,
+            result["machine_cpu_seconds"]
+            - result["node_cpu_seconds"]
+            - result["proxy_cpu_seconds"]
+            - result["inn_cpu_seconds"],
+        ),
+        1,
+    )
     return result
 
 
@@ -256,13 +325,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inn-dir", default="/tmp/edge-bench-inn")
     parser.add_argument("--keep-inn", action="store_true", help="leave INN running afterwards")
     parser.add_argument("--no-profile", action="store_true", help="do not profile the largest run")
-    parser.add_argument("--ranges", type=int, default=1,
-                        help="also run the articles as this many ranges held --leases at a time, as the node holds"
-                             " them, beside the one range at each connection count")
+    parser.add_argument(
+        "--ranges",
+        type=int,
+        default=1,
+        help="also run the articles as this many ranges held --leases at a time, as the node holds"
+        " them, beside the one range at each connection count",
+    )
     parser.add_argument("--leases", type=int, default=3, help="ranges held at once with --ranges (MAX_LEASES)")
-    parser.add_argument("--post-seconds", type=float, default=0.0,
-                        help="the coordinator's answer to a batch (a wait; it is left out); batches are then"
-                             " posted ahead, as the node posts them")
+    parser.add_argument(
+        "--post-seconds",
+        type=float,
+        default=0.0,
+        help="the coordinator's answer to a batch (a wait; it is left out); batches are then"
+        " posted ahead, as the node posts them",
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, help=argparse.SUPPRESS)
@@ -280,33 +357,62 @@ def main(argv: list[str] | None = None) -> int:
     _, low, _ = group_span(ports["INN_READER_PORT"])
     first, last = low, low + args.articles - 1
     (proxy_port,) = free_ports(1)
-    proxy = subprocess.Popen([sys.executable, "-m", "simnews.proxy", "--upstream-port", str(ports["INN_READER_PORT"]),
-                              "--port", str(proxy_port), "--lines-per-sec", str(args.lines_per_sec)], cwd=REPO)
+    proxy = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "simnews.proxy",
+            "--upstream-port",
+            str(ports["INN_READER_PORT"]),
+            "--port",
+            str(proxy_port),
+            "--lines-per-sec",
+            str(args.lines_per_sec),
+        ],
+        cwd=REPO,
+    )
     runs, range_runs, profile = [], [], None
     try:
         time.sleep(1)
-        print(f"range {first}-{last} of {GROUP}: {args.articles} articles, {-(-args.articles // CHUNK_SIZE)} chunks;"
-              f" proxy capped at {args.lines_per_sec:.0f} lines/s per connection; {os.cpu_count()} cores", flush=True)
+        print(
+            f"range {first}-{last} of {GROUP}: {args.articles} articles, {-(-args.articles // CHUNK_SIZE)} chunks;"
+            f" proxy capped at {args.lines_per_sec:.0f} lines/s per connection; {os.cpu_count()} cores",
+            flush=True,
+        )
         nnrpd = int((inn_dir / "run" / f"nnrpd-{ports['INN_READER_PORT']}.pid").read_text())
         for connections in counts:
             shapes = [(1, 1)] + ([(args.ranges, args.leases)] if args.ranges > 1 else [])
             for ranges, leases in shapes:
-                result = run_one(connections, proxy, proxy_port, nnrpd, first, last, ranges=ranges, leases=leases,
-                                 post_seconds=args.post_seconds)
+                result = run_one(
+                    connections,
+                    proxy,
+                    proxy_port,
+                    nnrpd,
+                    first,
+                    last,
+                    ranges=ranges,
+                    leases=leases,
+                    post_seconds=args.post_seconds,
+                )
                 (runs if ranges == 1 else range_runs).append(result)
                 digest = result["digest_thread_cpu_seconds"]
-                print(f"  {connections} connection(s){f', {ranges} ranges, {leases} held' if ranges > 1 else ''}:"
-                      f" {result['seconds']:7.2f} s  {result['lines_per_second']:>9,} lines/s"
-                      f"  CPU s: node {result['node_cpu_seconds']:.1f}"
-                      f"{f' (digest thread {digest:.1f})' if digest is not None else ''}"
-                      f" proxy {result['proxy_cpu_seconds']:.1f} INN {result['inn_cpu_seconds']:.1f}"
-                      f" other {result['other_cpu_seconds']:.1f}; machine {100 * result['machine_cpu_busy_share']:.0f}% busy"
-                      f"  peak RSS {result['peak_rss_mib']:.0f} MiB; cache entries {result['cache_entries']}",
-                      flush=True)
+                print(
+                    f"  {connections} connection(s){f', {ranges} ranges, {leases} held' if ranges > 1 else ''}:"
+                    f" {result['seconds']:7.2f} s  {result['lines_per_second']:>9,} lines/s"
+                    f"  CPU s: node {result['node_cpu_seconds']:.1f}"
+                    f"{f' (digest thread {digest:.1f})' if digest is not None else ''}"
+                    f" proxy {result['proxy_cpu_seconds']:.1f} INN {result['inn_cpu_seconds']:.1f}"
+                    f" other {result['other_cpu_seconds']:.1f}; machine {100 * result['machine_cpu_busy_share']:.0f}% busy"
+                    f"  peak RSS {result['peak_rss_mib']:.0f} MiB; cache entries {result['cache_entries']}",
+                    flush=True,
+                )
         # The profiled run is separate, because cProfile slows the digest thread; the timed runs
         # above run without it.
-        profile = None if args.no_profile else run_one(max(counts), proxy, proxy_port, nnrpd, first, last,
-                                                       profile=True)["profile"]
+        profile = (
+            None
+            if args.no_profile
+            else run_one(max(counts), proxy, proxy_port, nnrpd, first, last, profile=True)["profile"]
+        )
     finally:
         proxy.terminate()
         proxy.wait()
@@ -324,16 +430,31 @@ def main(argv: list[str] | None = None) -> int:
     if profile:
         print("where the digest thread's time goes at the largest connection count (cProfile, by own time):")
         print("\n".join(line for line in profile.splitlines() if line.strip())[:4000])
-    checks = {f"{n}_connections_speedup_at_least_{x}": next(r["speedup"] >= x for r in runs if r["connections"] == n)
-              for n, x in ACCEPTANCE.items() if base and n in counts}
+    checks = {
+        f"{n}_connections_speedup_at_least_{x}": next(r["speedup"] >= x for r in runs if r["connections"] == n)
+        for n, x in ACCEPTANCE.items()
+        if base and n in counts
+    }
     largest = max(runs, key=lambda r: r["connections"])["connections"]
     checks[f"peak_rss_under_{MAX_RSS_MIB}_mib"] = all(
-        r["peak_rss_mib"] < MAX_RSS_MIB for r in runs + range_runs if r["connections"] == largest)
+        r["peak_rss_mib"] < MAX_RSS_MIB for r in runs + range_runs if r["connections"] == largest
+    )
     for run in runs:
         if run["speedup"] is not None:
             print(f"  speedup with {run['connections']}: {run['speedup']}x")
-    print(json.dumps({"articles": args.articles, "lines_per_sec_cap": args.lines_per_sec, "cores": os.cpu_count(),
-                      "runs": runs, "range_runs": range_runs, "post_seconds": args.post_seconds, "checks": checks}))
+    print(
+        json.dumps(
+            {
+                "articles": args.articles,
+                "lines_per_sec_cap": args.lines_per_sec,
+                "cores": os.cpu_count(),
+                "runs": runs,
+                "range_runs": range_runs,
+                "post_seconds": args.post_seconds,
+                "checks": checks,
+            }
+        )
+    )
     return 0
 
 

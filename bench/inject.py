@@ -6,6 +6,7 @@ Makes the instance with ops/inn under /tmp, streams the articles with simnews.in
 stops and removes the instance. The last line of output is JSON:
 {"articles": ..., "seconds": ..., "rate": ...}.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,10 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([str(OPS_INN), "stop", root], check=False)
         shutil.rmtree(root, ignore_errors=True)
 
-    print(f"{result.sent} articles in {result.seconds:.1f} s = {result.rate:.0f} art/s "
-          f"(accepted {result.accepted}, rejected {result.rejected}, {args.conns} connections, {args.storage})")
-    print(json.dumps({"articles": result.accepted, "seconds": round(result.seconds, 2),
-                      "rate": round(result.rate, 1)}))
+    print(
+        f"{result.sent} articles in {result.seconds:.1f} s = {result.rate:.0f} art/s "
+        f"(accepted {result.accepted}, rejected {result.rejected}, {args.conns} connections, {args.storage})"
+    )
+    print(json.dumps({"articles": result.accepted, "seconds": round(result.seconds, 2), "rate": round(result.rate, 1)}))
     return 0 if result.accepted == result.sent else 1
 
 

@@ -42,6 +42,7 @@ or leased (the queue looked at every 20 ms):
 
 The last line printed is JSON with every figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,10 +92,13 @@ def say(message: str) -> None:
 
 # -- the releases ---------------------------------------------------------------------------------
 
+
 def nfo_text(name: str, imdb: int) -> bytes:
-    return (f"            {name.replace('.', ' ')}\r\n\r\n  Release....: {name}\r\n"
-            f"  IMDb.......: https://www.imdb.com/title/tt{imdb:07d}/\r\n  Source.....: BluRay\r\n"
-            f"  Notes......: {'x' * 200}\r\n").encode()
+    return (
+        f"            {name.replace('.', ' ')}\r\n\r\n  Release....: {name}\r\n"
+        f"  IMDb.......: https://www.imdb.com/title/tt{imdb:07d}/\r\n  Source.....: BluRay\r\n"
+        f"  Notes......: {'x' * 200}\r\n"
+    ).encode()
 
 
 def release_articles(kind: str, index: int, seed: int, directory: Path) -> list[Article]:
@@ -109,21 +113,23 @@ def release_articles(kind: str, index: int, seed: int, directory: Path) -> list[
         return _7z_articles(rng, index, directory, volumes, volume_size, imdb, namespace, poster)
     name = f"Bench.Film.{index:05d}.{rng.randint(1970, 2025)}.1080p.BluRay.x264-GRP"
     if kind == "obfuscated":
-        release = make_release(directory / "release", name, rng.randrange(2**32), size=volume_size * volumes,
-                               volumes=volumes)
+        release = make_release(
+            directory / "release", name, rng.randrange(2**32), size=volume_size * volumes, volumes=volumes
+        )
         return post_obfuscated(release.files, GROUP, namespace=namespace, seed=rng.randrange(2**32))
     # named and hashed: a RAR 4 archive (its film stored) cut into volumes, and a par2 set.
     stem = name if kind == "named" else "%032x" % rng.getrandbits(128)
     posted = directory / "posted"
     posted.mkdir()
-    archive = rar4_stored([(f"{name}.mkv", rng.randbytes(volume_size * volumes - 200)),
-                           (f"{name}.sample.txt", b"sample\r\n")])
+    archive = rar4_stored(
+        [(f"{name}.mkv", rng.randbytes(volume_size * volumes - 200)), (f"{name}.sample.txt", b"sample\r\n")]
+    )
     width = max(2, len(str(volumes)))
     size = -(-len(archive) // volumes)
     parts = []
     for number in range(volumes):
         parts.append(f"{stem}.part{number + 1:0{width}d}.rar")
-        (posted / parts[-1]).write_bytes(archive[number * size:(number + 1) * size])
+        (posted / parts[-1]).write_bytes(archive[number * size : (number + 1) * size])
     _par2(posted, stem, parts, recovery=True)
     (posted / f"{stem}.nfo").write_bytes(nfo_text(name, imdb))
     return post_files(_posting_order(posted), GROUP, poster, namespace=namespace)
@@ -135,8 +141,13 @@ def _par2(directory: Path, stem: str, names: list[str], *, recovery: bool) -> No
     block = PART_SIZE // 8 // 4 * 4
     blocks = sum(-(-(directory / name).stat().st_size // block) for name in names)
     count = max(1, -(-blocks // 10)) if recovery else 1
-    subprocess.run(["par2", "create", "-q", "-q", f"-s{block}", f"-c{count}", f"-n{min(3, count)}", f"{stem}.par2",
-                    *names], cwd=directory, check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        ["par2", "create", "-q", "-q", f"-s{block}", f"-c{count}", f"-n{min(3, count)}", f"{stem}.par2", *names],
+        cwd=directory,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def _posting_order(directory: Path) -> list[Path]:
@@ -144,8 +155,16 @@ def _posting_order(directory: Path) -> list[Path]:
     return sorted(directory.iterdir(), key=lambda path: (path.suffix != ".nfo", path.suffix != ".par2", path.name))
 
 
-def _7z_articles(rng: random.Random, index: int, directory: Path, volumes: int, volume_size: int, imdb: int,
-                 namespace: str, poster: str) -> list[Article]:
+def _7z_articles(
+    rng: random.Random,
+    index: int,
+    directory: Path,
+    volumes: int,
+    volume_size: int,
+    imdb: int,
+    namespace: str,
+    poster: str,
+) -> list[Article]:
     name = f"Bench.Show.{index:05d}.S{1 + index % 9:02d}E{1 + index % 24:02d}.720p.HDTV.x264-GRP"
     source = directory / "source"
     source.mkdir()
@@ -154,8 +173,23 @@ def _7z_articles(rng: random.Random, index: int, directory: Path, volumes: int, 
     locked = ["-p" + PASSWORD, "-mhe=on"] if index // len(KINDS) % 2 else []
     posted = directory / "posted"
     posted.mkdir()
-    subprocess.run(["7z", "a", "-bd", "-bso0", "-bsp0", "-mx0", f"-v{volume_size}b", *locked,
-                    str(posted / f"{name}.7z"), f"{name}.mkv", f"{name}.txt"], cwd=source, check=True)
+    subprocess.run(
+        [
+            "7z",
+            "a",
+            "-bd",
+            "-bso0",
+            "-bsp0",
+            "-mx0",
+            f"-v{volume_size}b",
+            *locked,
+            str(posted / f"{name}.7z"),
+            f"{name}.mkv",
+            f"{name}.txt",
+        ],
+        cwd=source,
+        check=True,
+    )
     _par2(posted, name, sorted(path.name for path in posted.iterdir()), recovery=False)
     (posted / f"{name}.nfo").write_bytes(nfo_text(name, imdb))
     return post_files(_posting_order(posted), GROUP, poster, namespace=namespace)
@@ -189,26 +223,41 @@ def post_all(releases: int, seed: int, feed_port: int) -> tuple[list[Posted], fl
     shares = [list(range(start, releases, workers)) for start in range(workers)]
     started = time.perf_counter()
     with ProcessPoolExecutor(workers) as pool:
-        posted = [item for share in pool.map(post_releases, shares, [seed] * workers, [feed_port] * workers)
-                  for item in share]
+        posted = [
+            item for share in pool.map(post_releases, shares, [seed] * workers, [feed_port] * workers) for item in share
+        ]
     return posted, time.perf_counter() - started
 
 
 # -- the edge node --------------------------------------------------------------------------------
+
 
 class EdgeRun:
     """`edge run --exit-when-idle` with its events (JSON lines, on its stderr) and its output in a
     file; its CPU time (its own and its processes') comes from wait4 when it exits."""
 
     def __init__(self, services: Services, token: str, events: Path, **settings: str):
-        env = {**os.environ, "COORDINATOR_URL": f"https://127.0.0.1:{services.ports['api']}",
-               "COORDINATOR_CAFILE": str(services.workdir / "cert.pem"), "NODE_TOKEN": token,
-               "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(services.ports["reader"]), "NNTP_SSL": "0",
-               "NNTP_COMPRESS": "0", "NNTP_CONNECTIONS": "2", "POLL_INTERVAL": "1", **settings}
+        env = {
+            **os.environ,
+            "COORDINATOR_URL": f"https://127.0.0.1:{services.ports['api']}",
+            "COORDINATOR_CAFILE": str(services.workdir / "cert.pem"),
+            "NODE_TOKEN": token,
+            "NNTP_HOST": "127.0.0.1",
+            "NNTP_PORT": str(services.ports["reader"]),
+            "NNTP_SSL": "0",
+            "NNTP_COMPRESS": "0",
+            "NNTP_CONNECTIONS": "2",
+            "POLL_INTERVAL": "1",
+            **settings,
+        }
         self.events = events
-        self.process = subprocess.Popen([str(REPO / ".venv/bin/edge"), "run", "--exit-when-idle", "--progress", "json"],
-                                        env=env, cwd=services.workdir, stdout=open(events, "wb"),
-                                        stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [str(REPO / ".venv/bin/edge"), "run", "--exit-when-idle", "--progress", "json"],
+            env=env,
+            cwd=services.workdir,
+            stdout=open(events, "wb"),
+            stderr=subprocess.STDOUT,
+        )
         self.cpu: float | None = None
         self._reaper = threading.Thread(target=self._reap, daemon=True)
         self._reaper.start()
@@ -260,8 +309,10 @@ def inspect_all(services: Services, edge: EdgeRun) -> Window:
     import psycopg
 
     pids = services.pids()
-    query = ("SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'leased'),"
-             " count(*) FILTER (WHERE state IN ('done', 'failed')) FROM post_inspections")
+    query = (
+        "SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'leased'),"
+        " count(*) FILTER (WHERE state IN ('done', 'failed')) FROM post_inspections"
+    )
     deadline = time.monotonic() + DEADLINE
     started: float | None = None
     before: dict[str, float] = {}
@@ -282,13 +333,16 @@ def inspect_all(services: Services, edge: EdgeRun) -> Window:
                 after["edge"] = edge.cpu or 0.0
                 return Window(now - started, {name: after[name] - before[name] for name in after}, polls)
             if edge.returncode is not None and (queued or leased or started is None):
-                raise RuntimeError(f"edge run exited {edge.returncode} with {queued} inspections queued and"
-                                   f" {leased} leased: see {edge.events}")
+                raise RuntimeError(
+                    f"edge run exited {edge.returncode} with {queued} inspections queued and"
+                    f" {leased} leased: see {edge.events}"
+                )
             time.sleep(POLL)
     raise RuntimeError("the inspections did not finish in time")
 
 
 # -- the run --------------------------------------------------------------------------------------
+
 
 def rows(services: Services, query: str) -> list[list[str]]:
     return [line.split("|") for line in services.sql_value(query).splitlines() if line]
@@ -300,26 +354,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=10, help="INSPECT_BATCH: inspections leased at once")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", default="/tmp/inspections-bench")
-    parser.add_argument("--no-durability", action="store_true",
-                        help="PostgreSQL with fsync and synchronous_commit off (what each result's commit costs)")
+    parser.add_argument(
+        "--no-durability",
+        action="store_true",
+        help="PostgreSQL with fsync and synchronous_commit off (what each result's commit costs)",
+    )
     args = parser.parse_args(argv)
     if args.releases < len(KINDS):
         parser.error(f"--releases must be at least {len(KINDS)}: one of each kind")
-    print(f"command: .venv/bin/python bench/inspections.py --releases {args.releases} --batch {args.batch}"
-          f" --seed {args.seed}" + (" --no-durability" if args.no_durability else ""))
+    print(
+        f"command: .venv/bin/python bench/inspections.py --releases {args.releases} --batch {args.batch}"
+        f" --seed {args.seed}" + (" --no-durability" if args.no_durability else "")
+    )
     workdir = Path(args.workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    services = Services(workdir, 2, 20_000, 10, 100_000, durable=not args.no_durability, groups=(GROUP,),
-                        inn_storage="cnfs", inn_cnfs_mb=int(args.releases * CNFS_MB_PER_RELEASE) + 64)
+    services = Services(
+        workdir,
+        2,
+        20_000,
+        10,
+        100_000,
+        durable=not args.no_durability,
+        groups=(GROUP,),
+        inn_storage="cnfs",
+        inn_cnfs_mb=int(args.releases * CNFS_MB_PER_RELEASE) + 64,
+    )
     edges: list[EdgeRun] = []
     try:
         services.start(0)
         posted, posting_seconds = post_all(args.releases, args.seed, services.ports["feed"])
         posted_articles = sum(item.articles for item in posted)
         posted_bytes = sum(item.bytes for item in posted)
-        say(f"made and posted {args.releases} releases: {posted_articles:,} articles, {posted_bytes / 1e6:,.0f} MB"
-            f" in {posting_seconds:.1f} s")
+        say(
+            f"made and posted {args.releases} releases: {posted_articles:,} articles, {posted_bytes / 1e6:,.0f} MB"
+            f" in {posting_seconds:.1f} s"
+        )
 
         # The group indexed by a node that inspects nothing: the join queues the posts.
         services.flask("groups", "add", GROUP)
@@ -333,15 +403,18 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"the indexing node exited {indexer.returncode}: see {indexer.events}")
         index_seconds = time.perf_counter() - started
         posts_indexed = int(services.sql_value("SELECT count(*) FROM posts"))
-        queued = {reason: int(count) for reason, count in rows(
-            services, "SELECT reason, count(*) FROM post_inspections GROUP BY 1 ORDER BY 1")}
-        say(f"indexed in {index_seconds:.1f} s: {posts_indexed:,} posts, {sum(queued.values()):,} queued for"
-            f" inspection ({', '.join(f'{reason} {count:,}' for reason, count in queued.items())})")
+        queued = {
+            reason: int(count)
+            for reason, count in rows(services, "SELECT reason, count(*) FROM post_inspections GROUP BY 1 ORDER BY 1")
+        }
+        say(
+            f"indexed in {index_seconds:.1f} s: {posts_indexed:,} posts, {sum(queued.values()):,} queued for"
+            f" inspection ({', '.join(f'{reason} {count:,}' for reason, count in queued.items())})"
+        )
         if not queued:
             raise RuntimeError("the join queued no post for inspection")
 
-        inspector = EdgeRun(services, token, workdir / "inspect-edge.log", INSPECT="1",
-                            INSPECT_BATCH=str(args.batch))
+        inspector = EdgeRun(services, token, workdir / "inspect-edge.log", INSPECT="1", INSPECT_BATCH=str(args.batch))
         edges.append(inspector)
         window = inspect_all(services, inspector)
         if inspector.returncode != 0:
@@ -352,32 +425,60 @@ def main(argv: list[str] | None = None) -> int:
         node_counts = stop[0].get("inspections") if stop else None
 
         by_reason: dict[str, dict[str, int]] = {}
-        for reason, state, count, read_bytes, read, missing in rows(services, (
+        for reason, state, count, read_bytes, read, missing in rows(
+            services,
+            (
                 "SELECT reason, state, count(*), coalesce(sum(bytes_read), 0), coalesce(sum(articles_read), 0),"
-                " coalesce(sum(articles_missing), 0) FROM post_inspections GROUP BY 1, 2 ORDER BY 1, 2")):
-            entry = by_reason.setdefault(reason, {"done": 0, "failed": 0, "bytes_read": 0, "articles_read": 0,
-                                                  "articles_missing": 0})
+                " coalesce(sum(articles_missing), 0) FROM post_inspections GROUP BY 1, 2 ORDER BY 1, 2"
+            ),
+        ):
+            entry = by_reason.setdefault(
+                reason, {"done": 0, "failed": 0, "bytes_read": 0, "articles_read": 0, "articles_missing": 0}
+            )
             entry[state] = entry.get(state, 0) + int(count)
             if state == "done":
                 entry["bytes_read"] += int(read_bytes)
                 entry["articles_read"] += int(read)
                 entry["articles_missing"] += int(missing)
-        (done, failed, bytes_read, articles_read, articles_missing, p50, p95, most, told, listed, archived, imdb,
-         password_1, password_2, flagged) = (float(v or 0) for v in services.sql_value(
-            "SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'failed'),"
-            " coalesce(sum(bytes_read), 0), coalesce(sum(articles_read), 0), coalesce(sum(articles_missing), 0),"
-            " percentile_cont(0.5) WITHIN GROUP (ORDER BY bytes_read),"
-            " percentile_cont(0.95) WITHIN GROUP (ORDER BY bytes_read), max(bytes_read),"
-            " count(*) FILTER (WHERE inner_name IS NOT NULL),"
-            " count(*) FILTER (WHERE files IS NOT NULL),"
-            " count(*) FILTER (WHERE EXISTS (SELECT FROM jsonb_array_elements(files) f WHERE f->>'source' <> 'par2')),"
-            " count(*) FILTER (WHERE imdb IS NOT NULL),"
-            " count(*) FILTER (WHERE password = 1), count(*) FILTER (WHERE password = 2),"
-            " count(*) FILTER (WHERE flags IS NOT NULL)"
-            " FROM post_inspections").split("|"))
+        (
+            done,
+            failed,
+            bytes_read,
+            articles_read,
+            articles_missing,
+            p50,
+            p95,
+            most,
+            told,
+            listed,
+            archived,
+            imdb,
+            password_1,
+            password_2,
+            flagged,
+        ) = (
+            float(v or 0)
+            for v in services.sql_value(
+                "SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'failed'),"
+                " coalesce(sum(bytes_read), 0), coalesce(sum(articles_read), 0), coalesce(sum(articles_missing), 0),"
+                " percentile_cont(0.5) WITHIN GROUP (ORDER BY bytes_read),"
+                " percentile_cont(0.95) WITHIN GROUP (ORDER BY bytes_read), max(bytes_read),"
+                " count(*) FILTER (WHERE inner_name IS NOT NULL),"
+                " count(*) FILTER (WHERE files IS NOT NULL),"
+                " count(*) FILTER (WHERE EXISTS (SELECT FROM jsonb_array_elements(files) f WHERE f->>'source' <> 'par2')),"
+                " count(*) FILTER (WHERE imdb IS NOT NULL),"
+                " count(*) FILTER (WHERE password = 1), count(*) FILTER (WHERE password = 2),"
+                " count(*) FILTER (WHERE flags IS NOT NULL)"
+                " FROM post_inspections"
+            ).split("|")
+        )
         posts_after = int(services.sql_value("SELECT count(*) FROM posts"))
-        failures = dict(rows(services, "SELECT coalesce(error, '?'), count(*) FROM post_inspections"
-                                       " WHERE state = 'failed' GROUP BY 1"))
+        failures = dict(
+            rows(
+                services,
+                "SELECT coalesce(error, '?'), count(*) FROM post_inspections WHERE state = 'failed' GROUP BY 1",
+            )
+        )
     finally:
         for edge in edges:  # a run that failed leaves no node behind
             edge.stop()
@@ -389,54 +490,99 @@ def main(argv: list[str] | None = None) -> int:
     per = {name: round(1e3 * seconds / done_count, 3) for name, seconds in window.cpu.items()}
     reading = sum(float(event.get("seconds") or 0) for event in inspected)
     figures: dict[str, Any] = {
-        "releases": args.releases, "batch": args.batch, "seed": args.seed, "group": GROUP,
+        "releases": args.releases,
+        "batch": args.batch,
+        "seed": args.seed,
+        "group": GROUP,
         "durable": not args.no_durability,
-        "kinds": dict(Counter(item.kind for item in posted)), "part_size": PART_SIZE,
-        "articles_posted": posted_articles, "bytes_posted": posted_bytes,
-        "posting_seconds": round(posting_seconds, 1), "index_seconds": round(index_seconds, 1),
-        "posts_indexed": posts_indexed, "posts_after_inspections": posts_after,
+        "kinds": dict(Counter(item.kind for item in posted)),
+        "part_size": PART_SIZE,
+        "articles_posted": posted_articles,
+        "bytes_posted": posted_bytes,
+        "posting_seconds": round(posting_seconds, 1),
+        "index_seconds": round(index_seconds, 1),
+        "posts_indexed": posts_indexed,
+        "posts_after_inspections": posts_after,
         "inspections_queued": queued,
-        "inspections_done": done_count, "inspections_failed": int(failed), "failures": failures,
-        "seconds": round(window.seconds, 3), "posts_per_second": round(rate, 1),
-        "bytes_read_per_post": round(bytes_read / done_count), "bytes_read": int(bytes_read),
-        "bytes_read_p50": int(p50), "bytes_read_p95": int(p95), "bytes_read_max": int(most),
-        "articles_read_per_post": round(articles_read / done_count, 2), "articles_missing": int(articles_missing),
+        "inspections_done": done_count,
+        "inspections_failed": int(failed),
+        "failures": failures,
+        "seconds": round(window.seconds, 3),
+        "posts_per_second": round(rate, 1),
+        "bytes_read_per_post": round(bytes_read / done_count),
+        "bytes_read": int(bytes_read),
+        "bytes_read_p50": int(p50),
+        "bytes_read_p95": int(p95),
+        "bytes_read_max": int(most),
+        "articles_read_per_post": round(articles_read / done_count, 2),
+        "articles_missing": int(articles_missing),
         "by_reason": by_reason,
         "cpu_seconds": {name: round(seconds, 3) for name, seconds in window.cpu.items()},
-        "cpu_ms_per_inspection": per, "dc_cpu_ms_per_inspection": round(1e3 * dc_cpu / done_count, 3),
+        "cpu_ms_per_inspection": per,
+        "dc_cpu_ms_per_inspection": round(1e3 * dc_cpu / done_count, 3),
         "machine_busy": round(sum(window.cpu.values()) / window.seconds / (os.cpu_count() or 1), 3),
-        "node_reading_seconds": round(reading, 3), "node_other_seconds": round(window.seconds - reading, 3),
-        "leases": len(leases), "node_counts": node_counts,
-        "found": {"names_told": int(told), "file_lists": int(listed), "archives_listed": int(archived),
-                  "imdb": int(imdb), "password_1": int(password_1),
-                  "password_2": int(password_2), "flagged": int(flagged)},
-        "polls": window.polls, "goals": GOALS,
+        "node_reading_seconds": round(reading, 3),
+        "node_other_seconds": round(window.seconds - reading, 3),
+        "leases": len(leases),
+        "node_counts": node_counts,
+        "found": {
+            "names_told": int(told),
+            "file_lists": int(listed),
+            "archives_listed": int(archived),
+            "imdb": int(imdb),
+            "password_1": int(password_1),
+            "password_2": int(password_2),
+            "flagged": int(flagged),
+        },
+        "polls": window.polls,
+        "goals": GOALS,
     }
-    print(f"posted: {args.releases} releases ({', '.join(f'{k} {v}' for k, v in figures['kinds'].items())}),"
-          f" {posted_articles:,} articles, {posted_bytes / 1e6:,.1f} MB, in {posting_seconds:.1f} s;"
-          f" indexed in {index_seconds:.1f} s: {posts_indexed:,} posts")
+    print(
+        f"posted: {args.releases} releases ({', '.join(f'{k} {v}' for k, v in figures['kinds'].items())}),"
+        f" {posted_articles:,} articles, {posted_bytes / 1e6:,.1f} MB, in {posting_seconds:.1f} s;"
+        f" indexed in {index_seconds:.1f} s: {posts_indexed:,} posts"
+    )
     print(f"queued for inspection: {sum(queued.values()):,} ({', '.join(f'{k} {v:,}' for k, v in queued.items())})")
-    print(f"inspected: {done_count:,} posts in {window.seconds:.2f} s = {rate:,.1f} posts/s by one node"
-          f" (INSPECT_BATCH {args.batch}, {len(leases)} leases); {int(failed)} failed {failures or ''}")
-    print(f"bytes read a post: {figures['bytes_read_per_post']:,} on average (median {int(p50):,}, p95 {int(p95):,},"
-          f" most {int(most):,}); {figures['articles_read_per_post']} articles a post, {int(articles_missing)} missing")
+    print(
+        f"inspected: {done_count:,} posts in {window.seconds:.2f} s = {rate:,.1f} posts/s by one node"
+        f" (INSPECT_BATCH {args.batch}, {len(leases)} leases); {int(failed)} failed {failures or ''}"
+    )
+    print(
+        f"bytes read a post: {figures['bytes_read_per_post']:,} on average (median {int(p50):,}, p95 {int(p95):,},"
+        f" most {int(most):,}); {figures['articles_read_per_post']} articles a post, {int(articles_missing)} missing"
+    )
     for reason, entry in by_reason.items():
         if entry["done"]:
-            print(f"  queued as {reason}: {entry['done']:,} done, {entry['bytes_read'] / entry['done']:,.0f} bytes and"
-                  f" {entry['articles_read'] / entry['done']:.2f} articles a post")
-    print("CPU an inspection (ms): " + ", ".join(f"{name} {value}" for name, value in per.items())
-          + f"; data center (API + workers + PostgreSQL) {figures['dc_cpu_ms_per_inspection']};"
-          f" the machine {figures['machine_busy']:.0%} busy ({os.cpu_count()} cores)")
-    print(f"the node's inspector: {reading:.2f} s reading and inspecting, {window.seconds - reading:.2f} s the rest"
-          " (leases and results: the coordinator's round trips)")
-    print(f"found: {int(told)} names told, {int(listed)} file lists ({int(archived)} of an archive's files),"
-          f" {int(imdb)} IMDb ids, passwords {int(password_1)}"
-          f" (1) and {int(password_2)} (2), {int(flagged)} flagged; posts {posts_indexed:,} -> {posts_after:,}"
-          " after the par2 joins")
-    bars = [(f"posts a second {figures['posts_per_second']} >= {GOALS['posts_per_second']}",
-             rate >= GOALS["posts_per_second"]),
-            (f"bytes read a post {figures['bytes_read_per_post']:,} <= {GOALS['bytes_read_per_post']:,}",
-             figures["bytes_read_per_post"] <= GOALS["bytes_read_per_post"])]
+            print(
+                f"  queued as {reason}: {entry['done']:,} done, {entry['bytes_read'] / entry['done']:,.0f} bytes and"
+                f" {entry['articles_read'] / entry['done']:.2f} articles a post"
+            )
+    print(
+        "CPU an inspection (ms): "
+        + ", ".join(f"{name} {value}" for name, value in per.items())
+        + f"; data center (API + workers + PostgreSQL) {figures['dc_cpu_ms_per_inspection']};"
+        f" the machine {figures['machine_busy']:.0%} busy ({os.cpu_count()} cores)"
+    )
+    print(
+        f"the node's inspector: {reading:.2f} s reading and inspecting, {window.seconds - reading:.2f} s the rest"
+        " (leases and results: the coordinator's round trips)"
+    )
+    print(
+        f"found: {int(told)} names told, {int(listed)} file lists ({int(archived)} of an archive's files),"
+        f" {int(imdb)} IMDb ids, passwords {int(password_1)}"
+        f" (1) and {int(password_2)} (2), {int(flagged)} flagged; posts {posts_indexed:,} -> {posts_after:,}"
+        " after the par2 joins"
+    )
+    bars = [
+        (
+            f"posts a second {figures['posts_per_second']} >= {GOALS['posts_per_second']}",
+            rate >= GOALS["posts_per_second"],
+        ),
+        (
+            f"bytes read a post {figures['bytes_read_per_post']:,} <= {GOALS['bytes_read_per_post']:,}",
+            figures["bytes_read_per_post"] <= GOALS["bytes_read_per_post"],
+        ),
+    ]
     figures["goals_met"] = {"posts_per_second": bars[0][1], "bytes_read_per_post": bars[1][1]}
     print("goals: " + "; ".join(f"{bar}: {'met' if met else 'NOT met'}" for bar, met in bars))
     print(json.dumps(figures))

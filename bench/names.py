@@ -22,6 +22,7 @@ parse with the category. A human summary comes first; the last line is JSON with
 and whether the goals of issue 33 are met (>= 95% of the stated fields right, >= 97% of the
 stated categories' parents right, >= 20,000 names a second with the category, median round).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -109,13 +110,20 @@ def score(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str
         "fields_stated": total_stated,
         "fields_right": total_right,
         "fields_share": total_right / total_stated if total_stated else 1.0,
-        "per_field": {f: {"stated": stated[f], "right": right[f], "share": right[f] / stated[f]}
-                      for f in sorted(stated)},
+        "per_field": {
+            f: {"stated": stated[f], "right": right[f], "share": right[f] / stated[f]} for f in sorted(stated)
+        },
         "parents_stated": all_parents,
         "parents_right": sum(parents_right.values()),
         "parents_share": sum(parents_right.values()) / all_parents if all_parents else 1.0,
-        "per_parent": {str(p): {"stated": parents_stated[p], "right": parents_right[p],
-                                "share": parents_right[p] / parents_stated[p]} for p in sorted(parents_stated)},
+        "per_parent": {
+            str(p): {
+                "stated": parents_stated[p],
+                "right": parents_right[p],
+                "share": parents_right[p] / parents_stated[p],
+            }
+            for p in sorted(parents_stated)
+        },
         "misses": misses,
     }
 
@@ -132,6 +140,7 @@ def speed(all_names: list[str], seconds: float, rounds: int = 5) -> dict[str, fl
     of names: app.services.names keeps the readings of 50,000 words), the parse with the cache
     cleared before each pass (every word of the set read afresh once a pass), and the parse with
     the category (what `flask seed names parse` computes for each name), cache warm."""
+
     def parse_cold(batch: list[str]) -> None:
         names.clear_caches()
         for name in batch:
@@ -146,8 +155,7 @@ def speed(all_names: list[str], seconds: float, rounds: int = 5) -> dict[str, fl
             category_of(names.parse(name))
 
     figures = {}
-    for label, work in (("parse", parse_warm), ("parse_cold_cache", parse_cold),
-                        ("parse_and_category", with_category)):
+    for label, work in (("parse", parse_warm), ("parse_cold_cache", parse_cold), ("parse_and_category", with_category)):
         work(all_names)  # warm: the cache, and the interpreter's specialised code
         rates = []
         for _ in range(rounds):
@@ -189,19 +197,28 @@ def main(argv: list[str] | None = None) -> int:
         "names_per_second>=20000": figures["speed"]["parse_and_category_per_second_median"] >= SPEED_GOAL,
     }
     if not args.json:
-        print(f"command: .venv/bin/python bench/names.py --data {shown_path(args.data)} --seconds {args.seconds:g}"
-              + (f" --records {shown_path(args.records)}" if args.records else ""))
-        print(f"{figures['names']} names; stated fields right: {figures['fields_right']}/{figures['fields_stated']}"
-              f" ({figures['fields_share']:.1%}); category parents right: {figures['parents_right']}/"
-              f"{figures['parents_stated']} ({figures['parents_share']:.1%})")
+        print(
+            f"command: .venv/bin/python bench/names.py --data {shown_path(args.data)} --seconds {args.seconds:g}"
+            + (f" --records {shown_path(args.records)}" if args.records else "")
+        )
+        print(
+            f"{figures['names']} names; stated fields right: {figures['fields_right']}/{figures['fields_stated']}"
+            f" ({figures['fields_share']:.1%}); category parents right: {figures['parents_right']}/"
+            f"{figures['parents_stated']} ({figures['parents_share']:.1%})"
+        )
         for field, counts in figures["per_field"].items():
             print(f"  {field:<11} {counts['right']:>4}/{counts['stated']:<4} {counts['share']:.1%}")
         for parent, counts in figures["per_parent"].items():
             print(f"  parent {parent}: {counts['right']}/{counts['stated']} ({counts['share']:.1%})")
-        for label, text in (("parse", "parsed (word cache warm)"), ("parse_cold_cache", "parsed (cache cleared each pass)"),
-                            ("parse_and_category", "parsed with the category")):
-            print(f"speed, one core: {figures['speed'][label + '_per_second_median']:>9,.0f} names/s median,"
-                  f" {figures['speed'][label + '_per_second']:>9,.0f} best: {text}")
+        for label, text in (
+            ("parse", "parsed (word cache warm)"),
+            ("parse_cold_cache", "parsed (cache cleared each pass)"),
+            ("parse_and_category", "parsed with the category"),
+        ):
+            print(
+                f"speed, one core: {figures['speed'][label + '_per_second_median']:>9,.0f} names/s median,"
+                f" {figures['speed'][label + '_per_second']:>9,.0f} best: {text}"
+            )
         if args.misses:
             for miss in misses:
                 print(f"  miss {miss['field']}: {miss['name']!r} expected {miss['expected']!r} got {miss['got']!r}")

@@ -13,6 +13,7 @@ scratch table shaped like the fragments partition, the way the store sends them 
 as plain text (the baseline of docs/benchmarks.md). Everything made is removed afterwards. The
 last line printed is JSON with every figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,7 @@ class StoreBench:
 
 
 def _digest(group: str, articles: int, chunk_size: int, batch_chunks: int) -> list[dict]:
-    lines = list(overview_lines(generate(articles, Config(groups=(group,), namespace="bench")), group,
-                                BONELESS_BASE))
+    lines = list(overview_lines(generate(articles, Config(groups=(group,), namespace="bench")), group, BONELESS_BASE))
     last = BONELESS_BASE + len(lines) - 1
     by_number = {int(line.split(b"\t", 1)[0]): line for line in lines}
     built = []
@@ -86,8 +86,9 @@ def _digest(group: str, articles: int, chunk_size: int, batch_chunks: int) -> li
     return built
 
 
-def run_store_bench(*, articles: int, source_group: str, chunk_size: int, batch_chunks: int,
-                    rounds: int = 3, catalog: int = 0) -> StoreBench:
+def run_store_bench(
+    *, articles: int, source_group: str, chunk_size: int, batch_chunks: int, rounds: int = 3, catalog: int = 0
+) -> StoreBench:
     """The best of `rounds` rounds for each timing (store, raw COPYs), so that another
     process busy on the machine for a moment does not decide the figures. catalog: the bench's
     group holds that many files already (and a release per three of them), as a group some
@@ -101,8 +102,12 @@ def run_store_bench(*, articles: int, source_group: str, chunk_size: int, batch_
     raw_text_seconds = min(t.raw_text for t in timings)
     fragments, release_chunks = timings[0].fragments, timings[0].release_chunks
     return StoreBench(
-        group=source_group, articles=articles, batches=len(built), fragments=fragments,
-        release_chunks=release_chunks, store_seconds=round(store_seconds, 3),
+        group=source_group,
+        articles=articles,
+        batches=len(built),
+        fragments=fragments,
+        release_chunks=release_chunks,
+        store_seconds=round(store_seconds, 3),
         ms_per_release_chunk=round(1000 * store_seconds / max(release_chunks, 1), 4),
         store_fragments_per_second=round(fragments / store_seconds),
         raw_copy_seconds=round(raw_seconds, 3),
@@ -122,8 +127,9 @@ class _Round(NamedTuple):
     release_chunks: int
 
 
-def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decoded: list[dict],
-               catalog: int = 0) -> _Round:
+def _one_round(
+    source_group: str, built: list[dict], encoded: list[tuple], decoded: list[dict], catalog: int = 0
+) -> _Round:
     """The timings and the counts of one round, on a group of its own removed afterwards."""
     name = f"{source_group}.bench-{secrets.token_hex(4)}"
     with session_scope() as session:
@@ -131,8 +137,9 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
         plan = SeedPlan(group_id=group_id, first_id=built[0]["first"], last_id=built[-1]["last"])
         session.add(plan)
         session.flush()
-        seed_range = SeedRange(plan_id=plan.id, group_id=group_id, first_id=plan.first_id,
-                               last_id=plan.last_id, next_id=plan.first_id)
+        seed_range = SeedRange(
+            plan_id=plan.id, group_id=group_id, first_id=plan.first_id, last_id=plan.last_id, next_id=plan.first_id
+        )
         session.add(seed_range)
         session.flush()
         range_id = seed_range.id
@@ -143,10 +150,18 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
         batch_ids = []
         for batch, (body, content_type, content_encoding) in zip(built, encoded):
             with session_scope() as session:
-                batch_ids.append(acceptance.accept_batch(
-                    session, leases.datacenter_node(session), range_id, batch_from=batch["first"],
-                    batch_to=batch["last"], body=body, content_type=content_type,
-                    content_encoding=content_encoding or "").batch_id)
+                batch_ids.append(
+                    acceptance.accept_batch(
+                        session,
+                        leases.datacenter_node(session),
+                        range_id,
+                        batch_from=batch["first"],
+                        batch_to=batch["last"],
+                        body=body,
+                        content_type=content_type,
+                        content_encoding=content_encoding or "",
+                    ).batch_id
+                )
         started = time.perf_counter()
         for batch_id in batch_ids:  # as ingest.store_batch does it
             with session_scope() as session:
@@ -154,9 +169,11 @@ def _one_round(source_group: str, built: list[dict], encoded: list[tuple], decod
         store_seconds = time.perf_counter() - started
         with session_scope() as session:
             release_chunks = session.execute(
-                text("SELECT count(*) FROM release_chunks WHERE group_id = :g"), {"g": group_id}).scalar_one()
+                text("SELECT count(*) FROM release_chunks WHERE group_id = :g"), {"g": group_id}
+            ).scalar_one()
             fragments = session.execute(
-                text("SELECT count(*) FROM fragments WHERE group_id = :g"), {"g": group_id}).scalar_one()
+                text("SELECT count(*) FROM fragments WHERE group_id = :g"), {"g": group_id}
+            ).scalar_one()
         raw_seconds = _raw_copy(decoded, group_id)
         raw_text_seconds = _raw_copy(decoded, group_id, text_format=True)
     finally:
@@ -170,15 +187,23 @@ def _fill_catalog(group_id: int, files: int) -> None:
     is vacuumed and analyzed, as autovacuum would have it."""
     with session_scope() as session:
         ensure_group_partitions(session, group_id)
-        session.execute(text(
-            f'INSERT INTO "{partition_name("files", group_id)}"'
-            " (key, release_key, posted_at, file_index, file_count, parts, name, subject)"
-            " SELECT hashtextextended(n::text, 1), hashtextextended((n / 3)::text, 2), now(), 1, 1, 10,"
-            " 'file ' || n, 'earlier file ' || n FROM generate_series(1, :files) AS n"), {"files": files})
-        session.execute(text(
-            "INSERT INTO releases (group_id, key, name, poster, file_count, files_seen, parts_expected, parts_seen)"
-            " SELECT :group_id, hashtextextended(n::text, 2), 'release ' || n, 'poster', 3, 3, 30, 30"
-            " FROM generate_series(0, :files / 3) AS n"), {"group_id": group_id, "files": files})
+        session.execute(
+            text(
+                f'INSERT INTO "{partition_name("files", group_id)}"'
+                " (key, release_key, posted_at, file_index, file_count, parts, name, subject)"
+                " SELECT hashtextextended(n::text, 1), hashtextextended((n / 3)::text, 2), now(), 1, 1, 10,"
+                " 'file ' || n, 'earlier file ' || n FROM generate_series(1, :files) AS n"
+            ),
+            {"files": files},
+        )
+        session.execute(
+            text(
+                "INSERT INTO releases (group_id, key, name, poster, file_count, files_seen, parts_expected, parts_seen)"
+                " SELECT :group_id, hashtextextended(n::text, 2), 'release ' || n, 'poster', 3, 3, 30, 30"
+                " FROM generate_series(0, :files / 3) AS n"
+            ),
+            {"group_id": group_id, "files": files},
+        )
     with get_engine().connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         # Vacuumed too: the fill's inserts would otherwise set autovacuum going on these tables
         # while the store is timed, which it would long have done in a catalog that size.
@@ -207,12 +232,19 @@ def _raw_copy(decoded: list[dict], group_id: int, text_format: bool = False) -> 
                 with conn.cursor() as cur:
                     if text_format:  # the baseline: text, group_id in every row
                         fragments = batch["fragments"]
-                        columns = [("int", fragments["article"]), ("int", fragments["file"]),
-                                   ("int", fragments["part"]), ("int", fragments["bytes"]), ("int", list(ids)),
-                                   ("text", locals_text),
-                                   ("int", [group_id] * len(fragments["article"]))]
-                        with cur.copy(f"COPY {table} (article, file_key, part, bytes, host_id, message_local, group_id)"
-                                      " FROM STDIN") as copy:
+                        columns = [
+                            ("int", fragments["article"]),
+                            ("int", fragments["file"]),
+                            ("int", fragments["part"]),
+                            ("int", fragments["bytes"]),
+                            ("int", list(ids)),
+                            ("text", locals_text),
+                            ("int", [group_id] * len(fragments["article"])),
+                        ]
+                        with cur.copy(
+                            f"COPY {table} (article, file_key, part, bytes, host_id, message_local, group_id)"
+                            " FROM STDIN"
+                        ) as copy:
                             copy.write(copy_payload(columns))
                         continue
                     with cur.copy(FRAGMENT_COPY.format(table=table)) as copy:
@@ -240,8 +272,10 @@ def _remove(group_id: int) -> None:
 def announce(*, articles: int, group: str, rounds: int, catalog: int) -> str:
     """What a run is about to do (it takes a while)."""
     held = f", the catalog holding {catalog:,} files" if catalog else ""
-    return (f"digesting {articles} generated articles of {group} numbered from 2^32 + 1,000,000;"
-            f" best of {rounds} rounds{held} ...")
+    return (
+        f"digesting {articles} generated articles of {group} numbered from 2^32 + 1,000,000;"
+        f" best of {rounds} rounds{held} ..."
+    )
 
 
 def summary(result: StoreBench) -> list[str]:
@@ -259,19 +293,32 @@ def summary(result: StoreBench) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--articles", type=int, default=400_000, help="generated articles (at least 1000)")
-    parser.add_argument("--group", default=DEFAULT_GROUP,
-                        help="which group's generated data: alt.binaries.e-book.french or alt.binaries.cd.image.playstation2.dvdiso")
+    parser.add_argument(
+        "--group",
+        default=DEFAULT_GROUP,
+        help="which group's generated data: alt.binaries.e-book.french or alt.binaries.cd.image.playstation2.dvdiso",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="each timing is the best of this many rounds")
-    parser.add_argument("--catalog", type=int, default=0,
-                        help="files the group's catalog holds before the store (a release per three)")
+    parser.add_argument(
+        "--catalog", type=int, default=0, help="files the group's catalog holds before the store (a release per three)"
+    )
     args = parser.parse_args(argv)
     if args.articles < 1000 or args.rounds < 1 or args.catalog < 0:
         parser.error("--articles must be at least 1000, --rounds at least 1, --catalog at least 0")
     settings = get_settings()
-    print(announce(articles=args.articles, group=args.group, rounds=args.rounds, catalog=args.catalog),
-          file=sys.stderr, flush=True)
-    result = run_store_bench(articles=args.articles, source_group=args.group, chunk_size=settings.chunk_size,
-                             batch_chunks=settings.batch_chunks, rounds=args.rounds, catalog=args.catalog)
+    print(
+        announce(articles=args.articles, group=args.group, rounds=args.rounds, catalog=args.catalog),
+        file=sys.stderr,
+        flush=True,
+    )
+    result = run_store_bench(
+        articles=args.articles,
+        source_group=args.group,
+        chunk_size=settings.chunk_size,
+        batch_chunks=settings.batch_chunks,
+        rounds=args.rounds,
+        catalog=args.catalog,
+    )
     for line in summary(result):
         print(line)
     print(json.dumps(result.as_dict()))

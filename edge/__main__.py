@@ -1,4 +1,5 @@
 """``python -m edge``: the `edge` program."""
+
 import sys
 
 from edge.node.cli import main

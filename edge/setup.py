@@ -8,6 +8,7 @@ directory: building the distribution leaves the source tree as it was. The exten
 an install without a C compiler or Python's headers (Debian's python3-dev) stops with the
 compiler's error, rather than going on with the Python twins unnoticed. `SEED_IMPL=python pip
 install ...` installs without it, for the twins only (edge.digest.compiled)."""
+
 import atexit
 import os
 import shutil
@@ -31,7 +32,13 @@ class WithoutThisFile(build_py):
 setup(
     cmdclass={"build_py": WithoutThisFile},
     options={"build": {"build_base": f"{OUT_OF_TREE}/build"}, "egg_info": {"egg_base": OUT_OF_TREE}},
-    ext_modules=[] if TWINS_ONLY else [Extension("edge.digest._overview", ["digest/_overview.c"],
-                                                 extra_compile_args=["-O2", "-Wall", "-Wextra",
-                                                                     "-Wno-unused-parameter"])],
+    ext_modules=[]
+    if TWINS_ONLY
+    else [
+        Extension(
+            "edge.digest._overview",
+            ["digest/_overview.c"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        )
+    ],
 )

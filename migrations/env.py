@@ -1,5 +1,6 @@
 """Alembic environment: the app's settings, its metadata, and timeouts so a migration never
 queues behind long transactions forever (warehouse does the same)."""
+
 from logging.config import fileConfig
 
 from alembic import context

@@ -1,4 +1,5 @@
 """gunicorn settings for the API (`gunicorn -c ops/gunicorn.conf.py wsgi:app`), from app.config."""
+
 import json
 import os
 import sys
@@ -53,6 +54,7 @@ def _remembering_long_lines(read_line):
         except LimitRequestLine:
             _refused.start = bytes(buf[:256])
             raise
+
     return read_line_remembered
 
 
@@ -69,8 +71,10 @@ def write_json_error(sock, status_int, reason, mesg):
     else:
         code = "internal_error" if status_int == 500 else reason.lower().replace(" ", "_")
         body, media_type = json.dumps({"error": code, "message": mesg or reason}).encode(), "application/json"
-    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: {media_type}\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: {media_type}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode("latin-1")
     util.write_nonblock(sock, head + body)
 
 

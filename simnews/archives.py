@@ -33,6 +33,7 @@ shows the bound holds: the post is read promptly, the problem counted in the res
 
 Everything is deterministic: the same call gives the same bytes.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -63,8 +64,14 @@ MTIME = dt.datetime(2024, 1, 1, 12, 0, 0)
 
 def _dos_time(moment: dt.datetime) -> int:
     """MS-DOS date and time in one 32-bit word (2-second resolution), as RAR 4 stores FTIME."""
-    return ((moment.year - 1980) << 25 | moment.month << 21 | moment.day << 16
-            | moment.hour << 11 | moment.minute << 5 | moment.second // 2)
+    return (
+        (moment.year - 1980) << 25
+        | moment.month << 21
+        | moment.day << 16
+        | moment.hour << 11
+        | moment.minute << 5
+        | moment.second // 2
+    )
 
 
 def _rar4_block(kind: int, flags: int, body: bytes, *, head_size: int | None = None) -> bytes:
@@ -86,8 +93,16 @@ def _rar4_name(name: str) -> tuple[bytes, int]:
     return windows.encode("utf-8"), _UNICODE
 
 
-def _rar4_file(name: str, data: bytes, *, flags: int = 0, packed: int | None = None,
-               unpacked: int | None = None, name_size: int | None = None, head_size: int | None = None) -> bytes:
+def _rar4_file(
+    name: str,
+    data: bytes,
+    *,
+    flags: int = 0,
+    packed: int | None = None,
+    unpacked: int | None = None,
+    name_size: int | None = None,
+    head_size: int | None = None,
+) -> bytes:
     """A file header (type 0x74) and its data, stored. packed, unpacked (above 32 bits: the LARGE
     flag and the high halves are written), name_size and head_size override what data and name
     give (lies); the data written is always data."""
@@ -97,9 +112,17 @@ def _rar4_file(name: str, data: bytes, *, flags: int = 0, packed: int | None = N
     flags |= _LONG_BLOCK | name_flag
     if packed >= 2**32 or unpacked >= 2**32:
         flags |= _LARGE
-    body = _FILE_FIELDS.pack(packed & 0xFFFFFFFF, unpacked & 0xFFFFFFFF, _HOST_WIN32, zlib.crc32(data),
-                             _dos_time(MTIME), _UNP_VER, _STORED, len(raw_name) if name_size is None else name_size,
-                             _ATTR_ARCHIVE)
+    body = _FILE_FIELDS.pack(
+        packed & 0xFFFFFFFF,
+        unpacked & 0xFFFFFFFF,
+        _HOST_WIN32,
+        zlib.crc32(data),
+        _dos_time(MTIME),
+        _UNP_VER,
+        _STORED,
+        len(raw_name) if name_size is None else name_size,
+        _ATTR_ARCHIVE,
+    )
     if flags & _LARGE:
         body += struct.pack("<II", packed >> 32 & 0xFFFFFFFF, unpacked >> 32 & 0xFFFFFFFF)
     return _rar4_block(_RAR4_FILE, flags, body + raw_name, head_size=head_size) + data
@@ -131,6 +154,7 @@ def rar4_stored(files: Sequence[tuple[str, bytes]]) -> bytes:
 
 # --- RAR 5 (for its hostile cases) ---------------------------------------------------------------
 
+
 def _vint(value: int) -> bytes:
     """RAR 5's variable-length integer: 7 bits a byte, low first, the high bit saying more follow."""
     out = bytearray()
@@ -147,8 +171,15 @@ def _rar5_header(fields: bytes) -> bytes:
     return struct.pack("<I", zlib.crc32(size + fields)) + size + fields
 
 
-def _rar5_file(name: str, data: bytes, *, data_size: int | None = None, unpacked: int | None = None,
-               name_size: int | None = None, extra_size: int | None = None) -> bytes:
+def _rar5_file(
+    name: str,
+    data: bytes,
+    *,
+    data_size: int | None = None,
+    unpacked: int | None = None,
+    name_size: int | None = None,
+    extra_size: int | None = None,
+) -> bytes:
     """A file header (type 2) and its data, stored (compression info 0: version 0, method 0).
     The keywords write lies in place of what data and name give."""
     raw_name = name.encode("utf-8")
@@ -157,10 +188,16 @@ def _rar5_file(name: str, data: bytes, *, data_size: int | None = None, unpacked
     if extra_size is not None:
         fields += _vint(extra_size)
     fields += _vint(len(data) if data_size is None else data_size)
-    fields += (_vint(0x0004)  # file flags: the data's CRC32 is given
-               + _vint(len(data) if unpacked is None else unpacked) + _vint(_ATTR_ARCHIVE)
-               + struct.pack("<I", zlib.crc32(data)) + _vint(0) + _vint(0)  # compression, host OS Windows
-               + _vint(len(raw_name) if name_size is None else name_size) + raw_name)
+    fields += (
+        _vint(0x0004)  # file flags: the data's CRC32 is given
+        + _vint(len(data) if unpacked is None else unpacked)
+        + _vint(_ATTR_ARCHIVE)
+        + struct.pack("<I", zlib.crc32(data))
+        + _vint(0)
+        + _vint(0)  # compression, host OS Windows
+        + _vint(len(raw_name) if name_size is None else name_size)
+        + raw_name
+    )
     return _rar5_header(fields) + data
 
 
@@ -192,14 +229,19 @@ def _pad4(raw: bytes) -> bytes:
     return raw + b"\0" * (-len(raw) % 4)
 
 
-def _par2_packet(kind: bytes, body: bytes, set_id: bytes, *, length: int | None = None,
-                 digest: bytes | None = None) -> bytes:
+def _par2_packet(
+    kind: bytes, body: bytes, set_id: bytes, *, length: int | None = None, digest: bytes | None = None
+) -> bytes:
     """magic, length, MD5 (of the set id, type and body), set id, type, body. length and digest
     override the true ones (lies); the bytes written are the packet's."""
     rest = set_id + kind + body
     true_length = 32 + len(rest)
-    return (PAR2_MAGIC + struct.pack("<Q", true_length if length is None else length)
-            + (hashlib.md5(rest).digest() if digest is None else digest) + rest)
+    return (
+        PAR2_MAGIC
+        + struct.pack("<Q", true_length if length is None else length)
+        + (hashlib.md5(rest).digest() if digest is None else digest)
+        + rest
+    )
 
 
 def _par2_description(name: str, data: bytes, *, size: int | None = None) -> tuple[bytes, bytes]:
@@ -208,8 +250,13 @@ def _par2_description(name: str, data: bytes, *, size: int | None = None) -> tup
     hash16k = hashlib.md5(data[:_HASH16K]).digest()
     length = struct.pack("<Q", len(data))
     file_id = hashlib.md5(hash16k + length + raw_name).digest()  # the PAR 2.0 specification's
-    body = (file_id + hashlib.md5(data).digest() + hash16k
-            + struct.pack("<Q", len(data) if size is None else size) + _pad4(raw_name))
+    body = (
+        file_id
+        + hashlib.md5(data).digest()
+        + hash16k
+        + struct.pack("<Q", len(data) if size is None else size)
+        + _pad4(raw_name)
+    )
     return file_id, body
 
 
@@ -217,7 +264,7 @@ def _par2_checksums(file_id: bytes, data: bytes, slice_size: int) -> bytes:
     """An IFSC body: MD5 and CRC32 of each slice, the last one padded with zeros to a slice."""
     out = [file_id]
     for start in range(0, len(data), slice_size):
-        piece = data[start:start + slice_size].ljust(slice_size, b"\0")
+        piece = data[start : start + slice_size].ljust(slice_size, b"\0")
         out.append(hashlib.md5(piece).digest() + struct.pack("<I", zlib.crc32(piece)))
     return b"".join(out)
 
@@ -240,8 +287,9 @@ def _par2_packets(files: Sequence[tuple[str, bytes]], slice_size: int, creator: 
     return set_id, packets
 
 
-def par2_index(files: Sequence[tuple[str, bytes]], *, slice_size: int = 4096,
-               creator: str = "simnews.archives") -> bytes:
+def par2_index(
+    files: Sequence[tuple[str, bytes]], *, slice_size: int = 4096, creator: str = "simnews.archives"
+) -> bytes:
     """A PAR2 index file over these (name, data) files: what ``par2 create`` writes as
     ``name.par2``, no recovery slices (empty files left out, as par2 leaves them). Names are
     written in UTF-8."""
@@ -250,9 +298,14 @@ def par2_index(files: Sequence[tuple[str, bytes]], *, slice_size: int = 4096,
 
 # --- yEnc ----------------------------------------------------------------------------------------
 
+
 def _yenc(data: bytes, begin_line: bytes, part_line: bytes | None, end_line: bytes | None) -> bytes:
-    lines = [begin_line, *([part_line] if part_line is not None else []), *encode_lines(data),
-             *([end_line] if end_line is not None else [])]
+    lines = [
+        begin_line,
+        *([part_line] if part_line is not None else []),
+        *encode_lines(data),
+        *([end_line] if end_line is not None else []),
+    ]
     return b"".join(line + b"\r\n" for line in lines)
 
 
@@ -270,12 +323,19 @@ def yenc_lying_sizes(data: bytes | None = None, name: str = "Lying.Sizes.rar") -
     crc = b"pcrc32=%08x" % zlib.crc32(data)
 
     def begin(size: int | bytes, part: bytes = b"part=1 total=1 ") -> bytes:
-        return b"=ybegin " + part + b"line=128 size=" + (b"%d" % size if isinstance(size, int) else size) \
-            + b" name=" + raw_name
+        return (
+            b"=ybegin "
+            + part
+            + b"line=128 size="
+            + (b"%d" % size if isinstance(size, int) else size)
+            + b" name="
+            + raw_name
+        )
 
     def ypart(first: int | bytes, last: int | bytes) -> bytes:
         def text(value: int | bytes) -> bytes:
             return b"%d" % value if isinstance(value, int) else value
+
         return b"=ypart begin=" + text(first) + b" end=" + text(last)
 
     def yend(size: int | bytes = n) -> bytes:
@@ -303,8 +363,10 @@ def yenc_lying_sizes(data: bytes | None = None, name: str = "Lying.Sizes.rar") -
         "part-without-ypart": _yenc(data, begin(n * 3, b"part=2 total=3 "), None, yend()),
         "no-yend": _yenc(data, begin(n), ypart(1, n), None),
         # A =ybegin line that never ends within the 4 KiB a header line may take.
-        "endless-header-line": b"=ybegin part=1 total=1 line=128 size=%d name=" % n + b"x" * 8192 + b"\r\n"
-                               + b"".join(line + b"\r\n" for line in [*encode_lines(data), yend()]),
+        "endless-header-line": b"=ybegin part=1 total=1 line=128 size=%d name=" % n
+        + b"x" * 8192
+        + b"\r\n"
+        + b"".join(line + b"\r\n" for line in [*encode_lines(data), yend()]),
         # No lie that can be seen: the data as the last bytes of a 2**48-byte file. Believed,
         # placed there, and no first article of that file.
         "far-offset": _yenc(data, begin(2**48, b"part=9 total=9 "), ypart(2**48 - n + 1, 2**48), yend()),
@@ -312,6 +374,7 @@ def yenc_lying_sizes(data: bytes | None = None, name: str = "Lying.Sizes.rar") -
 
 
 # --- PAR2 hostile --------------------------------------------------------------------------------
+
 
 def _par2_good(slice_size: int = 1024) -> tuple[bytes, list[bytes]]:
     return _par2_packets(PAR2_LISTED, slice_size, "simnews.archives")
@@ -332,9 +395,10 @@ def par2_huge_lengths() -> dict[str, bytes]:
         "par2-length-2**64-4.par2": _par2_packet(_PAR2_UNKNOWN, body, set_id, length=2**64 - 4) + b"".join(good),
         "par2-length-under-header.par2": _par2_packet(_PAR2_UNKNOWN, body, set_id, length=32) + b"".join(good),
         "par2-length-not-4-aligned.par2": _par2_packet(_PAR2_UNKNOWN, body, set_id, length=64 + 64 + 2)
-                                          + b"".join(good),
-        "par2-file-size-2**63.par2": b"".join(good[:1]) + _par2_packet(_PAR2_FILE, huge_file, set_id)
-                                     + b"".join(good[1:]),
+        + b"".join(good),
+        "par2-file-size-2**63.par2": b"".join(good[:1])
+        + _par2_packet(_PAR2_FILE, huge_file, set_id)
+        + b"".join(good[1:]),
         "par2-main-count-4g.par2": _par2_packet(_PAR2_MAIN, main_lie, set_id) + b"".join(good),
     }
 
@@ -434,8 +498,13 @@ def _seven_zip(offset: int, size: int, crc: int, after: bytes = b"", *, start_cr
     """A 7z signature header (version 0.4): the start header's CRC, then the next header's
     offset (from the end of these 32 bytes), size and CRC; then after."""
     start = struct.pack("<QQI", offset, size, crc)
-    return (SEVEN_ZIP_MARK + b"\x00\x04" + struct.pack("<I", zlib.crc32(start) if start_crc is None else start_crc)
-            + start + after)
+    return (
+        SEVEN_ZIP_MARK
+        + b"\x00\x04"
+        + struct.pack("<I", zlib.crc32(start) if start_crc is None else start_crc)
+        + start
+        + after
+    )
 
 
 def _seven_zip_with(header: bytes, packed: bytes = b"") -> bytes:
@@ -460,15 +529,45 @@ def sevenzip_absurd() -> dict[str, bytes]:
     files = bytes([0x01, 0x05]) + _number_7z(2**40)
     # EncodedHeader: PackInfo (at 0, 1 stream of 5 bytes), UnpackInfo (1 folder of one LZMA coder,
     # properties 5D 00 00 01 00) whose unpacked size is 2**40.
-    encoded = (bytes([0x17, 0x06, 0x00, 0x01, 0x09, 0x05, 0x00, 0x07, 0x0B, 0x01, 0x00, 0x01, 0x23, 0x03, 0x01, 0x01,
-                      0x05, 0x5D, 0x00, 0x00, 0x01, 0x00, 0x0C]) + _number_7z(2**40) + b"\x00\x00")
+    encoded = (
+        bytes(
+            [
+                0x17,
+                0x06,
+                0x00,
+                0x01,
+                0x09,
+                0x05,
+                0x00,
+                0x07,
+                0x0B,
+                0x01,
+                0x00,
+                0x01,
+                0x23,
+                0x03,
+                0x01,
+                0x01,
+                0x05,
+                0x5D,
+                0x00,
+                0x00,
+                0x01,
+                0x00,
+                0x0C,
+            ]
+        )
+        + _number_7z(2**40)
+        + b"\x00\x00"
+    )
     wrong_crc = _seven_zip(len(packed), len(header), zlib.crc32(header) ^ 1, packed + header)
     return {
         "7z-offset-2**63.7z": _seven_zip(2**63, len(header), zlib.crc32(header), packed + header),
         "7z-size-2**63.7z": _seven_zip(len(packed), 2**63, zlib.crc32(header), packed + header),
         "7z-offset-and-size-2**64-1.7z": _seven_zip(2**64 - 1, 2**64 - 1, 0, packed + header),
-        "7z-start-crc-wrong.7z": _seven_zip(len(packed), len(header), zlib.crc32(header), packed + header,
-                                            start_crc=0xDEADBEEF),
+        "7z-start-crc-wrong.7z": _seven_zip(
+            len(packed), len(header), zlib.crc32(header), packed + header, start_crc=0xDEADBEEF
+        ),
         "7z-header-crc-wrong.7z": wrong_crc,
         "7z-files-2**40.7z": _seven_zip_with(files, packed),
         "7z-encoded-header-2**40.7z": _seven_zip_with(encoded, b"\0" * 5),
@@ -489,22 +588,65 @@ _DOS_DATE, _DOS_TIME = _dos_time(MTIME) >> 16, _dos_time(MTIME) & 0xFFFF
 ZIP_GOOD = (("Zip.Good.One.txt", b"one\r\n" * 10), ("Zip.Good.Two.txt", b"two\r\n" * 10))  # in every hostile ZIP
 
 
-def _zip_local(name: str, data: bytes, *, packed: int | None = None, unpacked: int | None = None,
-               extra: bytes = b"", name_size: int | None = None) -> bytes:
+def _zip_local(
+    name: str,
+    data: bytes,
+    *,
+    packed: int | None = None,
+    unpacked: int | None = None,
+    extra: bytes = b"",
+    name_size: int | None = None,
+) -> bytes:
     """A local file header and its data, stored (method 0), the name in UTF-8 (flag bit 11).
     packed, unpacked and name_size override the true ones (lies); the bytes written are data."""
     raw = name.encode("utf-8")
-    return _ZIP_LOCAL.pack(b"PK\x03\x04", 20, 0x0800, 0, _DOS_TIME, _DOS_DATE, zlib.crc32(data),
-                           len(data) if packed is None else packed, len(data) if unpacked is None else unpacked,
-                           len(raw) if name_size is None else name_size, len(extra)) + raw + extra + data
+    return (
+        _ZIP_LOCAL.pack(
+            b"PK\x03\x04",
+            20,
+            0x0800,
+            0,
+            _DOS_TIME,
+            _DOS_DATE,
+            zlib.crc32(data),
+            len(data) if packed is None else packed,
+            len(data) if unpacked is None else unpacked,
+            len(raw) if name_size is None else name_size,
+            len(extra),
+        )
+        + raw
+        + extra
+        + data
+    )
 
 
 def _zip_central(name: str, data: bytes, offset: int, *, sizes: int | None = None, extra: bytes = b"") -> bytes:
     """A central directory entry (sizes overrides both sizes: a lie)."""
     raw = name.encode("utf-8")
     size = len(data) if sizes is None else sizes
-    return _ZIP_CENTRAL.pack(b"PK\x01\x02", 20, 20, 0x0800, 0, _DOS_TIME, _DOS_DATE, zlib.crc32(data), size, size,
-                             len(raw), len(extra), 0, 0, 0, _ATTR_ARCHIVE, offset) + raw + extra
+    return (
+        _ZIP_CENTRAL.pack(
+            b"PK\x01\x02",
+            20,
+            20,
+            0x0800,
+            0,
+            _DOS_TIME,
+            _DOS_DATE,
+            zlib.crc32(data),
+            size,
+            size,
+            len(raw),
+            len(extra),
+            0,
+            0,
+            0,
+            _ATTR_ARCHIVE,
+            offset,
+        )
+        + raw
+        + extra
+    )
 
 
 def _zip_true_directory(entries: Sequence[tuple[bytes, str, bytes]]) -> bytes:
@@ -515,8 +657,11 @@ def _zip_true_directory(entries: Sequence[tuple[bytes, str, bytes]]) -> bytes:
         offsets.append(at)
         at += len(local)
     directory = b"".join(_zip_central(name, data, offset) for (_, name, data), offset in zip(entries, offsets))
-    return (b"".join(local for local, _, _ in entries) + directory
-            + _ZIP_END.pack(b"PK\x05\x06", 0, 0, len(entries), len(entries), len(directory), at, 0))
+    return (
+        b"".join(local for local, _, _ in entries)
+        + directory
+        + _ZIP_END.pack(b"PK\x05\x06", 0, 0, len(entries), len(entries), len(directory), at, 0)
+    )
 
 
 def _zip64_extra(*values: int) -> bytes:
@@ -538,8 +683,9 @@ def zip_absurd() -> dict[str, bytes]:
     # local header offset; the end records: 65,535 entries (2**63 in ZIP64's), the directory's
     # size and offset past anything, a comment of 65,535 bytes that is not there.
     huge = _zip64_extra(2**63, 2**63, 2**63)
-    central = (_zip_central(one_name, one, 0xFFFFFFFF, sizes=0xFFFFFFFF, extra=huge)
-               + _zip_central(two_name, two, 0xFFFFFFFF, sizes=0xFFFFFFFF, extra=huge))
+    central = _zip_central(one_name, one, 0xFFFFFFFF, sizes=0xFFFFFFFF, extra=huge) + _zip_central(
+        two_name, two, 0xFFFFFFFF, sizes=0xFFFFFFFF, extra=huge
+    )
     zip64_end = _ZIP64_END.pack(b"PK\x06\x06", 44, 45, 45, 0xFFFFFFFF, 0xFFFFFFFF, 2**63, 2**63, 2**63, 2**63)
     locator = _ZIP64_LOCATOR.pack(b"PK\x06\x07", 0, 2**63, 0xFFFFFFFF)
     end = _ZIP_END.pack(b"PK\x05\x06", 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFF)
@@ -548,8 +694,9 @@ def zip_absurd() -> dict[str, bytes]:
     zip64 = _zip_local(lie_name, lie, packed=0xFFFFFFFF, unpacked=0xFFFFFFFF, extra=_zip64_extra(2**63, len(lie)))
     return {
         "zip-central-directory-absurd.zip": first + second + central + zip64_end + locator + end,
-        "zip-local-zip64-2**63.zip": _zip_true_directory([(first, one_name, one), (zip64, lie_name, lie),
-                                                          (second, two_name, two)]),
+        "zip-local-zip64-2**63.zip": _zip_true_directory(
+            [(first, one_name, one), (zip64, lie_name, lie), (second, two_name, two)]
+        ),
         # A data size 8 bytes short: the walk lands inside the data, on no header.
         "zip-local-size-lands-in-data.zip": first + _zip_local(lie_name, lie, packed=len(lie) - 8) + second,
         "zip-local-size-past-article.zip": first + _zip_local(lie_name, lie, packed=0xFFFFFFF0) + second,

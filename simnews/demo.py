@@ -24,6 +24,7 @@ BODY from INN's reader, checks each part's yEnc CRC and each file's, and says ho
     python -m simnews.demo --check 'https://127.0.0.1:8443/api?t=tvsearch&q=Demo+Show&...' --cafile cert.pem \
         --reader-port 11119
 """
+
 from __future__ import annotations
 
 import argparse
@@ -131,17 +132,23 @@ class Posted:
 
 # --- the overview-only sample ---------------------------------------------------------------------
 
+
 def sample_files(sample: Sample) -> list[tuple[str, int]]:
     """(file name, size) of an overview-only sample, as a posting tool would post them: the
     payload (rar volumes, or one file), then a par2 index and two recovery volumes."""
     name = sample.name
     if sample.layout == "rar":
         width = max(2, len(str(sample.volumes)))
-        payload = [(f"{name}.part{i:0{width}d}.rar", 3 * SEGMENT_BYTES - 1_000 * i) for i in range(1, sample.volumes + 1)]
+        payload = [
+            (f"{name}.part{i:0{width}d}.rar", 3 * SEGMENT_BYTES - 1_000 * i) for i in range(1, sample.volumes + 1)
+        ]
     else:
         payload = [(f"{name}.{sample.layout}", 4 * SEGMENT_BYTES - 12_345)]
-    return payload + [(f"{name}.par2", 18_000), (f"{name}.vol00+01.par2", SEGMENT_BYTES // 2),
-                      (f"{name}.vol01+02.par2", SEGMENT_BYTES + 9_000)]
+    return payload + [
+        (f"{name}.par2", 18_000),
+        (f"{name}.vol00+01.par2", SEGMENT_BYTES // 2),
+        (f"{name}.vol01+02.par2", SEGMENT_BYTES + 9_000),
+    ]
 
 
 def _digest(*parts: str) -> str:
@@ -166,13 +173,26 @@ def sample_articles(sample: Sample, namespace: str, poster: str, date: dt.dateti
             end = min(part * SEGMENT_BYTES, size)
             message_id = f"<{token[:24]}.{part}@{HOST}>"
             filler = hashlib.sha256(message_id.encode()).hexdigest()
-            body = (b"=ybegin part=%d total=%d line=128 size=%d name=%s\r\n=ypart begin=%d end=%d\r\n%s\r\n"
-                    b"=yend size=%d part=%d pcrc32=%08x\r\n" % (
-                        part, parts, size, filename.encode(), begin, end, filler.encode(), end - begin + 1, part,
-                        zlib.crc32(filler.encode())))
+            body = (
+                b"=ybegin part=%d total=%d line=128 size=%d name=%s\r\n=ypart begin=%d end=%d\r\n%s\r\n"
+                b"=yend size=%d part=%d pcrc32=%08x\r\n"
+                % (
+                    part,
+                    parts,
+                    size,
+                    filename.encode(),
+                    begin,
+                    end,
+                    filler.encode(),
+                    end - begin + 1,
+                    part,
+                    zlib.crc32(filler.encode()),
+                )
+            )
             subject = f'[{index:0{width}d}/{count}] - "{filename}" yEnc ({part}/{parts})'
-            raw = _raw_article(poster.encode(), sample.group.encode(), subject.encode(), date_bytes,
-                               message_id.encode(), body, 4)
+            raw = _raw_article(
+                poster.encode(), sample.group.encode(), subject.encode(), date_bytes, message_id.encode(), body, 4
+            )
             articles.append(Article(message_id, raw))
             posted.message_ids.append(message_id)
     return posted, articles
@@ -180,14 +200,31 @@ def sample_articles(sample: Sample, namespace: str, poster: str, date: dt.dateti
 
 # --- the real posts -------------------------------------------------------------------------------
 
-def real_articles(sample: RealSample, namespace: str, directory: Path, date: dt.datetime) -> tuple[Posted, list[Article]]:
+
+def real_articles(
+    sample: RealSample, namespace: str, directory: Path, date: dt.datetime
+) -> tuple[Posted, list[Article]]:
     """A real release written into `directory` and its articles (yencpost's), 30 KB parts."""
-    release = make_release(directory / _digest(sample.name)[:12], sample.name, sample.seed, size=sample.size,
-                           volumes=sample.volumes, part_size=REAL_PART_SIZE)
-    articles = post_files(release.files, sample.group, REAL_POSTER, namespace=f"demo.{namespace}",
-                          part_size=REAL_PART_SIZE, date=date)
-    posted = Posted(sample.name, sample.group, sample.kind, sample.category, True, date.isoformat(),
-                    message_ids=[a.message_id for a in articles])
+    release = make_release(
+        directory / _digest(sample.name)[:12],
+        sample.name,
+        sample.seed,
+        size=sample.size,
+        volumes=sample.volumes,
+        part_size=REAL_PART_SIZE,
+    )
+    articles = post_files(
+        release.files, sample.group, REAL_POSTER, namespace=f"demo.{namespace}", part_size=REAL_PART_SIZE, date=date
+    )
+    posted = Posted(
+        sample.name,
+        sample.group,
+        sample.kind,
+        sample.category,
+        True,
+        date.isoformat(),
+        message_ids=[a.message_id for a in articles],
+    )
     for file in release.files:
         posted.files.append(PostedFile(file.name, file.size, max(1, -(-file.size // REAL_PART_SIZE)), file.sha256))
     return posted, articles
@@ -217,13 +254,22 @@ def post_demo(host: str, port: int, namespace: str, start: dt.datetime, days: fl
         posts, articles = demo_posts(namespace, start, days, Path(directory))
         result = inject(host, port, articles, conns=1)  # one connection keeps the posting order
     if result.accepted != len(articles):
-        raise InjectError(f"INN took {result.accepted} of {len(articles)} articles ({result.rejected} refused:"
-                          " message-ids it has seen; post under a new --namespace)")
-    return {"namespace": namespace, "posted": result.sent, "accepted": result.accepted, "rejected": result.rejected,
-            "groups": list(GROUPS), "posts": [asdict(p) for p in posts]}
+        raise InjectError(
+            f"INN took {result.accepted} of {len(articles)} articles ({result.rejected} refused:"
+            " message-ids it has seen; post under a new --namespace)"
+        )
+    return {
+        "namespace": namespace,
+        "posted": result.sent,
+        "accepted": result.accepted,
+        "rejected": result.rejected,
+        "groups": list(GROUPS),
+        "posts": [asdict(p) for p in posts],
+    }
 
 
 # --- the check: a search's first result downloaded whole ------------------------------------------
+
 
 class DemoCheckError(RuntimeError):
     """The search, its NZB or an article it names is not what a downloader needs."""
@@ -237,8 +283,10 @@ class NZBCheck:
     bytes: int  # decoded, over every file
 
     def line(self) -> str:
-        return (f"the first result's NZB ({self.title}): {self.files} files, {self.articles} articles,"
-                " every one on the server, CRCs right")
+        return (
+            f"the first result's NZB ({self.title}): {self.files} files, {self.articles} articles,"
+            " every one on the server, CRCs right"
+        )
 
 
 @dataclass(frozen=True)
@@ -276,8 +324,9 @@ def first_enclosure(feed: bytes, url: str) -> tuple[str, str]:
         code, description = root.get("code", "?"), root.get("description", "")
         function = next((p[2:] for p in url.partition("?")[2].split("&") if p.startswith("t=")), "?")
         if code == "202":
-            raise DemoCheckError(f"the newznab API does not serve t={function} (error 202, {description}):"
-                                 f" {_shown(url)}")
+            raise DemoCheckError(
+                f"the newznab API does not serve t={function} (error 202, {description}): {_shown(url)}"
+            )
         raise DemoCheckError(f"the newznab API answered error {code} ({description}) to {_shown(url)}")
     item = root.find("channel/item")
     if item is None:
@@ -296,8 +345,13 @@ def nzb_entries(nzb: bytes) -> list[NZBFileEntry]:
         raise DemoCheckError(f"the NZB is not XML: {exc}") from None
     entries = []
     for element in root.iter(f"{{{NZB_NS}}}file"):
-        segments = sorted(((int(s.get("number", "0")), (s.text or "").strip().strip("<>"))
-                           for s in element.iter(f"{{{NZB_NS}}}segment")), key=lambda pair: pair[0])
+        segments = sorted(
+            (
+                (int(s.get("number", "0")), (s.text or "").strip().strip("<>"))
+                for s in element.iter(f"{{{NZB_NS}}}segment")
+            ),
+            key=lambda pair: pair[0],
+        )
         entries.append(NZBFileEntry(element.get("subject", ""), [mid for _, mid in segments]))
     if not entries or not all(e.message_ids for e in entries):
         raise DemoCheckError("the NZB lists no file, or a file without segments")
@@ -393,6 +447,7 @@ def check_first_result(url: str, host: str, port: int, cafile: str | None = None
 
 # --- command line ---------------------------------------------------------------------------------
 
+
 def _start(text: str) -> dt.datetime:
     moment = dt.datetime.fromisoformat(text)
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
@@ -436,7 +491,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     if args.truth:
         Path(args.truth).write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     summary = {key: record[key] for key in ("namespace", "posted", "accepted", "rejected")}
-    print(json.dumps(summary | {"posts": len(record["posts"]), "real": [p["name"] for p in record["posts"] if p["real"]]}))
+    print(
+        json.dumps(summary | {"posts": len(record["posts"]), "real": [p["name"] for p in record["posts"] if p["real"]]})
+    )
     return 0
 
 

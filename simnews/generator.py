@@ -16,6 +16,7 @@ Every article has a :class:`Truth` (what was really posted) with its :class:`Int
 (what a subject parser should read from the subject alone). ``generate(count, config)`` yields
 :class:`Article` objects; ``write_truth``/``load_truth`` keep the truth in JSON lines.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -124,78 +125,216 @@ class _DateFormatter:
         return b"%s %02d:%02d:%02d +0000" % (self.prefix, hours, rest // 60, rest % 60)
 
 
-def _raw_article(poster: bytes, newsgroups: bytes, subject: bytes, date: bytes, message_id: bytes,
-                 body: bytes, lines: int) -> bytes:
-    return b"".join((
-        b"Path: not-for-mail\r\nFrom: ", poster, b"\r\nNewsgroups: ", newsgroups, b"\r\nSubject: ", subject,
-        b"\r\nDate: ", date, b"\r\nMessage-ID: ", message_id, b"\r\nLines: %d\r\n\r\n" % lines, body,
-    ))
+def _raw_article(
+    poster: bytes, newsgroups: bytes, subject: bytes, date: bytes, message_id: bytes, body: bytes, lines: int
+) -> bytes:
+    return b"".join(
+        (
+            b"Path: not-for-mail\r\nFrom: ",
+            poster,
+            b"\r\nNewsgroups: ",
+            newsgroups,
+            b"\r\nSubject: ",
+            subject,
+            b"\r\nDate: ",
+            date,
+            b"\r\nMessage-ID: ",
+            message_id,
+            b"\r\nLines: %d\r\n\r\n" % lines,
+            body,
+        )
+    )
 
 
-def make_article(groups: Iterable[str], subject: str | bytes, message_id: str, *,
-                 poster: str = "Tester <tester@example.net>", date: dt.datetime = FIXED_START,
-                 body: bytes = b"test\r\n") -> Article:
+def make_article(
+    groups: Iterable[str],
+    subject: str | bytes,
+    message_id: str,
+    *,
+    poster: str = "Tester <tester@example.net>",
+    date: dt.datetime = FIXED_START,
+    body: bytes = b"test\r\n",
+) -> Article:
     """A hand-made article (no truth) for tests that need one exact subject."""
     lines = body.count(b"\n")
-    raw = _raw_article(poster.encode(), ",".join(groups).encode(),
-                       subject.encode() if isinstance(subject, str) else subject,
-                       _DateFormatter()(int(date.timestamp())), message_id.encode(), body, lines)
+    raw = _raw_article(
+        poster.encode(),
+        ",".join(groups).encode(),
+        subject.encode() if isinstance(subject, str) else subject,
+        _DateFormatter()(int(date.timestamp())),
+        message_id.encode(),
+        body,
+        lines,
+    )
     return Article(message_id, raw)
 
 
 # --- names -------------------------------------------------------------------------------------
 
 _FILMS = (
-    "Avatar.The.Way.of.Water", "Oppenheimer", "Barbie", "Dune.Part.Two", "John.Wick.Chapter.4",
-    "The.Super.Mario.Bros.Movie", "Guardians.of.the.Galaxy.Vol.3", "Killers.of.the.Flower.Moon",
-    "Mission.Impossible.Dead.Reckoning", "Spider-Man.Across.the.Spider-Verse", "Top.Gun.Maverick",
-    "The.Batman", "Fast.X", "Wonka", "Napoleon", "Aquaman.and.the.Lost.Kingdom", "The.Marvels",
-    "Indiana.Jones.and.the.Dial.of.Destiny", "Deadpool.and.Wolverine", "Inside.Out.2", "Gladiator.II",
-    "Joker.Folie.a.Deux", "Alien.Romulus", "Furiosa", "Kung.Fu.Panda.4", "Godzilla.x.Kong",
+    "Avatar.The.Way.of.Water",
+    "Oppenheimer",
+    "Barbie",
+    "Dune.Part.Two",
+    "John.Wick.Chapter.4",
+    "The.Super.Mario.Bros.Movie",
+    "Guardians.of.the.Galaxy.Vol.3",
+    "Killers.of.the.Flower.Moon",
+    "Mission.Impossible.Dead.Reckoning",
+    "Spider-Man.Across.the.Spider-Verse",
+    "Top.Gun.Maverick",
+    "The.Batman",
+    "Fast.X",
+    "Wonka",
+    "Napoleon",
+    "Aquaman.and.the.Lost.Kingdom",
+    "The.Marvels",
+    "Indiana.Jones.and.the.Dial.of.Destiny",
+    "Deadpool.and.Wolverine",
+    "Inside.Out.2",
+    "Gladiator.II",
+    "Joker.Folie.a.Deux",
+    "Alien.Romulus",
+    "Furiosa",
+    "Kung.Fu.Panda.4",
+    "Godzilla.x.Kong",
 )
 _SOFTWARE = (
-    "Adobe.Photoshop", "Microsoft.Office.ProPlus", "Windows.11.Pro.Activator", "AutoCAD", "CorelDRAW",
-    "Adobe.Premiere.Pro", "VMware.Workstation", "Nero.Platinum", "WinRAR", "Avast.Premium.Security",
-    "Kaspersky.Total.Security", "FL.Studio", "Ableton.Live", "Sony.Vegas.Pro", "IDM.Internet.Download.Manager",
+    "Adobe.Photoshop",
+    "Microsoft.Office.ProPlus",
+    "Windows.11.Pro.Activator",
+    "AutoCAD",
+    "CorelDRAW",
+    "Adobe.Premiere.Pro",
+    "VMware.Workstation",
+    "Nero.Platinum",
+    "WinRAR",
+    "Avast.Premium.Security",
+    "Kaspersky.Total.Security",
+    "FL.Studio",
+    "Ableton.Live",
+    "Sony.Vegas.Pro",
+    "IDM.Internet.Download.Manager",
 )
 _SHOWS = (
-    "The.Expanse", "Severance", "Slow.Horses", "The.Bear", "Shogun", "Fallout", "Andor", "The.Boys",
-    "Bluey", "Top.Chef", "Taskmaster", "Silo", "Reacher", "Only.Murders.in.the.Building", "Hacks",
+    "The.Expanse",
+    "Severance",
+    "Slow.Horses",
+    "The.Bear",
+    "Shogun",
+    "Fallout",
+    "Andor",
+    "The.Boys",
+    "Bluey",
+    "Top.Chef",
+    "Taskmaster",
+    "Silo",
+    "Reacher",
+    "Only.Murders.in.the.Building",
+    "Hacks",
 )
 _GAMES = (
-    "Gran.Turismo.4", "Shadow.of.the.Colossus", "Metal.Gear.Solid.3.Snake.Eater", "Final.Fantasy.X",
-    "Kingdom.Hearts.II", "Okami", "Ico", "God.of.War.II", "Silent.Hill.2", "Ratchet.and.Clank",
-    "Jak.and.Daxter", "Burnout.3.Takedown", "Tekken.5", "Devil.May.Cry.3", "Grand.Theft.Auto.San.Andreas",
-    "Prince.of.Persia.Les.Sables.du.Temps", "Pro.Evolution.Soccer.6", "Sly.Cooper", "Beyond.Good.and.Evil",
+    "Gran.Turismo.4",
+    "Shadow.of.the.Colossus",
+    "Metal.Gear.Solid.3.Snake.Eater",
+    "Final.Fantasy.X",
+    "Kingdom.Hearts.II",
+    "Okami",
+    "Ico",
+    "God.of.War.II",
+    "Silent.Hill.2",
+    "Ratchet.and.Clank",
+    "Jak.and.Daxter",
+    "Burnout.3.Takedown",
+    "Tekken.5",
+    "Devil.May.Cry.3",
+    "Grand.Theft.Auto.San.Andreas",
+    "Prince.of.Persia.Les.Sables.du.Temps",
+    "Pro.Evolution.Soccer.6",
+    "Sly.Cooper",
+    "Beyond.Good.and.Evil",
 )
 _AUTHORS = (
-    "Émile Zola", "Victor Hugo", "Honoré de Balzac", "Gustave Flaubert", "Jules Verne", "Albert Camus",
-    "Marguerite Yourcenar", "Françoise Sagan", "Antoine de Saint-Exupéry", "Guy de Maupassant",
-    "Simone de Beauvoir", "Georges Simenon", "Amélie Nothomb", "Michel Houellebecq", "Fred Vargas",
-    "Boris Vian", "Marcel Proust", "Colette", "Stendhal", "Alexandre Dumas", "Annie Ernaux",
-    "Jean-Christophe Grangé", "Pierre Lemaitre", "Leïla Slimani", "Joël Dicker", "Bernard Minier",
+    "Émile Zola",
+    "Victor Hugo",
+    "Honoré de Balzac",
+    "Gustave Flaubert",
+    "Jules Verne",
+    "Albert Camus",
+    "Marguerite Yourcenar",
+    "Françoise Sagan",
+    "Antoine de Saint-Exupéry",
+    "Guy de Maupassant",
+    "Simone de Beauvoir",
+    "Georges Simenon",
+    "Amélie Nothomb",
+    "Michel Houellebecq",
+    "Fred Vargas",
+    "Boris Vian",
+    "Marcel Proust",
+    "Colette",
+    "Stendhal",
+    "Alexandre Dumas",
+    "Annie Ernaux",
+    "Jean-Christophe Grangé",
+    "Pierre Lemaitre",
+    "Leïla Slimani",
+    "Joël Dicker",
+    "Bernard Minier",
 )
 _TITLES = (
-    "Les Misérables", "L'Assommoir", "Le Père Goriot", "Madame Bovary", "Vingt mille lieues sous les mers",
-    "L'Étranger", "Mémoires d'Hadrien", "Bonjour tristesse", "Le Petit Prince", "Bel-Ami",
-    "Le Deuxième Sexe", "Maigret et la Grande Perche", "Stupeur et tremblements", "Sérotonine",
-    "Pars vite et reviens tard", "L'Écume des jours", "Du côté de chez Swann", "Chéri",
-    "Le Rouge et le Noir", "Les Trois Mousquetaires", "Les Années", "Les Rivières pourpres",
-    "Au revoir là-haut", "Chanson douce", "La Vérité sur l'affaire Harry Quebert", "Glacé",
-    "La Bête humaine", "Notre-Dame de Paris", "Germinal", "Le Comte de Monte-Cristo", "Cœur de pirate",
+    "Les Misérables",
+    "L'Assommoir",
+    "Le Père Goriot",
+    "Madame Bovary",
+    "Vingt mille lieues sous les mers",
+    "L'Étranger",
+    "Mémoires d'Hadrien",
+    "Bonjour tristesse",
+    "Le Petit Prince",
+    "Bel-Ami",
+    "Le Deuxième Sexe",
+    "Maigret et la Grande Perche",
+    "Stupeur et tremblements",
+    "Sérotonine",
+    "Pars vite et reviens tard",
+    "L'Écume des jours",
+    "Du côté de chez Swann",
+    "Chéri",
+    "Le Rouge et le Noir",
+    "Les Trois Mousquetaires",
+    "Les Années",
+    "Les Rivières pourpres",
+    "Au revoir là-haut",
+    "Chanson douce",
+    "La Vérité sur l'affaire Harry Quebert",
+    "Glacé",
+    "La Bête humaine",
+    "Notre-Dame de Paris",
+    "Germinal",
+    "Le Comte de Monte-Cristo",
+    "Cœur de pirate",
 )
 _TEAMS = ("NTb", "FLUX", "SiGMA", "RARBG", "EDITH", "playWEB", "CAKES", "GGEZ", "PS2DVD", "RiTUEL", "ZZGtv")
 _POSTERS = (
-    "JBinUp <jbinup@example.net>", "Anonymous <anonymous@poster.invalid>", "yEncBin <yenc@bin.example>",
-    "NewsUP <newsup@localhost.local>", "Ngposter <ngp@nospam.example>", "Lecteur <lecteur@free.example>",
+    "JBinUp <jbinup@example.net>",
+    "Anonymous <anonymous@poster.invalid>",
+    "yEncBin <yenc@bin.example>",
+    "NewsUP <newsup@localhost.local>",
+    "Ngposter <ngp@nospam.example>",
+    "Lecteur <lecteur@free.example>",
 )
-_EBOOK_POSTERS = ("Bibliothécaire <biblio@orange.example>", "Lecteur <lecteur@free.example>",
-                  "Anonymous <anonymous@poster.invalid>")
+_EBOOK_POSTERS = (
+    "Bibliothécaire <biblio@orange.example>",
+    "Lecteur <lecteur@free.example>",
+    "Anonymous <anonymous@poster.invalid>",
+)
 _HEX = "0123456789abcdef"
 _ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 
 # --- releases ----------------------------------------------------------------------------------
+
 
 @dataclass(slots=True)
 class _File:
@@ -302,15 +441,27 @@ class _Catalog:
     def flood(self, group: str) -> _Release:
         rng = self.rng
         if rng.random() < 0.6:
-            stem = f"{rng.choice(_FILMS)}.{rng.randint(2019, 2025)}.{rng.choice(('1080p', '2160p', '720p'))}" \
-                   f".{rng.choice(('WEB-DL', 'BluRay', 'WEBRip', 'HDRip'))}"
+            stem = (
+                f"{rng.choice(_FILMS)}.{rng.randint(2019, 2025)}.{rng.choice(('1080p', '2160p', '720p'))}"
+                f".{rng.choice(('WEB-DL', 'BluRay', 'WEBRip', 'HDRip'))}"
+            )
         else:
-            stem = f"{rng.choice(_SOFTWARE)}.{rng.randint(2019, 2025)}.v{rng.randint(1, 30)}.{rng.randint(0, 9)}" \
-                   f"{rng.choice(('', '.Multilingual', '.x64', '.Crack', '.Portable'))}"
+            stem = (
+                f"{rng.choice(_SOFTWARE)}.{rng.randint(2019, 2025)}.v{rng.randint(1, 30)}.{rng.randint(0, 9)}"
+                f"{rng.choice(('', '.Multilingual', '.x64', '.Crack', '.Portable'))}"
+            )
         parts = rng.choice((1, 2, 2, 3))
         size = (parts - 1) * SEGMENT_BYTES + rng.randint(20_000, SEGMENT_BYTES)
-        return _Release(self._key(), stem, stem, [_File(f"{stem}.exe", size, parts)], _random_poster(rng),
-                        self._groups(group), rng.choice(_FLOOD_STYLES), is_flood=True)
+        return _Release(
+            self._key(),
+            stem,
+            stem,
+            [_File(f"{stem}.exe", size, parts)],
+            _random_poster(rng),
+            self._groups(group),
+            rng.choice(_FLOOD_STYLES),
+            is_flood=True,
+        )
 
     def general(self, group: str) -> _Release:
         rng = self.rng
@@ -322,8 +473,10 @@ class _Catalog:
         else:
             res, src = rng.choice(("1080p", "2160p", "720p")), rng.choice(("WEB", "BluRay", "HDTV"))
             if rng.random() < 0.5:
-                stem = f"{rng.choice(_SHOWS)}.S{rng.randint(1, 9):02d}E{rng.randint(1, 24):02d}.{res}.{src}" \
-                       f".x264-{rng.choice(_TEAMS)}"
+                stem = (
+                    f"{rng.choice(_SHOWS)}.S{rng.randint(1, 9):02d}E{rng.randint(1, 24):02d}.{res}.{src}"
+                    f".x264-{rng.choice(_TEAMS)}"
+                )
                 total = rng.randint(400, 3_000) * 1_000_000
             else:
                 stem = f"{rng.choice(_FILMS)}.{rng.randint(2019, 2025)}.{res}.{src}.x265-{rng.choice(_TEAMS)}"
@@ -331,8 +484,7 @@ class _Catalog:
             poster = rng.choice(_POSTERS)
             style = rng.choice(_GENERAL_STYLES)
         files = _archive_files(rng, stem, total, rng.choice((50_000_000, 100_000_000)))
-        return _Release(self._key(), stem, stem, files, poster, self._groups(group), style,
-                        in_flight=rng.randint(1, 4))
+        return _Release(self._key(), stem, stem, files, poster, self._groups(group), style, in_flight=rng.randint(1, 4))
 
     def iso(self, group: str) -> _Release:
         rng = self.rng
@@ -340,24 +492,49 @@ class _Catalog:
         stem = f"{game}.{rng.choice(('PAL', 'NTSC', 'PAL.MULTi5', 'NTSC.FRENCH'))}.PS2DVD-{rng.choice(_TEAMS)}"
         total = rng.randint(1_500, 8_000) * 1_000_000
         files = _archive_files(rng, stem, total, rng.choice((50_000_000, 100_000_000)))
-        return _Release(self._key(), stem, stem, files, rng.choice(_POSTERS), self._groups(group),
-                        rng.choice(_GENERAL_STYLES), in_flight=rng.randint(1, 4))
+        return _Release(
+            self._key(),
+            stem,
+            stem,
+            files,
+            rng.choice(_POSTERS),
+            self._groups(group),
+            rng.choice(_GENERAL_STYLES),
+            in_flight=rng.randint(1, 4),
+        )
 
     def ebook(self, group: str) -> _Release:
         rng = self.rng
         stem = f"{rng.choice(_AUTHORS)} - {rng.choice(_TITLES)}"
         name = f"{stem} ({rng.randint(1830, 2024)}) [FR]"
-        formats = rng.sample((("epub", 200_000, 3_000_000), ("pdf", 1_000_000, 30_000_000),
-                              ("mobi", 300_000, 5_000_000), ("azw3", 300_000, 5_000_000)), rng.randint(1, 4))
+        formats = rng.sample(
+            (
+                ("epub", 200_000, 3_000_000),
+                ("pdf", 1_000_000, 30_000_000),
+                ("mobi", 300_000, 5_000_000),
+                ("azw3", 300_000, 5_000_000),
+            ),
+            rng.randint(1, 4),
+        )
         files = [_File(f"{stem}.{ext}", rng.randint(low, high)) for ext, low, high in formats]
         if rng.random() < 0.3:
             files.append(_File(f"{stem}.par2", rng.randint(8_000, 40_000)))
         encoding = rng.choices(("utf-8", "latin-1", "broken"), (75, 15, 10))[0]
-        return _Release(self._key(), name, stem, files, rng.choice(_EBOOK_POSTERS), self._groups(group),
-                        rng.choice(_EBOOK_STYLES), encoding, in_flight=rng.randint(1, 2))
+        return _Release(
+            self._key(),
+            name,
+            stem,
+            files,
+            rng.choice(_EBOOK_POSTERS),
+            self._groups(group),
+            rng.choice(_EBOOK_STYLES),
+            encoding,
+            in_flight=rng.randint(1, 2),
+        )
 
 
 # --- subjects ----------------------------------------------------------------------------------
+
 
 def _encode(text: str, encoding: str) -> bytes:
     if encoding == "latin-1":
@@ -368,7 +545,7 @@ def _encode(text: str, encoding: str) -> bytes:
     # cut the first multi-byte character short: the rest of the subject stays valid UTF-8
     for i, byte in enumerate(data):
         if byte >= 0xC0:
-            return data[:i + 1] + data[i + 2:]
+            return data[: i + 1] + data[i + 2 :]
     return data
 
 
@@ -422,6 +599,7 @@ def _subject_pieces(release: _Release, index: int) -> tuple[bytes, bytes, Intend
 
 
 # --- the article stream ------------------------------------------------------------------------
+
 
 @dataclass(slots=True)
 class _FileCursor:
@@ -482,9 +660,20 @@ class _Generator:
         file = release.files[index - 1]
         self.files_opened += 1
         token = f"{self.files_opened}${_word(self.rng, _HEX, 10, 10)}"
-        stream.cursors.append(_FileCursor(release, index, file, head, tail, intended,
-                                          _encode(file.name, release.encoding), token, release.poster.encode(),
-                                          ",".join(release.groups).encode()))
+        stream.cursors.append(
+            _FileCursor(
+                release,
+                index,
+                file,
+                head,
+                tail,
+                intended,
+                _encode(file.name, release.encoding),
+                token,
+                release.poster.encode(),
+                ",".join(release.groups).encode(),
+            )
+        )
         return True
 
     def articles(self, count: int) -> Iterator[Article]:
@@ -517,19 +706,47 @@ class _Generator:
         subject = b"%s%d%s" % (cursor.head, part, cursor.tail)
         begin = (part - 1) * SEGMENT_BYTES + 1
         end = min(part * SEGMENT_BYTES, file.size)
-        body = b"=ybegin part=%d total=%d line=128 size=%d name=%s\r\n=ypart begin=%d end=%d\r\n%064x\r\n" \
-               b"=yend size=%d part=%d pcrc32=%08x\r\n" % (
-                   part, file.parts, file.size, cursor.yenc_name, begin, end, rng.getrandbits(256),
-                   end - begin + 1, part, rng.getrandbits(32))
-        raw = _raw_article(cursor.poster, cursor.newsgroups, subject, self.format_date(date), message_id.encode(),
-                           body, 4)
+        body = (
+            b"=ybegin part=%d total=%d line=128 size=%d name=%s\r\n=ypart begin=%d end=%d\r\n%064x\r\n"
+            b"=yend size=%d part=%d pcrc32=%08x\r\n"
+            % (
+                part,
+                file.parts,
+                file.size,
+                cursor.yenc_name,
+                begin,
+                end,
+                rng.getrandbits(256),
+                end - begin + 1,
+                part,
+                rng.getrandbits(32),
+            )
+        )
+        raw = _raw_article(
+            cursor.poster, cursor.newsgroups, subject, self.format_date(date), message_id.encode(), body, 4
+        )
         lost = bool(self.config.lost_rate) and rng.random() < self.config.lost_rate
         shared = cursor.intended
-        intended = Intended(shared.filename, part, shared.parts, shared.file_index, shared.file_count,
-                            shared.release)
-        truth = Truth(message_id, release.groups, subject, release.poster, date, release.key, release.name,
-                      file.name, cursor.index, len(release.files), part, file.parts, len(raw), file.size, lost,
-                      release.is_flood, intended)
+        intended = Intended(shared.filename, part, shared.parts, shared.file_index, shared.file_count, shared.release)
+        truth = Truth(
+            message_id,
+            release.groups,
+            subject,
+            release.poster,
+            date,
+            release.key,
+            release.name,
+            file.name,
+            cursor.index,
+            len(release.files),
+            part,
+            file.parts,
+            len(raw),
+            file.size,
+            lost,
+            release.is_flood,
+            intended,
+        )
         return Article(message_id, raw, lost, truth)
 
 
@@ -575,24 +792,38 @@ def load_truth(path: str) -> dict[str, Truth]:
 
 # --- command line helpers ----------------------------------------------------------------------
 
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = Config()
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--groups", default=",".join(defaults.groups), help="comma-separated")
-    parser.add_argument("--start", default=defaults.start.date().isoformat(),
-                        help="date of the first article (UTC, ISO format); fixed by default for determinism")
+    parser.add_argument(
+        "--start",
+        default=defaults.start.date().isoformat(),
+        help="date of the first article (UTC, ISO format); fixed by default for determinism",
+    )
     parser.add_argument("--days", type=float, default=defaults.days)
     parser.add_argument("--lost-rate", type=float, default=defaults.lost_rate)
     parser.add_argument("--flood-share", type=float, default=defaults.flood_share)
     parser.add_argument("--crosspost-rate", type=float, default=defaults.crosspost_rate)
     parser.add_argument("--kind", choices=("general", "ebook", "iso"), default=None)
-    parser.add_argument("--namespace", default="", help="distinguishes message-ids of runs with the same seed and groups")
+    parser.add_argument(
+        "--namespace", default="", help="distinguishes message-ids of runs with the same seed and groups"
+    )
 
 
 def config_from_arguments(args: argparse.Namespace) -> Config:
     start = dt.datetime.fromisoformat(args.start)
     if start.tzinfo is None:
         start = start.replace(tzinfo=dt.timezone.utc)
-    return Config(seed=args.seed, groups=tuple(g for g in args.groups.split(",") if g), start=start,
-                  days=args.days, lost_rate=args.lost_rate, flood_share=args.flood_share,
-                  crosspost_rate=args.crosspost_rate, kind=args.kind, namespace=args.namespace)
+    return Config(
+        seed=args.seed,
+        groups=tuple(g for g in args.groups.split(",") if g),
+        start=start,
+        days=args.days,
+        lost_rate=args.lost_rate,
+        flood_share=args.flood_share,
+        crosspost_rate=args.crosspost_rate,
+        kind=args.kind,
+        namespace=args.namespace,
+    )

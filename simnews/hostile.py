@@ -15,6 +15,7 @@ One behaviour a server, picked by name:
     with HostileServer("endless", {"alt.binaries.test": (first, last)}) as server:
         ...  # NNTP_HOST=server.host NNTP_PORT=server.port NNTP_SSL=0
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,9 +28,11 @@ LINES_PER_SEND = 1000
 
 def plain_line(number: int, group: str) -> bytes:
     """A well-formed INN overview line for article `number` of `group`."""
-    return (b"%d\t[1/1] - \"file%d.rar\" yEnc (1/1)\tposter <p@example.net>\tSat, 01 Nov 2025 07:27:27 +0000"
-            b"\t<%d@hostile.invalid>\t\t4000\t30\tXref: hostile.invalid %s:%d"
-            % (number, number, number, group.encode(), number))
+    return (
+        b'%d\t[1/1] - "file%d.rar" yEnc (1/1)\tposter <p@example.net>\tSat, 01 Nov 2025 07:27:27 +0000'
+        b"\t<%d@hostile.invalid>\t\t4000\t30\tXref: hostile.invalid %s:%d"
+        % (number, number, number, group.encode(), number)
+    )
 
 
 class HostileServer(ScriptedServer):
@@ -42,15 +45,20 @@ class HostileServer(ScriptedServer):
         self.spans = dict(groups)
         # Two lines a group, so that GROUP answers its true low and high water marks; OVER is
         # answered here, from the numbers, not from these lines.
-        super().__init__({name: [plain_line(first, name), plain_line(last, name)]
-                          for name, (first, last) in groups.items()}, **options)
+        super().__init__(
+            {name: [plain_line(first, name), plain_line(last, name)] for name, (first, last) in groups.items()},
+            **options,
+        )
         self.overs = 0  # OVER commands received
 
     def _answer(self, session: _Session, state: dict, command: str) -> bool:
         verb = command.split()[0].upper() if command.split() else ""
         if verb == "STARTTLS":
-            session.reply("580 can not initiate TLS negotiation" if self.behaviour == "no_starttls"
-                          else "502 STARTTLS not offered")
+            session.reply(
+                "580 can not initiate TLS negotiation"
+                if self.behaviour == "no_starttls"
+                else "502 STARTTLS not offered"
+            )
             return True
         if verb in ("GROUP", "OVER", "XOVER") and self.behaviour == "login_required":
             session.reply("480 authentication required")

@@ -7,6 +7,7 @@ are the generator's missing segments and must never reach the server.
 
     python -m simnews.inject --port 11120 --count 100000 --groups alt.binaries.test --seed 7 --truth t.jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -123,8 +124,15 @@ class _Connection:
         self.sock.close()
 
 
-def inject(host: str, port: int, articles: Iterable, conns: int = 2, *,
-           progress: Callable[[int], None] | None = None, timeout: float = 60.0) -> InjectResult:
+def inject(
+    host: str,
+    port: int,
+    articles: Iterable,
+    conns: int = 2,
+    *,
+    progress: Callable[[int], None] | None = None,
+    timeout: float = 60.0,
+) -> InjectResult:
     """Streams every article not marked lost to innd at host:port; articles need .message_id, .raw, .lost."""
     source = iter(articles)
     lock = threading.Lock()
@@ -182,8 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.truth:
             truth_file.close()
-    print(f"sent {result.sent} in {result.seconds:.1f}s = {result.rate:.0f} art/s; "
-          f"accepted(239)={result.accepted} rejected(439)={result.rejected}", file=sys.stderr)
+    print(
+        f"sent {result.sent} in {result.seconds:.1f}s = {result.rate:.0f} art/s; "
+        f"accepted(239)={result.accepted} rejected(439)={result.rejected}",
+        file=sys.stderr,
+    )
     print(json.dumps(asdict(result) | {"rate": round(result.rate, 1)}))
     return 0
 

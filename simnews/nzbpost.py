@@ -39,6 +39,7 @@ A file without segments (an NZB may list one) is kept in :attr:`NZBPost.files` b
 their ``[i/N]`` file counter where the subject has one, then of the NZB (NZBs list files in any
 order); each file's segments in the order of their numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -134,6 +135,7 @@ class NZBTruth:
 
 # --- reading -----------------------------------------------------------------------------------
 
+
 def _local(tag: object) -> str:
     """An element's name without its namespace: NZBs come with NZB 1.1's namespace or none."""
     return tag.rpartition("}")[2] if isinstance(tag, str) else ""
@@ -170,10 +172,15 @@ def _segment(element: ET.Element, path: str, where: str) -> NZBSegment:
 def _file(element: ET.Element, path: str, position: int) -> NZBFile:
     where = f"file {position + 1}"
     date = _integer(element.get("date"), f"{where}: date", path, 0)
-    groups = tuple(text for group in _children(element, "groups") for g in _children(group, "group")
-                   if (text := (g.text or "").strip()))
-    segments = [_segment(s, path, where) for block in _children(element, "segments")
-                for s in _children(block, "segment")]
+    groups = tuple(
+        text
+        for group in _children(element, "groups")
+        for g in _children(group, "group")
+        if (text := (g.text or "").strip())
+    )
+    segments = [
+        _segment(s, path, where) for block in _children(element, "segments") for s in _children(block, "segment")
+    ]
     segments.sort(key=lambda segment: segment.number)
     return NZBFile(element.get("poster", ""), date, element.get("subject", ""), groups, segments)
 
@@ -204,6 +211,7 @@ def load_nzb(path: str | os.PathLike) -> NZBPost:
 
 # --- subjects and message-ids ------------------------------------------------------------------
 
+
 def segment_subject(subject: str, number: int, count: int) -> str:
     """The subject of segment `number`: the last ``(p/P)`` counter with p set to `number` (its
     zero padding kept), or `` (number/count)`` appended when the subject has no counter."""
@@ -212,7 +220,7 @@ def segment_subject(subject: str, number: int, count: int) -> str:
         return f"{subject} ({number}/{count})"
     last = counters[-1]
     width = len(last.group(1))
-    return f"{subject[:last.start(1)]}{number:0{width}d}{subject[last.end(1):]}"
+    return f"{subject[: last.start(1)]}{number:0{width}d}{subject[last.end(1) :]}"
 
 
 def file_counter(subject: str) -> tuple[int, int] | None:
@@ -237,8 +245,10 @@ def is_valid_message_id(message_id: str) -> bool:
 def check_namespace(namespace: str) -> str:
     """The namespace, when it can go into a message-id (dot-atom text, or empty); else ValueError."""
     if namespace and not _DOT_ATOM.fullmatch(namespace):
-        raise ValueError(f"namespace {namespace!r} cannot go into a message-id: use letters, digits, "
-                         "dots (not first, last or doubled) and !#$%&'*+-/=?^_`{|}~")
+        raise ValueError(
+            f"namespace {namespace!r} cannot go into a message-id: use letters, digits, "
+            "dots (not first, last or doubled) and !#$%&'*+-/=?^_`{|}~"
+        )
     return namespace
 
 
@@ -257,6 +267,7 @@ def posted_message_id(nzb_path: str, message_id: str, namespace: str = "") -> st
 
 # --- articles ----------------------------------------------------------------------------------
 
+
 def _yenc_name(subject: str) -> str:
     """The file name a yEnc header would carry: the subject's quoted name, else the subject."""
     quoted = _QUOTED.findall(subject)
@@ -271,10 +282,12 @@ def _data(seed: bytes, length: int) -> bytes:
     return (unit * (length // len(unit) + 1))[:length]
 
 
-def _filled(make: Callable[[list[bytes]], bytes], head: list[bytes], tail: list[bytes], seed: bytes,
-            target: int, least: int) -> bytes | None:
+def _filled(
+    make: Callable[[list[bytes]], bytes], head: list[bytes], tail: list[bytes], seed: bytes, target: int, least: int
+) -> bytes | None:
     """make(head + data lines + tail) of exactly `target` bytes, with at least `least` data
     lines of up to DATA_LINE bytes each, or None when even the shortest such article is longer."""
+
     def shortest(count: int) -> int:
         return len(make(head + [b""] * count + tail))
 
@@ -293,8 +306,18 @@ def _filled(make: Callable[[list[bytes]], bytes], head: list[bytes], tail: list[
     return None
 
 
-def _article(post: NZBPost, index: int, file: NZBFile, segment: NZBSegment, offset: int, newsgroups: tuple[str, ...],
-             namespace: str, format_date: _DateFormatter, full_size: bool, added: int = 0) -> Article:
+def _article(
+    post: NZBPost,
+    index: int,
+    file: NZBFile,
+    segment: NZBSegment,
+    offset: int,
+    newsgroups: tuple[str, ...],
+    namespace: str,
+    format_date: _DateFormatter,
+    full_size: bool,
+    added: int = 0,
+) -> Article:
     count = len(file.segments)
     subject = header_bytes(segment_subject(file.subject, segment.number, count))
     message_id = posted_message_id(post.path, segment.message_id, namespace)
@@ -304,8 +327,10 @@ def _article(post: NZBPost, index: int, file: NZBFile, segment: NZBSegment, offs
     mid = message_id.encode()
     name = header_bytes(_yenc_name(file.subject))
     data = [_data(mid, DATA_LINE), _data(mid + b"2", DATA_LINE)]
-    head = [b"=ybegin part=%d total=%d line=%d size=%d name=%s" % (segment.number, count, DATA_LINE, file.bytes, name),
-            b"=ypart begin=%d end=%d" % (offset + 1, offset + segment.bytes)]
+    head = [
+        b"=ybegin part=%d total=%d line=%d size=%d name=%s" % (segment.number, count, DATA_LINE, file.bytes, name),
+        b"=ypart begin=%d end=%d" % (offset + 1, offset + segment.bytes),
+    ]
     tail = [b"=yend size=%d part=%d pcrc32=%08x" % (segment.bytes, segment.number, zlib.crc32(b"".join(data)))]
 
     def make(lines: list[bytes]) -> bytes:
@@ -317,14 +342,29 @@ def _article(post: NZBPost, index: int, file: NZBFile, segment: NZBSegment, offs
     if full_size and len(raw) != target:
         # the yEnc lines when they fit in the segment's bytes, else data lines alone
         raw = _filled(make, head, tail, mid, target, 1) or _filled(make, [], [], mid, target, 0) or raw
-    truth = NZBTruth(post.name, post.path, index, file.subject, file.poster, file.date, segment.number, count,
-                     segment.bytes, message_id, segment.message_id, subject, newsgroups, len(raw))
+    truth = NZBTruth(
+        post.name,
+        post.path,
+        index,
+        file.subject,
+        file.poster,
+        file.date,
+        segment.number,
+        count,
+        segment.bytes,
+        message_id,
+        segment.message_id,
+        subject,
+        newsgroups,
+        len(raw),
+    )
     return Article(message_id, raw, False, truth)
 
 
 def posting_order(post: NZBPost) -> list[tuple[int, NZBFile]]:
     """The posted files with their index in the NZB, in the order they are posted: by date, then
     by ``[i/N]`` file counter where the subject has one (files without come after), then NZB order."""
+
     def key(item: tuple[int, NZBFile]) -> tuple:
         index, file = item
         counter = file_counter(file.subject)
@@ -333,8 +373,14 @@ def posting_order(post: NZBPost) -> list[tuple[int, NZBFile]]:
     return sorted(((i, f) for i, f in enumerate(post.files) if f.segments), key=key)
 
 
-def post_articles(post: NZBPost, group: str | None = None, *, namespace: str = "",
-                  full_size: bool = False, server_adds: Callable[[int], int] | None = None) -> list[Article]:
+def post_articles(
+    post: NZBPost,
+    group: str | None = None,
+    *,
+    namespace: str = "",
+    full_size: bool = False,
+    server_adds: Callable[[int], int] | None = None,
+) -> list[Article]:
     """One article per segment of the post's files, in posting order (see the module's text),
     each with its :class:`NZBTruth`; posted to `group` when given, else to each file's groups.
 
@@ -353,8 +399,9 @@ def post_articles(post: NZBPost, group: str | None = None, *, namespace: str = "
         offset = 0
         for segment in file.segments:
             added = server_adds(len(articles)) if full_size and server_adds is not None else 0
-            articles.append(_article(post, index, file, segment, offset, newsgroups, namespace, format_date,
-                                     full_size, added))
+            articles.append(
+                _article(post, index, file, segment, offset, newsgroups, namespace, format_date, full_size, added)
+            )
             offset += segment.bytes
     return articles
 
@@ -379,10 +426,12 @@ def mixed_with(post_articles: Iterable, other_articles: Iterable, seed: int) -> 
 
 # --- command line ------------------------------------------------------------------------------
 
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m simnews.nzbpost",
-        description="Post NZB files as articles (one a segment, small bodies) to innd's feed port.")
+        description="Post NZB files as articles (one a segment, small bodies) to innd's feed port.",
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True, help="innd feed port")
     parser.add_argument("--group", help="post every article to this group (default: each file's groups)")
@@ -402,8 +451,9 @@ def main(argv: list[str] | None = None) -> int:
             post = load_nzb(path)
             posted = post_articles(post, args.group, namespace=args.namespace)
             articles += posted
-            posts.append({"name": post.name, "path": post.path, "files": len(post.posted_files),
-                          "segments": len(posted)})
+            posts.append(
+                {"name": post.name, "path": post.path, "files": len(post.posted_files), "segments": len(posted)}
+            )
     except ValueError as exc:  # NZBError included
         parser.error(str(exc))
     try:
@@ -411,8 +461,12 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, InjectError) as exc:
         print(f"{parser.prog}: cannot post to {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"posted": result.sent, "accepted": result.accepted, "rejected": result.rejected,
-                      "posts": posts}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {"posted": result.sent, "accepted": result.accepted, "rejected": result.rejected, "posts": posts},
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 

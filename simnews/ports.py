@@ -1,4 +1,5 @@
 """Free TCP ports on 127.0.0.1 for private servers (INN instances, proxies)."""
+
 from __future__ import annotations
 
 import socket

@@ -18,6 +18,7 @@ Everything else passes through. COMPRESS and STARTTLS are not offered (the proxy
 
     python -m simnews.proxy --upstream-port 11119 --port 11190 --lines-per-sec 26000 --shift 4294979641
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,22 @@ DROPPABLE_CODES = {b"211", b"220", b"221", b"222", b"224", b"225"}
 
 
 class ProviderProxy:
-    def __init__(self, upstream_host: str, upstream_port: int, *, lines_per_sec: float | None = None,
-                 latency: float = 0.0, max_conns: int | None = None, drop_after_lines: int | None = None,
-                 drops: int | None = None, shift: int = 0, refusal: str = "502 Too many connections",
-                 host: str = "127.0.0.1", port: int = 0, hidden: Callable[[int], bool] | None = None):
+    def __init__(
+        self,
+        upstream_host: str,
+        upstream_port: int,
+        *,
+        lines_per_sec: float | None = None,
+        latency: float = 0.0,
+        max_conns: int | None = None,
+        drop_after_lines: int | None = None,
+        drops: int | None = None,
+        shift: int = 0,
+        refusal: str = "502 Too many connections",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        hidden: Callable[[int], bool] | None = None,
+    ):
         """drop_after_lines: close the connection after sending that many lines of a data response;
         drops: how many responses to cut that way over the proxy's life (None: every one);
         hidden: INN article numbers the provider has lost (expired, cancelled, never propagated):
@@ -168,7 +181,7 @@ class _Upstream:
     def readline(self) -> bytes:
         while (end := self.buf.find(b"\r\n")) < 0:
             self._fill()
-        line, self.buf = self.buf[:end + 2], self.buf[end + 2:]
+        line, self.buf = self.buf[: end + 2], self.buf[end + 2 :]
         return line
 
     def data_chunks(self):
@@ -179,12 +192,12 @@ class _Upstream:
                 return
             end = self.buf.find(b"\r\n.\r\n")
             if end >= 0:
-                chunk, self.buf = self.buf[:end + 2], self.buf[end + 5:]
+                chunk, self.buf = self.buf[: end + 2], self.buf[end + 5 :]
                 yield chunk
                 return
             cut = self.buf.rfind(b"\r\n")
             if cut >= 0:
-                chunk, self.buf = self.buf[:cut + 2], self.buf[cut + 2:]
+                chunk, self.buf = self.buf[: cut + 2], self.buf[cut + 2 :]
                 yield chunk
             self._fill()
 
@@ -266,8 +279,9 @@ class _Session:
         hidden = proxy.hidden if code == b"224" else None
         for chunk in self.upstream.data_chunks():
             if hidden is not None:
-                chunk = b"".join(line for line in chunk.splitlines(True)
-                                 if not hidden(int(line.split(b"\t", 1)[0] or b"0")))
+                chunk = b"".join(
+                    line for line in chunk.splitlines(True) if not hidden(int(line.split(b"\t", 1)[0] or b"0"))
+                )
                 if not chunk:
                     continue
             if code == b"101":
@@ -316,14 +330,24 @@ class _Session:
 
     def _shift_request(self, verb: bytes, words: list[bytes]) -> bytes | None:
         """The command with INN's article numbers, or None to send it unchanged."""
-        position = {b"OVER": 1, b"XOVER": 1, b"ARTICLE": 1, b"HEAD": 1, b"BODY": 1, b"STAT": 1,
-                    b"HDR": 2, b"XHDR": 2, b"LISTGROUP": 2, b"XPAT": 2}.get(verb)
+        position = {
+            b"OVER": 1,
+            b"XOVER": 1,
+            b"ARTICLE": 1,
+            b"HEAD": 1,
+            b"BODY": 1,
+            b"STAT": 1,
+            b"HDR": 2,
+            b"XHDR": 2,
+            b"LISTGROUP": 2,
+            b"XPAT": 2,
+        }.get(verb)
         if position is None or len(words) <= position:
             return None
         mapped = self._down_range(words[position])
         if mapped is None:
             return None
-        return b" ".join(words[:position] + [mapped] + words[position + 1:]) + b"\r\n"
+        return b" ".join(words[:position] + [mapped] + words[position + 1 :]) + b"\r\n"
 
     def _up(self, number: bytes) -> bytes:
         return b"%d" % (int(number) + self.shift) if number.isdigit() else number
@@ -364,8 +388,11 @@ class _Session:
             return lambda line: self._up_header_line(line, xref)
         if code in (b"220", b"221"):
             return _ArticleHeaders(self._up_xref)
-        if code in (b"215", b"231") and verb in (b"LIST", b"NEWGROUPS") and (
-                len(words) < 2 or words[1].upper() in (b"ACTIVE", b"COUNTS")):
+        if (
+            code in (b"215", b"231")
+            and verb in (b"LIST", b"NEWGROUPS")
+            and (len(words) < 2 or words[1].upper() in (b"ACTIVE", b"COUNTS"))
+        ):
             return self._up_active
         return None
 
@@ -422,9 +449,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drops", type=int, help="cut only this many responses (default: every one)")
     parser.add_argument("--shift", type=int, default=0, help="added to every article number")
     args = parser.parse_args(argv)
-    proxy = ProviderProxy(args.upstream_host, args.upstream_port, lines_per_sec=args.lines_per_sec,
-                          latency=args.latency, max_conns=args.max_conns, drop_after_lines=args.drop_after_lines,
-                          drops=args.drops, shift=args.shift, host=args.host, port=args.port)
+    proxy = ProviderProxy(
+        args.upstream_host,
+        args.upstream_port,
+        lines_per_sec=args.lines_per_sec,
+        latency=args.latency,
+        max_conns=args.max_conns,
+        drop_after_lines=args.drop_after_lines,
+        drops=args.drops,
+        shift=args.shift,
+        host=args.host,
+        port=args.port,
+    )
     port = proxy.start()
     print(f"proxy listening on {args.host}:{port} -> {args.upstream_host}:{args.upstream_port}", flush=True)
     stop = threading.Event()

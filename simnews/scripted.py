@@ -8,6 +8,7 @@ AUTHINFO USER/PASS, so one client code path can be tested against both servers.
     with ScriptedServer({"alt.binaries.test": lines}, gzip="after") as server:
         client = NNTPClient(server.host, server.port)
 """
+
 from __future__ import annotations
 
 import bisect
@@ -33,11 +34,19 @@ def overview_lines(articles: Iterable, group: str, first_number: int = 1) -> Ite
         headers = dict(line.split(b": ", 1) for line in head.split(b"\r\n") if b": " in line)
         if group.encode() not in headers.get(b"Newsgroups", b"").split(b","):
             continue
-        yield b"\t".join((
-            str(number).encode(), headers.get(b"Subject", b""), headers.get(b"From", b""), headers.get(b"Date", b""),
-            headers.get(b"Message-ID", b""), b"", str(len(article.raw)).encode(), headers.get(b"Lines", b"0"),
-            b"Xref: scripted.invalid %s:%d" % (group.encode(), number),
-        ))
+        yield b"\t".join(
+            (
+                str(number).encode(),
+                headers.get(b"Subject", b""),
+                headers.get(b"From", b""),
+                headers.get(b"Date", b""),
+                headers.get(b"Message-ID", b""),
+                b"",
+                str(len(article.raw)).encode(),
+                headers.get(b"Lines", b"0"),
+                b"Xref: scripted.invalid %s:%d" % (group.encode(), number),
+            )
+        )
         number += 1
 
 
@@ -63,7 +72,7 @@ class _Group:
         return len(self.lines), self.positions[0], self.positions[-1]
 
     def between(self, first: int, last: int) -> list[bytes]:
-        return self.lines[bisect.bisect_left(self.positions, first):bisect.bisect_right(self.positions, last)]
+        return self.lines[bisect.bisect_left(self.positions, first) : bisect.bisect_right(self.positions, last)]
 
 
 class _Session:
@@ -296,12 +305,12 @@ class ScriptedServer:
             self._stopping.wait()
             return False
         if self.drop_after_lines is not None:
-            session.send(_dot_stuffed(lines[:self.drop_after_lines]))
+            session.send(_dot_stuffed(lines[: self.drop_after_lines]))
             session.sock.shutdown(socket.SHUT_RDWR)
             return False
         compressor = zlib.compressobj(6, zlib.DEFLATED, self.gzip_wbits) if state["gzip"] else None
         for start in range(0, len(lines), LINES_PER_SEND):
-            data = _dot_stuffed(lines[start:start + LINES_PER_SEND])
+            data = _dot_stuffed(lines[start : start + LINES_PER_SEND])
             session.send(compressor.compress(data) if compressor else data)
         if compressor:
             session.send(compressor.compress(b".\r\n" if self.gzip == "inside" else b"") + compressor.flush())

@@ -31,6 +31,7 @@ part, as a posting tool sends them:
 
 :func:`parse_yenc` and :func:`decode_yenc` read such a body back and check its sizes and CRCs.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -125,6 +126,7 @@ class YencPart:
 
 # --- the release ----------------------------------------------------------------------------------
 
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -134,8 +136,17 @@ def _file(path: Path) -> ReleaseFile:
     return ReleaseFile(path.name, path, len(data), _sha256(data))
 
 
-def make_release(directory: str | Path, name: str, seed: int, *, size: int = 3_000_000, volumes: int = 3,
-                 part_size: int = PART_SIZE, par2_redundancy: int = 10, par2_files: int = 3) -> Release:
+def make_release(
+    directory: str | Path,
+    name: str,
+    seed: int,
+    *,
+    size: int = 3_000_000,
+    volumes: int = 3,
+    part_size: int = PART_SIZE,
+    par2_redundancy: int = 10,
+    par2_files: int = 3,
+) -> Release:
     """Writes the release `name` into `directory`: `size` random bytes (from `seed`) cut into
     `volumes` rar-like volumes, and a par2 set with `par2_redundancy` percent of recovery data
     in up to `par2_files` recovery volumes.
@@ -153,7 +164,7 @@ def make_release(directory: str | Path, name: str, seed: int, *, size: int = 3_0
     names = []
     for index in range(volumes):
         volume_name = f"{name}.part{index + 1:0{width}d}.rar"
-        (directory / volume_name).write_bytes(blob[index * volume_size:(index + 1) * volume_size])
+        (directory / volume_name).write_bytes(blob[index * volume_size : (index + 1) * volume_size])
         names.append(volume_name)
     block = max(4, part_size // 8 // 4 * 4)
     blocks = sum(-(-(directory / n).stat().st_size // block) for n in names)
@@ -163,9 +174,22 @@ def make_release(directory: str | Path, name: str, seed: int, *, size: int = 3_0
     # Relative names, run in the directory: par2 records the names as given, and a downloader
     # matches them against the files it wrote.
     result = subprocess.run(
-        [PAR2, "create", "-q", "-q", f"-s{block}", f"-c{recovery}", f"-n{min(par2_files, recovery)}",
-         par2_name, *names],
-        cwd=directory, capture_output=True, text=True, timeout=120)
+        [
+            PAR2,
+            "create",
+            "-q",
+            "-q",
+            f"-s{block}",
+            f"-c{recovery}",
+            f"-n{min(par2_files, recovery)}",
+            par2_name,
+            *names,
+        ],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"par2 create failed ({result.returncode}): {result.stdout}{result.stderr}")
     made = sorted((p for p in set(directory.iterdir()) - before if p.name.endswith(".par2")), key=_par2_order)
@@ -182,6 +206,7 @@ def _par2_order(path: Path) -> tuple[int, str]:
 
 
 # --- yEnc ----------------------------------------------------------------------------------------
+
 
 def _escape(match: re.Match) -> bytes:
     return bytes((_EQUALS, (match[0][0] + 64) & 0xFF))
@@ -216,22 +241,31 @@ def encode_lines(data: bytes, line_length: int = LINE_LENGTH) -> list[bytes]:
     return lines
 
 
-def yenc_body(data: bytes, name: str, part: int, total: int, begin: int, file_size: int, file_crc: int,
-              line_length: int = LINE_LENGTH) -> bytes:
+def yenc_body(
+    data: bytes,
+    name: str,
+    part: int,
+    total: int,
+    begin: int,
+    file_size: int,
+    file_crc: int,
+    line_length: int = LINE_LENGTH,
+) -> bytes:
     """One multipart yEnc body: `data` is the file's bytes begin..begin+len-1 (1-based)."""
     end = begin + len(data) - 1
-    lines = [b"=ybegin part=%d total=%d line=%d size=%d name=%s" % (part, total, line_length, file_size,
-                                                                     name.encode()),
-             b"=ypart begin=%d end=%d" % (begin, end),
-             *encode_lines(data, line_length),
-             b"=yend size=%d part=%d pcrc32=%08x crc32=%08x" % (len(data), part, zlib.crc32(data), file_crc)]
+    lines = [
+        b"=ybegin part=%d total=%d line=%d size=%d name=%s" % (part, total, line_length, file_size, name.encode()),
+        b"=ypart begin=%d end=%d" % (begin, end),
+        *encode_lines(data, line_length),
+        b"=yend size=%d part=%d pcrc32=%08x crc32=%08x" % (len(data), part, zlib.crc32(data), file_crc),
+    ]
     return b"".join(line + b"\r\n" for line in lines)
 
 
 def _keywords(line: bytes, prefix: bytes) -> dict[str, bytes]:
     if not line.startswith(prefix):
         raise YencError(f"expected {prefix.decode()}, got {line[:60]!r}")
-    rest = line[len(prefix):]
+    rest = line[len(prefix) :]
     name = None
     if prefix == b"=ybegin ":
         # name= is the last keyword and runs to the end of the line, spaces and all
@@ -276,10 +310,18 @@ def parse_yenc(body: bytes) -> YencPart:
     part = _number(begin_words, "part")
     if _number(end_words, "part") != part:
         raise YencError("=yend part differs from =ybegin part")
-    return YencPart(name=begin_words["name"].decode("utf-8", "replace"), part=part,
-                    total=_number(begin_words, "total"), line=_number(begin_words, "line"),
-                    file_size=_number(begin_words, "size"), begin=begin, end=end, pcrc32=pcrc32,
-                    crc32=_number(end_words, "crc32", 16) if "crc32" in end_words else None, data=data)
+    return YencPart(
+        name=begin_words["name"].decode("utf-8", "replace"),
+        part=part,
+        total=_number(begin_words, "total"),
+        line=_number(begin_words, "line"),
+        file_size=_number(begin_words, "size"),
+        begin=begin,
+        end=end,
+        pcrc32=pcrc32,
+        crc32=_number(end_words, "crc32", 16) if "crc32" in end_words else None,
+        data=data,
+    )
 
 
 def decode_yenc(body: bytes) -> bytes:
@@ -289,13 +331,21 @@ def decode_yenc(body: bytes) -> bytes:
 
 # --- posting --------------------------------------------------------------------------------------
 
+
 def message_id(namespace: str, group: str, filename: str, file_index: int, part: int) -> str:
     digest = hashlib.sha1(f"{namespace}\0{group}\0{file_index}\0{filename}".encode()).hexdigest()[:24]
     return f"<{digest}.{part}@{HOST}>"
 
 
-def post_files(files: Sequence[ReleaseFile | str | Path], group: str, poster: str, *, namespace: str,
-               part_size: int = PART_SIZE, date: dt.datetime | None = None) -> list[Article]:
+def post_files(
+    files: Sequence[ReleaseFile | str | Path],
+    group: str,
+    poster: str,
+    *,
+    namespace: str,
+    part_size: int = PART_SIZE,
+    date: dt.datetime | None = None,
+) -> list[Article]:
     """The articles of `files` posted together to `group`, in posting order (files in the order
     given, each file's parts in order)."""
     if part_size < 1:
@@ -312,16 +362,26 @@ def post_files(files: Sequence[ReleaseFile | str | Path], group: str, poster: st
         parts = max(1, -(-len(data) // part_size))
         file_crc = zlib.crc32(data)
         for part in range(1, parts + 1):
-            chunk = data[(part - 1) * part_size:part * part_size]
+            chunk = data[(part - 1) * part_size : part * part_size]
             begin = (part - 1) * part_size + 1
             body = yenc_body(chunk, name, part, parts, begin, len(data), file_crc)
             subject = f'[{index:0{width}d}/{count}] - "{name}" yEnc ({part}/{parts})'
             mid = message_id(namespace, group, name, index, part)
-            raw = _raw_article(poster.encode(), group.encode(), subject.encode(), date_bytes, mid.encode(),
-                               body, body.count(b"\r\n"))
-            truth = YencTruth(filename=name, file_index=index, file_count=count, part=part, parts=parts,
-                              begin=begin, end=begin + len(chunk) - 1, file_size=len(data), group=group,
-                              bytes=len(raw))
+            raw = _raw_article(
+                poster.encode(), group.encode(), subject.encode(), date_bytes, mid.encode(), body, body.count(b"\r\n")
+            )
+            truth = YencTruth(
+                filename=name,
+                file_index=index,
+                file_count=count,
+                part=part,
+                parts=parts,
+                begin=begin,
+                end=begin + len(chunk) - 1,
+                file_size=len(data),
+                group=group,
+                bytes=len(raw),
+            )
             articles.append(Article(mid, raw, truth=truth))
     return articles
 
@@ -329,8 +389,15 @@ def post_files(files: Sequence[ReleaseFile | str | Path], group: str, poster: st
 _OBFUSCATED_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 
-def post_obfuscated(files: Sequence[ReleaseFile | str | Path], group: str, *, namespace: str, seed: int,
-                    part_size: int = PART_SIZE, date: dt.datetime | None = None) -> list[Article]:
+def post_obfuscated(
+    files: Sequence[ReleaseFile | str | Path],
+    group: str,
+    *,
+    namespace: str,
+    seed: int,
+    part_size: int = PART_SIZE,
+    date: dt.datetime | None = None,
+) -> list[Article]:
     """The articles of `files` posted as obfuscating posting tools post them: every file under a
     random 32-character name of its own (its subject ``NAME yEnc (p/P)``, no file counter, and
     its yEnc ``name=``) by a random poster from a random mail domain of its own, so that nothing
@@ -350,16 +417,26 @@ def post_obfuscated(files: Sequence[ReleaseFile | str | Path], group: str, *, na
         parts = max(1, -(-len(data) // part_size))
         file_crc = zlib.crc32(data)
         for part in range(1, parts + 1):
-            chunk = data[(part - 1) * part_size:part * part_size]
+            chunk = data[(part - 1) * part_size : part * part_size]
             begin = (part - 1) * part_size + 1
             body = yenc_body(chunk, hidden, part, parts, begin, len(data), file_crc)
             subject = f"{hidden} yEnc ({part}/{parts})"
             mid = message_id(namespace, group, hidden, index, part)
-            raw = _raw_article(poster.encode(), group.encode(), subject.encode(), date_bytes, mid.encode(),
-                               body, body.count(b"\r\n"))
-            truth = YencTruth(filename=path.name, file_index=index, file_count=len(paths), part=part, parts=parts,
-                              begin=begin, end=begin + len(chunk) - 1, file_size=len(data), group=group,
-                              bytes=len(raw))
+            raw = _raw_article(
+                poster.encode(), group.encode(), subject.encode(), date_bytes, mid.encode(), body, body.count(b"\r\n")
+            )
+            truth = YencTruth(
+                filename=path.name,
+                file_index=index,
+                file_count=len(paths),
+                part=part,
+                parts=parts,
+                begin=begin,
+                end=begin + len(chunk) - 1,
+                file_size=len(data),
+                group=group,
+                bytes=len(raw),
+            )
             articles.append(Article(mid, raw, truth=truth))
     return articles
 

@@ -4,6 +4,7 @@ Each service lives in its own plugin module under tests/fixtures/; a service sta
 a test asks for it, and every test that asks is marked `services` (tests/fixtures/services.py),
 so that `pytest -m "not services"` runs the rest without any.
 """
+
 pytest_plugins = [
     "tests.fixtures.services",
     "tests.fixtures.postgres",

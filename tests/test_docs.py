@@ -1,5 +1,6 @@
 """The documents: every one found from docs/index.md, every link between them leads somewhere, the
 README short enough to read first, and the pre-commit hooks the linters ops/test runs."""
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,16 @@ README_WORDS = 1_000
 
 
 def documents() -> list[Path]:
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "*.md"],
-                            cwd=REPO, check=True, capture_output=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "*.md"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     return sorted(REPO / name for name in listed if name and (REPO / name).is_file())
 
 
@@ -32,8 +41,9 @@ def test_every_document_is_found_from_the_index():
 
 
 def test_every_link_between_the_documents_leads_to_a_file():
-    broken = [f"{path.relative_to(REPO)} -> {target}" for path in documents() for target in links(path)
-              if not target.exists()]
+    broken = [
+        f"{path.relative_to(REPO)} -> {target}" for path in documents() for target in links(path) if not target.exists()
+    ]
     assert broken == []
     assert len(links(INDEX)) >= 15
 
@@ -47,9 +57,13 @@ def test_the_readme_is_read_in_five_minutes_and_says_where_the_rest_is():
 
 def test_the_pre_commit_hooks_are_the_linters_ops_test_runs():
     config = REPO / ".pre-commit-config.yaml"
-    subprocess.run([str(REPO / ".venv/bin/pre-commit"), "validate-config", str(config)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [str(REPO / ".venv/bin/pre-commit"), "validate-config", str(config)], check=True, capture_output=True
+    )
     entries = {hook["entry"] for repo in yaml.safe_load(config.read_text())["repos"] for hook in repo["hooks"]}
-    linters = {line.strip() for line in (REPO / "ops" / "test").read_text().splitlines()
-               if line.startswith(".venv/bin/") and "pytest" not in line}
+    linters = {
+        line.strip()
+        for line in (REPO / "ops" / "test").read_text().splitlines()
+        if line.startswith(".venv/bin/") and "pytest" not in line
+    }
     assert linters and entries == linters

@@ -1,4 +1,5 @@
 """tests.fixtures.waiting: a wait either sees what it waits for or fails the test, whatever it is given."""
+
 from __future__ import annotations
 
 import threading
@@ -20,8 +21,17 @@ def test_a_predicate_that_comes_to_hold_is_looked_at_until_it_does():
     assert len(looks) == 3
 
 
-@pytest.mark.parametrize("options", [{}, {"what": "the answer"}, {"what": lambda: "the answer"},
-                                     {"interval": 0.001}, {"tick": lambda: None}, {"timeout": 0}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"what": "the answer"},
+        {"what": lambda: "the answer"},
+        {"interval": 0.001},
+        {"tick": lambda: None},
+        {"timeout": 0},
+    ],
+)
 def test_a_timeout_fails_whatever_the_arguments(options):
     options = {"timeout": 0.05, "interval": 0.01, **options}
     with pytest.raises(AssertionError, match="timed out after"):

@@ -1,4 +1,5 @@
 """HTTP API: health, the node API under /api/v1/seed, the newznab API at /api, and the web page (app.web)."""
+
 from flask import Flask
 
 from app.api.errors import register_error_handlers

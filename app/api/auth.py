@@ -1,4 +1,5 @@
 """The node-token guard: `Authorization: Bearer <token>` of an enabled node, else 401."""
+
 from __future__ import annotations
 
 from functools import wraps

@@ -1,5 +1,6 @@
 """Every error the API gives is JSON: {"error": code, "message": text} with the right status; under
 the newznab API's /api, a newznab error with the right status instead (app.api.newznab.http_error)."""
+
 from __future__ import annotations
 
 import logging

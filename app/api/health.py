@@ -9,6 +9,7 @@
   parts or their Python twins run (edge.digest.compiled.IMPL: "c" or "python"), and "compiled"
   which of the compiled parts this process runs, by module (false: its twin runs).
 """
+
 from __future__ import annotations
 
 import functools
@@ -85,8 +86,11 @@ def _database_and_schema() -> tuple[dict, dict]:
         return _ok(), _failed(f"the migrations in {MIGRATIONS} cannot be read: {_reason(exc)}")
     found = ",".join(revisions) or "none"
     if found != head:
-        return _ok(), _failed(f"the database is at revision {found}, the code needs {head}: run `alembic upgrade head`",
-                              revision=found, head=head)
+        return _ok(), _failed(
+            f"the database is at revision {found}, the code needs {head}: run `alembic upgrade head`",
+            revision=found,
+            head=head,
+        )
     return _ok(), _ok(revision=found, head=head)
 
 
@@ -104,14 +108,20 @@ def _replica() -> dict:
     if not state.streaming:
         return _failed("the replica is not streaming from the primary", lag_seconds=lag)
     if lag > settings.database_read_max_lag:
-        return _failed(f"the replica is {lag:.1f} s behind the primary (DATABASE_READ_MAX_LAG is"
-                       f" {settings.database_read_max_lag})", lag_seconds=lag)
+        return _failed(
+            f"the replica is {lag:.1f} s behind the primary (DATABASE_READ_MAX_LAG is"
+            f" {settings.database_read_max_lag})",
+            lag_seconds=lag,
+        )
     return _ok(lag_seconds=lag)
 
 
 def _redis() -> dict:
-    client = redis.Redis.from_url(current_app.config["SETTINGS"].redis_url, socket_timeout=CHECK_TIMEOUT_SECONDS,
-                                  socket_connect_timeout=CHECK_TIMEOUT_SECONDS)
+    client = redis.Redis.from_url(
+        current_app.config["SETTINGS"].redis_url,
+        socket_timeout=CHECK_TIMEOUT_SECONDS,
+        socket_connect_timeout=CHECK_TIMEOUT_SECONDS,
+    )
     try:
         client.ping()
     except (redis.RedisError, OSError) as exc:

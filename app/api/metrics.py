@@ -1,6 +1,7 @@
 """GET /metrics: the Prometheus exposition (app.metrics), for operators only: an operator key as
 `Authorization: Bearer <key>`, anything else 401 (the counters tell the seed's whole state, as the
 operator's status does)."""
+
 from __future__ import annotations
 
 from flask import Blueprint, Response

@@ -24,6 +24,7 @@ Nothing a client sends gives a 5xx or is written out unescaped. A request refuse
 reaches the API (a path under /api that is none, a method other than GET) is a newznab error
 too, with its HTTP status (http_error).
 """
+
 from __future__ import annotations
 
 import json
@@ -59,23 +60,50 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 100  # caps says so; a bigger limit is served as this many
 MAX_INSIDE = 200  # files inside a post that t=details lists
 HUGE = 1_000_000  # a limit or offset past this is not a client's mistake to round off
-ERRORS = {100: "Incorrect user credentials", 200: "Missing parameter", 201: "Incorrect parameter",
-          202: "No such function", 203: "Function not available", 300: "No such item",
-          500: "Request limit reached", 501: "Download limit reached", 900: "Unknown error"}
+ERRORS = {
+    100: "Incorrect user credentials",
+    200: "Missing parameter",
+    201: "Incorrect parameter",
+    202: "No such function",
+    203: "Function not available",
+    300: "No such item",
+    500: "Request limit reached",
+    501: "Download limit reached",
+    900: "Unknown error",
+}
 # The search functions, and the catalog requests counted (app.metrics.CatalogCall) by function.
 SEARCHES = ("search", "tvsearch", "movie", "music", "book")
 COUNTED = {**dict.fromkeys(SEARCHES, "search"), "details": "details", "getnfo": "details", "get": "nzb"}
-OUTCOMES = {100: "unauthorized", 200: "bad_request", 201: "bad_request", 202: "bad_request", 203: "bad_request",
-            300: "not_found", 500: "limited", 501: "limited", 900: "unavailable"}
+OUTCOMES = {
+    100: "unauthorized",
+    200: "bad_request",
+    201: "bad_request",
+    202: "bad_request",
+    203: "bad_request",
+    300: "not_found",
+    500: "limited",
+    501: "limited",
+    900: "unavailable",
+}
 # Each search function's parameters beyond the common ones (caps' supportedParams): the words
 # given in them are searched for along with q.
-PARAMS = {"search": ("q",), "tvsearch": ("q", "title", "season", "ep"), "movie": ("q", "year"),
-          "music": ("q", "artist", "album"), "book": ("q", "title", "author")}
+PARAMS = {
+    "search": ("q",),
+    "tvsearch": ("q", "title", "season", "ep"),
+    "movie": ("q", "year"),
+    "music": ("q", "artist", "album"),
+    "book": ("q", "title", "author"),
+}
 # What caps announces of them: tv-search's title and movie-search's year are taken but not
 # announced, as clients then send them instead of q (Sonarr sends a series' title unclean, with
 # its apostrophes, in title=; in q= it sends the words its own names are searched by).
-ANNOUNCED = {"search": "q", "tvsearch": "q,season,ep,tvdbid,tvmazeid", "movie": "q,imdbid",
-             "music": "q,artist,album", "book": "q,title,author"}
+ANNOUNCED = {
+    "search": "q",
+    "tvsearch": "q,season,ep,tvdbid,tvmazeid",
+    "movie": "q,imdbid",
+    "music": "q,artist,album",
+    "book": "q,title,author",
+}
 WORD_PARAMS = ("q", "title", "artist", "album", "author")
 # Ids of other databases that clients search by (TheTVDB, TVmaze, TVRage, IMDb, TMDb, Trakt). The
 # catalog knows those an inspection read in a post's NFO (KNOWN_IDS: the posts' columns). caps
@@ -128,8 +156,15 @@ def api():
                 posts, total, offset = _search(reads, function)
             elif function == "details":
                 posts, total, offset = _details(reads), 1, 0
-                return _feed(reads, posts, total, offset, _use(session, key, grab=False), as_json,
-                             inside=_inside(reads, posts[0]))
+                return _feed(
+                    reads,
+                    posts,
+                    total,
+                    offset,
+                    _use(session, key, grab=False),
+                    as_json,
+                    inside=_inside(reads, posts[0]),
+                )
             elif function == "getnfo":
                 answer = _nfo(reads, as_json)
                 _use(session, key, grab=False)
@@ -217,7 +252,7 @@ def _post_id() -> int:
         key = int(value)
     except ValueError:
         raise NewznabError(300) from None
-    if not -2**63 <= key < 2**63:
+    if not -(2**63) <= key < 2**63:
         raise NewznabError(300)
     return key
 
@@ -227,9 +262,12 @@ def _search(session: Session, function: str) -> tuple[list[search.PostSummary], 
     limit = min(_integer("limit", DEFAULT_LIMIT, 1, HUGE) or DEFAULT_LIMIT, MAX_LIMIT)
     offset = _integer("offset", 0, 0, search.MAX_OFFSET) or 0
     max_age = _integer("maxage", None, 0, search.MAX_AGE_DAYS)
-    words = " ".join(value for name in WORD_PARAMS
-                     if name in PARAMS[function] or name == "q"
-                     if (value := request.args.get(name, "").strip()))
+    words = " ".join(
+        value
+        for name in WORD_PARAMS
+        if name in PARAMS[function] or name == "q"
+        if (value := request.args.get(name, "").strip())
+    )
     ids = None
     if not words and any(request.args.get(name) for name in ID_PARAMS):
         ids = _ids()
@@ -239,11 +277,21 @@ def _search(session: Session, function: str) -> tuple[list[search.PostSummary], 
     groups = [g for g in request.args.get("group", "").split(",") if g.strip()] or None
     try:
         page = search.search_posts(
-            session, words, group=groups, max_age_days=max_age or None, categories=_categories(),
-            season=season, episode=episode, air_date=air_date, ids=ids,
+            session,
+            words,
+            group=groups,
+            max_age_days=max_age or None,
+            categories=_categories(),
+            season=season,
+            episode=episode,
+            air_date=air_date,
+            ids=ids,
             year=_integer("year", None, 0, search.SMALLINT) if function == "movie" else None,
             min_size=_integer("minsize", None, 0, search.MAX_BIGINT),
-            max_size=_integer("maxsize", None, 0, search.MAX_BIGINT), limit=limit, offset=offset)
+            max_size=_integer("maxsize", None, 0, search.MAX_BIGINT),
+            limit=limit,
+            offset=offset,
+        )
     except search.SearchTimeout:
         raise NewznabError(900, "the search took too long") from None
     except search.SearchError as exc:
@@ -335,11 +383,16 @@ def _nfo(session: Session, as_json: bool) -> Response:
     if text is None:
         raise NewznabError(300, "no NFO of this post")
     if request.args.get("o", "").lower() == "file":
-        return Response(text.encode("utf-8"), mimetype="text/plain",
-                        headers={"Content-Disposition": nzb_disposition(post.name, post.key, ".nfo")})
-    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<rss xmlns:newznab="{NEWZNAB_NS}" version="2.0"><channel>'
-            f"<title>usenet-seed</title><item><title>{xml_text(post.name)}</title>"
-            f"<description>{xml_text(_clean(text))}</description></item></channel></rss>")
+        return Response(
+            text.encode("utf-8"),
+            mimetype="text/plain",
+            headers={"Content-Disposition": nzb_disposition(post.name, post.key, ".nfo")},
+        )
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<rss xmlns:newznab="{NEWZNAB_NS}" version="2.0"><channel>'
+        f"<title>usenet-seed</title><item><title>{xml_text(post.name)}</title>"
+        f"<description>{xml_text(_clean(text))}</description></item></channel></rss>"
+    )
     if as_json:
         return _json(_as_dict(ET.fromstring(body)))
     return Response(body.encode("utf-8"), mimetype="application/rss+xml")
@@ -352,8 +405,9 @@ def _get(session: Session, reads: Session) -> Response:
         raise NewznabError(300) from None
     grabs.record(session, post.group_id, post.key)
     body = b"".join(nzbexport.nzb_chunks(reads, post))
-    return Response(body, mimetype="application/x-nzb",
-                    headers={"Content-Disposition": nzb_disposition(post.name, post.key)})
+    return Response(
+        body, mimetype="application/x-nzb", headers={"Content-Disposition": nzb_disposition(post.name, post.key)}
+    )
 
 
 def _usage_if_key() -> apikeys.Usage | None:
@@ -371,15 +425,21 @@ def _usage_if_key() -> apikeys.Usage | None:
 
 def _caps(as_json: bool, usage: apikeys.Usage | None) -> Response:
     caps = ET.Element("caps")
-    ET.SubElement(caps, "server", version="1.0", title="usenet-seed", strapline="Usenet header indexer",
-                  url=request.host_url)
+    ET.SubElement(
+        caps, "server", version="1.0", title="usenet-seed", strapline="Usenet header indexer", url=request.host_url
+    )
     ET.SubElement(caps, "limits", max=str(MAX_LIMIT), default=str(DEFAULT_LIMIT))
     ET.SubElement(caps, "registration", available="no", open="no")
     if usage is not None:
         ET.SubElement(caps, f"{{{NEWZNAB_NS}}}apilimits", {k: str(v) for k, v in _limit_values(usage).items()})
     searching = ET.SubElement(caps, "searching")
-    for function, kind in (("search", "search"), ("tvsearch", "tv-search"), ("movie", "movie-search"),
-                           ("music", "audio-search"), ("book", "book-search")):
+    for function, kind in (
+        ("search", "search"),
+        ("tvsearch", "tv-search"),
+        ("movie", "movie-search"),
+        ("music", "audio-search"),
+        ("book", "book-search"),
+    ):
         ET.SubElement(searching, kind, available="yes", supportedParams=ANNOUNCED[function])
     cats = ET.SubElement(caps, "categories")
     for parent, name in categories.PARENTS.items():
@@ -399,8 +459,15 @@ class Inside(NamedTuple):
     files: list[tuple[str, int | None]]
 
 
-def _feed(session: Session, posts: list[search.PostSummary], total: int, offset: int, usage: apikeys.Usage,
-          as_json: bool, inside: Inside | None = None) -> Response:
+def _feed(
+    session: Session,
+    posts: list[search.PostSummary],
+    total: int,
+    offset: int,
+    usage: apikeys.Usage,
+    as_json: bool,
+    inside: Inside | None = None,
+) -> Response:
     """A page of results as RSS 2.0 with newznab attributes, or its newznab JSON (the same document
     read back as _as_dict reads any). Written as text: a page is up to 1,700 elements, which
     ElementTree would take several times longer to build and write."""
@@ -423,10 +490,15 @@ def _feed(session: Session, posts: list[search.PostSummary], total: int, offset:
         attributes: list[tuple[str, object]] = [("category", category.parent)]
         if category.id != category.parent:
             attributes.append(("category", category.id))
-        attributes += [("size", post.bytes), ("files", post.files), ("poster", xml_attribute(post.poster)),
-                       ("group", post.group), ("usenetdate", _rfc822(post.first_post)),
-                       ("grabs", grabbed.get((post.group_id, post.key), 0)),
-                       ("completion", round(post.completion))]
+        attributes += [
+            ("size", post.bytes),
+            ("files", post.files),
+            ("poster", xml_attribute(post.poster)),
+            ("group", post.group),
+            ("usenetdate", _rfc822(post.first_post)),
+            ("grabs", grabbed.get((post.group_id, post.key), 0)),
+            ("completion", round(post.completion)),
+        ]
         if post.password is not None:
             attributes.append(("password", post.password))
         if extended:
@@ -440,9 +512,13 @@ def _feed(session: Session, posts: list[search.PostSummary], total: int, offset:
             for file_name, _size in inside.files:
                 attributes.append(("file", xml_attribute(file_name)))
             if inside.files:
-                description += xml_text("\n" + "\n".join(
-                    f"{file_name} ({size:,} bytes)" if size is not None else file_name
-                    for file_name, size in inside.files))
+                description += xml_text(
+                    "\n"
+                    + "\n".join(
+                        f"{file_name} ({size:,} bytes)" if size is not None else file_name
+                        for file_name, size in inside.files
+                    )
+                )
         parts.append(
             f"<item><title>{name}</title>"
             f'<guid isPermaLink="true">{xml_text(api_url)}?t=details&amp;id={post.key}</guid>'
@@ -450,7 +526,8 @@ def _feed(session: Session, posts: list[search.PostSummary], total: int, offset:
             f"<category>{xml_text(category.name)}</category><description>{description}</description>"
             f'<enclosure url="{get_url}" length="{post.bytes}" type="application/x-nzb" />'
             + "".join(f'<newznab:attr name="{n}" value="{v}" />' for n, v in attributes)
-            + "</item>")
+            + "</item>"
+        )
     parts.append("</channel></rss>")
     body = "".join(parts)
     if as_json:
@@ -465,10 +542,14 @@ def _limits(usage: apikeys.Usage) -> str:
 
 
 def _limit_values(usage: apikeys.Usage) -> dict[str, object]:
-    values = {"apicurrent": usage.requests, "apimax": usage.requests_max, "grabcurrent": usage.grabs,
-              "grabmax": usage.grabs_max,
-              "apioldesttime": _rfc822(usage.requests_oldest) if usage.requests_oldest else None,
-              "graboldesttime": _rfc822(usage.grabs_oldest) if usage.grabs_oldest else None}
+    values = {
+        "apicurrent": usage.requests,
+        "apimax": usage.requests_max,
+        "grabcurrent": usage.grabs,
+        "grabmax": usage.grabs_max,
+        "apioldesttime": _rfc822(usage.requests_oldest) if usage.requests_oldest else None,
+        "graboldesttime": _rfc822(usage.grabs_oldest) if usage.grabs_oldest else None,
+    }
     return {k: v for k, v in values.items() if v is not None}
 
 
@@ -480,8 +561,12 @@ def _extended(post: search.PostSummary) -> list[tuple[str, object]]:
     if post.episode is not None:
         found.append(("episode", f"E{post.episode:02d}"))
     if post.air_date is not None:
-        found.append(("tvairdate", _rfc822(datetime(post.air_date.year, post.air_date.month, post.air_date.day,
-                                                     tzinfo=timezone.utc))))
+        found.append(
+            (
+                "tvairdate",
+                _rfc822(datetime(post.air_date.year, post.air_date.month, post.air_date.day, tzinfo=timezone.utc)),
+            )
+        )
     if post.title and post.category // 1000 == 5:
         found.append(("tvtitle", xml_attribute(post.title)))
     if post.year is not None:
@@ -513,8 +598,9 @@ def error_document(exc: NewznabError, as_json: bool) -> tuple[bytes, str]:
     """A newznab error's body and media type, outside a request too (gunicorn's own refusals of
     a request line under /api, ops/gunicorn.conf.py)."""
     if as_json:
-        return json.dumps({"error": {"@attributes": {"code": str(exc.code), "description": exc.description}}},
-                          ensure_ascii=False).encode(), "application/json"
+        return json.dumps(
+            {"error": {"@attributes": {"code": str(exc.code), "description": exc.description}}}, ensure_ascii=False
+        ).encode(), "application/json"
     element = ET.Element("error", code=str(exc.code), description=_clean(exc.description))
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(element, encoding="utf-8"), "application/xml"
 
@@ -531,6 +617,7 @@ def _json(value: dict) -> Response:
 def _as_dict(element: ET.Element) -> dict:
     """The newznab JSON shape: attributes under "@attributes", children by their local name
     (repeated ones as lists), text as the value."""
+
     def local(tag: str) -> str:
         return tag.rsplit("}", 1)[-1]
 

@@ -1,5 +1,6 @@
 """The operator-key guard, and the status call it scopes: an operator key sees the whole seed,
 a node token what concerns its node, anything else gets 401 (app.api.auth)."""
+
 from __future__ import annotations
 
 import json

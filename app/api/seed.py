@@ -1,4 +1,5 @@
 """The node API under /api/v1/seed (contract: docs/api.md)."""
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,10 @@ def _json_object(limit: int = MAX_CONTROL_BODY) -> dict:
 
 def _skip_list(data: dict) -> list[int]:
     skip = data.get("skip", [])
-    if not isinstance(skip, list) or len(skip) > MAX_SKIP or not all(
-        type(item) is int and 0 < item <= INT64_MAX for item in skip
+    if (
+        not isinstance(skip, list)
+        or len(skip) > MAX_SKIP
+        or not all(type(item) is int and 0 < item <= INT64_MAX for item in skip)
     ):
         raise MalformedRequest(f"skip must be a list of at most {MAX_SKIP} range ids")
     return skip
@@ -119,15 +122,24 @@ def lease():
     with session_scope() as session:
         commit_unflushed(session)
         refuse_when_behind(session, settings.store_backlog, "lease")
-        granted = leases.lease(session, g.node, max_leases=settings.max_leases_per_node, skip=skip,
-                               backfill_every=settings.lease_backfill_every)
+        granted = leases.lease(
+            session,
+            g.node,
+            max_leases=settings.max_leases_per_node,
+            skip=skip,
+            backfill_every=settings.lease_backfill_every,
+        )
         if granted is None:
             return Response(status=204)
         rules = active_rules(session, granted.group)
     return jsonify(
         range={
-            "id": granted.range_id, "group": granted.group, "first_id": granted.first_id,
-            "last_id": granted.last_id, "next_id": granted.next_id, "spooled": granted.spooled,
+            "id": granted.range_id,
+            "group": granted.group,
+            "first_id": granted.first_id,
+            "last_id": granted.last_id,
+            "next_id": granted.next_id,
+            "spooled": granted.spooled,
         },
         chunk_size=settings.chunk_size,
         batch_chunks=settings.batch_chunks,
@@ -163,8 +175,15 @@ def post_batch(range_id: int):
         # Decode and check the whole batch before anything is stored: bad input changes nothing.
         header = check_body(body, content_type, content_encoding, settings.max_decoded_bytes)
         accepted = acceptance.accept_batch(
-            session, g.node, range_id, batch_from=header.batch_from, batch_to=header.batch_to,
-            body=body, content_type=content_type, content_encoding=content_encoding, group=header.group,
+            session,
+            g.node,
+            range_id,
+            batch_from=header.batch_from,
+            batch_to=header.batch_to,
+            body=body,
+            content_type=content_type,
+            content_encoding=content_encoding,
+            group=header.group,
             rules=header.rules,
         )
     if not accepted.created:
@@ -179,8 +198,9 @@ def post_batch(range_id: int):
 def heartbeat(range_id: int):
     with session_scope() as session:
         commit_unflushed(session)
-        return _range_answer("leased", leases.heartbeat(session, g.node, range_id),
-                             lease_timeout=_settings().lease_timeout)
+        return _range_answer(
+            "leased", leases.heartbeat(session, g.node, range_id), lease_timeout=_settings().lease_timeout
+        )
 
 
 @seed_api.post("/ranges/<int:range_id>/done")
@@ -226,9 +246,13 @@ def lease_inspections():
         leased = inspections.lease(session, g.node, wanted, timeout, _settings().inspect_settle)
     if not leased:
         return Response(status=204)
-    return jsonify(inspections=[{"id": i.id, "group": i.group, "post_key": i.post_key, "name": i.name,
-                                 "files": i.files} for i in leased],
-                   lease_timeout=timeout, max_bytes=inspections.MAX_BYTES)
+    return jsonify(
+        inspections=[
+            {"id": i.id, "group": i.group, "post_key": i.post_key, "name": i.name, "files": i.files} for i in leased
+        ],
+        lease_timeout=timeout,
+        max_bytes=inspections.MAX_BYTES,
+    )
 
 
 @seed_api.post("/inspections/<int:inspection_id>/result")
@@ -258,8 +282,9 @@ def inspection_results():
             raise MalformedRequest("each of results is an object with an inspection's id and its result")
         results.append((item["id"], item.get("result")))
     answers = _record_each(results)
-    return jsonify(results=[{"id": a.id, "status": a.status, **({"message": a.message} if a.message else {})}
-                            for a in answers])
+    return jsonify(
+        results=[{"id": a.id, "status": a.status, **({"message": a.message} if a.message else {})} for a in answers]
+    )
 
 
 def _record_each(results: list[tuple[int, object]]) -> list[inspections.Recorded]:
@@ -280,8 +305,11 @@ def _record_each(results: list[tuple[int, object]]) -> list[inspections.Recorded
         except DBAPIError as exc:
             if is_transient(exc):
                 raise
-            answers.append(inspections.Recorded(inspection_id, "refused", f"{type(exc.orig).__name__}: "
-                                                f"{str(exc.orig).splitlines()[0][:200]}"))
+            answers.append(
+                inspections.Recorded(
+                    inspection_id, "refused", f"{type(exc.orig).__name__}: {str(exc.orig).splitlines()[0][:200]}"
+                )
+            )
     return answers
 
 

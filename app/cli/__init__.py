@@ -1,4 +1,5 @@
 """`flask seed ...`: the operator's commands."""
+
 import click
 from flask.cli import AppGroup
 from sqlalchemy.exc import OperationalError
@@ -37,8 +38,22 @@ class SeedGroup(AppGroup):
 
 
 seed = SeedGroup("seed", help="Plan, run and watch the seed (the distributed backfill).")
-for command in (groups, nodes, operators, rules, batches, plan, status, range_, spool, bench, releases, nzb, apikeys,
-                names):
+for command in (
+    groups,
+    nodes,
+    operators,
+    rules,
+    batches,
+    plan,
+    status,
+    range_,
+    spool,
+    bench,
+    releases,
+    nzb,
+    apikeys,
+    names,
+):
     seed.add_command(command)
 # `flask seed token NODE` is a short name for `flask seed nodes token NODE`.
 seed.add_command(token, "token")

@@ -1,5 +1,6 @@
 """`flask seed apikeys create|list|limit|revoke`: the keys users of the search and the newznab API
 present, and their daily limits."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,19 @@ apikeys = AppGroup("apikeys", help="API keys: search and NZB downloads for users
 
 # Never the key: only its hash is kept, and the list is for people and scripts alike. The
 # columns of before the limits come first, where scripts reading the table found them.
-_COLUMNS = ("id", "name", "created_at", "last_used_at", "revoked_at", "grabs", "api_hits",
-            "requests_today", "requests_per_day", "grabs_today", "grabs_per_day")
+_COLUMNS = (
+    "id",
+    "name",
+    "created_at",
+    "last_used_at",
+    "revoked_at",
+    "grabs",
+    "api_hits",
+    "requests_today",
+    "requests_per_day",
+    "grabs_today",
+    "grabs_per_day",
+)
 _LIMITS = ("requests_per_day", "grabs_per_day")
 
 
@@ -48,24 +60,41 @@ class LimitType(click.ParamType):
             self.fail(f"{value!r} is not a whole number or 'none' (unlimited)", param, ctx)
         number = int(given)
         if not LIMIT_MIN <= number <= LIMIT_MAX:
-            self.fail(f"{number} is out of range: a limit is {LIMIT_MIN} to {LIMIT_MAX} a day,"
-                      " or 'none' for unlimited", param, ctx)
+            self.fail(
+                f"{number} is out of range: a limit is {LIMIT_MIN} to {LIMIT_MAX} a day, or 'none' for unlimited",
+                param,
+                ctx,
+            )
         return Limit(number)
 
 
 _LIMIT = LimitType()
 requests_option = click.option(
-    "--requests-per-day", "requests_per_day", type=_LIMIT, default=None, metavar="N|none",
-    help="API requests the key may make per UTC day, NZB downloads included; 'none': unlimited.")
+    "--requests-per-day",
+    "requests_per_day",
+    type=_LIMIT,
+    default=None,
+    metavar="N|none",
+    help="API requests the key may make per UTC day, NZB downloads included; 'none': unlimited.",
+)
 grabs_option = click.option(
-    "--grabs-per-day", "grabs_per_day", type=_LIMIT, default=None, metavar="N|none",
-    help="NZB downloads the key may make per UTC day; 'none': unlimited.")
+    "--grabs-per-day",
+    "grabs_per_day",
+    type=_LIMIT,
+    default=None,
+    metavar="N|none",
+    help="NZB downloads the key may make per UTC day; 'none': unlimited.",
+)
 
 
 def _row(key: ApiKey, usage: Usage) -> dict[str, Any]:
     row: dict[str, Any] = {c: getattr(key, c) for c in _COLUMNS[:7]}
-    row.update(requests_today=usage.requests, requests_per_day=usage.requests_max,
-               grabs_today=usage.grabs, grabs_per_day=usage.grabs_max)
+    row.update(
+        requests_today=usage.requests,
+        requests_per_day=usage.requests_max,
+        grabs_today=usage.grabs,
+        grabs_per_day=usage.grabs_max,
+    )
     return row
 
 
@@ -92,8 +121,11 @@ def create(name: str, requests_per_day: Limit | None, grabs_per_day: Limit | Non
     """Create an API key and print it once (only a hash is kept). Unlimited unless limits are given."""
     with service_call() as session:
         key, secret = apikey_service.create_key(
-            session, name, requests_per_day=requests_per_day.value if requests_per_day else None,
-            grabs_per_day=grabs_per_day.value if grabs_per_day else None)
+            session,
+            name,
+            requests_per_day=requests_per_day.value if requests_per_day else None,
+            grabs_per_day=grabs_per_day.value if grabs_per_day else None,
+        )
         row = _named(session, key.name)
     if as_json:
         print_json({**row, "key": secret})
@@ -115,8 +147,11 @@ def limit(name: str, requests_per_day: Limit | None, grabs_per_day: Limit | None
         raise click.UsageError("give --requests-per-day N|none, --grabs-per-day N|none, or both")
     with service_call() as session:
         apikey_service.set_limits(
-            session, name, requests_per_day=KEEP if requests_per_day is None else requests_per_day.value,
-            grabs_per_day=KEEP if grabs_per_day is None else grabs_per_day.value)
+            session,
+            name,
+            requests_per_day=KEEP if requests_per_day is None else requests_per_day.value,
+            grabs_per_day=KEEP if grabs_per_day is None else grabs_per_day.value,
+        )
         row = _named(session, name)
     if as_json:
         print_json(row)

@@ -1,4 +1,5 @@
 """`flask seed batches retry`."""
+
 from __future__ import annotations
 
 from flask.cli import AppGroup
@@ -17,6 +18,9 @@ def retry(as_json: bool) -> None:
     with service_call() as session:
         ids = retry_failed(session)
     queued = sum(enqueue_store(batch_id) for batch_id in ids)
-    report(as_json, {"retried": ids, "enqueued": queued},
-           f"{len(ids)} failed batches back to accepted; {queued} enqueued"
-           + ("" if queued == len(ids) else " (the rest go with the next requeue sweep)"))
+    report(
+        as_json,
+        {"retried": ids, "enqueued": queued},
+        f"{len(ids)} failed batches back to accepted; {queued} enqueued"
+        + ("" if queued == len(ids) else " (the rest go with the next requeue sweep)"),
+    )

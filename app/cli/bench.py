@@ -3,6 +3,7 @@
 Benchmarks live in bench/ with the test tooling that generates their data, which the
 data center's code does not import; the command loads the bench from its file.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -41,14 +42,27 @@ def _store_bench() -> ModuleType:
 @click.command("bench")
 @click.option("--store", "store", is_flag=True, required=True, help="Time the batch store.")
 @click.option("--articles", type=click.IntRange(min=1000), default=400_000, show_default=True)
-@click.option("--group", default="alt.binaries.e-book.french", show_default=True,
-              help="Which group's generated data: alt.binaries.e-book.french or"
-                   " alt.binaries.cd.image.playstation2.dvdiso.")
-@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Each timing is the best of this many rounds.")
-@click.option("--catalog", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Files the group's catalog holds before the store (a release per three), as a group"
-                   " indexed for years has: the store's look-ups and updates then search it.")
+@click.option(
+    "--group",
+    default="alt.binaries.e-book.french",
+    show_default=True,
+    help="Which group's generated data: alt.binaries.e-book.french or alt.binaries.cd.image.playstation2.dvdiso.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Each timing is the best of this many rounds.",
+)
+@click.option(
+    "--catalog",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Files the group's catalog holds before the store (a release per three), as a group"
+    " indexed for years has: the store's look-ups and updates then search it.",
+)
 @with_appcontext
 def bench(store: bool, articles: int, group: str, rounds: int, catalog: int) -> None:
     """Time the batch store on a generated boneless range, beside a raw COPY of the same
@@ -56,8 +70,14 @@ def bench(store: bool, articles: int, group: str, rounds: int, catalog: int) -> 
     store_bench = _store_bench()
     settings = current_app.config["SETTINGS"]
     click.echo(store_bench.announce(articles=articles, group=group, rounds=rounds, catalog=catalog), err=True)
-    result = store_bench.run_store_bench(articles=articles, source_group=group, chunk_size=settings.chunk_size,
-                                         batch_chunks=settings.batch_chunks, rounds=rounds, catalog=catalog)
+    result = store_bench.run_store_bench(
+        articles=articles,
+        source_group=group,
+        chunk_size=settings.chunk_size,
+        batch_chunks=settings.batch_chunks,
+        rounds=rounds,
+        catalog=catalog,
+    )
     for line in store_bench.summary(result):
         click.echo(line)
     print_json(result.as_dict())

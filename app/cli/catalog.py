@@ -1,4 +1,5 @@
 """`flask seed releases search|show`: the catalog's posts searched and shown (app.services.search)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +18,7 @@ NAME_WIDTH = 72
 # controls reorder what is read ("txt.exe" shown as "exe.txt"). The text output shows them as
 # escapes (\x1b, \u202e); --json escapes them anyway.
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029"
-_ESCAPED = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7f, 0xa0))}
+_ESCAPED = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
 _ESCAPED.update({ord(c): f"\\u{ord(c):04x}" for c in _BIDI})
 
 
@@ -34,30 +35,73 @@ def releases() -> None:
 @click.option("--max-size", type=int, help="Only posts of at most this many bytes.")
 @click.option("--max-age", type=float, help="Only posts whose last article is at most this many days old.")
 @click.option("--min-completion", type=float, help="Only posts at least this complete (percent).")
-@click.option("--limit", type=int, default=search_service.DEFAULT_LIMIT, show_default=True,
-              help=f"Posts to show (at most {search_service.MAX_LIMIT:,}).")
+@click.option(
+    "--limit",
+    type=int,
+    default=search_service.DEFAULT_LIMIT,
+    show_default=True,
+    help=f"Posts to show (at most {search_service.MAX_LIMIT:,}).",
+)
 @click.option("--offset", type=int, default=0, help="Posts to skip (newest first).")
 @json_option
-def search(words: tuple[str, ...], groups: tuple[str, ...], poster: str | None, min_size: int | None,
-           max_size: int | None, max_age: float | None, min_completion: float | None, limit: int, offset: int,
-           as_json: bool) -> None:
+def search(
+    words: tuple[str, ...],
+    groups: tuple[str, ...],
+    poster: str | None,
+    min_size: int | None,
+    max_size: int | None,
+    max_age: float | None,
+    min_completion: float | None,
+    limit: int,
+    offset: int,
+    as_json: bool,
+) -> None:
     """Posts whose names hold every word (no case, no punctuation; the last word may be the
     start of one), newest first. Without words: the newest posts."""
     with service_call() as session:
         page = search_service.search_posts(
-            session, list(words), group=list(groups) or None, poster=poster, min_size=min_size, max_size=max_size,
-            max_age_days=max_age, min_completion=min_completion, limit=limit, offset=offset)
+            session,
+            list(words),
+            group=list(groups) or None,
+            poster=poster,
+            min_size=min_size,
+            max_size=max_size,
+            max_age_days=max_age,
+            min_completion=min_completion,
+            limit=limit,
+            offset=offset,
+        )
     if as_json:
-        print_json({"total": page.total, "total_exact": page.total_exact, "limit": page.limit,
-                    "offset": page.offset, "items": [dataclasses.asdict(item) for item in page.items]})
+        print_json(
+            {
+                "total": page.total,
+                "total_exact": page.total_exact,
+                "limit": page.limit,
+                "offset": page.offset,
+                "items": [dataclasses.asdict(item) for item in page.items],
+            }
+        )
         return
     if not page.items:
-        click.echo(f"no posts found ({page.total:,} match, from offset {page.offset:,})" if page.total
-                   else "no posts found")
+        click.echo(
+            f"no posts found ({page.total:,} match, from offset {page.offset:,})" if page.total else "no posts found"
+        )
         return
-    print_table(("key", "name", "group", "files", "size", "complete", "posted"), [
-        (p.key, _cut(p.name), shown(p.group), p.files, human_size(p.bytes), f"{p.completion:.1f}%", utc(p.last_post))
-        for p in page.items])
+    print_table(
+        ("key", "name", "group", "files", "size", "complete", "posted"),
+        [
+            (
+                p.key,
+                _cut(p.name),
+                shown(p.group),
+                p.files,
+                human_size(p.bytes),
+                f"{p.completion:.1f}%",
+                utc(p.last_post),
+            )
+            for p in page.items
+        ],
+    )
     first = page.offset + 1
     of = f"{page.total:,}" if page.total_exact else f"at least {page.total:,}"
     click.echo(f"posts {first:,}-{first + len(page.items) - 1:,} of {of}")
@@ -98,23 +142,53 @@ def show(key: str, group: str | None, as_json: bool) -> None:
         click.echo(f"{'inspected':<9} {', '.join(what)}")
         if found.inner_name:
             click.echo(f"{'told':<9} {shown(found.inner_name)}")
-        ids = [f"{name} {value}" for name, value in (("imdb", found.imdb), ("tvdb", found.tvdb),
-                                                     ("tvmaze", found.tvmaze), ("tmdb", found.tmdb)) if value]
+        ids = [
+            f"{name} {value}"
+            for name, value in (
+                ("imdb", found.imdb),
+                ("tvdb", found.tvdb),
+                ("tvmaze", found.tvmaze),
+                ("tmdb", found.tmdb),
+            )
+            if value
+        ]
         if ids:
             click.echo(f"{'ids':<9} {', '.join(ids)}")
         if found.files:
             click.echo("\ninside (what the par2 set lists and the archive holds):")
-            print_table(("name", "size", "from"), [(_cut(f["name"]), human_size(f["size"]), f.get("source") or "-")
-                                                   for f in found.files])
+            print_table(
+                ("name", "size", "from"),
+                [(_cut(f["name"]), human_size(f["size"]), f.get("source") or "-") for f in found.files],
+            )
     click.echo("\nreleases:")
-    print_table(("key", "name", "poster", "files", "segments", "complete"), [
-        (r.key, _cut(r.name), shown(r.poster), f"{r.files_seen}/{r.file_count if r.file_count is not None else '?'}",
-         f"{r.parts_seen}/{r.parts_expected}", f"{r.completion:.1f}%") for r in details.releases])
+    print_table(
+        ("key", "name", "poster", "files", "segments", "complete"),
+        [
+            (
+                r.key,
+                _cut(r.name),
+                shown(r.poster),
+                f"{r.files_seen}/{r.file_count if r.file_count is not None else '?'}",
+                f"{r.parts_seen}/{r.parts_expected}",
+                f"{r.completion:.1f}%",
+            )
+            for r in details.releases
+        ],
+    )
     click.echo("\nfiles:")
-    print_table(("#", "name", "posted", "segments", "size"), [
-        (f"{f.file_index}/{f.file_count}" if f.file_index is not None else "-", _cut(f.name), utc(f.posted_at),
-         f"{f.parts_seen}/{f.parts_expected if f.parts_expected is not None else '?'}", human_size(f.bytes))
-        for f in details.files])
+    print_table(
+        ("#", "name", "posted", "segments", "size"),
+        [
+            (
+                f"{f.file_index}/{f.file_count}" if f.file_index is not None else "-",
+                _cut(f.name),
+                utc(f.posted_at),
+                f"{f.parts_seen}/{f.parts_expected if f.parts_expected is not None else '?'}",
+                human_size(f.bytes),
+            )
+            for f in details.files
+        ],
+    )
 
 
 def human_size(size: int) -> str:
@@ -138,4 +212,4 @@ def shown(text: str) -> str:
 
 def _cut(name: str) -> str:
     name = shown(name)
-    return name if len(name) <= NAME_WIDTH else name[:NAME_WIDTH - 3] + "..."
+    return name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 3] + "..."

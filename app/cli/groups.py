@@ -1,4 +1,5 @@
 """`flask seed groups add|list|disable|enable|remove`."""
+
 from __future__ import annotations
 
 import click
@@ -101,8 +102,11 @@ def remove(name: str, force: bool, yes: bool, dry_run: bool, as_json: bool) -> N
         if as_json:
             print_json({**preview.as_dict(), "dry_run": True})
             return
-        _show_counts(preview, f"removing group {preview.group} (id {preview.group_id}) would delete"
-                              f" {preview.rows:,} rows:", err=False)
+        _show_counts(
+            preview,
+            f"removing group {preview.group} (id {preview.group_id}) would delete {preview.rows:,} rows:",
+            err=False,
+        )
         if preview.leased_ranges:
             click.echo(f"  and would be refused without --force: {len(preview.leased_ranges)} leased ranges")
         return
@@ -110,8 +114,11 @@ def remove(name: str, force: bool, yes: bool, dry_run: bool, as_json: bool) -> N
         raise click.ClickException(group_service.leased_message(preview))
     if not yes:
         # With --json the question goes to stderr, so that stdout stays one JSON document.
-        _show_counts(preview, f"removing group {preview.group} (id {preview.group_id}) deletes"
-                              f" {preview.rows:,} rows:", err=as_json)
+        _show_counts(
+            preview,
+            f"removing group {preview.group} (id {preview.group_id}) deletes {preview.rows:,} rows:",
+            err=as_json,
+        )
         click.confirm(f"remove group {preview.group} and all of the above?", abort=True, err=as_json)
     with service_call() as session:
         removed = group_service.remove_group(session, name, force=force)
@@ -119,7 +126,8 @@ def remove(name: str, force: bool, yes: bool, dry_run: bool, as_json: bool) -> N
         print_json({**removed.as_dict(), "dry_run": False})
         return
     if yes:
-        _show_counts(removed, f"removed group {removed.group} (id {removed.group_id}): {removed.rows:,} rows",
-                     err=False)
+        _show_counts(
+            removed, f"removed group {removed.group} (id {removed.group_id}): {removed.rows:,} rows", err=False
+        )
     else:
         click.echo(f"removed group {removed.group} (id {removed.group_id}): {removed.rows:,} rows")

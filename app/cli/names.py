@@ -1,5 +1,6 @@
 """`flask seed names parse`: release names read as app.services.names reads them (no database);
 `flask seed names refresh`: every post's category and parsed fields computed afresh."""
+
 from __future__ import annotations
 
 from typing import Any, BinaryIO
@@ -19,9 +20,13 @@ def names() -> None:
 
 @names.command("parse")
 @click.argument("source", type=click.File("rb"), default="-", metavar="[FILE]")
-@click.option("--group", "group", metavar="GROUP",
-              help="The newsgroup the names were posted to: a hint where a name does not tell (an obfuscated "
-                   "name in an e-book group is a book).")
+@click.option(
+    "--group",
+    "group",
+    metavar="GROUP",
+    help="The newsgroup the names were posted to: a hint where a name does not tell (an obfuscated "
+    "name in an e-book group is a book).",
+)
 @json_option
 def parse(source: BinaryIO, group: str | None, as_json: bool) -> None:
     """Read release names on standard input (or FILE), one a line, and print what each says, one line each
@@ -44,6 +49,7 @@ def refresh(as_json: bool) -> None:
     """Compute every post's category and parsed fields afresh from its name, as the join does for
     the posts it writes (after an upgrade of the parser). Posts that come out the same are not
     written."""
+
     def progress(read: int) -> None:
         if not as_json:
             click.echo(f"{read:,} posts read", err=True)
@@ -74,8 +80,11 @@ def _line(record: dict[str, Any]) -> str:
         parts.append(f"({record['year']})")
     episodes = record["episodes"]
     if record["season"] is not None:
-        parts.append(f"S{record['season']:02d}" + "".join(f"E{e:02d}" for e in (episodes or [])) +
-                     (" (season pack)" if episodes == [] else ""))
+        parts.append(
+            f"S{record['season']:02d}"
+            + "".join(f"E{e:02d}" for e in (episodes or []))
+            + (" (season pack)" if episodes == [] else "")
+        )
     elif episodes:
         parts.append("E" + "-".join(f"{e:02d}" for e in episodes))
     if record["absolute"]:

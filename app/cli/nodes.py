@@ -1,4 +1,5 @@
 """`flask seed nodes create|list|disable|enable|delete|token`."""
+
 from __future__ import annotations
 
 import click
@@ -49,8 +50,7 @@ def _switch(name: str, enabled: bool, as_json: bool) -> None:
         node, changed = node_service.set_enabled(session, name, enabled)
         row = _row(node)
     word = "enabled" if enabled else "disabled"
-    report(as_json, {**row, "changed": changed},
-           f"{word} node {name}" if changed else f"node {name} is already {word}")
+    report(as_json, {**row, "changed": changed}, f"{word} node {name}" if changed else f"node {name} is already {word}")
 
 
 @nodes.command("disable")

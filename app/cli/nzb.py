@@ -1,4 +1,5 @@
 """`flask seed nzb POST_KEY [-o FILE] [--group NAME]`: a post exported as an NZB file."""
+
 from __future__ import annotations
 
 import os
@@ -33,10 +34,19 @@ class PostKey(click.ParamType):
 # (anything else that starts with a dash is then refused as no post key).
 @click.command("nzb", context_settings={"ignore_unknown_options": True})
 @click.argument("post_key", metavar="POST_KEY", type=PostKey())
-@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False),
-              help="Write the NZB to FILE (default: standard output).")
-@click.option("--group", "group_name", metavar="NAME",
-              help="Take the post from this group (default: the group of least id that holds it).")
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Write the NZB to FILE (default: standard output).",
+)
+@click.option(
+    "--group",
+    "group_name",
+    metavar="NAME",
+    help="Take the post from this group (default: the group of least id that holds it).",
+)
 def nzb(post_key: int, output: str | None, group_name: str | None) -> None:
     """Write the NZB of the post POST_KEY (the post's key, a signed 64-bit integer)."""
     with service_call() as session:

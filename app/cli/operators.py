@@ -1,4 +1,5 @@
 """`flask seed operators create|list|revoke`: the keys that see the whole seed."""
+
 from __future__ import annotations
 
 import click

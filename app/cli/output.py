@@ -1,4 +1,5 @@
 """Output for the CLI: readable tables for people, JSON for scripts."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,8 @@ def service_call() -> Iterator:
         reason = str(exc.orig).strip().splitlines()
         raise click.ClickException(
             f"the database gave up waiting on other work ({reason[0] if reason else type(exc.orig).__name__});"
-            " nothing was changed: try again") from None
+            " nothing was changed: try again"
+        ) from None
 
 
 def _cell(value: Any) -> str:
@@ -57,8 +59,9 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v)))
 
 
-json_option = click.option("--json", "as_json", is_flag=True,
-                           help="Print JSON for scripts (an error stays a message on stderr).")
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON for scripts (an error stays a message on stderr)."
+)
 
 
 def report(as_json: bool, data: Any, text: str) -> None:

@@ -1,4 +1,5 @@
 """`flask seed plan` (backfill, or --live) and `flask seed status`."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -32,8 +33,10 @@ def plan(groups: tuple[str, ...], days: int | None, live: bool, as_json: bool) -
     with service_call() as session:
         names = groups_to_plan(session, groups)  # unknown or disabled names fail before any NNTP work
     if not names:
-        raise click.ClickException("no groups to plan: add one with `flask seed groups add NAME`"
-                                   " (or enable one with `flask seed groups enable NAME`)")
+        raise click.ClickException(
+            "no groups to plan: add one with `flask seed groups add NAME`"
+            " (or enable one with `flask seed groups enable NAME`)"
+        )
     results = []
     each = plan_live(settings, names) if live else plan_groups(settings, names, days=days)
     try:
@@ -56,8 +59,10 @@ def _plan_line(result: PlanResult) -> str:
     if result.plan_id is None:
         return f"{result.group}: nothing to plan ({result.reason}){expired}"
     kind = "live " if result.kind == "live" else ""
-    return (f"{result.group}: planned {kind}{result.first_id}-{result.last_id} in {result.ranges}"
-            f" ranges (plan {result.plan_id}){expired}")
+    return (
+        f"{result.group}: planned {kind}{result.first_id}-{result.last_id} in {result.ranges}"
+        f" ranges (plan {result.plan_id}){expired}"
+    )
 
 
 @click.command("status")
@@ -77,67 +82,138 @@ def status(as_json: bool) -> None:
     click.echo(f"as of {utc(now)}")
     click.echo()
     groups = data["groups"]
-    _table(("group", "ranges", "planned", "leased", "done", "expired", "covered", "span", "% done", "numbers/s",
-            "ETA", "last batch"),
-           [[g["group"], g["ranges"], g["planned"], g["leased"], g["done"], g["expired_ranges"], g["covered"], g["span"],
-             _percent(g["percent_done"]), g["article_numbers_per_second"], _eta(g), _moment(g["last_batch_at"])]
-            for g in groups])
+    _table(
+        (
+            "group",
+            "ranges",
+            "planned",
+            "leased",
+            "done",
+            "expired",
+            "covered",
+            "span",
+            "% done",
+            "numbers/s",
+            "ETA",
+            "last batch",
+        ),
+        [
+            [
+                g["group"],
+                g["ranges"],
+                g["planned"],
+                g["leased"],
+                g["done"],
+                g["expired_ranges"],
+                g["covered"],
+                g["span"],
+                _percent(g["percent_done"]),
+                g["article_numbers_per_second"],
+                _eta(g),
+                _moment(g["last_batch_at"]),
+            ]
+            for g in groups
+        ],
+    )
     click.echo()
-    _table(("group", "articles", "missing", "expired", "rejected", "dropped", "files", "releases", "posts", "live_next"),
-           [[g["group"], g["articles"], g["missing"], g["expired"], g["rejected"], g["dropped"],
-             *(_counted(g, c) for c in ("files", "releases", "posts")), g["live_next"]] for g in groups])
+    _table(
+        ("group", "articles", "missing", "expired", "rejected", "dropped", "files", "releases", "posts", "live_next"),
+        [
+            [
+                g["group"],
+                g["articles"],
+                g["missing"],
+                g["expired"],
+                g["rejected"],
+                g["dropped"],
+                *(_counted(g, c) for c in ("files", "releases", "posts")),
+                g["live_next"],
+            ]
+            for g in groups
+        ],
+    )
     if any(g["counted"] == "estimated" for g in groups):
         click.echo("  ~: the planner's estimate (a group too big to count its catalog on each look)")
     for g in groups:
         if not g["active"]:
             click.echo(f"  {g['group']}: disabled (neither planned nor leased)")
         if g["expired_ranges"] or g["expired"]:
-            click.echo(f"  {g['group']}: {g['expired']:,} article numbers expired on the server before a node"
-                       f" read them ({g['expired_ranges']:,} ranges wholly)")
+            click.echo(
+                f"  {g['group']}: {g['expired']:,} article numbers expired on the server before a node"
+                f" read them ({g['expired_ranges']:,} ranges wholly)"
+            )
         if g["plan_failures"]:
             times = "once" if g["plan_failures"] == 1 else f"{g['plan_failures']} times in a row"
-            click.echo(f"  {g['group']}: planning failed {times}; last at {utc(g['plan_error_at'])}:"
-                       f" {g['plan_error']}")
+            click.echo(f"  {g['group']}: planning failed {times}; last at {utc(g['plan_error_at'])}: {g['plan_error']}")
     for g in groups:
         for rule, counts in sorted(g["rules"].items()):
             label = "kept" if rule == "" else f"dropped by {rule}"
             # Summed per batch: a file or release that several batches saw counts in each.
-            click.echo(f"  {g['group']}: {label}: {counts['fragments']:,} articles ({counts['files']:,} files and"
-                       f" {counts['releases']:,} releases as the batches saw them)")
+            click.echo(
+                f"  {g['group']}: {label}: {counts['fragments']:,} articles ({counts['files']:,} files and"
+                f" {counts['releases']:,} releases as the batches saw them)"
+            )
     if data["leased_ranges"]:
         click.echo()
-        _table(("range", "group", "node", "first_id", "next_id", "last_id", "batches", "articles", "touched"),
-               [[_Right(r["id"]), r["group"], r["node"], r["first_id"], r["next_id"], r["last_id"], r["batches"],
-                 r["articles"], _moment(r["touched_at"])] for r in data["leased_ranges"]])
+        _table(
+            ("range", "group", "node", "first_id", "next_id", "last_id", "batches", "articles", "touched"),
+            [
+                [
+                    _Right(r["id"]),
+                    r["group"],
+                    r["node"],
+                    r["first_id"],
+                    r["next_id"],
+                    r["last_id"],
+                    r["batches"],
+                    r["articles"],
+                    _moment(r["touched_at"]),
+                ]
+                for r in data["leased_ranges"]
+            ],
+        )
     if data["failed_ranges"]:
         click.echo()
     for r in data["failed_ranges"]:
         times = "once" if r["failures"] == 1 else f"{r['failures']} times"
-        click.echo(f"range {r['id']} ({r['group']}, {r['first_id']:,}-{r['last_id']:,}, {r['status']}) failed"
-                   f" {times} on a node; last: {r['last_failure']}")
+        click.echo(
+            f"range {r['id']} ({r['group']}, {r['first_id']:,}-{r['last_id']:,}, {r['status']}) failed"
+            f" {times} on a node; last: {r['last_failure']}"
+        )
     if data["nodes"]:
         click.echo()
-        _table(("node", "enabled", "leases", "last seen", "ago"),
-               [[n["name"], n["enabled"], n["leases"], _moment(n["last_seen_at"]), ago(n["last_seen_at"], now)]
-                for n in data["nodes"]])
+        _table(
+            ("node", "enabled", "leases", "last seen", "ago"),
+            [
+                [n["name"], n["enabled"], n["leases"], _moment(n["last_seen_at"]), ago(n["last_seen_at"], now)]
+                for n in data["nodes"]
+            ],
+        )
     b, rates = data["batches"], data["rates"]
     click.echo()
-    click.echo(f"batches: {b['gathered']:,} done, {b['pending']:,} to store, {b['stored']:,} to gather,"
-               f" {b['failed']:,} failed")
+    click.echo(
+        f"batches: {b['gathered']:,} done, {b['pending']:,} to store, {b['stored']:,} to gather, {b['failed']:,} failed"
+    )
     oldest = b["oldest_unstored"]
     if oldest is not None:
-        click.echo(f"  oldest not stored: batch {oldest['id']} (range {oldest['range_id']}, {oldest['group']}),"
-                   f" accepted {utc(oldest['accepted_at'])}, waiting {duration(oldest['age_seconds'])},"
-                   f" {oldest['attempts']} attempts")
+        click.echo(
+            f"  oldest not stored: batch {oldest['id']} (range {oldest['range_id']}, {oldest['group']}),"
+            f" accepted {utc(oldest['accepted_at'])}, waiting {duration(oldest['age_seconds'])},"
+            f" {oldest['attempts']} attempts"
+        )
     if rates["last_batch_at"] is None:
         click.echo("rate: no batch accepted yet")
     else:
-        click.echo(f"rate: {rates['article_numbers_per_second']:,.1f} article numbers/s over the last"
-                   f" {duration(rates['rate_seconds'])} that saw batches; last batch {utc(rates['last_batch_at'])}"
-                   f" ({ago(rates['last_batch_at'], now)})")
+        click.echo(
+            f"rate: {rates['article_numbers_per_second']:,.1f} article numbers/s over the last"
+            f" {duration(rates['rate_seconds'])} that saw batches; last batch {utc(rates['last_batch_at'])}"
+            f" ({ago(rates['last_batch_at'], now)})"
+        )
     for failed in b["failed_examples"]:
-        click.echo(f"  failed batch {failed['id']} (range {failed['range_id']}, from {failed['batch_from']:,},"
-                   f" {failed['attempts']} attempts): {failed['error']}")
+        click.echo(
+            f"  failed batch {failed['id']} (range {failed['range_id']}, from {failed['batch_from']:,},"
+            f" {failed['attempts']} attempts): {failed['error']}"
+        )
 
 
 class _Right(str):

@@ -1,4 +1,5 @@
 """`flask seed range ID` and `flask seed spool ID`: fetching in the data center."""
+
 from __future__ import annotations
 
 import click
@@ -21,8 +22,11 @@ def range_(range_id: int, as_json: bool) -> None:
 
     def show(state):
         if not as_json:
-            click.echo(f"range {range_id}: at {state.next_id} of {state.last_id}, {state.batches} batches,"
-                       f" {state.lines} lines, {state.lines_per_second:,.0f} lines/s", err=True)
+            click.echo(
+                f"range {range_id}: at {state.next_id} of {state.last_id}, {state.batches} batches,"
+                f" {state.lines} lines, {state.lines_per_second:,.0f} lines/s",
+                err=True,
+            )
 
     try:
         state = run_range_here(settings, range_id, progress=show)
@@ -30,8 +34,14 @@ def range_(range_id: int, as_json: bool) -> None:
         raise click.ClickException(exc.message) from None
     except (NNTPError, OSError) as exc:
         raise click.ClickException(f"NNTP: {exc} (the range was given back at its resume point)") from None
-    result = {"range_id": range_id, "next_id": state.next_id, "batches": state.batches, "lines": state.lines,
-              "rejected": state.rejected, "lines_per_second": round(state.lines_per_second)}
+    result = {
+        "range_id": range_id,
+        "next_id": state.next_id,
+        "batches": state.batches,
+        "lines": state.lines,
+        "rejected": state.rejected,
+        "lines_per_second": round(state.lines_per_second),
+    }
     if as_json:
         print_json(result)
     else:
@@ -46,8 +56,9 @@ def spool(range_id: int, as_json: bool) -> None:
     """Fetch a range's raw chunks into the spool, for nodes to stream instead of asking NNTP."""
     settings = current_app.config["SETTINGS"]
     try:
-        lines = spool_range(settings, range_id,
-                            progress=lambda at, n: click.echo(f"spooled to {at}: {n} lines", err=True))
+        lines = spool_range(
+            settings, range_id, progress=lambda at, n: click.echo(f"spooled to {at}: {n} lines", err=True)
+        )
     except ServiceError as exc:
         raise click.ClickException(exc.message) from None
     except (NNTPError, OSError) as exc:

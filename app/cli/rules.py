@@ -1,4 +1,5 @@
 """`flask seed rules add|list|enable|disable|remove`: operator rules handed to nodes with each lease."""
+
 from __future__ import annotations
 
 import click
@@ -16,10 +17,14 @@ def _row(rule) -> dict:
 
 @rules.command("add")
 @click.argument("name")
-@click.option("--field", type=click.Choice(["subject", "poster", "message_id", "flag"]), required=True,
-              help="What the pattern is searched in: a file's subject, poster or message-id (applied by the"
-                   " nodes), or what an inspection flagged a post (flag: executable, password, password_url,"
-                   " encrypted_headers; applied by the data center).")
+@click.option(
+    "--field",
+    type=click.Choice(["subject", "poster", "message_id", "flag"]),
+    required=True,
+    help="What the pattern is searched in: a file's subject, poster or message-id (applied by the"
+    " nodes), or what an inspection flagged a post (flag: executable, password, password_url,"
+    " encrypted_headers; applied by the data center).",
+)
 @click.option("--pattern", required=True, help="A regular expression, searched case-insensitively.")
 @click.option("--action", type=click.Choice(["drop", "keep"]), default="drop", show_default=True)
 @click.option("--groups", help="Only for groups matching this glob, e.g. 'alt.binaries.e-book.*'.")
@@ -28,8 +33,9 @@ def add(name: str, field: str, pattern: str, action: str, groups: str | None, as
     """Add a rule; nodes apply a header rule from their next lease, the data center a flag rule
     to the inspections it stores from then on."""
     with service_call() as session:
-        rule = rule_service.add_rule(session, {"name": name, "field": field, "pattern": pattern,
-                                               "action": action, "groups": groups})
+        rule = rule_service.add_rule(
+            session, {"name": name, "field": field, "pattern": pattern, "action": action, "groups": groups}
+        )
         row = _row(rule)
     report(as_json, row, f"added rule {name}")
 
@@ -42,8 +48,17 @@ def list_(as_json: bool) -> None:
     with service_call() as session:
         rows = [_row(r) for r in rule_service.list_rules(session)]
         dropped = rule_service.posts_dropped(session)
-    rows.append({"name": rule_service.INSPECTED_EXECUTABLE_RULE, "field": "flag", "pattern": "executable",
-                 "action": "drop", "groups": None, "enabled": True, "builtin": True})
+    rows.append(
+        {
+            "name": rule_service.INSPECTED_EXECUTABLE_RULE,
+            "field": "flag",
+            "pattern": "executable",
+            "action": "drop",
+            "groups": None,
+            "enabled": True,
+            "builtin": True,
+        }
+    )
     for row in rows:
         if row["field"] == "flag":
             row["posts_dropped"] = dropped.get(row["name"], 0)
@@ -59,8 +74,11 @@ def _switch(name: str, enabled: bool, as_json: bool) -> None:
         rule, changed = rule_service.set_enabled(session, name, enabled)
         row = _row(rule)
     word = "enabled" if enabled else "disabled"
-    report(as_json, {**row, "changed": changed},
-           f"{word} rule {name} (from each node's next lease)" if changed else f"rule {name} is already {word}")
+    report(
+        as_json,
+        {**row, "changed": changed},
+        f"{word} rule {name} (from each node's next lease)" if changed else f"rule {name} is already {word}",
+    )
 
 
 @rules.command("enable")

@@ -1,7 +1,18 @@
 """The catalog's tables; importing this package registers every model on Base.metadata."""
+
 from app.models.apikeys import ApiKey
 from app.models.batches import SeedBatch, StoredFragments
-from app.models.catalog import File, Fragment, MessageHost, Post, PostGrab, Release, ReleaseChunk, ReleasePost, RuleCount
+from app.models.catalog import (
+    File,
+    Fragment,
+    MessageHost,
+    Post,
+    PostGrab,
+    Release,
+    ReleaseChunk,
+    ReleasePost,
+    RuleCount,
+)
 from app.models.groups import Group
 from app.models.inspections import InspectionJoin, InspectionState, PostFileHash, PostInspection
 from app.models.keys import OperatorKey
@@ -11,7 +22,27 @@ from app.models.rules import SeedRule
 from app.models.spool import SpoolChunk
 
 __all__ = [
-    "ApiKey", "File", "Fragment", "Group", "InspectionJoin", "InspectionState", "MessageHost", "OperatorKey", "Post", "PostGrab",
-    "PostFileHash", "PostInspection", "Release", "ReleaseChunk", "ReleasePost", "RuleCount", "SeedBatch", "SeedNode", "SeedPlan", "SeedRange", "SeedRule", "SpoolChunk",
+    "ApiKey",
+    "File",
+    "Fragment",
+    "Group",
+    "InspectionJoin",
+    "InspectionState",
+    "MessageHost",
+    "OperatorKey",
+    "Post",
+    "PostGrab",
+    "PostFileHash",
+    "PostInspection",
+    "Release",
+    "ReleaseChunk",
+    "ReleasePost",
+    "RuleCount",
+    "SeedBatch",
+    "SeedNode",
+    "SeedPlan",
+    "SeedRange",
+    "SeedRule",
+    "SpoolChunk",
     "StoredFragments",
 ]

@@ -3,7 +3,16 @@ from __future__ import annotations
 from datetime import date, datetime
 
 from sqlalchemy import (
-    BigInteger, CheckConstraint, Date, DateTime, ForeignKey, Identity, Integer, LargeBinary, Text, func,
+    BigInteger,
+    CheckConstraint,
+    Date,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Integer,
+    LargeBinary,
+    Text,
+    func,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 

@@ -4,8 +4,20 @@ from datetime import datetime
 from enum import StrEnum
 
 from sqlalchemy import (
-    ARRAY, BigInteger, CheckConstraint, DateTime, ForeignKey, Identity, Index, Integer, LargeBinary, Text,
-    TypeDecorator, UniqueConstraint, func, text,
+    ARRAY,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    LargeBinary,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    func,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 

@@ -4,13 +4,26 @@ Files, fragments and release chunks are partitioned by group (LIST on group_id);
 are made on demand by app.db.ensure_group_partitions (a partition's group_id defaults to its group). No foreign keys on these hot tables: a
 row can only land in an existing group's partition, and keys come from the digest library.
 """
+
 from __future__ import annotations
 
 from datetime import date, datetime
 
 from sqlalchemy import (
-    REAL, BigInteger, Boolean, Computed, Date, DateTime, Identity, Index, Integer, PrimaryKeyConstraint, SmallInteger,
-    Text, func, text,
+    REAL,
+    BigInteger,
+    Boolean,
+    Computed,
+    Date,
+    DateTime,
+    Identity,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    SmallInteger,
+    Text,
+    func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column

@@ -1,12 +1,25 @@
 """Inspections: posts whose few small files (.par2 index, .nfo, the first archive volume) an
 edge node reads to tell what headers cannot (app.services.inspections, docs/api.md)."""
+
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger, Boolean, DateTime, PrimaryKeyConstraint, ForeignKey, Identity, Index, Integer, LargeBinary, SmallInteger, Text, UniqueConstraint, func,
+    BigInteger,
+    Boolean,
+    DateTime,
+    PrimaryKeyConstraint,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    LargeBinary,
+    SmallInteger,
+    Text,
+    UniqueConstraint,
+    func,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -30,8 +43,12 @@ class PostInspection(Base):
     __table_args__ = (
         UniqueConstraint("group_id", "post_key", name="uq_post_inspections_post"),
         # The queue, newest post first; leased rows by when their lease ends (taken back then).
-        Index("ix_post_inspections_queue", text("priority DESC NULLS LAST"), "id",
-              postgresql_where=text("state = 'queued'")),
+        Index(
+            "ix_post_inspections_queue",
+            text("priority DESC NULLS LAST"),
+            "id",
+            postgresql_where=text("state = 'queued'"),
+        ),
         Index("ix_post_inspections_leased", "expires_at", postgresql_where=text("state = 'leased'")),
     )
 

@@ -13,9 +13,7 @@ class SpoolChunk(Base):
 
     __tablename__ = "spool_chunks"
 
-    range_id: Mapped[int] = mapped_column(
-        ForeignKey("seed_ranges.id", ondelete="CASCADE"), primary_key=True
-    )
+    range_id: Mapped[int] = mapped_column(ForeignKey("seed_ranges.id", ondelete="CASCADE"), primary_key=True)
     chunk_from: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     chunk_to: Mapped[int] = mapped_column(BigInteger)
     lines: Mapped[int] = mapped_column(Integer)

@@ -1,5 +1,6 @@
 """API keys: the credential of the catalog's users and their tools (search, NZB downloads), with
 their daily limits and use."""
+
 from __future__ import annotations
 
 import enum
@@ -59,15 +60,17 @@ class LimitReached(ServiceError):
         limit = usage.requests_max if kind == "requests" else usage.grabs_max
         what = "requests" if kind == "requests" else "NZB downloads"
         super().__init__(
-            f"the API key's limit of {limit} {what} a day (UTC) is reached; it frees at 00:00 UTC,"
-            f" in {retry_after} s", code="request_limit_reached" if kind == "requests" else "grab_limit_reached")
+            f"the API key's limit of {limit} {what} a day (UTC) is reached; it frees at 00:00 UTC, in {retry_after} s",
+            code="request_limit_reached" if kind == "requests" else "grab_limit_reached",
+        )
         self.kind = kind
         self.retry_after = retry_after
         self.usage = usage
 
 
-def create_key(session: Session, name: str, *, requests_per_day: int | None = None,
-               grabs_per_day: int | None = None) -> tuple[ApiKey, str]:
+def create_key(
+    session: Session, name: str, *, requests_per_day: int | None = None, grabs_per_day: int | None = None
+) -> tuple[ApiKey, str]:
     """A new key and its secret; the secret is returned once and only its hash is stored. The
     limits are per UTC day, None for unlimited."""
     tokens.check_name(name, "an API key name", "bad_api_key_name")
@@ -78,15 +81,17 @@ def create_key(session: Session, name: str, *, requests_per_day: int | None = No
     if session.scalar(select(ApiKey.id).where(ApiKey.name == name)) is not None:
         raise Conflict(f"API key name already in use: {name}", code="api_key_exists")
     secret = tokens.new_token(API_KEY_PREFIX)
-    key = ApiKey(name=name, key_hash=tokens.hash_token(secret), requests_per_day=requests_per_day,
-                 grabs_per_day=grabs_per_day)
+    key = ApiKey(
+        name=name, key_hash=tokens.hash_token(secret), requests_per_day=requests_per_day, grabs_per_day=grabs_per_day
+    )
     session.add(key)
     session.flush()
     return key, secret
 
 
-def set_limits(session: Session, name: str, *, requests_per_day: int | None | Keep = KEEP,
-               grabs_per_day: int | None | Keep = KEEP) -> ApiKey:
+def set_limits(
+    session: Session, name: str, *, requests_per_day: int | None | Keep = KEEP, grabs_per_day: int | None | Keep = KEEP
+) -> ApiKey:
     """Changes a key's daily limits (None: unlimited; KEEP: as it is). They apply from the key's
     next request on, to today's use so far: a limit lowered below it refuses until 00:00 UTC."""
     if requests_per_day is not KEEP:
@@ -110,8 +115,9 @@ def _check_limit(value: int | None, what: str) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or not LIMIT_MIN <= value <= LIMIT_MAX:
         raise ServiceError(
-            f"not a limit of {what}: {value!r} (a whole number from {LIMIT_MIN} to {LIMIT_MAX}, or none for"
-            " unlimited)", code="bad_api_key_limit")
+            f"not a limit of {what}: {value!r} (a whole number from {LIMIT_MIN} to {LIMIT_MAX}, or none for unlimited)",
+            code="bad_api_key_limit",
+        )
 
 
 def list_keys(session: Session) -> list[ApiKey]:
@@ -120,13 +126,14 @@ def list_keys(session: Session) -> list[ApiKey]:
 
 def list_usage(session: Session, name: str | None = None) -> list[tuple[ApiKey, Usage]]:
     """Every key (or the one named) with its use today and its limits, by name."""
-    query = (select(ApiKey, ApiKeyDay)
-             .outerjoin(ApiKeyDay, and_(ApiKeyDay.key_id == ApiKey.id, ApiKeyDay.day == _TODAY))
-             .order_by(ApiKey.name))
+    query = (
+        select(ApiKey, ApiKeyDay)
+        .outerjoin(ApiKeyDay, and_(ApiKeyDay.key_id == ApiKey.id, ApiKeyDay.day == _TODAY))
+        .order_by(ApiKey.name)
+    )
     if name is not None:
         query = query.where(ApiKey.name == name)
-    return [(key, _usage(key.requests_per_day, key.grabs_per_day, day))
-            for key, day in session.execute(query)]
+    return [(key, _usage(key.requests_per_day, key.grabs_per_day, day)) for key, day in session.execute(query)]
 
 
 def _usage(requests_max: int | None, grabs_max: int | None, day: ApiKeyDay | None) -> Usage:
@@ -218,8 +225,9 @@ def record_use(session: Session, key_row: ApiKey, grab: bool) -> None:
 
 
 def _count(session: Session, key_row: ApiKey, grab: bool, *, enforce: bool) -> Usage:
-    row = session.execute(_USE, {"key_id": key_row.id, "grab": grab, "grabs": 1 if grab else 0,
-                                 "enforce": enforce}).one_or_none()
+    row = session.execute(
+        _USE, {"key_id": key_row.id, "grab": grab, "grabs": 1 if grab else 0, "enforce": enforce}
+    ).one_or_none()
     if row is None:
         raise NotFound(f"no such API key: id {key_row.id}", code="unknown_api_key")
     # The caller's copy of the key is given what the statement read and wrote, as loaded (no
@@ -230,16 +238,20 @@ def _count(session: Session, key_row: ApiKey, grab: bool, *, enforce: bool) -> U
         set_committed_value(key_row, "api_hits", row.total_requests)
         set_committed_value(key_row, "grabs", row.total_grabs)
         set_committed_value(key_row, "last_used_at", row.last_used_at)
-        return Usage(row.requests, row.grabs, row.requests_per_day, row.grabs_per_day, row.first_request,
-                     row.first_grab)
+        return Usage(
+            row.requests, row.grabs, row.requests_per_day, row.grabs_per_day, row.first_request, row.first_grab
+        )
     # Refused. Read after the upsert locked the row, this is its newest version: the one the
     # limits were checked against (a plain read in the upsert's statement could see an older one).
     current = session.execute(
-        select(ApiKeyDay).where(ApiKeyDay.key_id == key_row.id, ApiKeyDay.day == row.day)
-        .execution_options(populate_existing=True)).scalar_one()
+        select(ApiKeyDay)
+        .where(ApiKeyDay.key_id == key_row.id, ApiKeyDay.day == row.day)
+        .execution_options(populate_existing=True)
+    ).scalar_one()
     usage = _usage(row.requests_per_day, row.grabs_per_day, current)
     kind: Literal["requests", "grabs"] = (
-        "requests" if usage.requests_max is not None and usage.requests >= usage.requests_max else "grabs")
+        "requests" if usage.requests_max is not None and usage.requests >= usage.requests_max else "grabs"
+    )
     raise LimitReached(kind, retry_after(row.day, row.at), usage)
 
 

@@ -7,6 +7,7 @@ Latin-1 and refuse anything past it), so the header carries two names (RFC 6266)
 ``filename=`` for old clients, and the real name as ``filename*=UTF-8''...`` (RFC 5987, percent
 encoded) for every browser and newznab client of today.
 """
+
 from __future__ import annotations
 
 import unicodedata

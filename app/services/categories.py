@@ -9,6 +9,7 @@ docs/names.md; category_of(parsed, group)); the group decides only where the nam
 are the newznab standard ones (docs/api.md lists them), so clients' category filters work
 unchanged.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,20 +30,73 @@ class Category:
         return self.id // 1000 * 1000
 
 
-PARENTS = {1000: "Console", 2000: "Movies", 3000: "Audio", 4000: "PC", 5000: "TV", 6000: "XXX", 7000: "Books",
-           8000: "Other"}
+PARENTS = {
+    1000: "Console",
+    2000: "Movies",
+    3000: "Audio",
+    4000: "PC",
+    5000: "TV",
+    6000: "XXX",
+    7000: "Books",
+    8000: "Other",
+}
 SUBCATEGORIES = {
-    1010: "NDS", 1080: "PS3", 1020: "PSP", 1030: "Wii", 1040: "Xbox", 1050: "Xbox 360", 1090: "Other",
-    1110: "3DS", 1120: "PS Vita", 1130: "WiiU", 1140: "Xbox One", 1180: "PS4",
-    2010: "Foreign", 2030: "SD", 2040: "HD", 2045: "UHD", 2050: "BluRay", 2060: "3D", 2070: "DVD", 2999: "Other",
-    3010: "MP3", 3020: "Video", 3030: "Audiobook", 3040: "Lossless", 3999: "Other",
-    4010: "0day", 4020: "ISO", 4030: "Mac", 4040: "Mobile-Other", 4050: "Games", 4060: "Mobile-iOS",
-    4070: "Mobile-Android", 4999: "Other",
-    5010: "WEB-DL", 5020: "Foreign", 5030: "SD", 5040: "HD", 5045: "UHD", 5060: "Sport", 5070: "Anime",
-    5080: "Documentary", 5999: "Other",
-    6010: "DVD", 6020: "WMV", 6030: "XviD", 6040: "x264", 6045: "UHD", 6060: "ImageSet", 6999: "Other",
-    7010: "Mags", 7020: "Ebook", 7030: "Comics", 7040: "Technical", 7999: "Other",
-    8010: "Misc", 8020: "Hashed",
+    1010: "NDS",
+    1080: "PS3",
+    1020: "PSP",
+    1030: "Wii",
+    1040: "Xbox",
+    1050: "Xbox 360",
+    1090: "Other",
+    1110: "3DS",
+    1120: "PS Vita",
+    1130: "WiiU",
+    1140: "Xbox One",
+    1180: "PS4",
+    2010: "Foreign",
+    2030: "SD",
+    2040: "HD",
+    2045: "UHD",
+    2050: "BluRay",
+    2060: "3D",
+    2070: "DVD",
+    2999: "Other",
+    3010: "MP3",
+    3020: "Video",
+    3030: "Audiobook",
+    3040: "Lossless",
+    3999: "Other",
+    4010: "0day",
+    4020: "ISO",
+    4030: "Mac",
+    4040: "Mobile-Other",
+    4050: "Games",
+    4060: "Mobile-iOS",
+    4070: "Mobile-Android",
+    4999: "Other",
+    5010: "WEB-DL",
+    5020: "Foreign",
+    5030: "SD",
+    5040: "HD",
+    5045: "UHD",
+    5060: "Sport",
+    5070: "Anime",
+    5080: "Documentary",
+    5999: "Other",
+    6010: "DVD",
+    6020: "WMV",
+    6030: "XviD",
+    6040: "x264",
+    6045: "UHD",
+    6060: "ImageSet",
+    6999: "Other",
+    7010: "Mags",
+    7020: "Ebook",
+    7030: "Comics",
+    7040: "Technical",
+    7999: "Other",
+    8010: "Misc",
+    8020: "Hashed",
 }
 
 # (words any of which names the category, the category id), tried in order.
@@ -53,8 +107,26 @@ RULES: tuple[tuple[frozenset[str], int], ...] = (
     (frozenset({"mags", "magazines"}), 7010),
     (frozenset({"audiobooks", "audiobook"}), 3030),
     (frozenset({"mp3", "sounds", "music", "audio", "flac", "lossless"}), 3000),
-    (frozenset({"playstation", "playstation2", "playstation3", "ps2", "ps3", "psp", "xbox", "xbox360", "wii",
-                "nintendo", "nintendods", "console", "games"}), 1000),
+    (
+        frozenset(
+            {
+                "playstation",
+                "playstation2",
+                "playstation3",
+                "ps2",
+                "ps3",
+                "psp",
+                "xbox",
+                "xbox360",
+                "wii",
+                "nintendo",
+                "nintendods",
+                "console",
+                "games",
+            }
+        ),
+        1000,
+    ),
     (frozenset({"teevee", "tv", "tvseries", "hdtv", "series", "sitcoms"}), 5000),
     (frozenset({"anime"}), 5070),
     (frozenset({"moovee", "movies", "movie", "dvdr", "bluray", "x264", "hdmovies", "dvd"}), 2000),
@@ -91,8 +163,7 @@ def kind_hint(group: str) -> str | None:
     return _KIND_OF_PARENT.get(category // 1000 * 1000)
 
 
-_KIND_OF_PARENT = {1000: "game", 2000: "movie", 3000: "music", 4000: "software", 5000: "tv", 6000: "xxx",
-                   7000: "book"}
+_KIND_OF_PARENT = {1000: "game", 2000: "movie", 3000: "music", 4000: "software", 5000: "tv", 6000: "xxx", 7000: "book"}
 
 
 def _group_category(group: str) -> int:
@@ -127,9 +198,25 @@ def matches(category: Category, wanted: set[int]) -> bool:
 
 
 # A game's console by its platform (app.services.names); PC, Mac and Linux games are PC > Games.
-_CONSOLES = {"nds": 1010, "psp": 1020, "wii": 1030, "xbox": 1040, "xbox360": 1050, "ps3": 1080, "3ds": 1110,
-             "vita": 1120, "wiiu": 1130, "xboxone": 1140, "ps4": 1180, "switch": 1090, "ps2": 1090, "ps5": 1090,
-             "gamecube": 1090, "gba": 1090, "xboxseries": 1090}
+_CONSOLES = {
+    "nds": 1010,
+    "psp": 1020,
+    "wii": 1030,
+    "xbox": 1040,
+    "xbox360": 1050,
+    "ps3": 1080,
+    "3ds": 1110,
+    "vita": 1120,
+    "wiiu": 1130,
+    "xboxone": 1140,
+    "ps4": 1180,
+    "switch": 1090,
+    "ps2": 1090,
+    "ps5": 1090,
+    "gamecube": 1090,
+    "gba": 1090,
+    "xboxseries": 1090,
+}
 _SOFTWARE = {"mac": 4030, "ios": 4060, "android": 4070, "mobile": 4040}
 # Languages that leave a release usable where English is wanted (not Foreign).
 _NOT_FOREIGN = frozenset({"english", "multi", "dual", "original"})

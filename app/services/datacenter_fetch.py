@@ -4,6 +4,7 @@
 Both use the digest library's NNTP client, and a range run here the library's range loop, exactly
 as the edge node does.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -33,8 +34,14 @@ class StoreSink:
         with session_scope() as session:
             node = leases.datacenter_node(session)
             accepted = acceptance.accept_batch(
-                session, node, self.range_id, batch_from=batch["first"], batch_to=batch["last"],
-                body=body, content_type=content_type, content_encoding=content_encoding,
+                session,
+                node,
+                self.range_id,
+                batch_from=batch["first"],
+                batch_to=batch["last"],
+                body=body,
+                content_type=content_type,
+                content_encoding=content_encoding,
             )
         with session_scope() as session:
             store.store_batch(session, accepted.batch_id)
@@ -64,11 +71,21 @@ def run_range_here(
     try:
         with connect_from_settings(settings) as client:
             client.group(lease.group)
-            job = RangeJob(group=lease.group, next_id=lease.next_id, last_id=lease.last_id,
-                           chunk_size=settings.chunk_size, batch_chunks=settings.batch_chunks, rules=rules,
-                           layout=client.overview_layout())
-            state = run_range(job, SingleConnectionSource(client), StoreSink(range_id),
-                              _ShowProgress(progress) if progress is not None else None)
+            job = RangeJob(
+                group=lease.group,
+                next_id=lease.next_id,
+                last_id=lease.last_id,
+                chunk_size=settings.chunk_size,
+                batch_chunks=settings.batch_chunks,
+                rules=rules,
+                layout=client.overview_layout(),
+            )
+            state = run_range(
+                job,
+                SingleConnectionSource(client),
+                StoreSink(range_id),
+                _ShowProgress(progress) if progress is not None else None,
+            )
     except BaseException:
         # Give the range back at its resume point so a node (or a later run) goes on from there.
         with session_scope() as session:

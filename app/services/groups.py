@@ -1,4 +1,5 @@
 """Newsgroups the seed covers."""
+
 from __future__ import annotations
 
 import re
@@ -32,9 +33,11 @@ def add_groups(session: Session, names: list[str]) -> list[Group]:
     existing = session.scalars(select(Group.name).where(Group.name.in_(cleaned))).all()
     if existing:
         raise Conflict(f"group already exists: {', '.join(sorted(existing))}", code="group_exists")
-    rows = session.execute(
-        insert(Group).values([{"name": n} for n in cleaned]).on_conflict_do_nothing().returning(Group)
-    ).scalars().all()
+    rows = (
+        session.execute(insert(Group).values([{"name": n} for n in cleaned]).on_conflict_do_nothing().returning(Group))
+        .scalars()
+        .all()
+    )
     if len(rows) != len(cleaned):
         raise Conflict("a group was added concurrently; try again", code="group_exists")
     for group in rows:
@@ -67,9 +70,13 @@ def set_active(session: Session, name: str, active: bool) -> tuple[Group, bool]:
 
 
 def leased_ranges(session: Session, group_id: int) -> list[int]:
-    return list(session.scalars(
-        select(SeedRange.id).where(SeedRange.group_id == group_id, SeedRange.status == "leased").order_by(SeedRange.id)
-    ))
+    return list(
+        session.scalars(
+            select(SeedRange.id)
+            .where(SeedRange.group_id == group_id, SeedRange.status == "leased")
+            .order_by(SeedRange.id)
+        )
+    )
 
 
 # Removing a group: every row of it goes, in every table that has one, including tables added
@@ -150,9 +157,15 @@ class GroupRemoval:
         return sum(self.counts.values())
 
     def as_dict(self) -> dict:
-        return {"group": self.group, "id": self.group_id, "removed": self.removed, "rows": self.rows,
-                "counts": dict(self.counts), "partitions": sorted(p for ps in self.partitions.values() for p in ps),
-                "leased_ranges": list(self.leased_ranges)}
+        return {
+            "group": self.group,
+            "id": self.group_id,
+            "removed": self.removed,
+            "rows": self.rows,
+            "counts": dict(self.counts),
+            "partitions": sorted(p for ps in self.partitions.values() for p in ps),
+            "leased_ranges": list(self.leased_ranges),
+        }
 
 
 def _removal(session: Session, group: Group) -> GroupRemoval:
@@ -174,8 +187,9 @@ def _removal(session: Session, group: Group) -> GroupRemoval:
                 continue
             columns = ", ".join(map(_ident, key.child_columns))
             parent_columns = ", ".join(map(_ident, key.parent_columns))
-            scopes[key.child] = (f"({columns}) IN (SELECT {parent_columns} FROM {_ident(key.parent)}"
-                                 f" WHERE {scopes[key.parent]})")
+            scopes[key.child] = (
+                f"({columns}) IN (SELECT {parent_columns} FROM {_ident(key.parent)} WHERE {scopes[key.parent]})"
+            )
             added = True
     # Children before their parents, so that no key stops a delete whatever its ON DELETE says.
     graph = TopologicalSorter({table: set() for table in scopes})
@@ -187,17 +201,28 @@ def _removal(session: Session, group: Group) -> GroupRemoval:
     except CycleError:
         order = sorted(scopes, key=lambda t: t == "groups")  # the cascades take care of a cycle
     counts = {
-        table: session.execute(text(f"SELECT count(*) FROM {_ident(table)} WHERE {scopes[table]}"),
-                               {"g": group.id}).scalar_one()
+        table: session.execute(
+            text(f"SELECT count(*) FROM {_ident(table)} WHERE {scopes[table]}"), {"g": group.id}
+        ).scalar_one()
         for table in sorted(scopes)
     }
     bound = f"FOR VALUES IN ({int(group.id)})"
-    partitions = {table: list(session.scalars(_GROUP_PARTITION, {"parent": table, "bound": bound}))
-                  for table in sorted(partitioned)}
+    partitions = {
+        table: list(session.scalars(_GROUP_PARTITION, {"parent": table, "bound": bound}))
+        for table in sorted(partitioned)
+    }
     referring = {key.child for key in keys if key.child in scopes and key.parent in scopes}
-    return GroupRemoval(group=group.name, group_id=group.id, counts=counts, partitions=partitions,
-                        leased_ranges=leased_ranges(session, group.id), _scopes=scopes, _order=order,
-                        _partitioned=partitioned, _referring=referring)
+    return GroupRemoval(
+        group=group.name,
+        group_id=group.id,
+        counts=counts,
+        partitions=partitions,
+        leased_ranges=leased_ranges(session, group.id),
+        _scopes=scopes,
+        _order=order,
+        _partitioned=partitioned,
+        _referring=referring,
+    )
 
 
 def removal_preview(session: Session, name: str) -> GroupRemoval:
@@ -237,5 +262,7 @@ def remove_group(session: Session, name: str, *, force: bool = False) -> GroupRe
 
 def leased_message(removal: GroupRemoval) -> str:
     ids = ", ".join(map(str, removal.leased_ranges[:10])) + (", ..." if len(removal.leased_ranges) > 10 else "")
-    return (f"group {removal.group} has {len(removal.leased_ranges)} leased ranges ({ids}): nodes are fetching"
-            " them; wait for them, or remove it anyway with --force")
+    return (
+        f"group {removal.group} has {len(removal.leased_ranges)} leased ranges ({ids}): nodes are fetching"
+        " them; wait for them, or remove it anyway with --force"
+    )

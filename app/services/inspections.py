@@ -12,6 +12,7 @@ the queue, as a range's does; a node gives back what it holds on SIGTERM (give_b
 a node posts (record) is stored once: a second post of the same result, by the node that holds
 it or held it last, is answered as stored. docs/api.md has the contract.
 """
+
 from __future__ import annotations
 
 import re
@@ -57,15 +58,19 @@ REASONS = (
     ("misc", "p.category = 8010"),
     ("posters", "strpos(p.posters, E'\\n') > 0"),
     ("one_file", "p.files_seen = 1"),
-    ("contents", "EXISTS (SELECT FROM files f WHERE f.group_id = :g AND f.release_key = p.key"
-                 f" AND f.name ~* '{CONTENTS}')"),
+    (
+        "contents",
+        f"EXISTS (SELECT FROM files f WHERE f.group_id = :g AND f.release_key = p.key AND f.name ~* '{CONTENTS}')",
+    ),
 )
 # A post's inspection that the join's writing it changes (queued again, or told it changed): one
 # still queued, or one done or given up that the post has outgrown (more files than it had when
 # read), fewer than MAX_ROUNDS times. Not one leased: its node is reading it.
 MAX_ROUNDS = 3
-REQUEUED = (f"(i.state = 'queued' OR (i.state IN ('done', 'failed') AND i.rounds < {MAX_ROUNDS}"
-            " AND coalesce(i.files_seen, 0) < p.files_seen))")
+REQUEUED = (
+    f"(i.state = 'queued' OR (i.state IN ('done', 'failed') AND i.rounds < {MAX_ROUNDS}"
+    " AND coalesce(i.files_seen, 0) < p.files_seen))"
+)
 QUEUE = text(f"""
     WITH worth AS MATERIALIZED (  -- materialised: each test runs once a post, not again in WHERE
         SELECT p.group_id, p.key, p.last_post, p.files_seen,
@@ -196,11 +201,24 @@ def lease(session: Session, node: SeedNode, count: int, timeout: int, settle: in
     if leased:
         files_seen = {row.id: row.files_seen for row in rows}
         # Each is read with the files the post has now: it is queued again once it has more.
-        session.execute(LEASED, {"node": node.id, "timeout": timeout, "ids": [i.id for i in leased],
-                                 "files_seen": [files_seen[i.id] for i in leased]})
+        session.execute(
+            LEASED,
+            {
+                "node": node.id,
+                "timeout": timeout,
+                "ids": [i.id for i in leased],
+                "files_seen": [files_seen[i.id] for i in leased],
+            },
+        )
     if given_up:
-        session.execute(GIVEN_UP, {"ids": [i for i, _, _ in given_up], "errors": [e for _, e, _ in given_up],
-                                   "files_seen": [f for _, _, f in given_up]})
+        session.execute(
+            GIVEN_UP,
+            {
+                "ids": [i for i, _, _ in given_up],
+                "errors": [e for _, e, _ in given_up],
+                "files_seen": [f for _, _, f in given_up],
+            },
+        )
     return sorted(leased, key=lambda lease: lease.id)
 
 
@@ -230,8 +248,11 @@ def _chosen(by_name: dict[str, Any]) -> list[dict[str, Any]]:
         stem = _7Z.match(entry["name"])
         if stem is None:
             continue
-        volumes = {n: int(found[2] or 1) for n in names
-                   if (found := _7Z.match(n)) is not None and found[1].lower() == stem[1].lower()}
+        volumes = {
+            n: int(found[2] or 1)
+            for n in names
+            if (found := _7Z.match(n)) is not None and found[1].lower() == stem[1].lower()
+        }
         last = by_name[max(volumes, key=lambda n: (volumes[n], n))]
         if last.last_message_id != entry["message_id"] and total + last.last_bytes <= MAX_BYTES:
             total += last.last_bytes
@@ -305,13 +326,27 @@ def record_many(session: Session, node: SeedNode, results: list[tuple[int, Any]]
     ids = sorted({inspection_id for _, inspection_id, _ in checked})
     # The join's lock of each group first (the least id first), as the join takes it before it
     # queues posts here: taken after the rows', a join waiting on a row would wait on us and we on it.
-    groups: dict[int, str] = dict(session.execute(text(
-        "SELECT DISTINCT i.group_id, g.name FROM post_inspections i JOIN groups g ON g.id = i.group_id"
-        " WHERE i.id = ANY(CAST(:ids AS bigint[])) ORDER BY 1"), {"ids": ids})) if ids else {}
+    groups: dict[int, str] = (
+        dict(
+            session.execute(
+                text(
+                    "SELECT DISTINCT i.group_id, g.name FROM post_inspections i JOIN groups g ON g.id = i.group_id"
+                    " WHERE i.id = ANY(CAST(:ids AS bigint[])) ORDER BY 1"
+                ),
+                {"ids": ids},
+            ).all()
+        )
+        if ids
+        else {}
+    )
     for group_id in groups:
         _join_lock(session, group_id)
-    rows = {row.id: row for row in session.scalars(
-        select(PostInspection).where(PostInspection.id.in_(ids)).order_by(PostInspection.id).with_for_update())}
+    rows = {
+        row.id: row
+        for row in session.scalars(
+            select(PostInspection).where(PostInspection.id.in_(ids)).order_by(PostInspection.id).with_for_update()
+        )
+    }
     stored: list[tuple[PostInspection, list[dict[str, Any]]]] = []
     for position, inspection_id, fields in checked:
         row = rows.get(inspection_id)
@@ -329,8 +364,9 @@ def record_many(session: Session, node: SeedNode, results: list[tuple[int, Any]]
     _name_by_files(session, [row for row, _ in stored], groups)
     for row, _ in stored:
         flags = (row.flags or "").split(",") if row.flags else []
-        row.dropped_by = rules.flag_verdict(session, groups[row.group_id],
-                                            flags + (["password"] if row.password == 1 else []))
+        row.dropped_by = rules.flag_verdict(
+            session, groups[row.group_id], flags + (["password"] if row.password == 1 else [])
+        )
     session.flush()
     # Each post takes the name its files told (and its category by it), its password and ids,
     # the files its par2 set lists, or leaves search when a rule drops it: its row (and those of
@@ -372,8 +408,10 @@ def _name_by_files(session: Session, rows: list[PostInspection], groups: dict[in
             unnamed.setdefault(row.group_id, []).append(row)
     for group_id, group_rows in unnamed.items():
         group = groups[group_id]
-        posts = {post.key: post for post in session.execute(
-            POST_NAMES, {"g": group_id, "keys": [row.post_key for row in group_rows]})}
+        posts = {
+            post.key: post
+            for post in session.execute(POST_NAMES, {"g": group_id, "keys": [row.post_key for row in group_rows]})
+        }
         for row in group_rows:
             post = posts.get(row.post_key)
             if post is not None and (post.category == MISC or postnames.is_hashed(post.name, group)):
@@ -412,13 +450,24 @@ def join_by_par2(session: Session, row: PostInspection, read: list[dict[str, Any
     release_posts, under the join's lock of the group (record takes it). Returns the posts that
     lost releases."""
     group, key = row.group_id, row.post_key
-    listed = [(bytes.fromhex(f["hash16k"]), f["size"]) for f in row.files or []
-              if f.get("source") == "par2" and f.get("hash16k")]
+    listed = [
+        (bytes.fromhex(f["hash16k"]), f["size"])
+        for f in row.files or []
+        if f.get("source") == "par2" and f.get("hash16k")
+    ]
     mine = [(bytes.fromhex(f["hash16k"]), f["size"]) for f in read]
     for pairs, is_listed in ((listed, True), (mine, False)):
         if pairs:
-            session.execute(REMEMBER, {"g": group, "listed": is_listed, "key": key,
-                                       "hashes": [h for h, _ in pairs], "sizes": [s for _, s in pairs]})
+            session.execute(
+                REMEMBER,
+                {
+                    "g": group,
+                    "listed": is_listed,
+                    "key": key,
+                    "hashes": [h for h, _ in pairs],
+                    "sizes": [s for _, s in pairs],
+                },
+            )
     # The posts of the set: those that list its files (its par2 files, each an index or a
     # recovery volume) and those whose files they list. All go into the post of the least key
     # that lists them, whatever order their inspections come in: the last one joins them all.
@@ -427,12 +476,27 @@ def join_by_par2(session: Session, row: PostInspection, read: list[dict[str, Any
     if listed:
         listers.add(key)
         for is_listed, into in ((True, listers), (False, readers)):
-            into.update(other for (other,) in session.execute(MATCHING, {
-                "g": group, "listed": is_listed, "key": key,
-                "hashes": [h for h, _ in listed], "sizes": [s for _, s in listed]}))
+            into.update(
+                other
+                for (other,) in session.execute(
+                    MATCHING,
+                    {
+                        "g": group,
+                        "listed": is_listed,
+                        "key": key,
+                        "hashes": [h for h, _ in listed],
+                        "sizes": [s for _, s in listed],
+                    },
+                )
+            )
     if mine:
-        found = {other for (other,) in session.execute(MATCHING, {
-            "g": group, "listed": True, "key": key, "hashes": [h for h, _ in mine], "sizes": [s for _, s in mine]})}
+        found = {
+            other
+            for (other,) in session.execute(
+                MATCHING,
+                {"g": group, "listed": True, "key": key, "hashes": [h for h, _ in mine], "sizes": [s for _, s in mine]},
+            )
+        }
         if found:
             listers.update(found)
             readers.add(key)
@@ -464,8 +528,10 @@ def _join_lock(session: Session, group_id: int) -> None:
 
 def _current_post(session: Session, group_id: int, release_key: int) -> int:
     """The post a release is in now."""
-    return session.execute(text("SELECT coalesce((SELECT post_key FROM release_posts WHERE group_id = :g"
-                                " AND key = :key), :key)"), {"g": group_id, "key": release_key}).scalar_one()
+    return session.execute(
+        text("SELECT coalesce((SELECT post_key FROM release_posts WHERE group_id = :g AND key = :key), :key)"),
+        {"g": group_id, "key": release_key},
+    ).scalar_one()
 
 
 def name_of_files(names: list[str], group: str) -> str | None:
@@ -499,9 +565,11 @@ def check_result(result: Any) -> dict[str, Any]:
     for entry in files:
         if not isinstance(entry, dict):
             raise MalformedResult("each file must be an object with a name")
-        item = {"name": _text(entry.get("name"), "a file's name", MAX_NAME, required=True),
-                "size": _count(entry.get("size", 0), "a file's size"),
-                "source": _text(entry.get("source", ""), "a file's source", 16) or None}
+        item = {
+            "name": _text(entry.get("name"), "a file's name", MAX_NAME, required=True),
+            "size": _count(entry.get("size", 0), "a file's size"),
+            "source": _text(entry.get("source", ""), "a file's source", 16) or None,
+        }
         if entry.get("hash16k") is not None:
             item["hash16k"] = _hash(entry["hash16k"])
         kept.append(item)
@@ -512,8 +580,13 @@ def check_result(result: Any) -> dict[str, Any]:
     for entry in read:
         if not isinstance(entry, dict) or entry.get("hash16k") is None:
             raise MalformedResult("each file read must be an object with its size and hash16k")
-        read_kept.append({"name": _text(entry.get("name"), "a read file's name", MAX_NAME),
-                          "size": _count(entry.get("size"), "a read file's size"), "hash16k": _hash(entry["hash16k"])})
+        read_kept.append(
+            {
+                "name": _text(entry.get("name"), "a read file's name", MAX_NAME),
+                "size": _count(entry.get("size"), "a read file's size"),
+                "hash16k": _hash(entry["hash16k"]),
+            }
+        )
     nfo = _text(result.get("nfo"), "nfo", MAX_NFO)
     ids = {}
     for name in ("imdb", "tvdb", "tvmaze", "tmdb"):
@@ -521,22 +594,31 @@ def check_result(result: Any) -> dict[str, Any]:
         if value is not None and (type(value) is not int or not 0 < value <= MAX_ID):
             raise MalformedResult(f"{name} must be a positive id")
         ids[name] = value
-    return {**counts, "password": password, "flags": ",".join(sorted(set(flags))) or None,
-            "inner_name": _text(result.get("name"), "name", MAX_NAME), "files": kept or None, "read": read_kept,
-            "nfo": zlib.compress(nfo.encode("utf-8")) if nfo else None, **ids}
+    return {
+        **counts,
+        "password": password,
+        "flags": ",".join(sorted(set(flags))) or None,
+        "inner_name": _text(result.get("name"), "name", MAX_NAME),
+        "files": kept or None,
+        "read": read_kept,
+        "nfo": zlib.compress(nfo.encode("utf-8")) if nfo else None,
+        **ids,
+    }
 
 
 def nfo_of(session: Session, group_id: int, post_key: int) -> str | None:
     """The NFO text an inspection read of the post, or None."""
-    nfo = session.scalar(select(PostInspection.nfo).where(PostInspection.group_id == group_id,
-                                                          PostInspection.post_key == post_key))
+    nfo = session.scalar(
+        select(PostInspection.nfo).where(PostInspection.group_id == group_id, PostInspection.post_key == post_key)
+    )
     return zlib.decompress(nfo).decode("utf-8") if nfo else None
 
 
 def found_of(session: Session, group_id: int, post_key: int) -> PostInspection | None:
     """The post's inspection (what it found), or None."""
-    return session.scalar(select(PostInspection).where(PostInspection.group_id == group_id,
-                                                        PostInspection.post_key == post_key))
+    return session.scalar(
+        select(PostInspection).where(PostInspection.group_id == group_id, PostInspection.post_key == post_key)
+    )
 
 
 def _hash(value: Any) -> str | None:

@@ -5,6 +5,7 @@ Every decision about a range is taken under a row lock on that range (locked_ran
 where a batch is accepted (app.services.ingest.accept), so the API, the tasks and the CLI cannot
 disagree, and any number of API processes can run side by side.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection
@@ -65,8 +66,9 @@ GRANT = text("""
 """)
 
 
-def lease(session: Session, node: SeedNode, *, max_leases: int, skip: Collection[int] = (),
-          backfill_every: int | None = None) -> Lease | None:
+def lease(
+    session: Session, node: SeedNode, *, max_leases: int, skip: Collection[int] = (), backfill_every: int | None = None
+) -> Lease | None:
     """The next planned range for this node, or None when nothing is left.
 
     Live ranges (new posts, what users search for) come before backfill, except that one lease
@@ -85,9 +87,15 @@ def lease(session: Session, node: SeedNode, *, max_leases: int, skip: Collection
     for kind in _kinds(turn, every):
         granted = session.execute(GRANT, {"node": node.id, "kind": kind, "skip": sorted(skip)}).first()
         if granted is not None:
-            return Lease(range_id=granted.id, group=granted.name, group_id=granted.group_id,
-                         first_id=granted.first_id, last_id=granted.last_id, next_id=granted.next_id,
-                         spooled=granted.spooled)
+            return Lease(
+                range_id=granted.id,
+                group=granted.name,
+                group_id=granted.group_id,
+                first_id=granted.first_id,
+                last_id=granted.last_id,
+                next_id=granted.next_id,
+                spooled=granted.spooled,
+            )
     return None
 
 
@@ -106,15 +114,19 @@ def _grant(session: Session, seed_range: SeedRange, node: SeedNode) -> Lease:
     session.flush()
     group = session.get(Group, seed_range.group_id)
     return Lease(
-        range_id=seed_range.id, group=group.name, group_id=group.id, first_id=seed_range.first_id,
-        last_id=seed_range.last_id, next_id=seed_range.next_id, spooled=seed_range.spooled,
+        range_id=seed_range.id,
+        group=group.name,
+        group_id=group.id,
+        first_id=seed_range.first_id,
+        last_id=seed_range.last_id,
+        next_id=seed_range.next_id,
+        spooled=seed_range.spooled,
     )
 
 
 def locked_range(session: Session, range_id: int) -> SeedRange:
     seed_range = session.scalar(
-        select(SeedRange).where(SeedRange.id == range_id).with_for_update()
-        .execution_options(populate_existing=True)
+        select(SeedRange).where(SeedRange.id == range_id).with_for_update().execution_options(populate_existing=True)
     )
     if seed_range is None:
         raise NotFound(f"no such range: {range_id}", code="unknown_range")
@@ -202,18 +214,22 @@ def expire_leases(session: Session, timeout_seconds: int) -> list[int]:
     A range whose every batch is in goes to done (its node vanished before saying so); the rest
     go back to planned, and the next node to lease one resumes at its next_id. Returns the ids.
     """
-    rows = session.execute(
-        text(
-            "UPDATE seed_ranges SET"
-            "   status = CASE WHEN next_id > last_id THEN 'done' ELSE 'planned' END,"
-            "   done_at = CASE WHEN next_id > last_id THEN now() END,"
-            "   node_id = NULL, leased_at = NULL"
-            " WHERE status = 'leased'"
-            " AND coalesce(touched_at, leased_at) < now() - make_interval(secs => :timeout)"
-            " RETURNING id"
-        ),
-        {"timeout": timeout_seconds},
-    ).scalars().all()
+    rows = (
+        session.execute(
+            text(
+                "UPDATE seed_ranges SET"
+                "   status = CASE WHEN next_id > last_id THEN 'done' ELSE 'planned' END,"
+                "   done_at = CASE WHEN next_id > last_id THEN now() END,"
+                "   node_id = NULL, leased_at = NULL"
+                " WHERE status = 'leased'"
+                " AND coalesce(touched_at, leased_at) < now() - make_interval(secs => :timeout)"
+                " RETURNING id"
+            ),
+            {"timeout": timeout_seconds},
+        )
+        .scalars()
+        .all()
+    )
     return sorted(rows)
 
 

@@ -18,6 +18,7 @@ layouts of their own (``Artist-Album-(CAT)-WEB-2023-GROUP``, ``Author.-.Title.Ge
 parse() never raises on text: any string gives a ParsedName (kind "other" and nulls where
 nothing is understood). Names longer than MAX_NAME characters are read up to it.
 """
+
 from __future__ import annotations
 
 import re
@@ -75,9 +76,29 @@ class ParsedName(NamedTuple):
 NOTHING = ParsedName(kind="other")
 _new_parsed = tuple.__new__
 # The order _Reader._video makes a ParsedName in.
-assert ParsedName._fields == ("kind", "title", "year", "season", "episodes", "absolute", "air_date", "resolution",
-                              "source", "codec", "languages", "release_group", "proper", "repack", "artist", "album",
-                              "author", "format", "platform", "hashed", "tags")
+assert ParsedName._fields == (
+    "kind",
+    "title",
+    "year",
+    "season",
+    "episodes",
+    "absolute",
+    "air_date",
+    "resolution",
+    "source",
+    "codec",
+    "languages",
+    "release_group",
+    "proper",
+    "repack",
+    "artist",
+    "album",
+    "author",
+    "format",
+    "platform",
+    "hashed",
+    "tags",
+)
 
 
 def parse(name: str, group: str | None = None) -> ParsedName:
@@ -137,8 +158,10 @@ _EXTENSIONS = {
 _NUMBERED_FIRST = frozenset("rzpv0123456789")
 _NUMBERED = re.compile(r"r\d{2,3}|z\d{2}|\d{3}|part\d{1,4}|vol\d{1,4}[+-]\d{1,4}", re.IGNORECASE)
 # Obfuscated names: a long run of letters and digits with both in it, hex, or a UUID.
-_HASHED = re.compile(r"(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{20,}|[0-9a-fA-F]{16,}"
-                     r"|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+_HASHED = re.compile(
+    r"(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{20,}|[0-9a-fA-F]{16,}"
+    r"|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
+)
 
 
 def _cleaned(name: str) -> tuple[str, str]:
@@ -179,24 +202,24 @@ def _cleaned(name: str) -> tuple[str, str]:
 # --- The vocabulary ---------------------------------------------------------------------------
 
 # Token classes.
-WORD = 0      # not in the vocabulary: a title word
-TECH = 1      # always a marker: 720p, x264, BluRay, HDTV, READNFO...
-FLAG = 2      # an English word that is a tag too: a marker written as scene tags are (LiMiTED), or when
+WORD = 0  # not in the vocabulary: a title word
+TECH = 1  # always a marker: 720p, x264, BluRay, HDTV, READNFO...
+FLAG = 2  # an English word that is a tag too: a marker written as scene tags are (LiMiTED), or when
 #               a technical marker follows (Unrated.Director.Cut.1080p); never before a year alone
-LANG = 3      # a language: a marker as FLAG, and before a year too (Noah.German.2014)
-UPPER = 4     # a marker only in capitals and when a marker follows (DC, SE, US, UK, HD, TS)
-WEAK = 5      # a marker in capitals or when a technical marker follows (Web)
+LANG = 3  # a language: a marker as FLAG, and before a year too (Noah.German.2014)
+UPPER = 4  # a marker only in capitals and when a marker follows (DC, SE, US, UK, HD, TS)
+WEAK = 5  # a marker in capitals or when a technical marker follows (Web)
 YEAR = 6
-EPISODE = 7   # S01E02, 2x03, E05, EP01, Saison5
-DATE = 8      # the first token of a date (its value the date); DATEPART the others
+EPISODE = 7  # S01E02, 2x03, E05, EP01, Saison5
+DATE = 8  # the first token of a date (its value the date); DATEPART the others
 DATEPART = 9
-NUMBER = 10   # digits only, not a year
-SEASON = 11   # a season word (Season, Saison, Stagione): a marker before its number
-EPWORD = 12   # an episode word (Episode, Ep, Eps): a marker before its number and a tag or the end
-OPEN = 13     # an opening bracket: ends a title
+NUMBER = 10  # digits only, not a year
+SEASON = 11  # a season word (Season, Saison, Stagione): a marker before its number
+EPWORD = 12  # an episode word (Episode, Ep, Eps): a marker before its number and a tag or the end
+OPEN = 13  # an opening bracket: ends a title
 CLOSE = 14
-DASH = 15     # a dash between parts (" - ", ".-."): ends a title
-GROUP = 16    # the release group and reposters' tags after it: never a marker
+DASH = 15  # a dash between parts (" - ", ".-."): ends a title
+GROUP = 16  # the release group and reposters' tags after it: never a marker
 
 # What a vocabulary token gives.
 F_NONE, F_RES, F_SRC, F_CODEC, F_AUDIO, F_LANG, F_SUBS, F_FLAG = range(8)
@@ -242,26 +265,69 @@ _words(UPPER, F_AUDIO, None, "DD")
 _words(FLAG, F_AUDIO, None, "mic line")
 # Languages of the audio ("multi", "dual": several, English among them as a rule; "original").
 _LANGUAGES = {
-    "english": "english eng", "french": "french fre vff vfq vf vf2 vfi", "german": "german ger deutsch",
-    "italian": "italian ita", "spanish": "spanish esp castellano latino", "portuguese": "portuguese",
-    "brazilian": "brazilian", "dutch": "dutch flemish", "danish": "danish", "swedish": "swedish swe",
-    "norwegian": "norwegian", "finnish": "finnish", "nordic": "nordic", "polish": "polish pol",
-    "russian": "russian rus", "ukrainian": "ukrainian ukr", "czech": "czech cze", "hungarian": "hungarian hun",
-    "turkish": "turkish", "greek": "greek", "hebrew": "hebrew heb", "arabic": "arabic", "hindi": "hindi",
-    "tamil": "tamil", "telugu": "telugu", "malayalam": "malayalam", "japanese": "japanese jap jpn",
-    "korean": "korean", "chinese": "chinese mandarin cantonese", "thai": "thai", "vietnamese": "vietnamese",
-    "icelandic": "icelandic", "romanian": "romanian", "bulgarian": "bulgarian", "croatian": "croatian",
-    "serbian": "serbian", "slovak": "slovak", "estonian": "estonian", "latvian": "latvian",
-    "lithuanian": "lithuanian", "catalan": "catalan", "persian": "persian farsi",
-    "multi": "multi multilang multilanguage", "dual": "dual",
+    "english": "english eng",
+    "french": "french fre vff vfq vf vf2 vfi",
+    "german": "german ger deutsch",
+    "italian": "italian ita",
+    "spanish": "spanish esp castellano latino",
+    "portuguese": "portuguese",
+    "brazilian": "brazilian",
+    "dutch": "dutch flemish",
+    "danish": "danish",
+    "swedish": "swedish swe",
+    "norwegian": "norwegian",
+    "finnish": "finnish",
+    "nordic": "nordic",
+    "polish": "polish pol",
+    "russian": "russian rus",
+    "ukrainian": "ukrainian ukr",
+    "czech": "czech cze",
+    "hungarian": "hungarian hun",
+    "turkish": "turkish",
+    "greek": "greek",
+    "hebrew": "hebrew heb",
+    "arabic": "arabic",
+    "hindi": "hindi",
+    "tamil": "tamil",
+    "telugu": "telugu",
+    "malayalam": "malayalam",
+    "japanese": "japanese jap jpn",
+    "korean": "korean",
+    "chinese": "chinese mandarin cantonese",
+    "thai": "thai",
+    "vietnamese": "vietnamese",
+    "icelandic": "icelandic",
+    "romanian": "romanian",
+    "bulgarian": "bulgarian",
+    "croatian": "croatian",
+    "serbian": "serbian",
+    "slovak": "slovak",
+    "estonian": "estonian",
+    "latvian": "latvian",
+    "lithuanian": "lithuanian",
+    "catalan": "catalan",
+    "persian": "persian farsi",
+    "multi": "multi multilang multilanguage",
+    "dual": "dual",
 }
 for _language, _names in _LANGUAGES.items():
     _words(LANG, F_LANG, _language, _names)
 _words(TECH, F_LANG, "french", "truefrench")
 _words(TECH, F_LANG, "german", "swissgerman")
-for _code, _language in (("EN", "english"), ("FR", "french"), ("DE", "german"), ("NL", "dutch"), ("PL", "polish"),
-                         ("RU", "russian"), ("ES", "spanish"), ("DK", "danish"), ("DL", "dual"), ("VO", "original"),
-                         ("VOA", "original"), ("IT", "italian")):
+for _code, _language in (
+    ("EN", "english"),
+    ("FR", "french"),
+    ("DE", "german"),
+    ("NL", "dutch"),
+    ("PL", "polish"),
+    ("RU", "russian"),
+    ("ES", "spanish"),
+    ("DK", "danish"),
+    ("DL", "dual"),
+    ("VO", "original"),
+    ("VOA", "original"),
+    ("IT", "italian"),
+):
     _words(UPPER, F_LANG, _language, _code)
 # Subtitles: they leave the audio's language as it is.
 _words(TECH, F_SUBS, None, "vostfr vost subfrench stfr nlsubs nlsub multisubs multisub swesub dksubs hebsubs")
@@ -281,83 +347,195 @@ _words(FLAG, F_FLAG, "", "anime documentary")
 _words(UPPER, F_FLAG, "", "DC SE HD SD LD MD WS FS HR HQ HC OAR PAL NTSC SECAM US UK AU NZ TS DV CEE EE 3D")
 # Two tokens read as one (Blu-Ray, WEB-DL, H.264): the pair, by its words; one separator between.
 _PAIRS = {
-    ("blu", "ray"): "bluray", ("blu", "ray3d"): "bluray3d", ("web", "dl"): "webdl", ("web", "rip"): "webrip",
-    ("web", "dlrip"): "webdlrip", ("web", "cap"): "webcap", ("web", "hd"): "webhd", ("h", "264"): "h264",
-    ("h", "265"): "h265", ("x", "264"): "x264", ("x", "265"): "x265", ("dts", "hd"): "dtshd",
-    ("dts", "es"): "dtses", ("dts", "x"): "dtsx", ("dd", "ex"): "ddex", ("vc", "1"): "vc1", ("dvd", "r"): "dvdr",
-    ("dvd", "rip"): "dvdrip", ("hd", "dvd"): "hddvd", ("read", "nfo"): "readnfo", ("hd", "tv"): "hdtv",
-    ("tv", "rip"): "tvrip", ("bd", "rip"): "bdrip", ("br", "rip"): "brrip", ("vhs", "rip"): "vhsrip",
-    ("hdr", "10"): "hdr10", ("mpeg", "2"): "mpeg2", ("dolby", "vision"): "dovi", ("pre", "air"): "preair",
-    ("dvd", "scr"): "dvdscr", ("director", "cut"): "directorscut", ("directors", "cut"): "directorscut",
-    ("director's", "cut"): "directorscut", ("hd", "rip"): "hdrip", ("ac3", "d"): "ac3d", ("5", "1"): "",
+    ("blu", "ray"): "bluray",
+    ("blu", "ray3d"): "bluray3d",
+    ("web", "dl"): "webdl",
+    ("web", "rip"): "webrip",
+    ("web", "dlrip"): "webdlrip",
+    ("web", "cap"): "webcap",
+    ("web", "hd"): "webhd",
+    ("h", "264"): "h264",
+    ("h", "265"): "h265",
+    ("x", "264"): "x264",
+    ("x", "265"): "x265",
+    ("dts", "hd"): "dtshd",
+    ("dts", "es"): "dtses",
+    ("dts", "x"): "dtsx",
+    ("dd", "ex"): "ddex",
+    ("vc", "1"): "vc1",
+    ("dvd", "r"): "dvdr",
+    ("dvd", "rip"): "dvdrip",
+    ("hd", "dvd"): "hddvd",
+    ("read", "nfo"): "readnfo",
+    ("hd", "tv"): "hdtv",
+    ("tv", "rip"): "tvrip",
+    ("bd", "rip"): "bdrip",
+    ("br", "rip"): "brrip",
+    ("vhs", "rip"): "vhsrip",
+    ("hdr", "10"): "hdr10",
+    ("mpeg", "2"): "mpeg2",
+    ("dolby", "vision"): "dovi",
+    ("pre", "air"): "preair",
+    ("dvd", "scr"): "dvdscr",
+    ("director", "cut"): "directorscut",
+    ("directors", "cut"): "directorscut",
+    ("director's", "cut"): "directorscut",
+    ("hd", "rip"): "hdrip",
+    ("ac3", "d"): "ac3d",
+    ("5", "1"): "",
 }
 _PAIR_SECONDS = frozenset(second for _, second in _PAIRS)
 
 # Other kinds' tokens.
-_BOOK_TAGS = frozenset("ebook ebooks epub mobi azw3 azw pdf cbr cbz magazine magazines abook audiobook "
-                       "audiobooks hoerbuch hörbuch bookware".split())
+_BOOK_TAGS = frozenset(
+    "ebook ebooks epub mobi azw3 azw pdf cbr cbz magazine magazines abook audiobook "
+    "audiobooks hoerbuch hörbuch bookware".split()
+)
 _AUDIOBOOK_TAGS = frozenset("abook audiobook audiobooks hoerbuch hörbuch".split())
 _GAME_PLATFORMS = {
-    "nsw": "switch", "ps2": "ps2", "ps3": "ps3", "ps4": "ps4", "ps5": "ps5", "psp": "psp", "psv": "vita",
-    "psvita": "vita", "wii": "wii", "wiiu": "wiiu", "ngc": "gamecube", "nds": "nds", "3ds": "3ds", "gba": "gba",
-    "xbox": "xbox", "x360": "xbox360", "xbox360": "xbox360", "xboxone": "xboxone", "xbone": "xboxone",
+    "nsw": "switch",
+    "ps2": "ps2",
+    "ps3": "ps3",
+    "ps4": "ps4",
+    "ps5": "ps5",
+    "psp": "psp",
+    "psv": "vita",
+    "psvita": "vita",
+    "wii": "wii",
+    "wiiu": "wiiu",
+    "ngc": "gamecube",
+    "nds": "nds",
+    "3ds": "3ds",
+    "gba": "gba",
+    "xbox": "xbox",
+    "x360": "xbox360",
+    "xbox360": "xbox360",
+    "xboxone": "xboxone",
+    "xbone": "xboxone",
 }
 _OS_TAGS = {
-    "winall": "windows", "win32": "windows", "win64": "windows", "winnt": "windows", "winnt2k": "windows",
-    "win2k": "windows", "winxp": "windows", "windows": "windows", "macos": "mac", "macosx": "mac", "osx": "mac",
-    "linux": "linux", "android": "android", "ios": "ios", "iphone": "ios", "ipad": "ios", "symbian": "mobile",
-    "symbianos": "mobile", "ngage": "mobile", "s60": "mobile", "pocketpc": "mobile", "wm5": "mobile",
-    "x64": "windows", "x86": "windows",
+    "winall": "windows",
+    "win32": "windows",
+    "win64": "windows",
+    "winnt": "windows",
+    "winnt2k": "windows",
+    "win2k": "windows",
+    "winxp": "windows",
+    "windows": "windows",
+    "macos": "mac",
+    "macosx": "mac",
+    "osx": "mac",
+    "linux": "linux",
+    "android": "android",
+    "ios": "ios",
+    "iphone": "ios",
+    "ipad": "ios",
+    "symbian": "mobile",
+    "symbianos": "mobile",
+    "ngage": "mobile",
+    "s60": "mobile",
+    "pocketpc": "mobile",
+    "wm5": "mobile",
+    "x64": "windows",
+    "x86": "windows",
 }
 # The groups that release PC games (their releases' names often tell nothing else: Game.Name-CODEX).
-_GAME_GROUPS = frozenset("codex plaza skidrow reloaded flt fairlight cpy hoodlum tinyiso razor1911 prophet empress "
-                         "rune tenoke doge simplex darksiders goldberg elamigos gog".split())
+_GAME_GROUPS = frozenset(
+    "codex plaza skidrow reloaded flt fairlight cpy hoodlum tinyiso razor1911 prophet empress "
+    "rune tenoke doge simplex darksiders goldberg elamigos gog".split()
+)
 # Tags of programs; a version beside one of them makes a program of a name (or a game: Update.v1.03).
-_SOFTWARE_TAGS = frozenset("keygen keymaker keygenerator incl crack cracked patch patched regged serial retail "
-                           "multilingual portable unattended activator win mac x64 x86".split())
+_SOFTWARE_TAGS = frozenset(
+    "keygen keymaker keygenerator incl crack cracked patch patched regged serial retail "
+    "multilingual portable unattended activator win mac x64 x86".split()
+)
 # Tags that make a program (or a Mac or Linux game) of a name without a version.
-_SOFTWARE_ALONE = frozenset("keygen keymaker keygenerator cracked regged winall win32 win64 winnt winnt2k x64 x86 "
-                            "multilingual macos macosx linux symbianos unattended activator".split())
+_SOFTWARE_ALONE = frozenset(
+    "keygen keymaker keygenerator cracked regged winall win32 win64 winnt winnt2k x64 x86 "
+    "multilingual macos macosx linux symbianos unattended activator".split()
+)
 # Music: the fields of Artist-Album-(CAT)-WEB-2023-GROUP that are tags, and the formats.
-_MUSIC_TAGS = frozenset("mp3 flac wav wv alac ape aac ogg cd cdm cds cdr cda 2cd 3cd 4cd 5cd 6cd lp ep vinyl vls "
-                        "single album web dvbs dvbc dvbt sat cable fm bootleg mixtape discography promo cdep "
-                        "ost live ddc mvid 320kbps 256kbps 192kbps 24bit 16bit hires bonus remastered deluxe "
-                        "reissue limited retail it de en fr uk us".split())
-_MUSIC_NAMES = frozenset("mp3 flac wav lp vinyl vls cdm cds cdr 2cd 3cd 4cd 320kbps 256kbps 192kbps mixtape "
-                         "discography bootleg dvbs".split())
-_MUSIC_CUTS = frozenset("mp3 flac wav wv alac ape aac ogg cd cdm cds cdr 2cd 3cd 4cd vinyl vls web 320kbps "
-                        "256kbps 192kbps".split())
+_MUSIC_TAGS = frozenset(
+    "mp3 flac wav wv alac ape aac ogg cd cdm cds cdr cda 2cd 3cd 4cd 5cd 6cd lp ep vinyl vls "
+    "single album web dvbs dvbc dvbt sat cable fm bootleg mixtape discography promo cdep "
+    "ost live ddc mvid 320kbps 256kbps 192kbps 24bit 16bit hires bonus remastered deluxe "
+    "reissue limited retail it de en fr uk us".split()
+)
+_MUSIC_NAMES = frozenset(
+    "mp3 flac wav lp vinyl vls cdm cds cdr 2cd 3cd 4cd 320kbps 256kbps 192kbps mixtape discography bootleg dvbs".split()
+)
+_MUSIC_CUTS = frozenset(
+    "mp3 flac wav wv alac ape aac ogg cd cdm cds cdr 2cd 3cd 4cd vinyl vls web 320kbps 256kbps 192kbps".split()
+)
 _MUSIC_FORMATS = ("flac", "wav", "alac", "ape", "mp3", "aac", "ogg")
 _LOSSLESS = frozenset("flac wav wv alac ape hires 24bit".split())
-_SPORT = frozenset("nfl nba nhl mlb mls ufc wwe tna aew nascar formula1 f1 motogp moto2 moto3 indycar dtm wrc uefa "
-                   "fifa epl bundesliga laliga ligue1 seriea eredivisie euroleague atp wta pga wimbledon superbowl "
-                   "olympics wrestling smackdown boxing rugby cricket ipl afl nrl snooker darts ncaa ncaaf ncaab "
-                   "bellator ecw wcw premiership grandprix".split())
+_SPORT = frozenset(
+    "nfl nba nhl mlb mls ufc wwe tna aew nascar formula1 f1 motogp moto2 moto3 indycar dtm wrc uefa "
+    "fifa epl bundesliga laliga ligue1 seriea eredivisie euroleague atp wta pga wimbledon superbowl "
+    "olympics wrestling smackdown boxing rugby cricket ipl afl nrl snooker darts ncaa ncaaf ncaab "
+    "bellator ecw wcw premiership grandprix".split()
+)
 _DOCUMENTARY = frozenset("docu doku documentary doc".split())
 _SEASON_WORDS = frozenset("season saison stagione seizoen staffel temporada series sezon".split())
 _EPISODE_WORDS = frozenset("ep eps episode episodes episodio épisode".split())
-_NUMBER_WORDS = {word: number for number, word in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
-_NUMBER_WORDS.update({word: number for number, word in enumerate("zero un deux trois quatre cinq six sept huit "
-                                                                 "neuf dix".split()) if number})
-_ROMAN = {roman: number + 1 for number, roman in enumerate(
-    "i ii iii iv v vi vii viii ix x xi xii xiii xiv xv xvi xvii xviii xix xx".split())}
+_NUMBER_WORDS = {
+    word: number
+    for number, word in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())
+}
+_NUMBER_WORDS.update(
+    {
+        word: number
+        for number, word in enumerate("zero un deux trois quatre cinq six sept huit neuf dix".split())
+        if number
+    }
+)
+_ROMAN = {
+    roman: number + 1
+    for number, roman in enumerate("i ii iii iv v vi vii viii ix x xi xii xiii xiv xv xvi xvii xviii xix xx".split())
+}
 # Course publishers before a bookware title; comics and magazine publishers are authors.
-_PUBLISHERS = frozenset("pluralsight udemy lynda linkedin skillshare packt oreilly o'reilly cbtnuggets "
-                        "infiniteskills coursera masterclass egghead frontendmasters".split())
+_PUBLISHERS = frozenset(
+    "pluralsight udemy lynda linkedin skillshare packt oreilly o'reilly cbtnuggets "
+    "infiniteskills coursera masterclass egghead frontendmasters".split()
+)
 # A Usenet reposter's tags after the release group (x264-GROUP-xpost).
 _REPOST_TAGS = frozenset("xpost postbot asrequested obfuscated scrambled rp repost rakuv".split())
 
 # What tokens tell the router (past the first token), as bits.
-B_XXX, B_BOOK, B_AUDIOBOOK, B_PLATFORM, B_OS, B_SOFTWARE, B_SOFTWARE_ALONE, B_MUSIC, B_SPORT, B_DOCUMENTARY, \
-    B_ANIME, B_IMAGESET, B_GRAND, B_PRIX = (1 << n for n in range(14))
+(
+    B_XXX,
+    B_BOOK,
+    B_AUDIOBOOK,
+    B_PLATFORM,
+    B_OS,
+    B_SOFTWARE,
+    B_SOFTWARE_ALONE,
+    B_MUSIC,
+    B_SPORT,
+    B_DOCUMENTARY,
+    B_ANIME,
+    B_IMAGESET,
+    B_GRAND,
+    B_PRIX,
+) = (1 << n for n in range(14))
 B_GRAND_PRIX = B_GRAND | B_PRIX
 _BITS: dict[str, int] = {}
-for _bit, _words_of_bit in ((B_XXX, ("xxx",)), (B_BOOK, _BOOK_TAGS), (B_AUDIOBOOK, _AUDIOBOOK_TAGS),
-                            (B_PLATFORM, _GAME_PLATFORMS), (B_OS, _OS_TAGS), (B_SOFTWARE, _SOFTWARE_TAGS),
-                            (B_SOFTWARE_ALONE, _SOFTWARE_ALONE), (B_MUSIC, _MUSIC_NAMES), (B_SPORT, _SPORT),
-                            (B_DOCUMENTARY, _DOCUMENTARY), (B_ANIME, ("anime",)), (B_IMAGESET, ("imageset",)),
-                            (B_GRAND, ("grand",)), (B_PRIX, ("prix",))):
+for _bit, _words_of_bit in (
+    (B_XXX, ("xxx",)),
+    (B_BOOK, _BOOK_TAGS),
+    (B_AUDIOBOOK, _AUDIOBOOK_TAGS),
+    (B_PLATFORM, _GAME_PLATFORMS),
+    (B_OS, _OS_TAGS),
+    (B_SOFTWARE, _SOFTWARE_TAGS),
+    (B_SOFTWARE_ALONE, _SOFTWARE_ALONE),
+    (B_MUSIC, _MUSIC_NAMES),
+    (B_SPORT, _SPORT),
+    (B_DOCUMENTARY, _DOCUMENTARY),
+    (B_ANIME, ("anime",)),
+    (B_IMAGESET, ("imageset",)),
+    (B_GRAND, ("grand",)),
+    (B_PRIX, ("prix",)),
+):
     for _word in _words_of_bit:
         _BITS[_word] = _BITS.get(_word, 0) | _bit
 
@@ -377,19 +555,26 @@ _VERSION = re.compile(r"v\d{1,4}(?:\.\d{1,5})+[a-z]?|v\d{1,4}", re.IGNORECASE)
 _LEX = re.compile(r"[^\W_]+(?:['’*×][^\W_]+)*|[\[\](){}]|(?<=[\s._])-+(?=[\s._])|--+")
 _EPISODE_AFTER_SEASON = re.compile(
     r"[ ._\-(\[]{0,4}(?:e|ep|eps|episode|episodio)[ .]?(\d{1,4})(?![\da-z])|[ ._]+-[ ._]+(\d{1,3})(?![\da-z])",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _EPISODE_LATER = re.compile(
-    r"(?<![a-z0-9])(?:e|ep|eps|episode|episodio|épisode)[ .]?(\d{1,4})(?:-(\d{1,4}))?(?![\da-z])", re.IGNORECASE)
+    r"(?<![a-z0-9])(?:e|ep|eps|episode|episodio|épisode)[ .]?(\d{1,4})(?:-(\d{1,4}))?(?![\da-z])", re.IGNORECASE
+)
 _MORE_EPISODES = re.compile(
     r"(?:[ ._]?(?:(-)|\+|&|,|and)[ ._]?(?:s\d{1,4}|\d{1,2}x)?(?:e|ep)?(\d{1,4})|[ ._]?(?:e|ep)(\d{1,4}))"
     r"(?:(?![\da-z])|(?=e\d))",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # Absolute numbers after an episode (Bleach s16e03e04 313-314): at the end, or before tags.
-_ABSOLUTE_AFTER = re.compile(r"[ ._]+(\d{3,4})(?:-(\d{3,4}))?(?=$|[ ._\[(]+(?:\d{3,4}p|hdtv|web|x26|h26|[\[(]))",
-                             re.IGNORECASE)
+_ABSOLUTE_AFTER = re.compile(
+    r"[ ._]+(\d{3,4})(?:-(\d{3,4}))?(?=$|[ ._\[(]+(?:\d{3,4}p|hdtv|web|x26|h26|[\[(]))", re.IGNORECASE
+)
 _ANIME_NUMBER = re.compile(r"[ ._]?(\d{1,4})(?:v\d)?(?:-(\d{1,4})(?:v\d)?)?(?![\da-z])", re.IGNORECASE)
-_SITE = re.compile(r"(?:www\.)?[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|info|to|tv|me|cc|ru|io|se|nl|de|fr|eu|ws|biz)"
-                   r"\b|www\.", re.IGNORECASE)
+_SITE = re.compile(
+    r"(?:www\.)?[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|info|to|tv|me|cc|ru|io|se|nl|de|fr|eu|ws|biz)"
+    r"\b|www\.",
+    re.IGNORECASE,
+)
 _LEADING_BRACKET = re.compile(r"[\[(]([^\[\]()]*)[\])][\s._\-]*")
 _LEADING_SITE = re.compile(r"(?:www\.)?[\w-]+\.(?:com|org|net|info|to|tv)[\s._]*-[\s._]*", re.IGNORECASE)
 _SITE_ENDS = frozenset("com org net info to tv".split())
@@ -397,8 +582,11 @@ _GROUP_PREFIX = re.compile(r"[a-z0-9]{2,10}-(?=[a-z])")
 _TRAILING_BRACKETS = re.compile(r"(?:[\s._\-]*(?:\[[^\[\]]{0,40}\]|\([^()]{0,40}\)))+\s*(?:/.*)?$")
 _GROUP_WORD = re.compile(r"[^\s\-.\[\](){}]+")
 _DASH_FIELDS = re.compile(r"-(?![^()]*\))")
-_ALBUM_TAIL = re.compile(r"\s+[\[(](?:(?:19|20)\d\d|[^\])]*\b(?:flac|mp3|web|cd|vinyl|kbps|v0|24bit|16bit|lossless|"
-                         r"deluxe|remaster(?:ed)?|edition)\b[^\])]*)[\])].*$", re.IGNORECASE)
+_ALBUM_TAIL = re.compile(
+    r"\s+[\[(](?:(?:19|20)\d\d|[^\])]*\b(?:flac|mp3|web|cd|vinyl|kbps|v0|24bit|16bit|lossless|"
+    r"deluxe|remaster(?:ed)?|edition)\b[^\])]*)[\])].*$",
+    re.IGNORECASE,
+)
 _WORD_SPLIT = re.compile(r"([ ._]+)")
 _SEPARATORS = re.compile(r"[\s._]+")
 _YEAR_IN = re.compile(r"(?<!\d)((?:19|20)\d\d)(?!\d)")
@@ -467,7 +655,7 @@ def _scan(text: str) -> tuple[list[_Token], int, int, int]:
             joined = _PAIRS.get((previous[LOWER], part[0]))
             if joined:
                 previous[END] = end
-                pair = previous[TEXT] = text[previous[START]:end]
+                pair = previous[TEXT] = text[previous[START] : end]
                 info = infos.get(pair) or _word_info(pair, joined)
                 previous[LOWER:] = info[0]
                 evidence |= info[2]
@@ -552,8 +740,9 @@ def _classified(word: str, lower: str) -> tuple[str, int, int, str, int]:
         if _CROSS.fullmatch(lower) is not None:
             return lower, EPISODE, F_NONE, "", -1
         return lower, WORD, F_NONE, "", -1
-    if first in "se" and (_SEASON_EPISODE.fullmatch(lower) or _E_NUMBER.fullmatch(lower) or
-                          _GLUED_SEASON.fullmatch(lower)):
+    if first in "se" and (
+        _SEASON_EPISODE.fullmatch(lower) or _E_NUMBER.fullmatch(lower) or _GLUED_SEASON.fullmatch(lower)
+    ):
         return lower, EPISODE, F_NONE, "", -1
     if first == "x" and _BONUS.fullmatch(lower):
         return lower, TECH, F_NONE, "", -1
@@ -563,13 +752,27 @@ def _classified(word: str, lower: str) -> tuple[str, int, int, str, int]:
     return lower, WORD, F_NONE, "", -1
 
 
-_MONTH_NUMBERS = {name: number for number, names in enumerate((
-    "january jan januar janvier gennaio enero", "february feb februar fevrier février febbraio febrero",
-    "march mar maerz märz mars marzo", "april apr avril aprile abril", "may mai maggio mayo",
-    "june jun juni juin giugno junio", "july jul juli juillet luglio julio", "august aug aout août agosto",
-    "september sep sept septembre settembre septiembre", "october oct oktober octobre ottobre octubre",
-    "november nov novembre noviembre", "december dec dezember decembre décembre dicembre diciembre"), 1)
-    for name in names.split()}
+_MONTH_NUMBERS = {
+    name: number
+    for number, names in enumerate(
+        (
+            "january jan januar janvier gennaio enero",
+            "february feb februar fevrier février febbraio febrero",
+            "march mar maerz märz mars marzo",
+            "april apr avril aprile abril",
+            "may mai maggio mayo",
+            "june jun juni juin giugno junio",
+            "july jul juli juillet luglio julio",
+            "august aug aout août agosto",
+            "september sep sept septembre settembre septiembre",
+            "october oct oktober octobre ottobre octubre",
+            "november nov novembre noviembre",
+            "december dec dezember decembre décembre dicembre diciembre",
+        ),
+        1,
+    )
+    for name in names.split()
+}
 _DAY = re.compile(r"(\d{1,2})(?:st|nd|rd|th|er|e)?", re.IGNORECASE)
 
 
@@ -596,10 +799,14 @@ def _find_dates(tokens: list[_Token], text: str) -> None:
         if found is None and index >= 2 and tokens[index - 1][CLS] == NUMBER and tokens[index - 2][CLS] == NUMBER:
             found = _date_of(tokens[index - 2], tokens[index - 1], token, text, year_first=False)
             first = index - 2
-        if found is None and index >= 2 and (tokens[index - 1][LOWER] in _MONTH_NUMBERS or
-                                             tokens[index - 2][LOWER] in _MONTH_NUMBERS):
-            found = _month_date(tokens[index - 2], tokens[index - 1], token) or \
-                _month_date(tokens[index - 1], tokens[index - 2], token)
+        if (
+            found is None
+            and index >= 2
+            and (tokens[index - 1][LOWER] in _MONTH_NUMBERS or tokens[index - 2][LOWER] in _MONTH_NUMBERS)
+        ):
+            found = _month_date(tokens[index - 2], tokens[index - 1], token) or _month_date(
+                tokens[index - 1], tokens[index - 2], token
+            )
             first = index - 2
         if found is not None:
             tokens[first][CLS], tokens[first][VALUE] = DATE, found
@@ -607,8 +814,8 @@ def _find_dates(tokens: list[_Token], text: str) -> None:
 
 
 def _date_of(a: _Token, b: _Token, c: _Token, text: str, year_first: bool) -> str | None:
-    gap = text[a[END]:b[START]]
-    if len(gap) != 1 or gap != text[b[END]:c[START]] or gap not in ".-_ ":
+    gap = text[a[END] : b[START]]
+    if len(gap) != 1 or gap != text[b[END] : c[START]] or gap not in ".-_ ":
         return None
     if year_first:
         if len(b[LOWER]) != 2 or len(c[LOWER]) != 2 or not (b[LOWER].isdecimal() and c[LOWER].isdecimal()):
@@ -627,9 +834,12 @@ def _date_of(a: _Token, b: _Token, c: _Token, text: str, year_first: bool) -> st
 
 def _short_date_of(a: _Token, b: _Token, c: _Token, text: str) -> str | None:
     """YY.MM.DD in three tokens (a site's date: Site.17.10.12.Title.XXX), when a valid date."""
-    gap = text[a[END]:b[START]]
-    if len(gap) != 1 or gap != text[b[END]:c[START]] or not all(
-            len(t[TEXT]) == 2 and t[CLS] == NUMBER for t in (a, b, c)):
+    gap = text[a[END] : b[START]]
+    if (
+        len(gap) != 1
+        or gap != text[b[END] : c[START]]
+        or not all(len(t[TEXT]) == 2 and t[CLS] == NUMBER for t in (a, b, c))
+    ):
         return None
     return _short_date(a[TEXT] + b[TEXT] + c[TEXT])
 
@@ -683,29 +893,35 @@ def _mark(tokens: list[_Token], caps: bool) -> None:
                 # Before a year or a bracket only a language (Noah.German.2014); before an
                 # episode neither (The.Red.Line.S01E01).
                 kind = following[CLS]
-                token[MARKER] = kind in (TECH, FLAG, LANG, UPPER, WEAK) or (
-                    cls == LANG and kind in (YEAR, OPEN, DASH))
+                token[MARKER] = kind in (TECH, FLAG, LANG, UPPER, WEAK) or (cls == LANG and kind in (YEAR, OPEN, DASH))
             else:
                 token[MARKER] = False
         elif cls == UPPER:
             token[MARKER] = following is None or following[MARKER]
         elif cls == WEAK:
             token[MARKER] = (token[TEXT].isupper() and not caps) or (
-                following is not None and following[MARKER] and following[CLS] in (TECH, FLAG, LANG))
+                following is not None and following[MARKER] and following[CLS] in (TECH, FLAG, LANG)
+            )
         elif cls == NUMBER:
             # A bare episode number before technical markers (the.mentalist.501.hdtv: S05E01).
             token[MARKER] = _bare_episode(token[NUM], len(token[TEXT])) and (
-                following is None or (following[MARKER] and following[CLS] in (TECH, FLAG, LANG, UPPER)))
+                following is None or (following[MARKER] and following[CLS] in (TECH, FLAG, LANG, UPPER))
+            )
             if not token[MARKER] and len(token[TEXT]) in (6, 8) and following is not None:
                 short = _short_date(token[TEXT])
                 if short is not None:
                     token[CLS], token[VALUE], token[MARKER] = DATE, short, True
         elif cls == SEASON:
-            token[MARKER] = following is not None and _season_number(following) is not None and (
-                token[LOWER] != "series" or following[CLS] == NUMBER)
+            token[MARKER] = (
+                following is not None
+                and _season_number(following) is not None
+                and (token[LOWER] != "series" or following[CLS] == NUMBER)
+            )
         elif cls == EPWORD:
-            token[MARKER] = following is not None and (following[CLS] == EPISODE or (
-                following[CLS] == NUMBER and len(following[TEXT]) <= 3 and (after is None or after[CLS] != WORD)))
+            token[MARKER] = following is not None and (
+                following[CLS] == EPISODE
+                or (following[CLS] == NUMBER and len(following[TEXT]) <= 3 and (after is None or after[CLS] != WORD))
+            )
         else:
             token[MARKER] = False
         if cls != CLOSE and cls != GROUP:
@@ -752,8 +968,11 @@ def _release_group(text: str, first_marker: int) -> tuple[str | None, int]:
             trimmed = head
             continue
         known = _VOCAB.get(lower)
-        if (known is not None and known[0] in (TECH, WEAK)) or group[:4].isdecimal() or (
-                lower[0] in "0123456789s" and (_RESOLUTION.fullmatch(lower) or _FULL_EPISODE.fullmatch(lower))):
+        if (
+            (known is not None and known[0] in (TECH, WEAK))
+            or group[:4].isdecimal()
+            or (lower[0] in "0123456789s" and (_RESOLUTION.fullmatch(lower) or _FULL_EPISODE.fullmatch(lower)))
+        ):
             return None, len(text)
         start = len(head) + 1
         if first_marker >= start:
@@ -823,8 +1042,7 @@ class _Reader:
                 if self.text.rpartition("-")[2].lower() in _GAME_GROUPS:
                     return self._game("pc")
                 version = self._version_at() if "v" in self.text or "V" in self.text else None
-                if (version is not None and (not self.medium or bits & (B_SOFTWARE | B_OS))) or \
-                        bits & B_SOFTWARE_ALONE:
+                if (version is not None and (not self.medium or bits & (B_SOFTWARE | B_OS))) or bits & B_SOFTWARE_ALONE:
                     return self._software(version)
             if self.extension == "music" or self._music_like(strong or self.medium):
                 return self._music()
@@ -885,12 +1103,14 @@ class _Reader:
                 first += 1
             inner = [t for t in tokens[:first] if t[CLS] not in (OPEN, CLOSE, DASH)]
             inside = lead.group(1).strip()
-            if inner and not _SITE.search(inside) and not all(t[CLS] in (TECH, UPPER) for t in inner) and \
-                    first < count:
+            if inner and not _SITE.search(inside) and not all(t[CLS] in (TECH, UPPER) for t in inner) and first < count:
                 anime_group = inside
         else:
-            site = _LEADING_SITE.match(text) if count > 2 and (
-                tokens[1][LOWER] in _SITE_ENDS or tokens[2][LOWER] in _SITE_ENDS) else None
+            site = (
+                _LEADING_SITE.match(text)
+                if count > 2 and (tokens[1][LOWER] in _SITE_ENDS or tokens[2][LOWER] in _SITE_ENDS)
+                else None
+            )
             if site is not None:
                 while first < count and tokens[first][START] < site.end():
                     first += 1
@@ -910,8 +1130,11 @@ class _Reader:
             # An anime's title may hold dashes: it runs to the dash before the episode's number.
             for index in range(end, count - 1):
                 token = tokens[index]
-                if token[CLS] == DASH and tokens[index + 1][CLS] in (NUMBER, YEAR) and \
-                        len(tokens[index + 1][TEXT]) <= 4:
+                if (
+                    token[CLS] == DASH
+                    and tokens[index + 1][CLS] in (NUMBER, YEAR)
+                    and len(tokens[index + 1][TEXT]) <= 4
+                ):
                     end = index
                     break
                 if token[CLS] not in (WORD, DASH, NUMBER, YEAR):
@@ -919,9 +1142,13 @@ class _Reader:
         fields = _VideoFields()
         # A year that starts the title is the title's (2012.2009.720p, 2001.A.Space.Odyssey.1968),
         # or the year when words follow it and no other year (2009.shoot.fruit.chan.dvd9).
-        if start < count and tokens[start][CLS] == YEAR and end - start > 1 and \
-                all(t[CLS] == WORD for t in tokens[start + 1:end]) and \
-                not any(t[CLS] in (YEAR, EPISODE, DATE) for t in tokens[end:]):
+        if (
+            start < count
+            and tokens[start][CLS] == YEAR
+            and end - start > 1
+            and all(t[CLS] == WORD for t in tokens[start + 1 : end])
+            and not any(t[CLS] in (YEAR, EPISODE, DATE) for t in tokens[end:])
+        ):
             fields.year = tokens[start][NUM]
             start += 1
 
@@ -968,8 +1195,12 @@ class _Reader:
                 if fields.year is None:
                     fields.year = token[NUM]
                     following = tokens[index + 1] if index + 1 < count else None
-                    if following is not None and following[CLS] == EPISODE and following[LOWER][0] == "e" and \
-                            fields.season is None:
+                    if (
+                        following is not None
+                        and following[CLS] == EPISODE
+                        and following[LOWER][0] == "e"
+                        and fields.season is None
+                    ):
                         fields.season_year = token[NUM]  # Show.1991.E01: the year numbers the season
             elif token[MARKER] and cls in _FIELD_CLASSES:
                 fields.take(token, tokens[index + 1] if index + 1 < count else None)
@@ -980,8 +1211,11 @@ class _Reader:
                     fields.take(token, None)
         if fields.season is None and fields.episodes and fields.season_year is not None:
             fields.season = fields.season_year
-        title = _title(text[tokens[start][START] if start < count else len(text):
-                            tokens[end][START] if end < count else len(text)])
+        title = _title(
+            text[
+                tokens[start][START] if start < count else len(text) : tokens[end][START] if end < count else len(text)
+            ]
+        )
 
         # "[Group] Show - 214": an anime's absolute number; "Show - 102": a season's episode.
         absolute = fields.absolute
@@ -1010,8 +1244,13 @@ class _Reader:
                 fields.season = fields.episodes = None
         if bits & B_DOCUMENTARY:
             tags.append("documentary")
-        if fields.season is not None or fields.episodes is not None or fields.air_date is not None or \
-                absolute is not None or sport:
+        if (
+            fields.season is not None
+            or fields.episodes is not None
+            or fields.air_date is not None
+            or absolute is not None
+            or sport
+        ):
             kind = "tv"
         elif fields.evidence or self.extension == "video" or fields.year is not None:
             kind = "movie"
@@ -1027,11 +1266,32 @@ class _Reader:
             episodes = []  # a season pack
         # Most names are videos: their ParsedName is made as a tuple, in the fields' order (a fifth
         # of the keyword call's time).
-        return _new_parsed(ParsedName, (
-            kind, title, year, fields.season, tuple(episodes) if episodes is not None else None,
-            tuple(absolute) if absolute else None, fields.air_date, fields.resolution(), fields.folded_source(),
-            fields.codec, tuple(fields.languages), anime_group or self.group, fields.proper, fields.repack,
-            None, None, None, None, None, False, tuple(dict.fromkeys(tags)) if tags else ()))
+        return _new_parsed(
+            ParsedName,
+            (
+                kind,
+                title,
+                year,
+                fields.season,
+                tuple(episodes) if episodes is not None else None,
+                tuple(absolute) if absolute else None,
+                fields.air_date,
+                fields.resolution(),
+                fields.folded_source(),
+                fields.codec,
+                tuple(fields.languages),
+                anime_group or self.group,
+                fields.proper,
+                fields.repack,
+                None,
+                None,
+                None,
+                None,
+                None,
+                False,
+                tuple(dict.fromkeys(tags)) if tags else (),
+            ),
+        )
 
     def _episode_at(self, index: int, fields: _VideoFields) -> int:
         """Read the episode marker at tokens[index] into fields; the index after it."""
@@ -1098,8 +1358,12 @@ class _Reader:
         fields = [f for f in _DASH_FIELDS.split(body) if f]
         if len(fields) >= 2:
             fields = fields[:-1]  # the release group
-        if artist is None and len(fields) >= 2 and not _is_year(fields[1].strip("()")) and (
-                not _is_music_tag(fields[1]) or _album_before_tags(fields)):
+        if (
+            artist is None
+            and len(fields) >= 2
+            and not _is_year(fields[1].strip("()"))
+            and (not _is_music_tag(fields[1]) or _album_before_tags(fields))
+        ):
             artist, fields = fields[0], fields[1:]
         album = _cut_at(fields[0], _MUSIC_CUTS) if fields else None
         if album is not None and (" (" in album or " [" in album):
@@ -1122,9 +1386,17 @@ class _Reader:
             if artist is not None and artist.lower() in ("va", "various artists", "various"):
                 artist = "Various"
         album = _title(album) if album else None
-        return ParsedName(kind="music", title=album, year=year, artist=artist, album=album, format=music_format,
-                          release_group=self.group or (_DASH_FIELDS.split(body)[-1] if "-" in body else None),
-                          resolution=resolution, tags=tuple(tags))
+        return ParsedName(
+            kind="music",
+            title=album,
+            year=year,
+            artist=artist,
+            album=album,
+            format=music_format,
+            release_group=self.group or (_DASH_FIELDS.split(body)[-1] if "-" in body else None),
+            resolution=resolution,
+            tags=tuple(tags),
+        )
 
     # -- books --
 
@@ -1154,7 +1426,7 @@ class _Reader:
             title_text, year = _book_title(body)
         numbered = _NUMBERING.match(title_text)
         if numbered is not None and numbered.end() < len(title_text):
-            title_text = title_text[numbered.end():]
+            title_text = title_text[numbered.end() :]
         if author is not None:
             author = _NUMBERING_AT_END.sub("", author) or author
         elif book_format == "bookware":
@@ -1163,12 +1435,23 @@ class _Reader:
                 author, title_text = words
         if year is None:
             year = _first_year(text)
-        languages = tuple(dict.fromkeys(t[VALUE] for t in self.tokens if t[FIELD] == F_LANG and t[START] > 0 and
-                                        t[CLS] in (TECH, LANG) and t[VALUE] not in ("multi", "dual")))
-        return ParsedName(kind="book", title=_title(title_text), year=year, author=_title(author) if author else None,
-                          format=book_format, languages=languages, release_group=self._any_group(),
-                          tags=(book_format,) if book_format in ("audiobook", "bookware", "magazine", "comic")
-                          else ())
+        languages = tuple(
+            dict.fromkeys(
+                t[VALUE]
+                for t in self.tokens
+                if t[FIELD] == F_LANG and t[START] > 0 and t[CLS] in (TECH, LANG) and t[VALUE] not in ("multi", "dual")
+            )
+        )
+        return ParsedName(
+            kind="book",
+            title=_title(title_text),
+            year=year,
+            author=_title(author) if author else None,
+            format=book_format,
+            languages=languages,
+            release_group=self._any_group(),
+            tags=(book_format,) if book_format in ("audiobook", "bookware", "magazine", "comic") else (),
+        )
 
     # -- games and programs --
 
@@ -1188,8 +1471,13 @@ class _Reader:
         title, year = self._product_title(version)
         if game and platform is None:
             platform = "pc"
-        return ParsedName(kind="game" if game else "software", title=title, year=year, platform=platform,
-                          release_group=self._any_group())
+        return ParsedName(
+            kind="game" if game else "software",
+            title=title,
+            year=year,
+            platform=platform,
+            release_group=self._any_group(),
+        )
 
     def _product_title(self, version: int | None) -> tuple[str | None, int | None]:
         """A game's or a program's title: up to its version, update, platform, OS, language or
@@ -1199,9 +1487,15 @@ class _Reader:
             if token[START] >= cut:
                 break
             lower = token[LOWER]
-            if token[START] > 0 and (lower in _GAME_PLATFORMS or lower in _OS_TAGS or lower in _SOFTWARE_TAGS or
-                                    lower in _PRODUCT_CUTS or lower in _GAME_GROUPS or token[CLS] == GROUP or
-                                    (token[CLS] in (TECH, LANG) and token[FIELD] == F_LANG)):
+            if token[START] > 0 and (
+                lower in _GAME_PLATFORMS
+                or lower in _OS_TAGS
+                or lower in _SOFTWARE_TAGS
+                or lower in _PRODUCT_CUTS
+                or lower in _GAME_GROUPS
+                or token[CLS] == GROUP
+                or (token[CLS] in (TECH, LANG) and token[FIELD] == F_LANG)
+            ):
                 cut = token[START]
                 break
         year = next((t[NUM] for t in self.tokens if t[CLS] == YEAR), None)
@@ -1232,32 +1526,57 @@ class _Reader:
                 break
         # Without a date or a number, the title ends at its first marker, as a video's does.
         end = next((i for i in range(1, xxx_at) if tokens[i][MARKER]), xxx_at) if start == 0 else xxx_at
-        title = _title(text[tokens[start][START]:tokens[end][START]]) if start < end else None
+        title = _title(text[tokens[start][START] : tokens[end][START]]) if start < end else None
         fields = _VideoFields()
-        for token in tokens[xxx_at + 1:]:
+        for token in tokens[xxx_at + 1 :]:
             if token[CLS] in (TECH, UPPER):
                 fields.take(token, None)
         tags = fields.tags
         if self.bits & B_IMAGESET:
             tags.append("imageset")
         year = int(air_date[:4]) if air_date else next((t[NUM] for t in tokens if t[CLS] == YEAR), None)
-        return ParsedName(kind="xxx", title=title, year=year, air_date=air_date, resolution=fields.resolution(),
-                          source=fields.folded_source(), codec=fields.codec, release_group=self.group,
-                          tags=tuple(tags))
+        return ParsedName(
+            kind="xxx",
+            title=title,
+            year=year,
+            air_date=air_date,
+            resolution=fields.resolution(),
+            source=fields.folded_source(),
+            codec=fields.codec,
+            release_group=self.group,
+            tags=tuple(tags),
+        )
 
 
 _NUMBERING_CLASSES = frozenset({EPISODE, DATE, SEASON, EPWORD, NUMBER})
 _FIELD_CLASSES = frozenset({TECH, UPPER, WEAK, FLAG, LANG})
-_PRODUCT_CUTS = frozenset("update dvd5 dvd9 pal ntsc usa eur jpn multi5 multi3 bluray blueray iso proper readnfo "
-                          "read dlc clone repack rip vc".split())
+_PRODUCT_CUTS = frozenset(
+    "update dvd5 dvd9 pal ntsc usa eur jpn multi5 multi3 bluray blueray iso proper readnfo "
+    "read dlc clone repack rip vc".split()
+)
 _SUBTITLE_WORDS = frozenset("sub subs subbed subtitles subtitled".split())
 
 
 class _VideoFields:
     """A video name's fields, as its tokens give them (the first of each kind wins)."""
 
-    __slots__ = ("year", "season", "season_year", "episodes", "absolute", "air_date", "heights", "sources",
-                 "codec", "languages", "proper", "repack", "tags", "evidence", "from_number")
+    __slots__ = (
+        "year",
+        "season",
+        "season_year",
+        "episodes",
+        "absolute",
+        "air_date",
+        "heights",
+        "sources",
+        "codec",
+        "languages",
+        "proper",
+        "repack",
+        "tags",
+        "evidence",
+        "from_number",
+    )
 
     def __init__(self) -> None:
         self.year: int | None = None
@@ -1294,8 +1613,19 @@ class _VideoFields:
                     self.tags.append("telesync")
                 elif lower in ("scr", "screener", "bdscr"):
                     self.tags.append("screener")
-            elif token[LOWER] in ("bd25", "bd50", "bdmv", "bdiso", "uhdbd", "dvdr", "dvd5", "dvd9", "dvdiso", "bd5",
-                                 "bd9"):
+            elif token[LOWER] in (
+                "bd25",
+                "bd50",
+                "bdmv",
+                "bdiso",
+                "uhdbd",
+                "dvdr",
+                "dvd5",
+                "dvd9",
+                "dvdiso",
+                "bd5",
+                "bd9",
+            ):
                 self.tags.append("disc")
         elif field == F_CODEC:
             if self.codec is None and value:
@@ -1393,9 +1723,12 @@ def _last_year(text: str) -> int | None:
 # Books: numbering before a title (Folge_212_, SE_117_, F20_) or after an author (Saga.Band.05).
 _NUMBERING = re.compile(
     r"(?:folge|f|se|band|teil|vol|volume|tome|t|nr|no|heft|part|book|buch|episode|ep|kapitel|chapter)[ ._]?\d{1,4}"
-    r"[ ._]+", re.IGNORECASE)
+    r"[ ._]+",
+    re.IGNORECASE,
+)
 _NUMBERING_AT_END = re.compile(
-    r"[ ._]+(?:band|teil|vol|volume|tome|nr|no|heft|book|buch|folge)[ ._]?\d{1,4}$", re.IGNORECASE)
+    r"[ ._]+(?:band|teil|vol|volume|tome|nr|no|heft|book|buch|folge)[ ._]?\d{1,4}$", re.IGNORECASE
+)
 _BOOK_CUT_WORDS = frozenset("no nr issue ausgabe heft vol volume band tome teil part".split())
 _BOOK_STOPS = _BOOK_TAGS | frozenset("retail hybrid updated repack proper presseheft".split())
 _ISSUE = re.compile(r"n\d{1,4}|#\d{1,4}", re.IGNORECASE)
@@ -1410,12 +1743,19 @@ def _book_title(body: str) -> tuple[str, int | None]:
         token = tokens[index]
         lower = token[LOWER]
         following = tokens[index + 1] if index + 1 < len(tokens) else None
-        if (lower in _BOOK_CUT_WORDS and following is not None and following[LOWER].isdecimal()) or \
-                _ISSUE.fullmatch(lower) or token[CLS] in (YEAR, DATE) or lower in _BOOK_STOPS or \
-                (lower.isdecimal() and following is not None and (following[LOWER] in _MONTH_NUMBERS or
-                                                                following[LOWER].isdecimal())) or \
-                (lower in _MONTH_NUMBERS and (following is None or following[CLS] == YEAR)) or \
-                (token[FIELD] == F_LANG and token[CLS] in (TECH, LANG)):
+        if (
+            (lower in _BOOK_CUT_WORDS and following is not None and following[LOWER].isdecimal())
+            or _ISSUE.fullmatch(lower)
+            or token[CLS] in (YEAR, DATE)
+            or lower in _BOOK_STOPS
+            or (
+                lower.isdecimal()
+                and following is not None
+                and (following[LOWER] in _MONTH_NUMBERS or following[LOWER].isdecimal())
+            )
+            or (lower in _MONTH_NUMBERS and (following is None or following[CLS] == YEAR))
+            or (token[FIELD] == F_LANG and token[CLS] in (TECH, LANG))
+        ):
             cut = token[START]
             break
     dated = next((t[VALUE] for t in tokens if t[CLS] == DATE), None)
@@ -1438,8 +1778,12 @@ def _album_before_tags(fields: list[str]) -> bool:
     a year or a tag follows it, and it is no format, source or bracketed tag (Adele-25-2015-FLAC,
     but not Album-WEB-2020 or Album-(Single)-2020)."""
     second = fields[1]
-    return (len(fields) >= 3 and not second.startswith("(") and second.lower() not in _MUSIC_CUTS
-            and (_is_year(fields[2].strip("()")) or _is_music_tag(fields[2])))
+    return (
+        len(fields) >= 3
+        and not second.startswith("(")
+        and second.lower() not in _MUSIC_CUTS
+        and (_is_year(fields[2].strip("()")) or _is_music_tag(fields[2]))
+    )
 
 
 def _cut_at(field: str, stops: frozenset[str]) -> str:
@@ -1447,7 +1791,7 @@ def _cut_at(field: str, stops: frozenset[str]) -> str:
     parts = _WORD_SPLIT.split(field)
     for index in range(2, len(parts), 2):
         if parts[index].lower() in stops:
-            return "".join(parts[:index - 1])
+            return "".join(parts[: index - 1])
     return field
 
 

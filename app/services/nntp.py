@@ -1,4 +1,5 @@
 """The data center's own NNTP connection (planning, spooling, `flask seed range`)."""
+
 from __future__ import annotations
 
 from app.config import Settings, get_settings

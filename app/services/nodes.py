@@ -1,4 +1,5 @@
 """Edge nodes and their tokens."""
+
 from __future__ import annotations
 
 from sqlalchemy import func, select, text

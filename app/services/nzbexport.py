@@ -39,6 +39,7 @@ Writing the XML costs about 1.3 s of CPU per million segments. A post's files ar
 index of files by release (ix_files_release) and each file's articles by the index of fragments
 by file (ix_fragments_file), so an export's time grows with the post, not with its group.
 """
+
 from __future__ import annotations
 
 import re
@@ -53,8 +54,7 @@ from sqlalchemy.orm import Session
 from app.services.errors import NotFound
 
 XML_DECLARATION = '<?xml version="1.0" encoding="utf-8"?>\n'
-DOCTYPE = ('<!DOCTYPE nzb PUBLIC "-//newzBin//DTD NZB 1.1//EN"'
-           ' "http://www.newzbin.com/DTD/nzb/nzb-1.1.dtd">\n')
+DOCTYPE = '<!DOCTYPE nzb PUBLIC "-//newzBin//DTD NZB 1.1//EN" "http://www.newzbin.com/DTD/nzb/nzb-1.1.dtd">\n'
 NZB_NAMESPACE = "http://www.newzbin.com/DTD/2003/nzb"
 # The exported NZB is written out in pieces of about this many bytes.
 CHUNK_BYTES = 1 << 16
@@ -179,8 +179,10 @@ def nzb_chunks(session: Session, post: Post) -> Iterator[bytes]:
 
 
 def _nzb_text(session: Session, post: Post) -> Iterator[str]:
-    files = [_File(row.key, row.poster or "", _unix(row.posted_at or row.first_post), _subject(row.subject, row.parts))
-             for row in session.execute(POST_FILES, {"group_id": post.group_id, "releases": list(post.release_keys)})]
+    files = [
+        _File(row.key, row.poster or "", _unix(row.posted_at or row.first_post), _subject(row.subject, row.parts))
+        for row in session.execute(POST_FILES, {"group_id": post.group_id, "releases": list(post.release_keys)})
+    ]
     keys = [file.key for file in files]
     groups = _file_groups(session, post, keys)
     yield XML_DECLARATION
@@ -196,8 +198,10 @@ def _nzb_text(session: Session, post: Post) -> Iterator[str]:
 def _files(session: Session, post: Post, files: list[_File], groups: dict[int, str]) -> Iterator[str]:
     """The <file> elements of the files that have segments, their segments from a server-side
     cursor (the rows are ordered by file, then part: a file's element opens at its first row)."""
-    rows = session.execute(SEGMENTS.execution_options(yield_per=SEGMENT_ROWS),
-                           {"group_id": post.group_id, "files": [file.key for file in files]})
+    rows = session.execute(
+        SEGMENTS.execution_options(yield_per=SEGMENT_ROWS),
+        {"group_id": post.group_id, "files": [file.key for file in files]},
+    )
     try:
         current = part = None
         for position, number, size, message_id in rows:
@@ -206,14 +210,15 @@ def _files(session: Session, post: Post, files: list[_File], groups: dict[int, s
                     yield "  </segments>\n </file>\n"
                 current, part = position, None
                 file = files[position - 1]
-                yield (f' <file poster="{xml_attribute(file.poster)}" date="{file.date}"'
-                       f' subject="{xml_attribute(file.subject)}">\n'
-                       f"  <groups>\n{groups.get(file.key, '')}  </groups>\n  <segments>\n")
+                yield (
+                    f' <file poster="{xml_attribute(file.poster)}" date="{file.date}"'
+                    f' subject="{xml_attribute(file.subject)}">\n'
+                    f"  <groups>\n{groups.get(file.key, '')}  </groups>\n  <segments>\n"
+                )
             if number == part:
                 continue  # the part again (a reposted segment): its lowest article is listed
             part = number
-            yield (f'   <segment bytes="{size}" number="{number}">'
-                   f"{xml_text(_bare(message_id))}</segment>\n")
+            yield (f'   <segment bytes="{size}" number="{number}">{xml_text(_bare(message_id))}</segment>\n')
         if current is not None:
             yield "  </segments>\n </file>\n"
     finally:
@@ -226,8 +231,7 @@ def _file_groups(session: Session, post: Post, keys: list[int]) -> dict[int, str
     if keys:
         for group, key in session.execute(CROSSPOSTED, {"group_id": post.group_id, "files": keys}):
             names[key].append(group)
-    return {key: "".join(f"   <group>{xml_text(g)}</group>\n" for g in sorted(found))
-            for key, found in names.items()}
+    return {key: "".join(f"   <group>{xml_text(g)}</group>\n" for g in sorted(found)) for key, found in names.items()}
 
 
 def _buffered(pieces: Iterable[str]) -> Iterator[bytes]:

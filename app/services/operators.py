@@ -1,4 +1,5 @@
 """Operator keys: the credential of people and tools that see the whole seed."""
+
 from __future__ import annotations
 
 from sqlalchemy import select, text
@@ -43,8 +44,10 @@ def authenticate(session: Session, secret: str) -> OperatorKey | None:
         return None
     # Last use, written at most once a minute per key.
     session.execute(
-        text("UPDATE operator_keys SET last_used_at = now() WHERE id = :id"
-             " AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')"),
+        text(
+            "UPDATE operator_keys SET last_used_at = now() WHERE id = :id"
+            " AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')"
+        ),
         {"id": key.id},
     )
     return key

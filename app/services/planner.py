@@ -17,6 +17,7 @@ read the server's marks with GROUP, which is also when planned ranges the server
 since are marked (mark_expired). plan_groups and plan_live plan each group on its own: a group
 that fails is recorded on the group and reported, and the others are planned.
 """
+
 from __future__ import annotations
 
 import logging
@@ -185,20 +186,24 @@ def mark_expired(session: Session, group: Group, low: int) -> int:
     counted in `expired`. Only planned ranges: a leased range's node reads on (it finds those
     numbers missing), and next_id only ever moves past numbers no batch was accepted for.
     Returns how many article numbers were marked."""
-    skipped = session.execute(
-        text(
-            "WITH passed AS ("
-            "   SELECT id, least(:low, last_id + 1) - next_id AS skipped FROM seed_ranges"
-            "    WHERE group_id = :g AND status = 'planned' AND next_id < :low FOR UPDATE)"
-            " UPDATE seed_ranges r SET"
-            "   expired = r.expired + p.skipped,"
-            "   next_id = r.next_id + p.skipped,"
-            "   status = CASE WHEN r.next_id + p.skipped > r.last_id THEN 'expired' ELSE r.status END"
-            " FROM passed p WHERE r.id = p.id"
-            " RETURNING p.skipped"
-        ),
-        {"g": group.id, "low": low},
-    ).scalars().all()
+    skipped = (
+        session.execute(
+            text(
+                "WITH passed AS ("
+                "   SELECT id, least(:low, last_id + 1) - next_id AS skipped FROM seed_ranges"
+                "    WHERE group_id = :g AND status = 'planned' AND next_id < :low FOR UPDATE)"
+                " UPDATE seed_ranges r SET"
+                "   expired = r.expired + p.skipped,"
+                "   next_id = r.next_id + p.skipped,"
+                "   status = CASE WHEN r.next_id + p.skipped > r.last_id THEN 'expired' ELSE r.status END"
+                " FROM passed p WHERE r.id = p.id"
+                " RETURNING p.skipped"
+            ),
+            {"g": group.id, "low": low},
+        )
+        .scalars()
+        .all()
+    )
     return sum(skipped)
 
 
@@ -207,10 +212,17 @@ def coverage(session: Session, group: Group, first: int, last: int) -> str:
     (one named by its id, several counted), and the numbers live planning holds but has not
     planned yet."""
     rows = session.execute(
-        select(SeedPlan.kind, func.count(), func.min(SeedPlan.id), func.min(SeedPlan.days),
-               func.min(SeedPlan.first_id), func.max(SeedPlan.last_id))
+        select(
+            SeedPlan.kind,
+            func.count(),
+            func.min(SeedPlan.id),
+            func.min(SeedPlan.days),
+            func.min(SeedPlan.first_id),
+            func.max(SeedPlan.last_id),
+        )
         .where(SeedPlan.group_id == group.id, SeedPlan.last_id >= first, SeedPlan.first_id <= last)
-        .group_by(SeedPlan.kind).order_by(func.min(SeedPlan.first_id))
+        .group_by(SeedPlan.kind)
+        .order_by(func.min(SeedPlan.first_id))
     ).all()
     parts = []
     for kind, count, plan_id, days, low, high in rows:
@@ -244,8 +256,9 @@ def _lock_and_read(session: Session, source: OverviewSource, group: Group):
     return info, seen_high, expired
 
 
-def _add_plan(session: Session, group: Group, kind: str, first_id: int, last_id: int, range_size: int,
-              days: int | None = None) -> tuple[SeedPlan, int]:
+def _add_plan(
+    session: Session, group: Group, kind: str, first_id: int, last_id: int, range_size: int, days: int | None = None
+) -> tuple[SeedPlan, int]:
     plan = SeedPlan(group_id=group.id, first_id=first_id, last_id=last_id, days=days, kind=kind)
     session.add(plan)
     session.flush()
@@ -261,7 +274,12 @@ def _add_plan(session: Session, group: Group, kind: str, first_id: int, last_id:
 
 
 def plan_group(
-    session: Session, source: OverviewSource, group: Group, *, days: int, range_size: int,
+    session: Session,
+    source: OverviewSource,
+    group: Group,
+    *,
+    days: int,
+    range_size: int,
     now: float | None = None,
 ) -> PlanResult:
     """Plan one group's backfill; under a per-group lock, so planning twice adds nothing twice."""
@@ -277,12 +295,16 @@ def plan_group(
     covered = lowest_covered(session, group)
     top = info.last if covered is None else min(info.last, covered - 1)
     if top < info.first:
-        return nothing(f"everything from the low mark {info.first} up is covered already:"
-                       f" {coverage(session, group, info.first, info.last)}")
+        return nothing(
+            f"everything from the low mark {info.first} up is covered already:"
+            f" {coverage(session, group, info.first, info.last)}"
+        )
     cutoff = int((time.time() if now is None else now) - days * 86400)
     start = find_first_after(source, info.first, top, cutoff)
     if start is None:
-        above = "" if top >= info.last else f" (above it, covered already: {coverage(session, group, top + 1, info.last)})"
+        above = (
+            "" if top >= info.last else f" (above it, covered already: {coverage(session, group, top + 1, info.last)})"
+        )
         return nothing(f"no article below {top + 1} is newer than {days} days{above}")
     start = max(start, info.first)
     plan, ranges = _add_plan(session, group, "backfill", start, top, range_size, days=days)
@@ -290,8 +312,7 @@ def plan_group(
     return PlanResult(group.name, plan.id, start, top, ranges, "planned", expired=expired)
 
 
-def plan_live_group(session: Session, source: OverviewSource, group: Group, *, lag: int,
-                    range_size: int) -> PlanResult:
+def plan_live_group(session: Session, source: OverviewSource, group: Group, *, lag: int, range_size: int) -> PlanResult:
     """Plan one group's new articles, from live_next (or just above everything planned, on the
     first run; at the top of a group nothing covers yet) up to the high mark less the lag
     (live_window); under the per-group lock."""
@@ -317,16 +338,22 @@ def plan_live_group(session: Session, source: OverviewSource, group: Group, *, l
         if start is None and first > info.last:
             span = info.last - info.first + 1
             within = f", within LIVE_LAG {lag} of the top" if span <= lag else ""
-            return nothing(f"live planning starts at {first}, above the high mark: the group's {span} article"
-                           f" numbers ({info.first}-{info.last}{within}) are its past, for backfill to plan"
-                           " (`flask seed plan`, beat's plan.replan)")
+            return nothing(
+                f"live planning starts at {first}, above the high mark: the group's {span} article"
+                f" numbers ({info.first}-{info.last}{within}) are its past, for backfill to plan"
+                " (`flask seed plan`, beat's plan.replan)"
+            )
         if start is None:
-            return nothing(f"live planning starts at {first} and plans {first}-{info.last} once they are"
-                           f" ready (LIVE_LAG {lag}); backfill plans below {first}")
+            return nothing(
+                f"live planning starts at {first} and plans {first}-{info.last} once they are"
+                f" ready (LIVE_LAG {lag}); backfill plans below {first}"
+            )
         if first > info.last:
             return nothing(f"nothing new above {first - 1}")
-        return nothing(f"{info.last - first + 1} new articles from {first} kept back while they may still"
-                       f" be propagating (LIVE_LAG {lag})")
+        return nothing(
+            f"{info.last - first + 1} new articles from {first} kept back while they may still"
+            f" be propagating (LIVE_LAG {lag})"
+        )
     plan, ranges = _add_plan(session, group, "live", first, last, range_size)
     group.live_next = last + 1
     return PlanResult(group.name, plan.id, first, last, ranges, "planned", kind="live", expired=expired)
@@ -339,8 +366,9 @@ def groups_to_plan(session: Session, names: Sequence[str] = ()) -> list[str]:
         groups = [group_service.get_group(session, name) for name in names]
         disabled = [g.name for g in groups if not g.active]
         if disabled:
-            raise Conflict(f"group disabled: {', '.join(disabled)} (`flask seed groups enable NAME` first)",
-                           code="group_disabled")
+            raise Conflict(
+                f"group disabled: {', '.join(disabled)} (`flask seed groups enable NAME` first)", code="group_disabled"
+            )
         return [g.name for g in groups]
     return [group.name for group in group_service.list_groups(session) if group.active]
 
@@ -351,18 +379,32 @@ def plan_groups(settings: Settings, names: Sequence[str], *, days: int | None = 
     so a group planned stays planned if a later one fails). A group that fails is recorded and
     yielded with its error, and the next one is planned (_each_group)."""
     days = days or settings.plan_days
-    return _each_group(settings, names, "backfill", lambda session, client, group: plan_group(
-        session, client, group, days=days, range_size=settings.range_size))
+    return _each_group(
+        settings,
+        names,
+        "backfill",
+        lambda session, client, group: plan_group(session, client, group, days=days, range_size=settings.range_size),
+    )
 
 
 def plan_live(settings: Settings, names: Sequence[str]) -> Iterator[PlanResult]:
     """Live planning of the named groups, each on its own as plan_groups does."""
-    return _each_group(settings, names, "live", lambda session, client, group: plan_live_group(
-        session, client, group, lag=settings.live_lag, range_size=settings.range_size))
+    return _each_group(
+        settings,
+        names,
+        "live",
+        lambda session, client, group: plan_live_group(
+            session, client, group, lag=settings.live_lag, range_size=settings.range_size
+        ),
+    )
 
 
-def _each_group(settings: Settings, names: Sequence[str], kind: str,
-                plan_one: Callable[[Session, OverviewSource, Group], PlanResult]) -> Iterator[PlanResult]:
+def _each_group(
+    settings: Settings,
+    names: Sequence[str],
+    kind: str,
+    plan_one: Callable[[Session, OverviewSource, Group], PlanResult],
+) -> Iterator[PlanResult]:
     """plan_one for every group on one NNTP connection, each group in its own transaction. A
     group that fails (the server has no such group, refuses, is down, or a date look-up fails)
     is rolled back, recorded on the group (plan_failures, plan_error, plan_error_at), logged and
@@ -411,8 +453,9 @@ def record_failure(name: str, error: str) -> None:
     """One more failed planning of the group, with its error and time (its own transaction)."""
     with session_scope() as session:
         session.execute(
-            update(Group).where(Group.name == name).values(
-                plan_failures=Group.plan_failures + 1, plan_error=error[:MAX_ERROR_TEXT], plan_error_at=func.now())
+            update(Group)
+            .where(Group.name == name)
+            .values(plan_failures=Group.plan_failures + 1, plan_error=error[:MAX_ERROR_TEXT], plan_error_at=func.now())
         )
 
 

@@ -7,6 +7,7 @@ for every post (migration 0018, and `flask seed names refresh` after the parser 
 Values are bounded to what the columns hold: numbers out of a smallint's range are left out
 (NULL), texts are cut to MAX_TEXT characters.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -44,9 +45,19 @@ class PostName(NamedTuple):
 
 COLUMNS = PostName._fields
 # The columns as an unnest() of arrays, one a column, bound as :n_<column> (arrays_of).
-_TYPES = {"category": "smallint", "year": "smallint", "season": "smallint", "episode": "smallint",
-          "episode_last": "smallint", "resolution": "smallint", "air_date": "date", "title": "text",
-          "source": "text", "video": "text", "languages": "text"}
+_TYPES = {
+    "category": "smallint",
+    "year": "smallint",
+    "season": "smallint",
+    "episode": "smallint",
+    "episode_last": "smallint",
+    "resolution": "smallint",
+    "air_date": "date",
+    "title": "text",
+    "source": "text",
+    "video": "text",
+    "languages": "text",
+}
 
 
 def unnest_sql(extra: tuple[tuple[str, str], ...] = ()) -> str:
@@ -54,8 +65,13 @@ def unnest_sql(extra: tuple[tuple[str, str], ...] = ()) -> str:
     (arrays_of), its rows named n(key, columns...)."""
     columns = [*COLUMNS, *(name for name, _ in extra)]
     types = {**_TYPES, **dict(extra)}
-    return ("unnest(CAST(:n_keys AS bigint[]), " + ", ".join(f"CAST(:n_{c} AS {types[c]}[])" for c in columns)
-            + ") AS n(key, " + ", ".join(columns) + ")")
+    return (
+        "unnest(CAST(:n_keys AS bigint[]), "
+        + ", ".join(f"CAST(:n_{c} AS {types[c]}[])" for c in columns)
+        + ") AS n(key, "
+        + ", ".join(columns)
+        + ")"
+    )
 
 
 UNNEST = unnest_sql()
@@ -83,9 +99,14 @@ def posts_named(session: Session, group_id: int, group: str, named: Mapping[int,
     files' names."""
     parsed = {post: _parsed(name, group) for post, name in named.items()}
     files = file_names(session, group_id, [post for post, found in parsed.items() if found.hashed])
-    return {post: (_columns(names.parse_post(named[post], tuple(files[post])[:MAX_FILE_NAMES], group), group)
-                   if found.hashed and files.get(post) else _columns(found, group))
-            for post, found in parsed.items()}
+    return {
+        post: (
+            _columns(names.parse_post(named[post], tuple(files[post])[:MAX_FILE_NAMES], group), group)
+            if found.hashed and files.get(post)
+            else _columns(found, group)
+        )
+        for post, found in parsed.items()
+    }
 
 
 @lru_cache(maxsize=65536)

@@ -7,6 +7,7 @@ the data center applies them when a node posts an inspection's result (flag_verd
 are never handed to nodes. Their pattern is a regex searched in each flag's name; the first
 rule that matches one of the flags decides (drop, or keep: protected from the built-in rule
 INSPECTED_EXECUTABLE_RULE, which drops a post whose archive holds an executable)."""
+
 from __future__ import annotations
 
 import re
@@ -45,8 +46,11 @@ def add_rule(session: Session, data: dict) -> SeedRule:
     if session.scalar(select(SeedRule.id).where(SeedRule.name == data["name"])) is not None:
         raise Conflict(f"rule already exists: {data['name']}", code="rule_exists")
     rule = SeedRule(
-        name=data["name"], field=data["field"], pattern=data["pattern"],
-        action=data.get("action", "drop"), groups=data.get("groups") or None,
+        name=data["name"],
+        field=data["field"],
+        pattern=data["pattern"],
+        action=data.get("action", "drop"),
+        groups=data.get("groups") or None,
     )
     session.add(rule)
     session.flush()
@@ -58,8 +62,10 @@ def get_rule(session: Session, name: str, *, lock: bool = False) -> SeedRule:
     rule = session.scalar(query.with_for_update() if lock else query)
     if rule is None:
         if name == EXECUTABLE_RULE:
-            raise NotFound(f"no such rule: {name} (the executable rule is built into the digest, not an"
-                           " operator rule)", code="unknown_rule")
+            raise NotFound(
+                f"no such rule: {name} (the executable rule is built into the digest, not an operator rule)",
+                code="unknown_rule",
+            )
         raise NotFound(f"no such rule: {name}", code="unknown_rule")
     return rule
 
@@ -89,16 +95,18 @@ def list_rules(session: Session) -> list[SeedRule]:
 def active_rules(session: Session, group: str) -> list[dict]:
     """The enabled header rules that apply to this group, in order, as data for the node."""
     return [
-        rule_data(r) for r in list_rules(session)
+        rule_data(r)
+        for r in list_rules(session)
         if r.enabled and r.field != FLAG_FIELD and (not r.groups or fnmatchcase(group, r.groups))
     ]
 
 
 def posts_dropped(session: Session) -> dict[str, int]:
     """How many posts each flag rule (and the built-in one) dropped for what inspections found."""
-    rows = session.execute(text("SELECT dropped_by, count(*) FROM post_inspections WHERE dropped_by IS NOT NULL"
-                                " GROUP BY dropped_by"))
-    return dict(rows)
+    rows = session.execute(
+        text("SELECT dropped_by, count(*) FROM post_inspections WHERE dropped_by IS NOT NULL GROUP BY dropped_by")
+    )
+    return dict(rows.all())
 
 
 def flag_verdict(session: Session, group: str, flags: list[str]) -> str | None:

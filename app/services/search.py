@@ -25,6 +25,7 @@ post of the catalog (or of the groups asked for) is a candidate.
 Figures on 1,000,000 generated posts are in docs/benchmarks.md (bench/catalog.py). Every
 search runs under a statement timeout (timeout_ms).
 """
+
 from __future__ import annotations
 
 import zlib
@@ -61,8 +62,10 @@ DEFAULT_TIMEOUT_MS = 10_000
 
 # The words asked for, read by the very functions that read the names (app.models.catalog.POST_WORDS):
 # the same characters are letters and digits, the same parser cuts words, the same lower-casing applies.
-QUERY_WORDS = text("SELECT lexeme, positions FROM unnest(to_tsvector('simple'::regconfig,"
-                   " regexp_replace(CAST(:words AS text), CAST(:word_break AS text), ' ', 'g')))")
+QUERY_WORDS = text(
+    "SELECT lexeme, positions FROM unnest(to_tsvector('simple'::regconfig,"
+    " regexp_replace(CAST(:words AS text), CAST(:word_break AS text), ' ', 'g')))"
+)
 
 # What a post's summary is read from (PostSummary).
 POST_COLUMNS = """p.key, p.group_id, p.name, p.poster, p.releases, p.files_seen AS files, p.parts_expected,
@@ -70,13 +73,17 @@ POST_COLUMNS = """p.key, p.group_id, p.name, p.poster, p.releases, p.files_seen 
     p.episode, p.episode_last, p.air_date, p.resolution, p.source, p.video, p.languages, p.password, p.imdb,
     p.tvdb, p.tvmaze, p.tmdb"""
 # The posts matching the filters, a page of them newest first.
-PAGE = """
-    SELECT """ + POST_COLUMNS + """
+PAGE = (
+    """
+    SELECT """
+    + POST_COLUMNS
+    + """
       FROM posts p
      WHERE {filters}
      ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key
      LIMIT :limit OFFSET :offset
 """
+)
 # The count and the page in one statement, each post with its group's name. The posts matching are
 # read once, up to the count's bound, keeping each one's key and date: when fewer match than the
 # bound, they are all of them, and the page is cut from them (no second look at the index). Only
@@ -84,7 +91,8 @@ PAGE = """
 # the page is full, or the words' index then a sort), the other branch never run (a one-time
 # filter on the count). One row a post of the page, each with the count; a row without a post
 # (key null) when the page is empty.
-SEARCH = """
+SEARCH = (
+    """
     WITH matching AS MATERIALIZED (
         SELECT p.group_id, p.key, p.last_post FROM posts p WHERE {filters} LIMIT :count_limit
     ), counted AS MATERIALIZED (
@@ -101,19 +109,24 @@ SEARCH = """
     SELECT counted.total, page.*, g.name AS group_name
       FROM counted
       LEFT JOIN LATERAL (
-        SELECT """ + POST_COLUMNS + """
+        SELECT """
+    + POST_COLUMNS
+    + """
           FROM page_keys k JOIN posts p ON p.group_id = k.group_id AND p.key = k.key
       ) AS page ON true
       LEFT JOIN groups g ON g.id = page.group_id
      ORDER BY page.last_post DESC NULLS LAST, page.group_id, page.key
 """
+)
 
 # A search's work runs in a savepoint of its own with these settings (its statement timeout, and
 # no JIT), and the savepoint is rolled back afterwards: the search wrote nothing, and rolling back
 # gives the settings their old values. Each is one round trip, the settings sent with the
 # savepoint (statements without parameters may go together).
-SEARCH_BEGIN = ("SAVEPOINT search_posts; SELECT set_config('jit', 'off', true),"
-                " set_config('statement_timeout', '{timeout_ms}ms', true)")
+SEARCH_BEGIN = (
+    "SAVEPOINT search_posts; SELECT set_config('jit', 'off', true),"
+    " set_config('statement_timeout', '{timeout_ms}ms', true)"
+)
 SEARCH_END = "ROLLBACK TO SAVEPOINT search_posts; RELEASE SAVEPOINT search_posts"
 
 # The group of a post key, or of a release key joined into a post: the least group id that has it
@@ -291,13 +304,28 @@ class PostDetails:
     inspection: InspectionInfo | None = None
 
 
-def search_posts(session: Session, words: str | Sequence[str] | None, *, group: str | Sequence[str] | None = None,
-                 poster: str | None = None, min_size: int | None = None, max_size: int | None = None,
-                 posted_after: datetime | None = None, posted_before: datetime | None = None,
-                 max_age_days: float | None = None, min_completion: float | None = None,
-                 categories: Iterable[int] | None = None, season: int | None = None, episode: int | None = None,
-                 air_date: date | None = None, year: int | None = None, ids: dict[str, int] | None = None,
-                 limit: int = DEFAULT_LIMIT, offset: int = 0, timeout_ms: int | None = DEFAULT_TIMEOUT_MS) -> SearchPage:
+def search_posts(
+    session: Session,
+    words: str | Sequence[str] | None,
+    *,
+    group: str | Sequence[str] | None = None,
+    poster: str | None = None,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    posted_after: datetime | None = None,
+    posted_before: datetime | None = None,
+    max_age_days: float | None = None,
+    min_completion: float | None = None,
+    categories: Iterable[int] | None = None,
+    season: int | None = None,
+    episode: int | None = None,
+    air_date: date | None = None,
+    year: int | None = None,
+    ids: dict[str, int] | None = None,
+    limit: int = DEFAULT_LIMIT,
+    offset: int = 0,
+    timeout_ms: int | None = DEFAULT_TIMEOUT_MS,
+) -> SearchPage:
     """The posts matching every word (see the module's doc) and every filter, newest first.
 
     categories: newznab category ids, a post of any of them (a parent id, 5000, takes its
@@ -419,8 +447,9 @@ def find_post(session: Session, post_key: int, group_id: int | None = None) -> P
         group_id = _bounded_int("group id", group_id, -(2**31), 2**31 - 1, error=NotFound)
     found = session.execute(POST_GROUP, {"key": key, "group_id": group_id}).scalar()
     if found is None:
-        raise NotFound(f"no post {key}" + (f" in group {group_id}" if group_id is not None else ""),
-                       code="unknown_post")
+        raise NotFound(
+            f"no post {key}" + (f" in group {group_id}" if group_id is not None else ""), code="unknown_post"
+        )
     key = session.execute(POST_KEY, {"g": found, "key": key}).scalar_one()
     row = session.execute(POST_ROW, {"g": found, "key": key, "limit": 1, "offset": 0}).mappings().first()
     if row is None:  # a release key joined into a post whose releases are all gone
@@ -434,19 +463,38 @@ def post_details(session: Session, post_key: int, group_id: int | None = None) -
     params = {"g": post.group_id, "key": post.key}
     releases = [ReleaseInfo(**row) for row in session.execute(POST_RELEASES, params).mappings()]
     files = [
-        FileInfo(key=row.key, release_key=row.release_key, name=row.name, subject=row.subject, poster=row.poster,
-                 posted_at=row.posted_at, file_index=row.file_index, file_count=row.file_count,
-                 parts_expected=row.parts, parts_seen=row.seen, bytes=row.bytes)
+        FileInfo(
+            key=row.key,
+            release_key=row.release_key,
+            name=row.name,
+            subject=row.subject,
+            poster=row.poster,
+            posted_at=row.posted_at,
+            file_index=row.file_index,
+            file_count=row.file_count,
+            parts_expected=row.parts,
+            parts_seen=row.seen,
+            bytes=row.bytes,
+        )
         for row in session.execute(POST_FILES, {"g": post.group_id, "releases": [r.key for r in releases]})
     ]
     row = session.execute(POST_INSPECTION, params).first()
     inspection = None
     if row is not None:
         inspection = InspectionInfo(
-            state=row.state, reason=row.reason, inner_name=row.inner_name, password=row.password,
-            flags=row.flags.split(",") if row.flags else [], files=row.files or [],
-            nfo=zlib.decompress(row.nfo).decode("utf-8") if row.nfo else None, imdb=row.imdb, tvdb=row.tvdb,
-            tvmaze=row.tvmaze, tmdb=row.tmdb, dropped_by=row.dropped_by)
+            state=row.state,
+            reason=row.reason,
+            inner_name=row.inner_name,
+            password=row.password,
+            flags=row.flags.split(",") if row.flags else [],
+            files=row.files or [],
+            nfo=zlib.decompress(row.nfo).decode("utf-8") if row.nfo else None,
+            imdb=row.imdb,
+            tvdb=row.tvdb,
+            tvmaze=row.tvmaze,
+            tmdb=row.tmdb,
+            dropped_by=row.dropped_by,
+        )
     return PostDetails(post=post, releases=releases, files=files, inspection=inspection)
 
 
@@ -457,15 +505,37 @@ def _group_names(session: Session, ids: set[int]) -> dict[int, str]:
 
 
 def _summary(row) -> PostSummary:
-    return PostSummary(key=row["key"], group_id=row["group_id"], group=row["group_name"], name=row["name"],
-                       poster=row["poster"], releases=row["releases"], files=row["files"],
-                       parts_expected=row["parts_expected"], parts_seen=row["parts_seen"], bytes=row["bytes"],
-                       completion=float(row["completion"]), first_post=row["first_post"], last_post=row["last_post"],
-                       category=row["category"], title=row["title"], year=row["year"], season=row["season"],
-                       episode=row["episode"], episode_last=row["episode_last"], air_date=row["air_date"],
-                       resolution=row["resolution"], source=row["source"], video=row["video"],
-                       languages=row["languages"], password=row["password"], imdb=row["imdb"], tvdb=row["tvdb"],
-                       tvmaze=row["tvmaze"], tmdb=row["tmdb"])
+    return PostSummary(
+        key=row["key"],
+        group_id=row["group_id"],
+        group=row["group_name"],
+        name=row["name"],
+        poster=row["poster"],
+        releases=row["releases"],
+        files=row["files"],
+        parts_expected=row["parts_expected"],
+        parts_seen=row["parts_seen"],
+        bytes=row["bytes"],
+        completion=float(row["completion"]),
+        first_post=row["first_post"],
+        last_post=row["last_post"],
+        category=row["category"],
+        title=row["title"],
+        year=row["year"],
+        season=row["season"],
+        episode=row["episode"],
+        episode_last=row["episode_last"],
+        air_date=row["air_date"],
+        resolution=row["resolution"],
+        source=row["source"],
+        video=row["video"],
+        languages=row["languages"],
+        password=row["password"],
+        imdb=row["imdb"],
+        tvdb=row["tvdb"],
+        tvmaze=row["tvmaze"],
+        tmdb=row["tmdb"],
+    )
 
 
 def _tsquery(session: Session, words: str | Sequence[str] | None) -> str | None:
@@ -507,8 +577,13 @@ def _ids_filter(session: Session, ids: dict[str, int], params: dict) -> str:
         params[column] = _bounded_int(column, value, 1, 2**31 - 1)
         having.append(f"p.{column} = :{column}")
     matched = " OR ".join(having)
-    titles = session.execute(text(f"SELECT DISTINCT p.title, p.year FROM posts p WHERE ({matched}) AND p.title <> ''"
-                                  f" ORDER BY 1, 2 LIMIT {MAX_ID_TITLES}"), params).all()
+    titles = session.execute(
+        text(
+            f"SELECT DISTINCT p.title, p.year FROM posts p WHERE ({matched}) AND p.title <> ''"
+            f" ORDER BY 1, 2 LIMIT {MAX_ID_TITLES}"
+        ),
+        params,
+    ).all()
     alternatives = [f"({matched})"]
     params["word_break"] = WORD_BREAK
     for index, (title, year) in enumerate(titles):
@@ -517,7 +592,8 @@ def _ids_filter(session: Session, ids: dict[str, int], params: dict) -> str:
         alternatives.append(
             f"(p.words @@ plainto_tsquery('simple'::regconfig, regexp_replace(CAST(:id_title{index} AS text),"
             f" CAST(:word_break AS text), ' ', 'g')) AND p.title = :id_title{index}"
-            f" AND p.year IS NOT DISTINCT FROM CAST(:id_year{index} AS smallint))")
+            f" AND p.year IS NOT DISTINCT FROM CAST(:id_year{index} AS smallint))"
+        )
     return "(" + " OR ".join(alternatives) + ")"
 
 

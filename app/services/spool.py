@@ -1,4 +1,5 @@
 """The spool: raw overview chunks of ranges fetched in the data center, streamed to nodes."""
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -24,8 +25,7 @@ def store_chunk(session: Session, range_id: int, chunk_from: int, chunk_to: int,
     lines = raw.count(b"\r\n")
     session.execute(
         insert(SpoolChunk)
-        .values(range_id=range_id, chunk_from=chunk_from, chunk_to=chunk_to, lines=lines,
-                body=compress_lines(raw))
+        .values(range_id=range_id, chunk_from=chunk_from, chunk_to=chunk_to, lines=lines, body=compress_lines(raw))
         .on_conflict_do_nothing()
     )
     return lines

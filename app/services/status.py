@@ -22,6 +22,7 @@ How the figures are made, so that each says what it claims:
   queue shows there first.
 - Every time is in UTC.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -97,7 +98,9 @@ def _groups(session: Session, now: datetime, operator: bool = False) -> list[dic
     """Each group's ranges and counts, its catalog's files, releases and posts, its progress,
     rate and time left, where live planning stands, its ranges the server expired before they
     were read, and (for an operator) how planning it last failed."""
-    groups = _rows(session, """
+    groups = _rows(
+        session,
+        """
         SELECT g.id, g.name AS group, g.active,
                count(r.id) AS ranges,
                count(r.id) FILTER (WHERE r.status = 'planned') AS planned,
@@ -117,7 +120,8 @@ def _groups(session: Session, now: datetime, operator: bool = False) -> list[dic
                g.plan_failures, g.plan_error, g.plan_error_at
           FROM groups g LEFT JOIN seed_ranges r ON r.group_id = g.id
          GROUP BY g.id, g.name ORDER BY g.name
-        """)
+        """,
+    )
     activity = _group_activity(session)
     rules = _rule_counts(session)
     for group in groups:
@@ -136,21 +140,27 @@ def catalog_counts(session: Session, group_id: int) -> dict:
     estimates for a group above EXACT_COUNT_LIMIT files (see the module's doc)."""
     params = {"group_id": group_id}
     if _estimated_rows(session, "files", group_id) <= EXACT_COUNT_LIMIT:
-        counts = session.execute(text(
-            "SELECT (SELECT count(*) FROM files WHERE group_id = :group_id) AS files,"
-            " (SELECT count(*) FROM releases WHERE group_id = :group_id) AS releases,"
-            " (SELECT count(*) FROM posts WHERE group_id = :group_id) AS posts"), params).one()
+        counts = session.execute(
+            text(
+                "SELECT (SELECT count(*) FROM files WHERE group_id = :group_id) AS files,"
+                " (SELECT count(*) FROM releases WHERE group_id = :group_id) AS releases,"
+                " (SELECT count(*) FROM posts WHERE group_id = :group_id) AS posts"
+            ),
+            params,
+        ).one()
         return {**counts._mapping, "counted": "exact"}
     return {table: _estimated_rows(session, table, group_id) for table in ("files", "releases", "posts")} | {
-        "counted": "estimated"}
+        "counted": "estimated"
+    }
 
 
 def _estimated_rows(session: Session, table: str, group_id: int) -> int:
     """The planner's estimate of the group's rows in `table` (files, releases or posts): no row
     is read. The group's id is written into the statement (an integer from the database):
     EXPLAIN takes no parameters."""
-    plan = session.execute(text(
-        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {table} WHERE group_id = {int(group_id)}")).scalar_one()
+    plan = session.execute(
+        text(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {table} WHERE group_id = {int(group_id)}")
+    ).scalar_one()
     return int(plan[0]["Plan"]["Plan Rows"])
 
 
@@ -159,15 +169,19 @@ def _rule_counts(session: Session) -> dict[int, dict]:
     over the batches: articles are each in one batch, files and releases in each batch that saw
     some of them."""
     by_group: dict[int, dict] = {}
-    for row in session.execute(text(
-        """
+    for row in session.execute(
+        text(
+            """
         SELECT c.group_id, c.rule, sum(c.releases)::bigint AS releases,
                sum(c.files)::bigint AS files, sum(c.fragments)::bigint AS fragments
           FROM rule_counts c GROUP BY c.group_id, c.rule ORDER BY c.group_id, c.rule
         """
-    )):
+        )
+    ):
         by_group.setdefault(row.group_id, {})[row.rule] = {
-            "releases": row.releases, "files": row.files, "fragments": row.fragments,
+            "releases": row.releases,
+            "files": row.files,
+            "fragments": row.fragments,
         }
     return by_group
 
@@ -189,8 +203,9 @@ _ACTIVITY = """
 
 
 def _group_activity(session: Session) -> dict[int, dict]:
-    return {row.pop("key"): row for row in _rows(session, _ACTIVITY.format(key="r.group_id"),
-                                                   {"minutes": RATE_MINUTES})}
+    return {
+        row.pop("key"): row for row in _rows(session, _ACTIVITY.format(key="r.group_id"), {"minutes": RATE_MINUTES})
+    }
 
 
 def _progress(span: int, covered: int, activity: dict | None, now: datetime) -> dict:
@@ -216,8 +231,11 @@ def _rate(activity: dict | None) -> dict:
     if not activity:
         return {"article_numbers_per_second": 0.0, "rate_seconds": 0, "last_batch_at": None}
     seconds = 60 * activity["minutes"]
-    return {"article_numbers_per_second": round(activity["numbers"] / seconds, 1), "rate_seconds": seconds,
-            "last_batch_at": activity["last_at"]}
+    return {
+        "article_numbers_per_second": round(activity["numbers"] / seconds, 1),
+        "rate_seconds": seconds,
+        "last_batch_at": activity["last_at"],
+    }
 
 
 def _seed_rate(session: Session, now: datetime) -> dict:
@@ -234,45 +252,59 @@ def _seed_rate(session: Session, now: datetime) -> dict:
 
 
 def _leased_ranges(session: Session, node: SeedNode | None = None) -> list[dict]:
-    return _rows(session, """
+    return _rows(
+        session,
+        """
         SELECT r.id, g.name AS group, r.first_id, r.last_id, r.next_id, r.status, n.name AS node,
                r.batches, r.articles, r.files, r.releases, r.dropped, r.leased_at, r.touched_at
           FROM seed_ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN seed_nodes n ON n.id = r.node_id
          WHERE r.status = 'leased' AND (CAST(:node_id AS integer) IS NULL OR r.node_id = :node_id)
          ORDER BY r.id
-        """, {"node_id": None if node is None else node.id})
+        """,
+        {"node_id": None if node is None else node.id},
+    )
 
 
 def _failed_ranges(session: Session, node: SeedNode | None = None) -> list[dict]:
     # A range's last failure is kept as "<node name>: <reason>" (app/services/leases.py); a node
     # name has neither ':' nor spaces, so the prefix names exactly one node.
-    return _rows(session, """
+    return _rows(
+        session,
+        """
         SELECT r.id, g.name AS group, r.first_id, r.next_id, r.last_id, r.status, r.failures, r.last_failure
           FROM seed_ranges r JOIN groups g ON g.id = r.group_id
          WHERE r.failures > 0 AND r.status NOT IN ('done', 'expired')
            AND (CAST(:prefix AS text) IS NULL OR starts_with(r.last_failure, :prefix))
          ORDER BY r.failures DESC, r.id LIMIT :examples
-        """, {"prefix": None if node is None else f"{node.name}: ", "examples": EXAMPLES})
+        """,
+        {"prefix": None if node is None else f"{node.name}: ", "examples": EXAMPLES},
+    )
 
 
 def _nodes(session: Session) -> list[dict]:
     """Each node: whether enabled, when last seen, the ranges it holds, its rate (article numbers
     accepted a second over its last RATE_MINUTES minutes that saw its batches) and the last
     failure it gave a range back with (kept as "<node>: <reason>", app/services/leases.py)."""
-    nodes = _rows(session, """
+    nodes = _rows(
+        session,
+        """
         SELECT n.id, n.name, n.enabled, n.last_seen_at,
                (SELECT count(*) FROM seed_ranges r WHERE r.node_id = n.id) AS leases,
                (SELECT substr(r.last_failure, length(n.name) + 3) FROM seed_ranges r
                  WHERE r.failures > 0 AND starts_with(r.last_failure, n.name || ': ')
                  ORDER BY r.touched_at DESC NULLS LAST, r.id DESC LIMIT 1) AS last_error
           FROM seed_nodes n ORDER BY n.name
-        """)
-    activity = {row.pop("key"): row for row in _rows(session, _ACTIVITY.format(key="b.node_id"),
-                                                       {"minutes": RATE_MINUTES})}
+        """,
+    )
+    activity = {
+        row.pop("key"): row for row in _rows(session, _ACTIVITY.format(key="b.node_id"), {"minutes": RATE_MINUTES})
+    }
     for node in nodes:
         rate = _rate(activity.get(node.pop("id")))
-        node["article_numbers_per_second"], node["last_batch_at"] = (rate["article_numbers_per_second"],
-                                                                     rate["last_batch_at"])
+        node["article_numbers_per_second"], node["last_batch_at"] = (
+            rate["article_numbers_per_second"],
+            rate["last_batch_at"],
+        )
     return nodes
 
 
@@ -283,7 +315,9 @@ CHART_HOURS = 6
 def stored_by_minute(session: Session, hours: int = CHART_HOURS) -> list[dict]:
     """Articles stored a minute by group over the last `hours` (the batches' stored_at, found by
     its index; a batch's articles from its rule counts): [{group, minute, articles}] by minute."""
-    return _rows(session, """
+    return _rows(
+        session,
+        """
         SELECT g.name AS group, date_trunc('minute', b.stored_at) AS minute,
                coalesce(sum(c.fragments) FILTER (WHERE c.rule = ''), 0)::bigint AS articles
           FROM seed_batches b
@@ -292,36 +326,49 @@ def stored_by_minute(session: Session, hours: int = CHART_HOURS) -> list[dict]:
           LEFT JOIN rule_counts c ON c.range_id = b.range_id AND c.batch_from = b.batch_from
          WHERE b.stored_at >= now() - make_interval(hours => :hours)
          GROUP BY 1, 2 ORDER BY 2, 1
-        """, {"hours": hours})
+        """,
+        {"hours": hours},
+    )
 
 
 def _batch_counts(session: Session, now: datetime) -> dict:
-    counts = session.execute(text(
-        """
+    counts = (
+        session.execute(
+            text(
+                """
         SELECT count(*) FILTER (WHERE state = 'accepted') AS pending,
                count(*) FILTER (WHERE state = 'stored') AS stored,
                count(*) FILTER (WHERE state = 'gathered') AS gathered,
                count(*) FILTER (WHERE state = 'failed') AS failed
           FROM seed_batches
         """
-    )).one()._mapping
+            )
+        )
+        .one()
+        ._mapping
+    )
     # The oldest batch not stored yet: by the pending batches' index, whatever the table's size.
-    oldest = _rows(session, """
+    oldest = _rows(
+        session,
+        """
         SELECT b.id, b.range_id, g.name AS group, b.batch_from, b.batch_to, b.attempts, b.accepted_at
           FROM seed_batches b JOIN seed_ranges r ON r.id = b.range_id JOIN groups g ON g.id = r.group_id
          WHERE b.state = 'accepted' ORDER BY b.accepted_at, b.id LIMIT 1
-        """)
+        """,
+    )
     for batch in oldest:
         batch["age_seconds"] = round(max(0.0, (now - batch["accepted_at"]).total_seconds()), 1)
     return {**counts, "oldest_unstored": oldest[0] if oldest else None}
 
 
 def _failed_batches(session: Session, node: SeedNode | None = None) -> list[dict]:
-    return _rows(session,
-                 "SELECT id, range_id, batch_from, attempts, error FROM seed_batches"
-                 " WHERE state = 'failed' AND (CAST(:node_id AS integer) IS NULL OR node_id = :node_id)"
-                 " ORDER BY id LIMIT :examples",
-                 {"node_id": None if node is None else node.id, "examples": EXAMPLES})
+    return _rows(
+        session,
+        "SELECT id, range_id, batch_from, attempts, error FROM seed_batches"
+        " WHERE state = 'failed' AND (CAST(:node_id AS integer) IS NULL OR node_id = :node_id)"
+        " ORDER BY id LIMIT :examples",
+        {"node_id": None if node is None else node.id, "examples": EXAMPLES},
+    )
 
 
 def batch_summary(session: Session, batch_id: int) -> dict | None:
@@ -329,7 +376,9 @@ def batch_summary(session: Session, batch_id: int) -> dict | None:
     its group, range and article numbers, its articles (kept and dropped), the files and releases
     it kept (as the batch saw them: one spanning batches counts in each), its state. None for a
     batch that is gone."""
-    rows = _rows(session, """
+    rows = _rows(
+        session,
+        """
         SELECT b.id AS batch_id, g.name AS group, b.range_id, b.batch_from, b.batch_to, b.state,
                coalesce(sum(c.fragments), 0)::bigint AS articles,
                coalesce(sum(c.files) FILTER (WHERE c.rule = ''), 0)::bigint AS files,
@@ -341,5 +390,7 @@ def batch_summary(session: Session, batch_id: int) -> dict | None:
           LEFT JOIN rule_counts c ON c.range_id = b.range_id AND c.batch_from = b.batch_from
          WHERE b.id = :batch_id
          GROUP BY b.id, g.name
-        """, {"batch_id": batch_id})
+        """,
+        {"batch_id": batch_id},
+    )
     return rows[0] if rows else None

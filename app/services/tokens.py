@@ -1,5 +1,6 @@
 """Bearer credentials (node tokens, operator keys): random, shown once, stored as SHA-256,
 compared in constant time."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,5 +1,6 @@
 """batches.requeue (beat): batches accepted but not stored, or stored but their releases not
 joined into posts, after a while are sent again (their task was lost: Redis down, a worker killed)."""
+
 from __future__ import annotations
 
 import logging

@@ -1,5 +1,6 @@
 """Short control tasks: a liveness probe and the queue depths logged (/metrics reads them itself,
 at each scrape: app.metrics.SeedCollector)."""
+
 from __future__ import annotations
 
 import logging

@@ -1,5 +1,6 @@
 """ingest.store_batch: an accepted batch into the catalog tables and its releases into their posts;
 enqueue_store sends it."""
+
 from __future__ import annotations
 
 import logging
@@ -22,8 +23,13 @@ ENQUEUE_POOL_WAIT = 5
 
 
 @shared_task(
-    name="ingest.store_batch", bind=True, acks_late=True,
-    autoretry_for=(TransientDatabaseError,), retry_backoff=2, retry_backoff_max=60, retry_jitter=True,
+    name="ingest.store_batch",
+    bind=True,
+    acks_late=True,
+    autoretry_for=(TransientDatabaseError,),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    retry_jitter=True,
     max_retries=None,
 )
 def store_batch(self, batch_id: int) -> dict:
@@ -45,7 +51,7 @@ def store_batch(self, batch_id: int) -> dict:
         if state == BatchState.FAILED:
             log.error("batch %s failed for good after repeated errors: %s", batch_id, exc)
             return {"batch_id": batch_id, "state": BatchState.FAILED.value, "seconds": _since(started)}
-        raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries), max_retries=None) from exc
+        raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries), max_retries=None) from exc
     stored = time.monotonic()
     try:
         with session_scope() as session:
@@ -57,20 +63,28 @@ def store_batch(self, batch_id: int) -> dict:
         # the same error would come); after BATCH_MAX_ATTEMPTS it is 'failed'.
         log.error("batch %s: joining its releases into posts failed: %s", batch_id, exc)
         with session_scope() as session:
-            state = record_gather_error(session, batch_id, f"{type(exc).__name__}: {exc}",
-                                        get_settings().batch_max_attempts)
+            state = record_gather_error(
+                session, batch_id, f"{type(exc).__name__}: {exc}", get_settings().batch_max_attempts
+            )
         return {"batch_id": batch_id, "state": state, "error": str(exc)[:200], "seconds": _since(started)}
     gathered = time.monotonic()
     with session_scope() as session:
         summary = batch_summary(session, batch_id) or {"batch_id": batch_id}
     return {
-        "batch_id": batch_id, "group": summary.get("group"), "range": summary.get("range_id"),
-        "first": summary.get("batch_from"), "last": summary.get("batch_to"),
-        "articles": summary.get("articles"), "files": summary.get("files"), "releases": summary.get("releases"),
+        "batch_id": batch_id,
+        "group": summary.get("group"),
+        "range": summary.get("range_id"),
+        "first": summary.get("batch_from"),
+        "last": summary.get("batch_to"),
+        "articles": summary.get("articles"),
+        "files": summary.get("files"),
+        "releases": summary.get("releases"),
         "dropped": summary.get("dropped"),
         # already_stored: a redelivery found the batch in the catalog (its figures are the first store's).
-        "state": "stored" if result.stored else "already_stored", "posts_changed": changed or 0,
-        "seconds": _since(started), "store_seconds": round(stored - started, 3),
+        "state": "stored" if result.stored else "already_stored",
+        "posts_changed": changed or 0,
+        "seconds": _since(started),
+        "store_seconds": round(stored - started, 3),
         "gather_seconds": round(gathered - stored, 3),
     }
 

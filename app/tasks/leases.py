@@ -1,4 +1,5 @@
 """Lease expiry, run by beat every minute."""
+
 from __future__ import annotations
 
 import logging

@@ -2,6 +2,7 @@
 LIVE_PLAN_INTERVAL seconds): plan every active group's new articles. Each runs one at a time,
 and plans each group on its own: a group that fails is reported, and the task fails with a
 summary only after every group was tried."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """releases.repair: recompute whole the releases a stored batch touched (release repair)."""
+
 from __future__ import annotations
 
 import logging
@@ -14,8 +15,13 @@ log = logging.getLogger(__name__)
 
 
 @shared_task(
-    name="releases.repair", acks_late=True, autoretry_for=(TransientDatabaseError,),
-    retry_backoff=2, retry_backoff_max=60, retry_jitter=True, max_retries=None,
+    name="releases.repair",
+    acks_late=True,
+    autoretry_for=(TransientDatabaseError,),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=None,
 )
 def repair(batch_id: int) -> int | None:
     """A transient database error is retried; any other is recorded on the batch with an attempt
@@ -27,6 +33,7 @@ def repair(batch_id: int) -> int | None:
         TransientDatabaseError.raise_if(exc)
         log.error("batch %s: release repair failed: %s", batch_id, exc)
         with session_scope() as session:
-            record_gather_error(session, batch_id, f"release repair: {type(exc).__name__}: {exc}",
-                                get_settings().batch_max_attempts)
+            record_gather_error(
+                session, batch_id, f"release repair: {type(exc).__name__}: {exc}", get_settings().batch_max_attempts
+            )
         return None

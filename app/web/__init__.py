@@ -6,6 +6,7 @@ The routes are in app.web.views, who is looking (the login, ``?apikey=``, the se
 key shared by the gunicorn workers through Redis) in app.web.auth, the status page's figures and
 formats in app.web.figures.
 """
+
 from app.web.views import web
 
 __all__ = ["web"]

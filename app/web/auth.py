@@ -18,6 +18,7 @@ asked again. While Redis cannot be reached, a process signs with a random secret
 sessions then hold only within that process (another worker, or a restart, asks for a new
 login) until Redis answers again.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -108,20 +109,24 @@ class SharedSecret:
         """The value in Redis, the proposal stored first when there is none; None when Redis
         cannot be asked."""
         try:
-            client = redis.Redis.from_url(self.redis_url, socket_timeout=REDIS_TIMEOUT_SECONDS,
-                                          socket_connect_timeout=REDIS_TIMEOUT_SECONDS)
+            client = redis.Redis.from_url(
+                self.redis_url, socket_timeout=REDIS_TIMEOUT_SECONDS, socket_connect_timeout=REDIS_TIMEOUT_SECONDS
+            )
             try:
                 client.set(SECRET_KEY_NAME, proposal, nx=True)
                 value = client.get(SECRET_KEY_NAME)
             finally:
                 client.close()
         except (redis.RedisError, OSError) as exc:
-            log.warning("the web sessions' secret is not shared (Redis: %s): logins hold in this process only",
-                        exc.__class__.__name__)
+            log.warning(
+                "the web sessions' secret is not shared (Redis: %s): logins hold in this process only",
+                exc.__class__.__name__,
+            )
             return None
         if not value or len(value) < SECRET_BYTES:  # a value nobody of ours wrote: not a secret to use
-            log.warning("the web sessions' secret in Redis (%s) is unusable: logins hold in this process only",
-                        SECRET_KEY_NAME)
+            log.warning(
+                "the web sessions' secret in Redis (%s) is unusable: logins hold in this process only", SECRET_KEY_NAME
+            )
             return None
         return value
 
@@ -138,9 +143,12 @@ class WebSessionInterface(SecureCookieSessionInterface):
     def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer | None:
         if app.secret_key:
             return super().get_signing_serializer(app)
-        return URLSafeTimedSerializer(self.secret.current(), salt=self.salt, serializer=self.serializer,
-                                      signer_kwargs={"key_derivation": self.key_derivation,
-                                                     "digest_method": self.digest_method})
+        return URLSafeTimedSerializer(
+            self.secret.current(),
+            salt=self.salt,
+            serializer=self.serializer,
+            signer_kwargs={"key_derivation": self.key_derivation, "digest_method": self.digest_method},
+        )
 
     def open_session(self, app: Flask, request):
         value = request.cookies.get(self.get_cookie_name(app))
@@ -182,8 +190,12 @@ def csrf_token() -> str:
 
 def csrf_matches(presented: str | None) -> bool:
     expected = session.get("csrf")
-    return (isinstance(expected, str) and bool(expected) and isinstance(presented, str)
-            and hmac.compare_digest(expected.encode(), presented.encode()))
+    return (
+        isinstance(expected, str)
+        and bool(expected)
+        and isinstance(presented, str)
+        and hmac.compare_digest(expected.encode(), presented.encode())
+    )
 
 
 def log_in(db: Session, presented: str) -> Visitor | None:
@@ -204,8 +216,12 @@ def log_in(db: Session, presented: str) -> Visitor | None:
     if visitor is None:
         return None
     session.clear()
-    session["who"] = {"kind": visitor.kind, "id": visitor.id, "check": key_hash[:CHECK_BYTES].hex(),
-                      "at": int(time.time())}
+    session["who"] = {
+        "kind": visitor.kind,
+        "id": visitor.id,
+        "check": key_hash[:CHECK_BYTES].hex(),
+        "at": int(time.time()),
+    }
     csrf_token()
     return visitor
 
@@ -228,7 +244,7 @@ def session_visitor(db: Session) -> Visitor | None:
     kind, row_id, check, at = who.get("kind"), who.get("id"), who.get("check"), who.get("at")
     if not (isinstance(row_id, int) and isinstance(check, str) and isinstance(at, int)):
         return None
-    if not 0 <= time.time() - at <= LOGIN_SECONDS or not -2**31 <= row_id < 2**31:
+    if not 0 <= time.time() - at <= LOGIN_SECONDS or not -(2**31) <= row_id < 2**31:
         return None
     if kind == OPERATOR:
         row = db.get(OperatorKey, row_id)

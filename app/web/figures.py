@@ -5,6 +5,7 @@ rate and time left, nodes, leased and failed ranges, batches, the whole seed's r
 the page adds per group: the ranges and article numbers planned, leased and done. The CLI's
 `flask seed status` writes its numbers and times with the same functions.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -71,15 +72,31 @@ def status_page(db: Session) -> dict:
         parts.setdefault(row.group, {})[row.status] = Part(row.ranges, row.span, row.covered)
     groups = [
         GroupProgress(
-            name=g["group"], parts={s: parts.get(g["group"], {}).get(s, Part()) for s in RANGE_STATUSES},
-            span=g["span"], covered=g["covered"], articles=g["articles"], missing=g["missing"], files=g["files"],
-            releases=g["releases"], posts=g["posts"], counted=g["counted"], dropped=g["dropped"],
-            rate=g["article_numbers_per_second"], last_batch_at=g["last_batch_at"], eta_seconds=g["eta_seconds"])
+            name=g["group"],
+            parts={s: parts.get(g["group"], {}).get(s, Part()) for s in RANGE_STATUSES},
+            span=g["span"],
+            covered=g["covered"],
+            articles=g["articles"],
+            missing=g["missing"],
+            files=g["files"],
+            releases=g["releases"],
+            posts=g["posts"],
+            counted=g["counted"],
+            dropped=g["dropped"],
+            rate=g["article_numbers_per_second"],
+            last_batch_at=g["last_batch_at"],
+            eta_seconds=g["eta_seconds"],
+        )
         for g in figures["groups"]
     ]
     chart = stored_chart(status_service.stored_by_minute(db), figures["as_of"], status_service.CHART_HOURS)
-    return {**figures, "progress": groups, "now": figures["as_of"], "rate_minutes": status_service.RATE_MINUTES,
-            "chart": chart}
+    return {
+        **figures,
+        "progress": groups,
+        "now": figures["as_of"],
+        "rate_minutes": status_service.RATE_MINUTES,
+        "chart": chart,
+    }
 
 
 # The chart's drawing area in SVG units (the page scales it to its width), and its margins.
@@ -131,10 +148,16 @@ def stored_chart(rows: list[dict], now: datetime, hours: int) -> Chart:
     def y(value: int) -> float:
         return round(plot_height - plot_height * value / top, 1)
 
-    lines = [ChartLine(group, CHART_COLOURS[i % len(CHART_COLOURS)],
-                       " ".join(f"{x(m)},{y(series.get(m, 0))}" for m in range(minutes)),
-                       sum(series.values()), max(series.values(), default=0))
-             for i, (group, series) in enumerate(sorted(by_group.items()))]
+    lines = [
+        ChartLine(
+            group,
+            CHART_COLOURS[i % len(CHART_COLOURS)],
+            " ".join(f"{x(m)},{y(series.get(m, 0))}" for m in range(minutes)),
+            sum(series.values()),
+            max(series.values(), default=0),
+        )
+        for i, (group, series) in enumerate(sorted(by_group.items()))
+    ]
     ticks = []
     for hour in range(hours, -1, -1):
         at = end - timedelta(hours=hour)

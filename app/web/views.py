@@ -12,6 +12,7 @@ the page's links then carry it on, as newznab clients' links do). Operator keys 
 login form only: a key in a URL ends up in logs and histories. Bad parameters give a 400 page,
 never a 500; every page is sent with a policy that allows no script, no frame and no referrer.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,7 +44,7 @@ LAST_PAGE = search.MAX_OFFSET // PAGE_SIZE + 1
 # inline; forms only to this server; no Referer (a URL with ?apikey= must not travel on).
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self';"
-                               " form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    " form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
@@ -90,8 +91,9 @@ def status():
         if visitor is None:
             return _to_login()
         if not visitor.operator:
-            raise PageError(403, "Operators only",
-                            "The seed's status is shown to operators. An API key can search the catalog.")
+            raise PageError(
+                403, "Operators only", "The seed's status is shown to operators. An API key can search the catalog."
+            )
         figures = status_page(db)
     return render_template("status.html", visitor=visitor, s=figures)
 
@@ -113,9 +115,14 @@ def search_page():
             call = metrics.CatalogCall("web", "search")
             try:
                 with read_session_scope(db) as reads:  # the replica's, when there is one
-                    found = search.search_posts(reads, words, group=group or None,
-                                                categories=None if category is None else [category],
-                                                limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+                    found = search.search_posts(
+                        reads,
+                        words,
+                        group=group or None,
+                        categories=None if category is None else [category],
+                        limit=PAGE_SIZE,
+                        offset=(page - 1) * PAGE_SIZE,
+                    )
             except search.SearchTimeout as exc:
                 error, status_code = exc.message, 503
             except search.SearchError as exc:
@@ -132,18 +139,37 @@ def search_page():
     pages = None
     if found is not None:
         pages = max(1, min(LAST_PAGE, -(-found.total // PAGE_SIZE)))
-    body = render_template("search.html", visitor=visitor, q=words, group=group, groups=groups, page=page,
-                           pages=pages, found=found, error=error, link=_search_link(visitor, words, group, category),
-                           nzb_link=_nzb_link(visitor), category=category, categories=_CATEGORY_CHOICES,
-                           category_name=lambda c: categories.category_named(c).name, episode=_episode_text)
+    body = render_template(
+        "search.html",
+        visitor=visitor,
+        q=words,
+        group=group,
+        groups=groups,
+        page=page,
+        pages=pages,
+        found=found,
+        error=error,
+        link=_search_link(visitor, words, group, category),
+        nzb_link=_nzb_link(visitor),
+        category=category,
+        categories=_CATEGORY_CHOICES,
+        category_name=lambda c: categories.category_named(c).name,
+        episode=_episode_text,
+    )
     return body, status_code
 
 
 # The category filter's choices: each parent, then its subcategories.
-_CATEGORY_CHOICES = [choice for parent, name in categories.PARENTS.items()
-                     for choice in [(parent, name, False)] + [(sub, f"{name} > {sub_name}", True)
-                                                              for sub, sub_name in categories.SUBCATEGORIES.items()
-                                                              if sub // 1000 * 1000 == parent]]
+_CATEGORY_CHOICES = [
+    choice
+    for parent, name in categories.PARENTS.items()
+    for choice in [(parent, name, False)]
+    + [
+        (sub, f"{name} > {sub_name}", True)
+        for sub, sub_name in categories.SUBCATEGORIES.items()
+        if sub // 1000 * 1000 == parent
+    ]
+]
 
 
 def _category() -> int | None:
@@ -151,7 +177,9 @@ def _category() -> int | None:
     value = request.args.get("cat", "").strip()
     if not value:
         return None
-    if not (value.isascii() and value.isdigit() and len(value) <= 5) or (int(value) not in categories.PARENTS and int(value) not in categories.SUBCATEGORIES):
+    if not (value.isascii() and value.isdigit() and len(value) <= 5) or (
+        int(value) not in categories.PARENTS and int(value) not in categories.SUBCATEGORIES
+    ):
         raise PageError(400, "No such category", "Choose a category from the list.")
     return int(value)
 
@@ -172,7 +200,7 @@ def _episode_text(post: search.PostSummary) -> str:
 
 @web.get("/nzb/<int(signed=True):key>")
 def nzb(key: int):
-    group_id = _optional_int("group_id", -2**31, 2**31 - 1)
+    group_id = _optional_int("group_id", -(2**31), 2**31 - 1)
     with session_scope() as db:
         visitor = _visitor(db)
     if visitor is None:
@@ -195,8 +223,9 @@ def nzb(key: int):
         raise
     finally:
         call.done(status_code)
-    return Response(body, mimetype="application/x-nzb",
-                    headers={"Content-Disposition": nzb_disposition(post.name, post.key)})
+    return Response(
+        body, mimetype="application/x-nzb", headers={"Content-Disposition": nzb_disposition(post.name, post.key)}
+    )
 
 
 @web.route("/login", methods=["GET", "POST"])
@@ -209,13 +238,23 @@ def login():
     if not auth.csrf_matches(request.form.get("csrf")):
         # The form was not this session's (another site posting it, or a session that ended):
         # a fresh form, with a fresh token.
-        return render_template("login.html", visitor=None, next=target, csrf=auth.csrf_token(),
-                               error="The form expired or did not come from this page: log in again."), 400
+        return render_template(
+            "login.html",
+            visitor=None,
+            next=target,
+            csrf=auth.csrf_token(),
+            error="The form expired or did not come from this page: log in again.",
+        ), 400
     with session_scope() as db:
         visitor = auth.log_in(db, request.form.get("key", ""))
     if visitor is None:
-        return render_template("login.html", visitor=None, next=target, csrf=auth.csrf_token(),
-                               error="That key is not an operator key or an active API key."), 401
+        return render_template(
+            "login.html",
+            visitor=None,
+            next=target,
+            csrf=auth.csrf_token(),
+            error="That key is not an operator key or an active API key.",
+        ), 401
     if target is None or (target == url_for("web.status") and not visitor.operator):
         target = url_for("web.status") if visitor.operator else url_for("web.search_page")
     return redirect(target, code=303)
@@ -232,8 +271,9 @@ def logout():
             return redirect(url_for("web.login"), code=303)
         return render_template("logout.html", visitor=visitor)
     if not auth.csrf_matches(request.form.get("csrf")):
-        raise PageError(400, "Not logged out",
-                        "The form expired or did not come from this page: use the Log out button again.")
+        raise PageError(
+            400, "Not logged out", "The form expired or did not come from this page: use the Log out button again."
+        )
     auth.log_out()
     return redirect(url_for("web.login"), code=303)
 
@@ -322,9 +362,12 @@ def _page_number() -> int:
     if not value:
         return 1
     if not value.isdigit() or len(value) > 9 or not 1 <= int(value) <= LAST_PAGE:
-        raise PageError(400, "Bad page number",
-                        f"The page must be a whole number from 1 to {LAST_PAGE:,} (at most {search.MAX_OFFSET:,}"
-                        " results are paged through: give more words or a group).")
+        raise PageError(
+            400,
+            "Bad page number",
+            f"The page must be a whole number from 1 to {LAST_PAGE:,} (at most {search.MAX_OFFSET:,}"
+            " results are paged through: give more words or a group).",
+        )
     return int(value)
 
 
@@ -343,6 +386,7 @@ def _optional_int(name: str, low: int, high: int) -> int | None:
 
 def _search_link(visitor: auth.Visitor, words: str, group: str, category: int | None):
     """The URL of another page of this search (the API key carried on when it came in the URL)."""
+
     def link(page: int) -> str:
         params: dict[str, object] = {"q": words, "page": page}
         if group:
@@ -352,6 +396,7 @@ def _search_link(visitor: auth.Visitor, words: str, group: str, category: int | 
         if visitor.from_url:
             params["apikey"] = request.args["apikey"]
         return url_for("web.search_page", **params)
+
     return link
 
 
@@ -361,4 +406,5 @@ def _nzb_link(visitor: auth.Visitor):
         if visitor.from_url:
             params["apikey"] = request.args["apikey"]
         return url_for("web.nzb", key=post.key, **params)
+
     return link

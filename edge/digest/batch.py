@@ -5,6 +5,7 @@ for the data center: it refuses a body whose decoded size passes the cap without
 than the cap (a gzip bomb), and checks the structure, so the API can answer 413 for
 :class:`BatchTooLarge` and 400 for :class:`BatchFormatError`.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,9 @@ def encode_batch(batch: dict, fmt: str = "msgpack", gzip: bool = True) -> tuple[
     if fmt == "msgpack":
         return _msgpack(batch, gzip), MSGPACK_TYPE, GZIP if gzip else None
     if fmt == "json":
-        body = json.dumps(batch, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
-                          default=_bytes_as_text).encode("utf-8")
+        body = json.dumps(
+            batch, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_bytes_as_text
+        ).encode("utf-8")
         content_type = JSON_TYPE
     else:
         raise ValueError(f"unknown batch format {fmt!r}: msgpack or json")
@@ -78,8 +80,16 @@ class EncodedBatch:
     @classmethod
     def of(cls, batch: dict, fmt: str = "msgpack") -> EncodedBatch:
         body, content_type, encoding = encode_batch(batch, fmt)
-        return cls(body, content_type, encoding, batch["group"], batch["first"], batch["last"],
-                   sum(b - a + 1 for a, b in batch["missing"]), batch["stats"])
+        return cls(
+            body,
+            content_type,
+            encoding,
+            batch["group"],
+            batch["first"],
+            batch["last"],
+            sum(b - a + 1 for a, b in batch["missing"]),
+            batch["stats"],
+        )
 
     @property
     def lines(self) -> int:
@@ -133,8 +143,9 @@ def _bytes_as_text(value):
     raise TypeError(f"{type(value).__name__} is not a batch value")
 
 
-def decode_batch(body: bytes, content_type: str, content_encoding: str | None = None,
-                 max_decoded: int = MAX_DECODED) -> dict:
+def decode_batch(
+    body: bytes, content_type: str, content_encoding: str | None = None, max_decoded: int = MAX_DECODED
+) -> dict:
     """The batch of a request body; raises BatchTooLarge or BatchFormatError."""
     media_type = (content_type or "").split(";")[0].strip().lower()
     encoding = (content_encoding or "identity").strip().lower()
@@ -183,12 +194,27 @@ def _reject_constant(name: str):
 # The column tables, each as name -> (column -> kind). The kinds are "int" (64-bit), "int?" (an int
 # or null), "str" and "str?" (a str or null).
 TABLES = {
-    "files": {"key": "int", "release": "int", "name": "str?", "subject": "str", "poster": "str",
-              "date": "int?", "index": "int?", "count": "int?", "parts": "int"},
+    "files": {
+        "key": "int",
+        "release": "int",
+        "name": "str?",
+        "subject": "str",
+        "poster": "str",
+        "date": "int?",
+        "index": "int?",
+        "count": "int?",
+        "parts": "int",
+    },
     "fragments": {"file": "int", "part": "int", "article": "int", "bytes": "int", "message_id": "str"},
     "releases": {"key": "int", "name": "str", "poster": "str", "file_count": "int?"},
-    "release_chunks": {"release": "int", "files": "int", "fragments": "int", "bytes": "int",
-                       "first_date": "int?", "last_date": "int?"},
+    "release_chunks": {
+        "release": "int",
+        "files": "int",
+        "fragments": "int",
+        "bytes": "int",
+        "first_date": "int?",
+        "last_date": "int?",
+    },
 }
 
 

@@ -17,6 +17,7 @@ that read os.environ: the choice must be made when the first module that has a c
 imported, before any settings object exists, and it must be the same for every module of the
 process.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -60,6 +61,8 @@ def load(module_name: str) -> ModuleType | None:
         return importlib.import_module(module_name)
     except ImportError as exc:
         if REQUESTED == "c":
-            raise ImportError(f"SEED_IMPL=c but {module_name} is not built ({exc}): build it "
-                              "(ops/setup, or pip install with a C compiler at hand) or set SEED_IMPL=python") from exc
+            raise ImportError(
+                f"SEED_IMPL=c but {module_name} is not built ({exc}): build it "
+                "(ops/setup, or pip install with a C compiler at hand) or set SEED_IMPL=python"
+            ) from exc
         return None

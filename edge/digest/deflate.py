@@ -6,12 +6,14 @@ fast, for 4-6% more bytes (`bench/digest.py` times both): the node installs it w
 extra (the container does), the data center always. The edge's own dependencies stay msgpack
 alone.
 """
+
 from __future__ import annotations
 
 import zlib
 
 try:
     from isal import isal_zlib as _engine
+
     ENGINE = "isal"
     ERRORS: tuple[type[Exception], ...] = (zlib.error, _engine.error)
 except ImportError:  # the bare install

@@ -5,6 +5,7 @@ Each frame: a 24-byte header, big-endian signed 64-bit `chunk_from` and `chunk_t
 in CRLF, gzip-compressed. The data center writes frames, nodes read them; both import this. A frame's raw lines are
 exactly the block edge.digest.gather.Gatherer.add_chunk takes.
 """
+
 from __future__ import annotations
 
 import gzip

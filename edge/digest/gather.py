@@ -26,6 +26,7 @@ every batch, so the coordinator merges what several batches, ranges or nodes saw
         gatherer.add_chunk(first, last, client.over(first, last))
     batch = gatherer.build()          # the dict of docs/batch-format.md
 """
+
 from __future__ import annotations
 
 import gc
@@ -41,8 +42,15 @@ from typing import NamedTuple
 
 from edge.digest.compiled import load
 from edge.digest.overview import (
-    DEFAULT_LAYOUT, OverviewColumns, OverviewLayout, clear_date_caches, decode_text, new_reject_counts,
-    _zoned_day_start, parse_block_in_order, parse_date,
+    DEFAULT_LAYOUT,
+    OverviewColumns,
+    OverviewLayout,
+    clear_date_caches,
+    decode_text,
+    new_reject_counts,
+    _zoned_day_start,
+    parse_block_in_order,
+    parse_date,
 )
 from edge.digest.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, clear_rule_caches, file_kind
 from edge.digest.subjects import ParsedSubject, clear_subject_caches, file_subject, find_segment_counter, parse_pieces
@@ -134,7 +142,7 @@ def _trim(cache: dict, bound: int) -> None:
         # threads between the two, so another digest thread's insert would break the iteration.
         # Another thread may drop the same keys after this one, hence pop with a default.
         keys = list(cache)
-        for key in keys[:len(keys) - bound // 2]:
+        for key in keys[: len(keys) - bound // 2]:
             cache.pop(key, None)
 
 
@@ -225,7 +233,7 @@ def _counter_after_paren(tail: bytes) -> tuple[int, int, bytes] | bool:
     tail = b"(" + tail
     found = find_segment_counter(tail)
     if found and found[0] == 0:
-        return found[2], found[3], tail[found[1]:]
+        return found[2], found[3], tail[found[1] :]
     return False
 
 
@@ -245,8 +253,15 @@ def _read_piece(piece: bytes | tuple[bytes, bytes]) -> _Subject:
     parsed = parse_pieces(before, after, None, None)
     subject = file_subject(before, after)
     identity = (parsed.filename or (f"#{parsed.file_index}" if parsed.file_index is not None else subject)).encode()
-    return (parsed, (parsed.release.casefold(), parsed.file_count), file_kind(parsed.filename), before, after,
-            subject, len(identity).to_bytes(4, "big") + identity)
+    return (
+        parsed,
+        (parsed.release.casefold(), parsed.file_count),
+        file_kind(parsed.filename),
+        before,
+        after,
+        subject,
+        len(identity).to_bytes(4, "big") + identity,
+    )
 
 
 _MISSING = object()
@@ -397,8 +412,11 @@ class Gatherer:
                     following = numbers[-1] + 1 if in_order and numbers[0] == following else 0
                 # A server that lists an article twice (a broken one): the line is kept once.
                 # Numbers that rise from block to block, as OVER gives them, cannot repeat.
-                if numbers and (seen is not None or numbers[0] <= highest or not (
-                        in_order or all(map(lt, numbers, islice(numbers, 1, None))))):
+                if numbers and (
+                    seen is not None
+                    or numbers[0] <= highest
+                    or not (in_order or all(map(lt, numbers, islice(numbers, 1, None))))
+                ):
                     if seen is None:
                         seen = set(chain.from_iterable(self._articles[blocks_before:]))
                     columns = _without_repeats(columns, seen, self.rejected)
@@ -440,8 +458,10 @@ class Gatherer:
         self._sizes.extend(columns.sizes)
         self._message_ids.extend(columns.message_ids)
         fragments, sizes, first_lines, first_dates, last_dates = files[4:]
-        if _add_to_files is None or _add_to_files(numbers, columns.sizes, columns.dates, fragments, sizes,
-                                                  last_dates) is None:
+        if (
+            _add_to_files is None
+            or _add_to_files(numbers, columns.sizes, columns.dates, fragments, sizes, last_dates) is None
+        ):
             for file, size, date in zip(numbers, columns.sizes, columns.dates):
                 fragments[file] += 1
                 sizes[file] += size
@@ -471,8 +491,7 @@ class Gatherer:
             for line, (_, paren, _) in enumerate(pieces):
                 if counters[line] is False or not paren:
                     befores[line], counters[line] = _counter_anywhere(subjects[line])
-        numbers = list(map(self._file_numbers.__getitem__, zip(columns.posters, befores,
-                                                                 map(itemgetter(2), counters))))
+        numbers = list(map(self._file_numbers.__getitem__, zip(columns.posters, befores, map(itemgetter(2), counters))))
         return numbers, counters
 
     def _add_files(self, new: int) -> None:
@@ -493,8 +512,9 @@ class Gatherer:
         files = self._by_file
         files.posters.extend(posters)
         files.subjects.extend(subjects)
-        files.release_of_file.extend(map(self._release_numbers.__getitem__,
-                                         zip(posters, map(itemgetter(_RELEASE_IDENTITY), subjects))))
+        files.release_of_file.extend(
+            map(self._release_numbers.__getitem__, zip(posters, map(itemgetter(_RELEASE_IDENTITY), subjects)))
+        )
         files.fragments.extend(repeat(0, new))
         files.bytes.extend(repeat(0, new))
         files.last_dates.extend(repeat(b"", new))
@@ -542,16 +562,25 @@ class Gatherer:
     def _decide_executable(self, files: _Files, counts: dict[str, list[int]]) -> tuple[list[str], list[list[int]]]:
         """No operator rule: the executable rule drops whole releases (RuleSet.decide, column by
         column). The rule of each file, and the kept releases as lists of file numbers."""
-        bare = (bare_executable_releases(files.release_of_file, list(map(itemgetter(_KIND), files.subjects)))
-                if self.rules.executable else set())
+        bare = (
+            bare_executable_releases(files.release_of_file, list(map(itemgetter(_KIND), files.subjects)))
+            if self.rules.executable
+            else set()
+        )
         dropped = list(map(bare.__contains__, files.release_of_file))
         counts[KEPT][0] = files.releases - len(bare)
         if bare:
             counts[EXECUTABLE_RULE][0] = len(bare)
         kept: defaultdict[int, list[int]] = defaultdict(list)
         stays = list(map(not_, dropped))
-        deque(map(list.append, map(kept.__getitem__, compress(files.release_of_file, stays)),
-                  compress(range(len(dropped)), stays)), 0)
+        deque(
+            map(
+                list.append,
+                map(kept.__getitem__, compress(files.release_of_file, stays)),
+                compress(range(len(dropped)), stays),
+            ),
+            0,
+        )
         return list(map((KEPT, EXECUTABLE_RULE).__getitem__, dropped)), list(kept.values())
 
     def _decide(self, files: _Files, counts: dict[str, list[int]]) -> tuple[list[str], list[list[int]]]:
@@ -559,9 +588,12 @@ class Gatherer:
         releases: list[list[int]] = [[] for _ in range(files.releases)]
         for number, release in enumerate(files.release_of_file):
             releases[release].append(number)
-        views = [FileView(parsed, before, after, poster, self._message_ids[line])
-                 for (parsed, _, _, before, after, _, _), poster, line
-                 in zip(files.subjects, files.posters, files.first_lines)]
+        views = [
+            FileView(parsed, before, after, poster, self._message_ids[line])
+            for (parsed, _, _, before, after, _, _), poster, line in zip(
+                files.subjects, files.posters, files.first_lines
+            )
+        ]
         decisions = self.rules.decide(self.group, [list(map(views.__getitem__, numbers)) for numbers in releases])
         rule_of_file = [KEPT] * len(files.subjects)
         kept = []
@@ -598,21 +630,31 @@ class Gatherer:
             keys = _file_keys(numbers, subjects, key_prefix)
             found = None
             if _compiled_file_rows is not None:
-                found = _compiled_file_rows(numbers, keys, *columns, rkey, poster, file_keys, parse_date,
-                                            _zoned_day_start)
+                found = _compiled_file_rows(
+                    numbers, keys, *columns, rkey, poster, file_keys, parse_date, _zoned_day_start
+                )
             rows, earliest, latest, bad = found or _file_rows(numbers, keys, *columns, rkey, poster, file_keys)
             bad_dates += bad
             file_rows.extend(rows)
             release_rows.append((rkey, first.release, poster, first.file_count))
-            chunk_rows.append((rkey, len(rows), sum(map(files.fragments.__getitem__, numbers)),
-                               sum(map(files.bytes.__getitem__, numbers)), earliest, latest))
+            chunk_rows.append(
+                (
+                    rkey,
+                    len(rows),
+                    sum(map(files.fragments.__getitem__, numbers)),
+                    sum(map(files.bytes.__getitem__, numbers)),
+                    earliest,
+                    latest,
+                )
+            )
         # In key order: the data center stores new files and releases in that order (two workers
         # sharing some then wait on each other in one order), and needs only check it then.
         file_rows.sort(key=itemgetter(0))
         release_rows.sort(key=itemgetter(0))
         chunk_rows.sort(key=itemgetter(0))
-        file_table = _column_table(("key", "release", "name", "subject", "poster", "date", "index", "count", "parts"),
-                                   file_rows)
+        file_table = _column_table(
+            ("key", "release", "name", "subject", "poster", "date", "index", "count", "parts"), file_rows
+        )
         release_table = _column_table(("key", "name", "poster", "file_count"), release_rows)
         chunk_table = _column_table(("release", "files", "fragments", "bytes", "first_date", "last_date"), chunk_rows)
         message_ids = list(compress(self._message_ids, kept))
@@ -648,9 +690,18 @@ def _file_keys(numbers: list[int], subjects: list[_Subject], key_prefix: bytes) 
     return keys
 
 
-def _file_rows(numbers: list[int], keys: list[int], subjects: list[_Subject], first_dates: list[bytes],
-               last_dates: list[bytes], counters: list[tuple[int, int, bytes]], first_lines: list[int], rkey: int,
-               poster: str, file_keys: list[int | None]) -> tuple[list[list], int | None, int | None, int]:
+def _file_rows(
+    numbers: list[int],
+    keys: list[int],
+    subjects: list[_Subject],
+    first_dates: list[bytes],
+    last_dates: list[bytes],
+    counters: list[tuple[int, int, bytes]],
+    first_lines: list[int],
+    rkey: int,
+    poster: str,
+    file_keys: list[int | None],
+) -> tuple[list[list], int | None, int | None, int]:
     """One kept release's file rows (files with the same key, a file reposted under another
     subject, are one row), its earliest and latest dates (those of its rows are among them), and
     how many of its files had an unreadable date; each file's key (keys, in the order of numbers)
@@ -673,8 +724,18 @@ def _file_rows(numbers: list[int], keys: list[int], subjects: list[_Subject], fi
             latest = last_date
         row = rows.get(key)
         if row is None:
-            rows[key] = [key, rkey, parsed.filename, subject, poster, date, parsed.file_index, parsed.file_count,
-                         counters[first_lines[number]][1], last_date]
+            rows[key] = [
+                key,
+                rkey,
+                parsed.filename,
+                subject,
+                poster,
+                date,
+                parsed.file_index,
+                parsed.file_count,
+                counters[first_lines[number]][1],
+                last_date,
+            ]
         else:
             row[5], row[9] = _earliest(row[5], date), _latest(row[9], last_date)
     return list(rows.values()), earliest, latest, bad_dates
@@ -696,8 +757,12 @@ def _latest(a: int | None, b: int | None) -> int | None:
 
 def _missing_runs(first: int, last: int, numbers: list[int]) -> list[list[int]]:
     """Runs [from, to] of the numbers in first..last that no accepted line had."""
-    if (len(numbers) == last - first + 1 and numbers[0] == first and numbers[-1] == last
-            and all(map(lt, numbers, islice(numbers, 1, None)))):
+    if (
+        len(numbers) == last - first + 1
+        and numbers[0] == first
+        and numbers[-1] == last
+        and all(map(lt, numbers, islice(numbers, 1, None)))
+    ):
         return []  # the usual complete chunk, in order
     runs = []
     expected = first

@@ -25,6 +25,7 @@ has a timeout; error replies, dropped connections, timeouts and broken streams r
 :class:`NNTPError` subclass. After a connection-level error (anything but :class:`NNTPReplyError`)
 the client is closed.
 """
+
 from __future__ import annotations
 
 import re
@@ -220,7 +221,7 @@ class _DotTerminatedBody:
                     raise NNTPProtocolError(f"a line of the reply goes on past {MAX_OVERVIEW_LINE} bytes")
                 return b""
             cut, self._pending, self._dropping = _unstuffed(self._pending + CRLF), b"", 0
-            rest = self.feed(data[lf + 1:]) if lf + 1 < len(data) else b""
+            rest = self.feed(data[lf + 1 :]) if lf + 1 < len(data) else b""
             return cut + rest
         if self._pending:
             data = self._pending + data
@@ -232,9 +233,9 @@ class _DotTerminatedBody:
             dot = _dot_line(data)
             if dot < 0:  # no line starts with a dot: nothing to unstuff, no terminator yet
                 return self._complete_lines(data)
-        if data[dot:dot + 3] == b".\r\n" and (dot == 0 or data[dot - 2:dot] == CRLF):
+        if data[dot : dot + 3] == b".\r\n" and (dot == 0 or data[dot - 2 : dot] == CRLF):
             # the terminator, with no stuffed line before it
-            block, self.rest, self._pending, self.done = data[:dot], data[dot + 3:], b"", True
+            block, self.rest, self._pending, self.done = data[:dot], data[dot + 3 :], b"", True
             return _cut_long_lines(block)
         return self._feed_stuffed(data)
 
@@ -246,7 +247,7 @@ class _DotTerminatedBody:
             if end >= 0:
                 end += 2
         if end >= 0:
-            block, self.rest, self._pending, self.done = _cut_long_lines(data[:end]), data[end + 3:], b"", True
+            block, self.rest, self._pending, self.done = _cut_long_lines(data[:end]), data[end + 3 :], b"", True
         else:
             block = self._complete_lines(data)
         return _unstuffed(block) if block else block
@@ -453,15 +454,21 @@ class NNTPClient:
                 lines += block.count(CRLF)
                 size += len(block)
                 if lines > max_lines or size > max_bytes:
-                    raise self._broken(NNTPProtocolError(
-                        f"the OVER {first}-{last} reply goes on past the {max_lines} lines or {max_bytes} bytes"
-                        " that many articles can have"))
+                    raise self._broken(
+                        NNTPProtocolError(
+                            f"the OVER {first}-{last} reply goes on past the {max_lines} lines or {max_bytes} bytes"
+                            " that many articles can have"
+                        )
+                    )
                 head = _number_of(block, 0)
                 tail = _number_of(block, block.rfind(b"\n", 0, len(block) - 1) + 1)
                 if (head is not None and head < first) or (tail is not None and tail > last):
-                    raise self._broken(NNTPProtocolError(
-                        f"the OVER {first}-{last} reply has lines numbered outside the range asked for"
-                        f" ({head if head is not None and head < first else tail})"))
+                    raise self._broken(
+                        NNTPProtocolError(
+                            f"the OVER {first}-{last} reply has lines numbered outside the range asked for"
+                            f" ({head if head is not None and head < first else tail})"
+                        )
+                    )
                 yield block
         finally:
             # Whether cut off here or abandoned by the caller, the reply is no longer read: its
@@ -515,11 +522,12 @@ class NNTPClient:
             end = data.find(TERMINATOR, searched)
             # (The data block, its terminator not counted, is data[2:end + 2]: `end` bytes.)
             if end > max_bytes or (end < 0 and len(data) - 2 > max_bytes + 3):
-                raise self._broken(NNTPReplyTooLong(
-                    f"the BODY {message_id} reply goes on past the {max_bytes} bytes allowed"))
+                raise self._broken(
+                    NNTPReplyTooLong(f"the BODY {message_id} reply goes on past the {max_bytes} bytes allowed")
+                )
             if end >= 0:
-                self._buffer = bytes(data[end + len(TERMINATOR):])
-                return _unstuffed(bytes(data[2:end + 2]))
+                self._buffer = bytes(data[end + len(TERMINATOR) :])
+                return _unstuffed(bytes(data[2 : end + 2]))
             searched = max(0, len(data) - len(TERMINATOR) + 1)
             data += self._recv()
 
@@ -558,7 +566,7 @@ class NNTPClient:
         while True:
             end = self._buffer.find(CRLF)
             if end >= 0:
-                line, self._buffer = self._buffer[:end], self._buffer[end + 2:]
+                line, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
                 return line
             if len(self._buffer) > MAX_LINE:
                 raise self._broken(NNTPProtocolError("reply line too long"))
@@ -651,7 +659,9 @@ class NNTPClient:
         except TimeoutError as exc:
             raise self._broken(NNTPTimeout(f"{self.host}:{self.port}: no answer within {self.timeout} s")) from exc
         except ssl.SSLCertVerificationError as exc:
-            raise self._broken(NNTPConnectionError(f"TLS certificate of {self.host} not trusted: {exc.verify_message}")) from exc
+            raise self._broken(
+                NNTPConnectionError(f"TLS certificate of {self.host} not trusted: {exc.verify_message}")
+            ) from exc
         except OSError as exc:
             raise self._broken(NNTPConnectionError(f"{self.host}:{self.port}: {exc}")) from exc
 

@@ -5,6 +5,7 @@ Message-ID References Bytes Lines Xref:full). Numbers are Python ints bounded to
 (PostgreSQL bigint). Malformed lines are counted by reason and skipped, never raised. Text stays
 bytes here: decoding runs once per file, not per line (see edge/digest/gather.py).
 """
+
 from __future__ import annotations
 
 import calendar
@@ -38,9 +39,18 @@ MAX_MESSAGE_ID_BYTES = 250
 MAX_KEPT_LINE = 16 * 1024
 
 # Reasons a line is rejected, in the order they are checked.
-REJECT_REASONS = ("nul_byte", "too_few_fields", "bad_number", "empty_message_id", "message_id_too_long",
-                  "subject_too_long", "poster_too_long", "line_too_long", "out_of_range", "repeated_number")
-
+REJECT_REASONS = (
+    "nul_byte",
+    "too_few_fields",
+    "bad_number",
+    "empty_message_id",
+    "message_id_too_long",
+    "subject_too_long",
+    "poster_too_long",
+    "line_too_long",
+    "out_of_range",
+    "repeated_number",
+)
 
 
 class OverviewColumns(NamedTuple):
@@ -70,7 +80,13 @@ class OverviewLayout:
     bytes: int
 
     RFC_DEFAULT_FORMAT: ClassVar[tuple[str, ...]] = (
-        "Subject:", "From:", "Date:", "Message-ID:", "References:", ":bytes", ":lines",
+        "Subject:",
+        "From:",
+        "Date:",
+        "Message-ID:",
+        "References:",
+        ":bytes",
+        ":lines",
     )
 
     @property
@@ -96,8 +112,9 @@ def new_reject_counts() -> dict[str, int]:
     return dict.fromkeys(REJECT_REASONS, 0)
 
 
-def parse_block(data: bytes, layout: OverviewLayout, rejected: dict[str, int],
-                lowest: int = 1, highest: int = MAX_INT64) -> OverviewColumns:
+def parse_block(
+    data: bytes, layout: OverviewLayout, rejected: dict[str, int], lowest: int = 1, highest: int = MAX_INT64
+) -> OverviewColumns:
     """The accepted lines of a block of CRLF-terminated overview lines, as columns. Each
     rejected line adds one to ``rejected[reason]``; a line numbered outside lowest..highest (the
     range asked for) is rejected as ``out_of_range``.
@@ -114,8 +131,9 @@ def parse_block(data: bytes, layout: OverviewLayout, rejected: dict[str, int],
     return columns if type(columns.numbers) is list else columns._replace(numbers=list(columns.numbers))
 
 
-def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str, int],
-                         lowest: int = 1, highest: int = MAX_INT64) -> tuple[OverviewColumns, bool]:
+def parse_block_in_order(
+    data: bytes, layout: OverviewLayout, rejected: dict[str, int], lowest: int = 1, highest: int = MAX_INT64
+) -> tuple[OverviewColumns, bool]:
     """parse_block, and whether the block was clean with consecutive article numbers in order
     (False tells nothing: the numbers were not looked at that way). Consecutive numbers are given
     as a range: no int is made for a line that is not kept."""
@@ -125,12 +143,23 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
     if _compiled is not None and type(data) is bytes and lowest <= highest:
         # The same fast path in C, in one pass, making no object for the fields not read. It gives
         # None when the block is not clean.
-        found = _compiled.clean_columns(data, layout.subject, layout.poster, layout.date, layout.message_id,
-                                        layout.bytes, layout.min_fields, lowest, highest, MAX_ARTICLE_BYTES,
-                                        MAX_TEXT_BYTES, MAX_MESSAGE_ID_BYTES)
+        found = _compiled.clean_columns(
+            data,
+            layout.subject,
+            layout.poster,
+            layout.date,
+            layout.message_id,
+            layout.bytes,
+            layout.min_fields,
+            lowest,
+            highest,
+            MAX_ARTICLE_BYTES,
+            MAX_TEXT_BYTES,
+            MAX_MESSAGE_ID_BYTES,
+        )
         if found is not None:
             return OverviewColumns(*found[:6]), found[6]
-    width = data[:data.find(b"\r\n")].count(b"\t") + 1
+    width = data[: data.find(b"\r\n")].count(b"\t") + 1
     used = (layout.subject, layout.poster, layout.date, layout.message_id, layout.bytes)
     if width >= layout.min_fields and width - 1 not in used and b"\0" not in data:
         marked = data.replace(b"\n", b"\n\t")
@@ -138,22 +167,32 @@ def parse_block_in_order(data: bytes, layout: OverviewLayout, rejected: dict[str
         lines, trailer = divmod(len(fields), width)
         # A field holds at most one CRLF, at its end, since each LF is now followed by a tab. So
         # when the lines' last fields hold as many CRLFs as there are lines, each ends with one.
-        if (trailer == 1 and not fields[-1] and len(marked) - len(data) == lines
-                and b"\t".join(fields[width - 1::width]).count(b"\r\n") == lines):
+        if (
+            trailer == 1
+            and not fields[-1]
+            and len(marked) - len(data) == lines
+            and b"\t".join(fields[width - 1 :: width]).count(b"\r\n") == lines
+        ):
             end = lines * width
             numbers = fields[0:end:width]
-            sizes = fields[layout.bytes:end:width]
-            message_ids = fields[layout.message_id:end:width]
-            subjects, posters = fields[layout.subject:end:width], fields[layout.poster:end:width]
-            if (all(map(bytes.isdigit, numbers)) and all(map(bytes.isdigit, sizes)) and all(message_ids)
-                    and max(map(len, message_ids)) <= MAX_MESSAGE_ID_BYTES and max(map(len, subjects)) <= MAX_TEXT_BYTES
-                    and max(map(len, posters)) <= MAX_TEXT_BYTES):
+            sizes = fields[layout.bytes : end : width]
+            message_ids = fields[layout.message_id : end : width]
+            subjects, posters = fields[layout.subject : end : width], fields[layout.poster : end : width]
+            if (
+                all(map(bytes.isdigit, numbers))
+                and all(map(bytes.isdigit, sizes))
+                and all(message_ids)
+                and max(map(len, message_ids)) <= MAX_MESSAGE_ID_BYTES
+                and max(map(len, subjects)) <= MAX_TEXT_BYTES
+                and max(map(len, posters)) <= MAX_TEXT_BYTES
+            ):
                 numbers, consecutive = _article_numbers(numbers)
                 sizes = _sizes(sizes)
                 low, high = (numbers[0], numbers[-1]) if consecutive else (min(numbers), max(numbers))
                 if lowest <= low and high <= highest and max(sizes) <= MAX_ARTICLE_BYTES:
-                    return OverviewColumns(numbers, subjects, posters, fields[layout.date:end:width], message_ids,
-                                           sizes), consecutive
+                    return OverviewColumns(
+                        numbers, subjects, posters, fields[layout.date : end : width], message_ids, sizes
+                    ), consecutive
     lines = data.split(b"\r\n")
     if not lines[-1]:
         lines.pop()
@@ -186,23 +225,33 @@ def _article_numbers(digits: list[bytes]) -> tuple[list[int] | range, bool]:
     strictly increasing order are increasing numbers, and as many as from the first to the last
     are all of those."""
     first, last = int(digits[0]), int(digits[-1])
-    if (last - first == len(digits) - 1 and len(set(map(len, digits))) == 1
-            and all(map(lt, digits, islice(digits, 1, None)))):
+    if (
+        last - first == len(digits) - 1
+        and len(set(map(len, digits))) == 1
+        and all(map(lt, digits, islice(digits, 1, None)))
+    ):
         return range(first, last + 1), True
     return list(map(int, digits)), False
 
 
-def _parse_lines(lines: list[bytes], layout: OverviewLayout, rejected: dict[str, int],
-                 lowest: int, highest: int) -> OverviewColumns:
+def _parse_lines(
+    lines: list[bytes], layout: OverviewLayout, rejected: dict[str, int], lowest: int, highest: int
+) -> OverviewColumns:
     columns = OverviewColumns([], [], [], [], [], [])
     numbers, subjects, posters, dates, message_ids, sizes = columns
     for line in lines:
         fields = line.split(b"\t")
         if len(fields) >= layout.min_fields:
             number, size, message_id = fields[0], fields[layout.bytes], fields[layout.message_id]
-            if (number.isdigit() and size.isdigit() and message_id and b"\0" not in line
-                    and len(message_id) <= MAX_MESSAGE_ID_BYTES and len(fields[layout.subject]) <= MAX_TEXT_BYTES
-                    and len(fields[layout.poster]) <= MAX_TEXT_BYTES):
+            if (
+                number.isdigit()
+                and size.isdigit()
+                and message_id
+                and b"\0" not in line
+                and len(message_id) <= MAX_MESSAGE_ID_BYTES
+                and len(fields[layout.subject]) <= MAX_TEXT_BYTES
+                and len(fields[layout.poster]) <= MAX_TEXT_BYTES
+            ):
                 number, size = int(number), int(size)
                 if 0 < number <= MAX_INT64 and size <= MAX_ARTICLE_BYTES:
                     if not lowest <= number <= highest:
@@ -225,16 +274,25 @@ def _reject_reason(line: bytes, fields: list[bytes], layout: OverviewLayout) -> 
     if len(fields) < layout.min_fields:
         if len(line) >= MAX_KEPT_LINE:  # cut by the client: its last field is where it was cut
             cut = len(fields) - 1
-            return {layout.subject: "subject_too_long", layout.poster: "poster_too_long",
-                    layout.message_id: "message_id_too_long"}.get(cut, "line_too_long")
+            return {
+                layout.subject: "subject_too_long",
+                layout.poster: "poster_too_long",
+                layout.message_id: "message_id_too_long",
+            }.get(cut, "line_too_long")
         return "too_few_fields"
     if not fields[layout.message_id]:
         return "empty_message_id"
     number, size = fields[0], fields[layout.bytes]
     # (Digits only up to 19 and 10 of them: the largest number and size there are; int() of a
     # longer string would be refused or slow.)
-    if (number.isdigit() and size.isdigit() and len(number) <= 19 and len(size) <= 10
-            and 0 < int(number) <= MAX_INT64 and int(size) <= MAX_ARTICLE_BYTES):
+    if (
+        number.isdigit()
+        and size.isdigit()
+        and len(number) <= 19
+        and len(size) <= 10
+        and 0 < int(number) <= MAX_INT64
+        and int(size) <= MAX_ARTICLE_BYTES
+    ):
         if len(fields[layout.message_id]) > MAX_MESSAGE_ID_BYTES:
             return "message_id_too_long"
         if len(fields[layout.subject]) > MAX_TEXT_BYTES:
@@ -273,8 +331,9 @@ def parse_date(raw: bytes) -> int | None:
 
 # b" HH:MM:" -> its seconds, b"SS" -> its value: any two digits, as the clock is read without
 # checking its ranges (10,100 entries, about 1 MB)
-_HOURS_MINUTES = {b" %02d:%02d:" % (hours, minutes): hours * 3600 + minutes * 60
-                  for hours in range(100) for minutes in range(100)}
+_HOURS_MINUTES = {
+    b" %02d:%02d:" % (hours, minutes): hours * 3600 + minutes * 60 for hours in range(100) for minutes in range(100)
+}
 _SECONDS = {b"%02d" % seconds: seconds for seconds in range(100)}
 
 

@@ -22,6 +22,7 @@ Evaluation, per batch:
 Counts per rule are ``[releases, files, fragments, bytes]``: a release counts for a rule when the
 rule dropped at least one of its files, and for ``''`` (kept) when at least one file stayed.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,9 +34,7 @@ from typing import Protocol
 EXECUTABLE_RULE = "executable"
 KEPT = ""
 
-EXECUTABLE_EXTENSIONS = frozenset(
-    "exe scr com bat cmd msi pif vbs vbe js jse wsf wsh hta cpl lnk jar ps1 apk".split()
-)
+EXECUTABLE_EXTENSIONS = frozenset("exe scr com bat cmd msi pif vbs vbe js jse wsf wsh hta cpl lnk jar ps1 apk".split())
 # Files that travel with any posting and say nothing about what it is.
 METADATA_EXTENSIONS = frozenset("par2 par nfo sfv md5 sha1 sha256 nzb srr txt diz url jpg jpeg png gif".split())
 _PAR_VOLUME = re.compile(r"p\d{2}")
@@ -106,8 +105,13 @@ def file_kind(filename: str | None) -> int:
         if len(_KINDS) > 10_000:
             _KINDS.clear()
         folded = ext.lower()
-        kind = _KINDS[ext] = (EXECUTABLE if folded in EXECUTABLE_EXTENSIONS else METADATA
-                              if folded in METADATA_EXTENSIONS or _PAR_VOLUME.fullmatch(folded) else OTHER)
+        kind = _KINDS[ext] = (
+            EXECUTABLE
+            if folded in EXECUTABLE_EXTENSIONS
+            else METADATA
+            if folded in METADATA_EXTENSIONS or _PAR_VOLUME.fullmatch(folded)
+            else OTHER
+        )
     return kind
 
 
@@ -175,7 +179,9 @@ class RuleSet:
             if self.executable and is_bare_executable_set(
                 [file.filename for file, verdict in zip(files, verdicts) if verdict == KEPT]
             ):
-                verdicts = [EXECUTABLE_RULE if verdict == KEPT and not keep else verdict
-                            for verdict, keep in zip(verdicts, protected)]
+                verdicts = [
+                    EXECUTABLE_RULE if verdict == KEPT and not keep else verdict
+                    for verdict, keep in zip(verdicts, protected)
+                ]
             decisions.append(verdicts)
         return decisions

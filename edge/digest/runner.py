@@ -18,6 +18,7 @@ What the loop needs from its caller, run_range(job, source, sink, hooks):
 and, as options, who digests (a Digester: this thread by default) and whether the sink takes
 each batch on a thread of its own while the next is digested (post_ahead).
 """
+
 from __future__ import annotations
 
 import threading
@@ -43,9 +44,15 @@ class ChunkSource(Protocol):
 
 
 class Digester(Protocol):
-    def __call__(self, group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],
-                 chunks: Iterator[tuple[int, int, Blocks]],
-                 on_chunk: Callable[[int], None] | None = None) -> dict | EncodedBatch:
+    def __call__(
+        self,
+        group: str,
+        layout: OverviewLayout,
+        rules: RuleSet | None,
+        spans: list[tuple[int, int]],
+        chunks: Iterator[tuple[int, int, Blocks]],
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> dict | EncodedBatch:
         """One batch: the chunks of spans, taken from chunks in order (on_chunk(lines) after each)."""
 
 
@@ -67,7 +74,7 @@ def chunk_spans(first: int, last: int, chunk_size: int) -> list[tuple[int, int]]
 def batch_spans(first: int, last: int, chunk_size: int, batch_chunks: int) -> list[list[tuple[int, int]]]:
     """The chunks of [first, last] grouped batch_chunks at a time."""
     chunks = chunk_spans(first, last, chunk_size)
-    return [chunks[i:i + batch_chunks] for i in range(0, len(chunks), batch_chunks)]
+    return [chunks[i : i + batch_chunks] for i in range(0, len(chunks), batch_chunks)]
 
 
 @dataclass
@@ -150,8 +157,15 @@ class RangeHooks:
         """The sink took a batch: state counts it."""
 
 
-def run_range(job: RangeJob, source: ChunkSource, sink: BatchSink, hooks: RangeHooks | None = None, *,
-              digester: Digester | None = None, post_ahead: bool = False) -> RangeProgress:
+def run_range(
+    job: RangeJob,
+    source: ChunkSource,
+    sink: BatchSink,
+    hooks: RangeHooks | None = None,
+    *,
+    digester: Digester | None = None,
+    post_ahead: bool = False,
+) -> RangeProgress:
     """Digest the job's range from job.next_id batch by batch into the sink; returns where it got to.
 
     Stops between batches when hooks.should_stop() says so; the returned next_id is the resume
@@ -257,8 +271,9 @@ def _stats(batch: dict | EncodedBatch) -> dict:
     return batch.stats if isinstance(batch, EncodedBatch) else batch["stats"]
 
 
-def batch_chunks_of(spans: list[tuple[int, int]],
-                    chunks: Iterator[tuple[int, int, Blocks]]) -> Iterator[tuple[int, int, Blocks]]:
+def batch_chunks_of(
+    spans: list[tuple[int, int]], chunks: Iterator[tuple[int, int, Blocks]]
+) -> Iterator[tuple[int, int, Blocks]]:
     """The next len(spans) chunks of the source, each checked to be the span expected."""
     for expected in spans:
         first, last, blocks = next(chunks, (None, None, None))
@@ -267,8 +282,14 @@ def batch_chunks_of(spans: list[tuple[int, int]],
         yield first, last, blocks
 
 
-def _digest(group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],
-            chunks: Iterator[tuple[int, int, Blocks]], on_chunk: Callable[[int], None] | None = None) -> dict:
+def _digest(
+    group: str,
+    layout: OverviewLayout,
+    rules: RuleSet | None,
+    spans: list[tuple[int, int]],
+    chunks: Iterator[tuple[int, int, Blocks]],
+    on_chunk: Callable[[int], None] | None = None,
+) -> dict:
     gatherer = Gatherer(group, layout, rules)
     for first, last, blocks in batch_chunks_of(spans, chunks):
         lines = gatherer.add_chunk(first, last, blocks)

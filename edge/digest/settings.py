@@ -6,6 +6,7 @@ refused with the same words. A parser takes the raw text and returns the value, 
 ValueError with the rest of a sentence whose subject is the setting ("must be an integer, got
 'x'"); :func:`read` puts the setting's name in front and raises :class:`SettingsError`.
 """
+
 from __future__ import annotations
 
 import enum
@@ -32,6 +33,7 @@ class SettingsError(ValueError):
 
 # -- parsers -----------------------------------------------------------------------------------
 
+
 def text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("must not be empty")
@@ -48,6 +50,7 @@ def integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
             bounds = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
             raise ValueError(f"must be {bounds}, got {value}")
         return value
+
     return parse
 
 
@@ -77,8 +80,9 @@ def readable_file(raw: str) -> str:
     return str(path)
 
 
-def read(env: Mapping[str, str], name: str, parse: Callable[[str], T], default: Any = None, *,
-         shown: str | None = None) -> T | Any:
+def read(
+    env: Mapping[str, str], name: str, parse: Callable[[str], T], default: Any = None, *, shown: str | None = None
+) -> T | Any:
     """The variable `name` of `env` parsed, or `default` when it is unset or empty. An error
     names the setting as `shown` (a command-line flag that gave the value), else as `name`."""
     raw = env.get(name)
@@ -91,6 +95,7 @@ def read(env: Mapping[str, str], name: str, parse: Callable[[str], T], default: 
 
 
 # -- NNTP --------------------------------------------------------------------------------------
+
 
 class TLSMode(enum.Enum):
     NONE = "none"  # plain NNTP, the password in clear
@@ -145,15 +150,28 @@ class NNTPSettings:
 
     def public_dict(self) -> dict:
         """The settings safe to show an operator: all but the password."""
-        return {"host": self.host, "port": self.port_or_default, "tls": self.tls.value, "cafile": self.cafile,
-                "user": self.user, "compress": self.compress, "timeout": self.timeout}
+        return {
+            "host": self.host,
+            "port": self.port_or_default,
+            "tls": self.tls.value,
+            "cafile": self.cafile,
+            "user": self.user,
+            "compress": self.compress,
+            "timeout": self.timeout,
+        }
 
     def connect(self) -> NNTPClient:
         """A ready connection to the server: TLS, AUTHINFO and compression as set."""
         return nntp.connect(
-            self.host, self.port_or_default, tls=self.tls is TLSMode.IMPLICIT,
-            starttls=self.tls is TLSMode.STARTTLS, cafile=self.cafile, user=self.user,
-            password=self.password, compress=self.compress, timeout=self.timeout,
+            self.host,
+            self.port_or_default,
+            tls=self.tls is TLSMode.IMPLICIT,
+            starttls=self.tls is TLSMode.STARTTLS,
+            cafile=self.cafile,
+            user=self.user,
+            password=self.password,
+            compress=self.compress,
+            timeout=self.timeout,
         )
 
 
@@ -185,5 +203,6 @@ def read_nntp_settings(env: Mapping[str, str], shown: Mapping[str, str] | None =
         tls = TLSMode.IMPLICIT if ssl else TLSMode.NONE
     if password and not user:
         raise SettingsError("NNTP_PASSWORD is set but NNTP_USER is not")
-    return NNTPSettings(host=host, port=port, tls=tls, cafile=cafile, user=user, password=password,
-                        compress=compress, timeout=timeout)
+    return NNTPSettings(
+        host=host, port=port, tls=tls, cafile=cafile, user=user, password=password, compress=compress, timeout=timeout
+    )

@@ -17,6 +17,7 @@ string, else a bracketed or bare name with a known extension; the file counter i
 around the counters when it names the files (it contains their base name, as in NZB style) or when
 the file names are obfuscated, else the file name without part/vol/extension suffixes.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,7 +57,7 @@ def find_segment_counter(subject: AnyStr) -> tuple[int, int, int, int] | None:
     while (start := subject.rfind(opening, 0, end)) >= 0:
         match = pattern.match(subject, start)
         if match:
-            if quote in subject[match.end():]:
+            if quote in subject[match.end() :]:
                 return None
             return start, match.end(), int(match[1]), int(match[2])
         end = start
@@ -64,13 +65,15 @@ def find_segment_counter(subject: AnyStr) -> tuple[int, int, int, int] | None:
 
 
 # Extensions a posted file name ends with; used to find unquoted names and to cut suffixes.
-_PLAIN_EXTENSIONS = frozenset("""
+_PLAIN_EXTENSIONS = frozenset(
+    """
     rar 7z zip tar gz tgz bz2 xz lzh arj par2 par nfo sfv nzb srr srs md5 sha1 sha256 txt diz url log m3u cue
     iso img bin nrg mdf mds dmg vhd mkv avi mp4 m4v wmv mpg mpeg ts m2ts vob divx mov flv webm 3gp
     mp3 flac m4a m4b aac ogg opus wav ape wma ac3 dts mka epub pdf mobi azw3 azw lit djvu cbr cbz doc docx rtf
     chm fb2 jpg jpeg png gif bmp srt sub idx ass ssa exe scr com bat cmd msi pif vbs js jar apk lnk
     mpls bdmv clpi csv
-""".split())
+""".split()
+)
 # Numbered volumes (.r00, .001, .z01, .p01) and, inside a name, .part01 and .vol03+04.
 # Two digits (.10 ... .55) are split volumes too: obfuscating posting tools number a hash name so.
 _NUMBERED_EXTENSION = re.compile(r"r\d{2,3}|s\d{2}|\d{2,3}|z\d{2}|p\d{2}", re.IGNORECASE)
@@ -101,8 +104,10 @@ _REPLY_PREFIX = re.compile(r"^(?:(?:re|fwd?):\s*)+", re.IGNORECASE)
 #   _SIZE            \b\d+(?:[.,]\d+)?\s*(?:[KMGT]i?B|bytes|B)\b     IGNORECASE
 #   _SEPARATOR_RUN   (?: ?[-:|~]){2,} ?
 _YENC = re.compile(r"[yY](?<!\w[yY])[eE][nN][cC]\b(?:\s+\d+\b)?")
-_SIZE = re.compile(r"\d(?<!\w\d)\d*(?:[.,]\d+)?\s*"
-                   r"(?:[KMGTkmgt\u212a][iI\u0130\u0131]?[bB]|[bB][yY][tT][eE][sS\u017f]|[bB])\b")
+_SIZE = re.compile(
+    r"\d(?<!\w\d)\d*(?:[.,]\d+)?\s*"
+    r"(?:[KMGTkmgt\u212a][iI\u0130\u0131]?[bB]|[bB][yY][tT][eE][sS\u017f]|[bB])\b"
+)
 _TAG = re.compile(r"\[\s*(?:PRiVATE|WtFnZb|FULL|REPOST|N3wZ|\d+|#[^\]]*)\s*\]", re.IGNORECASE)
 _ID_PREFIX = re.compile(r"\S*\\::")
 _SIZE_ONLY = re.compile(r"[\s\-]*(?:\d+(?:[.,]\d+)?\s*(?:[KMGT]i?B|bytes|B)?)?[\s\-]*", re.IGNORECASE)
@@ -147,11 +152,14 @@ def parse_pieces(before: str, after: str, part: int | None, parts: int | None) -
         if around is not None:
             around = around[:-1]  # its space
         stem = release_stem(filename)
-        if filename == filename.strip() and (file_index or not around) and (
-            not around or "yEnc" not in around and around.strip(_EDGE_PUNCTUATION) in ("", stem)
+        if (
+            filename == filename.strip()
+            and (file_index or not around)
+            and (not around or "yEnc" not in around and around.strip(_EDGE_PUNCTUATION) in ("", stem))
         ):
-            return _parsed((filename, part, parts, file_index and int(file_index), file_count and int(file_count),
-                            stem))
+            return _parsed(
+                (filename, part, parts, file_index and int(file_index), file_count and int(file_count), stem)
+            )
     return _parse_by_steps(text, part, parts)
 
 
@@ -165,7 +173,7 @@ def _parse_by_steps(text: str, part: int | None, parts: int | None) -> ParsedSub
         file_index, file_count = int(counted[2]), int(counted[1])
     elif match := _find_file_counter(text):
         file_index, file_count = int(match[1]), int(match[2])
-        text = text[:match.start()] + " " + text[match.end():]
+        text = text[: match.start()] + " " + text[match.end() :]
     return _parsed((filename, part, parts, file_index, file_count, _release_name(filename, text)))
 
 
@@ -243,9 +251,9 @@ def _take_filename(text: str) -> tuple[str | None, str]:
             end = text.find('"', start + 1)
             if end < 0:
                 break
-            name = text[start + 1:end].strip()
+            name = text[start + 1 : end].strip()
             if name:
-                rest = text[:start] + " " + text[end + 1:]
+                rest = text[:start] + " " + text[end + 1 :]
                 if extension(name):
                     return name, rest
                 quoted = quoted or (name, rest)
@@ -254,15 +262,15 @@ def _take_filename(text: str) -> tuple[str | None, str]:
         if "]-[" in text:
             match = _COUNT_THEN_NAME.search(text)
             if match:  # [24]-[12/name]: the name after the file's number, whatever it ends with
-                return match[1].strip(), text[:match.start()] + " " + text[match.end():]
+                return match[1].strip(), text[: match.start()] + " " + text[match.end() :]
         for match in _BRACKETED.finditer(text):
             if extension(match[1]):
                 name = match[1].rsplit("/", 1)[-1].rsplit("\\", 1)[-1].strip()
-                return name, text[:match.start()] + " " + text[match.end():]
+                return name, text[: match.start()] + " " + text[match.end() :]
     bare = _bare_name(_without_noise(text if quoted is None else quoted[1]))
     if bare:
         at = text.rfind(bare)
-        return bare, (text[:at] + " " + text[at + len(bare):]) if at >= 0 else text
+        return bare, (text[:at] + " " + text[at + len(bare) :]) if at >= 0 else text
     if quoted:
         return quoted
     alone = _without_noise(text).strip(_EDGE_PUNCTUATION)
@@ -297,7 +305,7 @@ def _bare_name(text: str) -> str | None:
     for match in _NAME_END.finditer(text):
         suffix = match[0][1:]
         # .NN volumes are quoted where they are posted; bare, ".14" is a number ("3.14").
-        if extension(text[:match.end()]) and not (len(suffix) < 3 and suffix.isdigit()):
+        if extension(text[: match.end()]) and not (len(suffix) < 3 and suffix.isdigit()):
             end = match.end()
     if end is None:
         return None
@@ -331,8 +339,9 @@ def _find_file_counter(text: str) -> re.Match | None:
 
 
 # What "i of N" counts when these come just before it (Disc 5 of 5), rather than files.
-_NOT_FILES = re.compile(r"\b(?:dis[ck]|cd|dvd|vol(?:ume)?|part|book|season|episode|chapter|tome|track)\s*$",
-                        re.IGNORECASE)
+_NOT_FILES = re.compile(
+    r"\b(?:dis[ck]|cd|dvd|vol(?:ume)?|part|book|season|episode|chapter|tome|track)\s*$", re.IGNORECASE
+)
 # [N]-[i/name]: the PRiVATE/WtFnZb style with the file count in a bracket of its own.
 _COUNT_THEN_INDEX = re.compile(r"\[(\d{1,6})\]-\[(\d{1,6})/(?!\d+\])")
 # A counter in any brackets, or one bracket, or none: (02-17), (05|14), [2|2], [1_1], <<13/14>>,

@@ -1,4 +1,5 @@
 """Names and texts read out of binary headers."""
+
 from __future__ import annotations
 
 
@@ -10,7 +11,7 @@ def decode_name(raw: bytes, fallback: str = "latin-1") -> str:
     except UnicodeDecodeError as error:
         if error.reason == "unexpected end of data" and error.start >= len(raw) - 3:
             try:
-                return raw[:error.start].decode("utf-8")
+                return raw[: error.start].decode("utf-8")
             except UnicodeDecodeError:
                 pass
         return raw.decode(fallback)

@@ -31,6 +31,7 @@ The password level is newznab's ``password`` attribute: 0 none found, 1 password
 file, or encrypted headers: nothing can be listed without the password), 2 potentially
 passworded (an archive inside the archive, whose contents cannot be seen from here).
 """
+
 from __future__ import annotations
 
 import lzma
@@ -120,8 +121,9 @@ def archive_kind(data: bytes) -> str | None:
     return None
 
 
-def read_archive(data: bytes, *, tail: bytes | None = None, tail_offset: int | None = None,
-                 max_files: int = MAX_FILES) -> ArchiveInfo | None:
+def read_archive(
+    data: bytes, *, tail: bytes | None = None, tail_offset: int | None = None, max_files: int = MAX_FILES
+) -> ArchiveInfo | None:
     """What the archive starting data holds (None when data starts no archive known here).
     tail, at tail_offset from the archive's first byte, may hold a 7z archive's end header."""
     kind = archive_kind(data)
@@ -140,6 +142,7 @@ def read_archive(data: bytes, *, tail: bytes | None = None, tail_offset: int | N
 
 
 # --- shared -------------------------------------------------------------------------------------
+
 
 def _add(info: ArchiveInfo, max_files: int, name: str, size: int | None, encrypted: bool) -> bool:
     """Keeps a file; False once max_files are kept (the walk stops: counted)."""
@@ -171,7 +174,7 @@ def _read_rar4(data: bytes, info: ArchiveInfo, max_files: int) -> None:
             raise _Malformed("bad_header")
         if position + size > end:
             return  # cut by the article's end
-        header = data[position:position + size]
+        header = data[position : position + size]
         if kind not in (_RAR4_FILE_BLOCK, _RAR4_SERVICE) and not _rar4_crc_ok(header, crc, kind, flags):
             raise _Malformed("bad_crc")
         extra = 0
@@ -202,7 +205,7 @@ def _read_rar4(data: bytes, info: ArchiveInfo, max_files: int) -> None:
                 if flags & 0x0001:
                     info.first_volume = False  # continued from a previous volume
                 if (flags & 0x00E0) != 0x00E0:  # not a directory
-                    name = _rar4_name(header[at:at + name_size], flags)
+                    name = _rar4_name(header[at : at + name_size], flags)
                     if not _add(info, max_files, name, unpacked, bool(flags & 0x0004)):
                         return
         elif kind == _RAR4_END:
@@ -229,7 +232,9 @@ def _rar4_crc_ok(header: bytes, crc: int, kind: int, flags: int, name_end: int =
         fixed = 13 + (1 if flags & 0x0200 else 0)
         return len(header) >= fixed and zlib.crc32(header[2:fixed]) & 0xFFFF == crc
     if kind in (_RAR4_FILE_BLOCK, _RAR4_SERVICE) and flags & 0x0008:
-        return any(zlib.crc32(header[2:end]) & 0xFFFF == crc for end in range(name_end, min(len(header), name_end + 48)))
+        return any(
+            zlib.crc32(header[2:end]) & 0xFFFF == crc for end in range(name_end, min(len(header), name_end + 48))
+        )
     return False
 
 
@@ -237,8 +242,8 @@ def _rar4_name(raw: bytes, flags: int) -> str:
     if flags & 0x0200:  # Unicode
         nul = raw.find(b"\0")
         if nul < 0:
-            return decode_name(raw[:4 * MAX_NAME])
-        decoded = _rar_unicode(raw[:nul], raw[nul + 1:])
+            return decode_name(raw[: 4 * MAX_NAME])
+        decoded = _rar_unicode(raw[:nul], raw[nul + 1 :])
         return decoded if decoded is not None else decode_name(raw[:nul], "cp437")
     nul = raw.find(b"\0")
     return decode_name(raw[:nul] if nul >= 0 else raw, "cp437")
@@ -299,6 +304,7 @@ def _rar_unicode(plain: bytes, packed: bytes) -> str | None:
 
 # --- RAR 5 --------------------------------------------------------------------------------------
 
+
 def _vint(data: bytes, position: int, end: int) -> tuple[int, int]:
     """A RAR 5 variable-length integer (7 bits a byte, low first, at most 10 bytes) read before end."""
     value, shift = 0, 0
@@ -329,7 +335,7 @@ def _read_rar5(data: bytes, info: ArchiveInfo, max_files: int) -> None:
         header_end = start + size
         if header_end > end:
             return
-        if zlib.crc32(memoryview(data)[position + 4:header_end]) != crc:
+        if zlib.crc32(memoryview(data)[position + 4 : header_end]) != crc:
             raise _Malformed("bad_crc")
         kind, at = _vint(data, start, header_end)
         flags, at = _vint(data, at, header_end)
@@ -363,7 +369,7 @@ def _read_rar5(data: bytes, info: ArchiveInfo, max_files: int) -> None:
             if flags & 0x0008:
                 info.first_volume = False  # continued from a previous volume
             if not file_flags & 0x0001:  # not a directory
-                name = decode_name(data[at:at + min(name_size, 4 * MAX_NAME)])
+                name = decode_name(data[at : at + min(name_size, 4 * MAX_NAME)])
                 encrypted = _rar5_encrypted(data, extra_start, header_end)
                 if not _add(info, max_files, name, None if file_flags & 0x0008 else unpacked, encrypted):
                     return
@@ -402,20 +408,21 @@ def _read_zip(data: bytes, info: ArchiveInfo, max_files: int) -> None:
     if data.startswith(ZIP_SPANNED):
         info.volume, info.first_volume, position = True, True, 4
     for _ in range(MAX_BLOCKS):
-        if position + 4 <= end and data[position:position + 4] in (b"PK\x01\x02", b"PK\x05\x06", b"PK\x06\x06"):
+        if position + 4 <= end and data[position : position + 4] in (b"PK\x01\x02", b"PK\x05\x06", b"PK\x06\x06"):
             info.complete = True  # the central directory: every local header was read
             return
         if position + _ZIP_HEADER.size > end:
             return
-        signature, _, flags, method, _, _, _, packed, unpacked, name_size, extra_size = \
-            _ZIP_HEADER.unpack_from(data, position)
+        signature, _, flags, method, _, _, _, packed, unpacked, name_size, extra_size = _ZIP_HEADER.unpack_from(
+            data, position
+        )
         if signature != ZIP_LOCAL:
             raise _Malformed("bad_header")
         at = position + _ZIP_HEADER.size
         if at + name_size + extra_size > end:
             return
-        raw_name = data[at:at + name_size]
-        extra = data[at + name_size:at + name_size + extra_size]
+        raw_name = data[at : at + name_size]
+        extra = data[at + name_size : at + name_size + extra_size]
         if packed == 0xFFFFFFFF or unpacked == 0xFFFFFFFF:
             unpacked, packed = _zip64_sizes(extra, unpacked, packed)
         name = decode_name(raw_name, "cp437") if not flags & 0x0800 else raw_name.decode("utf-8", "replace")
@@ -427,7 +434,7 @@ def _read_zip(data: bytes, info: ArchiveInfo, max_files: int) -> None:
             return  # the sizes follow the data: it cannot be skipped
         position = at + name_size + extra_size + packed
         if flags & 0x0008:  # a data descriptor after the data: CRC and sizes, maybe signed
-            position += 16 if data[position:position + 4] == ZIP_SPANNED else 12
+            position += 16 if data[position : position + 4] == ZIP_SPANNED else 12
     info.count("too_many_blocks")
 
 
@@ -436,7 +443,7 @@ def _zip64_sizes(extra: bytes, unpacked: int, packed: int) -> tuple[int, int]:
     position = 0
     while position + 4 <= len(extra):
         tag, size = struct.unpack_from("<HH", extra, position)
-        body = extra[position + 4:position + 4 + size]
+        body = extra[position + 4 : position + 4 + size]
         if tag == 0x0001:
             at = 0
             if unpacked == 0xFFFFFFFF and at + 8 <= len(body):
@@ -452,9 +459,24 @@ def _zip64_sizes(extra: bytes, unpacked: int, packed: int) -> tuple[int, int]:
 # --- 7z -----------------------------------------------------------------------------------------
 
 _7Z_START = struct.Struct("<6sBBIQQI")  # signature, version, start header CRC, next header offset, size, CRC
-(_K_END, _K_HEADER, _K_ARCHIVE_PROPERTIES, _K_ADDITIONAL_STREAMS, _K_MAIN_STREAMS, _K_FILES, _K_PACK_INFO,
- _K_UNPACK_INFO, _K_SUBSTREAMS, _K_SIZE, _K_CRC, _K_FOLDER, _K_UNPACK_SIZE, _K_NUM_UNPACK_STREAM,
- _K_EMPTY_STREAM, _K_EMPTY_FILE) = range(16)
+(
+    _K_END,
+    _K_HEADER,
+    _K_ARCHIVE_PROPERTIES,
+    _K_ADDITIONAL_STREAMS,
+    _K_MAIN_STREAMS,
+    _K_FILES,
+    _K_PACK_INFO,
+    _K_UNPACK_INFO,
+    _K_SUBSTREAMS,
+    _K_SIZE,
+    _K_CRC,
+    _K_FOLDER,
+    _K_UNPACK_SIZE,
+    _K_NUM_UNPACK_STREAM,
+    _K_EMPTY_STREAM,
+    _K_EMPTY_FILE,
+) = range(16)
 _K_NAME, _K_ENCODED_HEADER, _K_DUMMY = 0x11, 0x17, 0x19
 
 
@@ -474,7 +496,7 @@ class _Cursor:
         if size < 0 or self.position + size > len(self.data):
             raise _Malformed("bad_header")
         self.position += size
-        return self.data[self.position - size:self.position]
+        return self.data[self.position - size : self.position]
 
     def number(self) -> int:
         """7z's NUMBER: the leading 1 bits of the first byte count the bytes that follow."""
@@ -564,7 +586,7 @@ def _at(data: bytes, data_offset: int, offset: int, size: int) -> bytes | None:
     start = offset - data_offset
     if start < 0 or start + size > len(data):
         return None
-    return data[start:start + size]
+    return data[start : start + size]
 
 
 def _unpack_header(streams: _Streams, data: bytes, tail: bytes | None, tail_offset: int | None) -> bytes | None:
@@ -590,8 +612,15 @@ def _unpack_header(streams: _Streams, data: bytes, tail: bytes | None, tail_offs
         if lc_lp_pb >= 9 * 5 * 5:
             raise _Malformed("bad_header")
         dictionary = min(int.from_bytes(properties[1:5], "little"), window)
-        filters = [{"id": lzma.FILTER_LZMA1, "dict_size": max(4096, dictionary), "lc": lc_lp_pb % 9,
-                    "lp": lc_lp_pb // 9 % 5, "pb": lc_lp_pb // 45}]
+        filters = [
+            {
+                "id": lzma.FILTER_LZMA1,
+                "dict_size": max(4096, dictionary),
+                "lc": lc_lp_pb % 9,
+                "lp": lc_lp_pb // 9 % 5,
+                "pb": lc_lp_pb // 45,
+            }
+        ]
     elif method == _LZMA2_7Z and len(properties) == 1:
         filters = [{"id": lzma.FILTER_LZMA2, "dict_size": window}]
     else:
@@ -661,8 +690,12 @@ def _streams_info(cursor: _Cursor) -> _Streams:
         while kind != _K_END:
             if kind == _K_CRC:
                 # One for each stream whose CRC its folder's does not give already.
-                _digests(cursor, sum(n for folder, n in zip(streams.folders, streams.substreams)
-                                     if n != 1 or not folder.crc_defined))
+                _digests(
+                    cursor,
+                    sum(
+                        n for folder, n in zip(streams.folders, streams.substreams) if n != 1 or not folder.crc_defined
+                    ),
+                )
             else:
                 raise _Malformed("bad_header")
             kind = cursor.byte()
@@ -752,7 +785,7 @@ def _7z_header(cursor: _Cursor, info: ArchiveInfo, max_files: int) -> None:
             if body.byte() != 0:
                 raise _Malformed("unsupported_header")
             text = body.data[1:]
-            names = text[:len(text) // 2 * 2].decode("utf-16-le", "replace").split("\0")[:count]
+            names = text[: len(text) // 2 * 2].decode("utf-16-le", "replace").split("\0")[:count]
         elif prop == 0x15:  # attributes: the directory bit of each file that has them
             directory = _directories(body, count)
     # Files with data take the unpacked streams in order; each folder's are encrypted with it.

@@ -18,6 +18,7 @@ What is read from it:
   their line, or on the line above when that line has no URL of its own; flagged, and the first
   few kept.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,9 @@ MAX_ID = 2**31 - 1
 MAX_PASSWORD_URLS = 5
 MAX_URL = 256
 
-_IMDB_URL = re.compile(r"imdb\.[a-z]{2,3}/(?:[a-z]{2}/)?title/tt(\d{7,8})(?!\d)|imdb\.[a-z]{2,3}/title\?(\d{7,8})(?!\d)",
-                       re.IGNORECASE)
+_IMDB_URL = re.compile(
+    r"imdb\.[a-z]{2,3}/(?:[a-z]{2}/)?title/tt(\d{7,8})(?!\d)|imdb\.[a-z]{2,3}/title\?(\d{7,8})(?!\d)", re.IGNORECASE
+)
 _IMDB_BARE = re.compile(r"(?<![A-Za-z0-9])tt(\d{7,8})(?!\d)")
 # (Every repetition is bounded: a 64 KiB line of "thetvdb.com/" costs no more than a short one.)
 _TVDB = (
@@ -41,12 +43,17 @@ _TVDB = (
 _TVMAZE = re.compile(r"tvmaze\.com/shows/(\d{1,10})(?!\d)", re.IGNORECASE)
 _TMDB = re.compile(r"themoviedb\.org/(movie|tv)/(\d{1,10})(?!\d)", re.IGNORECASE)
 # A word starts after none of its own characters, so each character is scanned from one start only.
-_RELEASE = re.compile(r"(?<![\w.\-/])([A-Za-z0-9][A-Za-z0-9\-]*(?:[._][A-Za-z0-9\-]+){2,}?-[A-Za-z0-9]{2,20})"
-                      r"(?![\w.\-])")
+_RELEASE = re.compile(
+    r"(?<![\w.\-/])([A-Za-z0-9][A-Za-z0-9\-]*(?:[._][A-Za-z0-9\-]+){2,}?-[A-Za-z0-9]{2,20})"
+    r"(?![\w.\-])"
+)
 _RELEASE_LABEL = re.compile(r"\b(?:release|rls)\b", re.IGNORECASE)
 _URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'()\[\]{}|]{3,500}", re.IGNORECASE)
-_PASSWORD_WORD = re.compile(r"passwor[dt]|passwd|kennwort|wachtwoord|mot de passe|contrase[ñn]a|senha|has[lł]o"
-                            r"|\bpass\s*[:=]|\bpwd?\s*[:=]", re.IGNORECASE)
+_PASSWORD_WORD = re.compile(
+    r"passwor[dt]|passwd|kennwort|wachtwoord|mot de passe|contrase[ñn]a|senha|has[lł]o"
+    r"|\bpass\s*[:=]|\bpwd?\s*[:=]",
+    re.IGNORECASE,
+)
 _DATABASES = re.compile(r"imdb\.|thetvdb\.com|tvmaze\.com|themoviedb\.org", re.IGNORECASE)
 _SAUCE = re.compile("\x1a(?:SAUCE00|COMNT|$)")
 _BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
@@ -69,9 +76,9 @@ def decode_nfo(data: bytes, max_bytes: int = MAX_NFO) -> str:
     data = data[:max_bytes]
     for mark, encoding in _BOMS:
         if data.startswith(mark):
-            raw = data[len(mark):]
+            raw = data[len(mark) :]
             if encoding != "utf-8":
-                raw = raw[:len(raw) // 2 * 2]
+                raw = raw[: len(raw) // 2 * 2]
             text = raw.decode(encoding, "replace")
             break
     else:
@@ -79,10 +86,10 @@ def decode_nfo(data: bytes, max_bytes: int = MAX_NFO) -> str:
             text = data.decode("utf-8")
         except UnicodeDecodeError as error:
             cut = error.reason == "unexpected end of data" and error.start >= len(data) - 3
-            text = data[:error.start].decode("utf-8", "replace") if cut else data.decode("cp437")
+            text = data[: error.start].decode("utf-8", "replace") if cut else data.decode("cp437")
     sauce = _SAUCE.search(text)
     if sauce is not None:
-        text = text[:sauce.start()]
+        text = text[: sauce.start()]
     return text.replace("\r\n", "\n").replace("\r", "\n").replace("\0", "")
 
 

@@ -24,6 +24,7 @@ after at most len(data) / 8 steps); a packet whose MD5 does not match is skipped
 most ``max_files`` distinct files are kept (10,000 by default), a name is cut to 1,024 bytes, and
 a length past 2**48 is not believed. Each skip is counted in ``Par2Set.skipped``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -108,7 +109,7 @@ def read_par2(data: bytes, max_files: int = MAX_FILES) -> Par2Set:
                 result.skip("unknown")
             position = data.find(MAGIC, position + 8)
             continue
-        packet = memoryview(data)[position:position + length]
+        packet = memoryview(data)[position : position + length]
         hashed += length
         if hashed > max_hashed:
             # Packets that overlap (each claiming the rest of the data) would be hashed over and
@@ -120,7 +121,7 @@ def read_par2(data: bytes, max_files: int = MAX_FILES) -> Par2Set:
             position = data.find(MAGIC, position + 8)
             continue
         position = data.find(MAGIC, position + length)
-        body = bytes(packet[HEADER.size:])
+        body = bytes(packet[HEADER.size :])
         if recovery_set is None and kind == MAIN:
             recovery_set = set_id
             result.recovery_set_id = set_id.hex()
@@ -143,13 +144,13 @@ def read_par2(data: bytes, max_files: int = MAX_FILES) -> Par2Set:
                 result.skip("too_many_files")
                 continue
             described[file_id] = (md5, md5_16k, size)
-            names[file_id] = body[56:56 + MAX_NAME].rstrip(b"\0")
+            names[file_id] = body[56 : 56 + MAX_NAME].rstrip(b"\0")
         elif kind == UNICODE_NAME:
             if len(body) < 18:
                 result.skip("bad_body")
                 continue
-            raw = body[16:16 + 2 * MAX_NAME]
-            raw = raw[:len(raw) // 2 * 2]
+            raw = body[16 : 16 + 2 * MAX_NAME]
+            raw = raw[: len(raw) // 2 * 2]
             unicode_names[body[:16]] = raw.decode("utf-16-le", "replace").rstrip("\0")
         elif kind == CREATOR:
             result.creator = decode_name(body[:256].rstrip(b"\0"))
@@ -159,8 +160,7 @@ def read_par2(data: bytes, max_files: int = MAX_FILES) -> Par2Set:
             continue  # in the main packet, but its description is not in these bytes
         md5, md5_16k, size = described[file_id]
         name = unicode_names.get(file_id) or decode_name(names[file_id])
-        result.files.append(Par2File(name=name, size=size, hash16k=md5_16k.hex(), md5=md5.hex(),
-                                     file_id=file_id.hex()))
+        result.files.append(Par2File(name=name, size=size, hash16k=md5_16k.hex(), md5=md5.hex(), file_id=file_id.hex()))
     return result
 
 
@@ -178,7 +178,7 @@ def _read_main(body: bytes, result: Par2Set, order: list[bytes]) -> None:
     result.slice_size = slice_size
     seen = set(order)
     for index in range(min(ids, MAX_FILES)):
-        file_id = body[12 + 16 * index:28 + 16 * index]
+        file_id = body[12 + 16 * index : 28 + 16 * index]
         if file_id not in seen:
             seen.add(file_id)
             order.append(file_id)

@@ -24,6 +24,7 @@ level); the flags ``encrypted_headers``, ``executable`` (a file listed, by par2 
 archive, with an executable's extension: edge.digest.rules.EXECUTABLE_EXTENSIONS) and
 ``password_url``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -145,14 +146,24 @@ class PostInspection:
 
 
 def _archive_dict(info: ArchiveInfo) -> dict[str, Any]:
-    return {"kind": info.kind, "volume": info.volume, "first_volume": info.first_volume,
-            "encrypted_headers": info.encrypted_headers, "solid": info.solid, "complete": info.complete,
-            "headers_at_end": info.headers_at_end, "header_offset": info.header_offset,
-            "header_size": info.header_size, "header_read": info.header_read, "files": len(info.files),
-            "password": info.password}
+    return {
+        "kind": info.kind,
+        "volume": info.volume,
+        "first_volume": info.first_volume,
+        "encrypted_headers": info.encrypted_headers,
+        "solid": info.solid,
+        "complete": info.complete,
+        "headers_at_end": info.headers_at_end,
+        "header_offset": info.header_offset,
+        "header_size": info.header_size,
+        "header_read": info.header_read,
+        "files": len(info.files),
+        "password": info.password,
+    }
 
 
 # --- which files to read ------------------------------------------------------------------------
+
 
 def wanted_files(file_names: Sequence[str], sizes: Sequence[int] | None = None) -> list[str]:
     """The files of a post worth reading the first article of, at most MAX_WANTED, the small
@@ -188,17 +199,20 @@ def _first_volumes(names: list[str], lowered: dict[str, str]) -> list[str]:
     first = []
     for name in names:
         low = lowered[name]
-        if (any(pattern.search(low) for pattern in _FIRST_VOLUMES)
-                # the old naming: name.rar, then name.r00, name.r01...; a .r00 alone stands for it
-                or (low.endswith(".rar") and not _RAR_PART.search(low))
-                or (low.endswith(".r00") and low[:-4] + ".rar" not in present)
-                # a spanned zip: name.z01, name.z02... name.zip (the last)
-                or (low.endswith(".zip") and low[:-4] + ".z01" not in present)):
+        if (
+            any(pattern.search(low) for pattern in _FIRST_VOLUMES)
+            # the old naming: name.rar, then name.r00, name.r01...; a .r00 alone stands for it
+            or (low.endswith(".rar") and not _RAR_PART.search(low))
+            or (low.endswith(".r00") and low[:-4] + ".rar" not in present)
+            # a spanned zip: name.z01, name.z02... name.zip (the last)
+            or (low.endswith(".zip") and low[:-4] + ".z01" not in present)
+        ):
             first.append(name)
     return first
 
 
 # --- reading the bodies -------------------------------------------------------------------------
+
 
 @dataclass(slots=True)
 class _File:
@@ -241,8 +255,7 @@ def inspect_post(bodies: Mapping[str, bytes], *, missing: int = 0, max_body: int
         runs = _runs(entry.pieces)
         head = runs[0][1] if runs and runs[0][0] == 0 else None
         if head is not None and entry.size is not None and len(head) >= min(entry.size, HASH16K):
-            result.read.append(ReadFile(entry.names[0][:MAX_NAME], entry.size,
-                                        hashlib.md5(head[:HASH16K]).hexdigest()))
+            result.read.append(ReadFile(entry.names[0][:MAX_NAME], entry.size, hashlib.md5(head[:HASH16K]).hexdigest()))
         if head is None:
             result.count("no_first_article")
         elif par2.is_par2(head):
@@ -283,7 +296,7 @@ def _runs(pieces: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
     for offset, data in sorted(pieces, key=lambda piece: piece[0]):
         if runs and offset <= runs[-1][0] + len(runs[-1][1]):
             start, run = runs[-1]
-            run += data[start + len(run) - offset:]
+            run += data[start + len(run) - offset :]
         else:
             runs.append((offset, bytearray(data)))
     return [(offset, bytes(run)) for offset, run in runs]
@@ -301,8 +314,9 @@ def _add_par2(result: PostInspection, runs: list[bytes]) -> None:
                 result.count("par2_nameless")
             elif (entry.hash16k, entry.name) not in seen:
                 seen.add((entry.hash16k, entry.name))
-                result.files.append(InspectedFile(name=entry.name, size=entry.size, source="par2",
-                                                  hash16k=entry.hash16k))
+                result.files.append(
+                    InspectedFile(name=entry.name, size=entry.size, source="par2", hash16k=entry.hash16k)
+                )
 
 
 def _add_archive(result: PostInspection, head: bytes, later: list[tuple[int, bytes]]) -> None:
@@ -317,8 +331,9 @@ def _add_archive(result: PostInspection, head: bytes, later: list[tuple[int, byt
         if not entry.name:
             result.count(f"{info.kind}_nameless")
             continue
-        result.files.append(InspectedFile(name=entry.name, size=entry.size, source=info.kind,
-                                          encrypted=entry.encrypted))
+        result.files.append(
+            InspectedFile(name=entry.name, size=entry.size, source=info.kind, encrypted=entry.encrypted)
+        )
 
 
 def _add_nfo(result: PostInspection, data: bytes) -> None:

@@ -28,6 +28,7 @@ sabctools 9.7.2's SIMD decoder (AVX2) does the first in 0.14 ms, some 25 times f
 articles (~2 MB) an inspection reads of a post that is a few milliseconds, which does not pay
 for a compiled dependency of the edge.
 """
+
 from __future__ import annotations
 
 import re
@@ -89,7 +90,7 @@ def decode(body: bytes, max_body: int = MAX_BODY) -> YencBody:
         raise YencError("no_ybegin", "no =ybegin line")
     start = found.end() - len(b"=ybegin ")
     begin_line, position = _line(body, start)
-    words = _keywords(begin_line[len(b"=ybegin "):], with_name=True)
+    words = _keywords(begin_line[len(b"=ybegin ") :], with_name=True)
     size = _number(words, b"size")
     if size > MAX_FILE_SIZE:
         raise YencError("bad_header", f"=ybegin size={size} is absurd")
@@ -98,7 +99,7 @@ def decode(body: bytes, max_body: int = MAX_BODY) -> YencBody:
     total = _optional_number(words, b"total")
     if body.startswith(b"=ypart", position):  # (a single-part body may have one too)
         part_line, after = _line(body, position)
-        part_words = _keywords(part_line[len(b"=ypart"):])
+        part_words = _keywords(part_line[len(b"=ypart") :])
         first, last = _number(part_words, b"begin"), _number(part_words, b"end")
         position = after
     elif part is not None:
@@ -108,10 +109,10 @@ def decode(body: bytes, max_body: int = MAX_BODY) -> YencBody:
     if not 1 <= first <= last + 1 or last > size:
         raise YencError("size_mismatch", f"=ypart {first}..{last} lies outside a file of {size} bytes")
     ending = body.rfind(b"\n=yend", max(0, position - 1))
-    if ending < 0 or body[ending + 6:ending + 7] not in (b" ", b"\t", b"\r", b"\n", b""):
+    if ending < 0 or body[ending + 6 : ending + 7] not in (b" ", b"\t", b"\r", b"\n", b""):
         raise YencError("truncated", "no =yend line: the body is cut short")
     end_line, _ = _line(body, ending + 1)
-    end_words = _keywords(end_line[len(b"=yend"):])
+    end_words = _keywords(end_line[len(b"=yend") :])
     claimed = last - first + 1
     stream = body[position:ending].translate(None, b"\r\n")
     # Each data byte takes one or two characters: a claim outside that range is refused before
@@ -120,8 +121,11 @@ def decode(body: bytes, max_body: int = MAX_BODY) -> YencBody:
         raise YencError("size_mismatch", f"=ypart claims {claimed:,} bytes in {len(stream):,} encoded")
     data = _decode_data(stream)
     if len(data) != claimed or (b"size" in end_words and _number(end_words, b"size") != len(data)):
-        raise YencError("size_mismatch", f"{len(data):,} bytes decoded, =ypart claims {claimed:,},"
-                                         f" =yend size={end_words.get(b'size', b'-').decode('ascii', 'replace')}")
+        raise YencError(
+            "size_mismatch",
+            f"{len(data):,} bytes decoded, =ypart claims {claimed:,},"
+            f" =yend size={end_words.get(b'size', b'-').decode('ascii', 'replace')}",
+        )
     crc = _crc(end_words, b"pcrc32")
     if crc is None and first == 1 and last == size:
         crc = _crc(end_words, b"crc32")
@@ -166,8 +170,8 @@ def _keywords(rest: bytes, with_name: bool = False) -> dict[bytes, bytes]:
     if with_name:
         # name= is the last keyword and runs to the end of the line, spaces and all.
         at = rest.find(b"name=")
-        if at >= 0 and (at == 0 or rest[at - 1:at] in (b" ", b"\t")):
-            rest, name = rest[:at], rest[at + 5:]
+        if at >= 0 and (at == 0 or rest[at - 1 : at] in (b" ", b"\t")):
+            rest, name = rest[:at], rest[at + 5 :]
     words = {key.lower(): value for key, value in _KEYWORD.findall(rest)}
     if name is not None:
         words[b"name"] = name

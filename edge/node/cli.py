@@ -8,6 +8,7 @@ Commands:
                      tests/data/real_subjects.jsonl) and print how many file names, file counters and
                      segment counters the digest reads right, then the misses (--json: one object)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,19 +98,30 @@ def score_subjects(lines: Iterable[str | bytes]) -> dict[str, object]:
             if got[group] == expected[group]:
                 right[group] += 1
             else:
-                misses.append({"field": group, "subject": record["subject"],
-                               "expected": _shown(group, expected[group]), "got": _shown(group, got[group])})
+                misses.append(
+                    {
+                        "field": group,
+                        "subject": record["subject"],
+                        "expected": _shown(group, expected[group]),
+                        "got": _shown(group, got[group]),
+                    }
+                )
     if total == 0:
         raise CorpusError(None, "no subjects")
 
     def percent(count: int) -> float:
         return round(100 * count / total, 2)
 
-    return {"total": total,
-            "filename_right": right["filename"], "filename_pct": percent(right["filename"]),
-            "counter_right": right["counter"], "counter_pct": percent(right["counter"]),
-            "segment_right": right["segment"], "segment_pct": percent(right["segment"]),
-            "misses": misses}
+    return {
+        "total": total,
+        "filename_right": right["filename"],
+        "filename_pct": percent(right["filename"]),
+        "counter_right": right["counter"],
+        "counter_pct": percent(right["counter"]),
+        "segment_right": right["segment"],
+        "segment_pct": percent(right["segment"]),
+        "misses": misses,
+    }
 
 
 def _value_text(value: object) -> str:
@@ -142,8 +154,10 @@ def score_corpus(path: str, as_json: bool, out: TextIO, err: TextIO) -> int:
     misses = score["misses"]
     out.write(f"misses: {len(misses)}\n")
     for miss in misses:
-        out.write(f"{miss['field']}\t{json.dumps(miss['subject'], ensure_ascii=False)}"
-                  f"\texpected {_value_text(miss['expected'])}\tgot {_value_text(miss['got'])}\n")
+        out.write(
+            f"{miss['field']}\t{json.dumps(miss['subject'], ensure_ascii=False)}"
+            f"\texpected {_value_text(miss['expected'])}\tgot {_value_text(miss['got'])}\n"
+        )
     return 0
 
 
@@ -161,13 +175,16 @@ def build_parser() -> argparse.ArgumentParser:
         "parse-subjects",
         help="parse subjects read on stdin, one JSON object per line on stdout",
         description="Reads one subject per line on stdin and prints, per line, a JSON object with the "
-                    "subject and its filename, part, parts, file_index, file_count and release. "
-                    "With --score FILE, reads a corpus instead and prints how many subjects are read right.",
+        "subject and its filename, part, parts, file_index, file_count and release. "
+        "With --score FILE, reads a corpus instead and prints how many subjects are read right.",
     )
-    parse.add_argument("--score", metavar="FILE",
-                       help="a corpus of subjects, one JSON object a line with the subject and the filename, "
-                            "file_index, file_count, part and parts it must give: print how many file names, "
-                            "file counters and segment counters are read right, then the misses")
+    parse.add_argument(
+        "--score",
+        metavar="FILE",
+        help="a corpus of subjects, one JSON object a line with the subject and the filename, "
+        "file_index, file_count, part and parts it must give: print how many file names, "
+        "file counters and segment counters are read right, then the misses",
+    )
     parse.add_argument("--json", action="store_true", help="with --score: print the score as one JSON object")
     parse.set_defaults(handler=_parse_subjects_command)
     return parser

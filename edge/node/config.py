@@ -8,6 +8,7 @@ edge/ that read os.environ. Secrets (NODE_TOKEN, NNTP_PASSWORD) come from the en
 a flag would show them in the process list. The parsers and the NNTP settings are the digest
 library's (edge/digest/settings.py), which the data center reads its own with.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,15 @@ from urllib.parse import urlsplit
 # The node warns when NNTP_HOST is it, and inspects nothing by default.
 from edge.digest.settings import PLACEHOLDER_NNTP_HOST
 from edge.digest.settings import (
-    NNTP_VARIABLES, NNTPSettings, SettingsError, boolean, integer, read, read_nntp_settings, readable_file, seconds,
+    NNTP_VARIABLES,
+    NNTPSettings,
+    SettingsError,
+    boolean,
+    integer,
+    read,
+    read_nntp_settings,
+    readable_file,
+    seconds,
 )
 
 BATCH_FORMATS = ("msgpack", "json")
@@ -76,8 +85,10 @@ class EdgeConfig:
     def warnings(self) -> tuple[str, ...]:
         """What the node says at start about settings it runs with but should not."""
         if urlsplit(self.coordinator_url).scheme == "http":
-            return ("COORDINATOR_URL is plain http:// (COORDINATOR_INSECURE=1): the node token and the "
-                    "batches go out unencrypted",)
+            return (
+                "COORDINATOR_URL is plain http:// (COORDINATOR_INSECURE=1): the node token and the "
+                "batches go out unencrypted",
+            )
         return ()
 
     @property
@@ -98,11 +109,11 @@ def _cores() -> int:
 
 # -- parsing ---------------------------------------------------------------------------------
 
+
 def _url(raw: str) -> str:
     parts = urlsplit(raw.strip())
     if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise ValueError(f"must be an https:// URL with a host (http:// only with COORDINATOR_INSECURE=1), "
-                         f"got {raw!r}")
+        raise ValueError(f"must be an https:// URL with a host (http:// only with COORDINATOR_INSECURE=1), got {raw!r}")
     try:
         _ = parts.port  # read, it raises on a port that is no number or out of range
     except ValueError:
@@ -147,31 +158,65 @@ class Setting:
 
 
 SETTINGS = (
-    Setting("COORDINATOR_URL", "coordinator_url", _url,
-            "the coordinator, e.g. https://seed.example.net:8443 (required)"),
+    Setting(
+        "COORDINATOR_URL", "coordinator_url", _url, "the coordinator, e.g. https://seed.example.net:8443 (required)"
+    ),
     Setting("NODE_TOKEN", "node_token", _token, "this node's token (required)", flag=False),
-    Setting("COORDINATOR_CAFILE", "coordinator_cafile", readable_file,
-            "CA file that signs the coordinator's certificate (default: the system's CAs)"),
-    Setting("COORDINATOR_INSECURE", "coordinator_insecure", boolean,
-            "1 allows a plain http:// COORDINATOR_URL, which sends the node token unencrypted (a test network only)"),
+    Setting(
+        "COORDINATOR_CAFILE",
+        "coordinator_cafile",
+        readable_file,
+        "CA file that signs the coordinator's certificate (default: the system's CAs)",
+    ),
+    Setting(
+        "COORDINATOR_INSECURE",
+        "coordinator_insecure",
+        boolean,
+        "1 allows a plain http:// COORDINATOR_URL, which sends the node token unencrypted (a test network only)",
+    ),
     Setting("COORDINATOR_TIMEOUT", "coordinator_timeout", seconds, "seconds to wait for one HTTP answer"),
-    Setting("COORDINATOR_GIVE_UP", "coordinator_give_up", seconds,
-            "seconds without any answer from the coordinator before the node gives up (exit 4)"),
+    Setting(
+        "COORDINATOR_GIVE_UP",
+        "coordinator_give_up",
+        seconds,
+        "seconds without any answer from the coordinator before the node gives up (exit 4)",
+    ),
     Setting("NNTP_CONNECTIONS", "nntp_connections", integer(1, 256), "NNTP connections kept busy"),
-    Setting("MAX_LEASES", "max_leases", integer(1, 64), "ranges held at once with lines to digest (and one more while a range's last batch is posted)"),
-    Setting("MAX_CHUNKS_IN_FLIGHT", "max_chunks_in_flight", integer(1, 4096),
-            "chunks fetched ahead of the digest (default: connections + 4); bounds memory"),
-    Setting("DIGEST_PROCESSES", "digest_processes", integer(0, 64),
-            "worker processes digesting batches, as many ranges at once (0: in the node's process, one "
-            "at a time; default: cores - 1 up to MAX_LEASES, 0 on two cores or fewer)"),
+    Setting(
+        "MAX_LEASES",
+        "max_leases",
+        integer(1, 64),
+        "ranges held at once with lines to digest (and one more while a range's last batch is posted)",
+    ),
+    Setting(
+        "MAX_CHUNKS_IN_FLIGHT",
+        "max_chunks_in_flight",
+        integer(1, 4096),
+        "chunks fetched ahead of the digest (default: connections + 4); bounds memory",
+    ),
+    Setting(
+        "DIGEST_PROCESSES",
+        "digest_processes",
+        integer(0, 64),
+        "worker processes digesting batches, as many ranges at once (0: in the node's process, one "
+        "at a time; default: cores - 1 up to MAX_LEASES, 0 on two cores or fewer)",
+    ),
     Setting("BATCH_FORMAT", "batch_format", _batch_format, "batch encoding: msgpack or json"),
-    Setting("SPOOL_DIR", "spool_dir", _directory,
-            "directory keeping fetched chunks until their batch is accepted (survives a restart)"),
+    Setting(
+        "SPOOL_DIR",
+        "spool_dir",
+        _directory,
+        "directory keeping fetched chunks until their batch is accepted (survives a restart)",
+    ),
     Setting("SPOOL_MAX_MB", "spool_max_mb", integer(1), "size cap of the spool directory in MiB"),
     Setting("POLL_INTERVAL", "poll_interval", seconds, "seconds to wait when there is nothing to do"),
-    Setting("INSPECT", "inspect", boolean,
-            "lease inspections: read a few small articles of posts whose names say nothing, with BODY "
-            "(default: 1 when NNTP_HOST is set; 0 turns them off)"),
+    Setting(
+        "INSPECT",
+        "inspect",
+        boolean,
+        "lease inspections: read a few small articles of posts whose names say nothing, with BODY "
+        "(default: 1 when NNTP_HOST is set; 0 turns them off)",
+    ),
     Setting("INSPECT_BATCH", "inspect_batch", integer(1, 100), "inspections leased at once"),
 )
 
@@ -191,8 +236,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if setting.flag:
             default = defaults.get(setting.attr)
             shown = "" if default is None or setting.attr == "coordinator_url" else f" (default {default})"
-            parser.add_argument(flag_name(setting), dest=setting.attr, metavar=setting.env, default=None,
-                                help=setting.help + shown)
+            parser.add_argument(
+                flag_name(setting), dest=setting.attr, metavar=setting.env, default=None, help=setting.help + shown
+            )
     server = parser.add_argument_group("the Usenet server")
     for variable in NNTP_VARIABLES:
         if not variable.secret:
@@ -220,8 +266,12 @@ def load_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] |
     if missing:
         raise ConfigError(f"{' and '.join(missing)} must be set (see `edge run --help`)")
     if values.get("inspect") and nntp.host == PLACEHOLDER_NNTP_HOST:
-        raise ConfigError(f"{shown.get('INSPECT', 'INSPECT')}=1 needs a Usenet server to read articles from: set NNTP_HOST")
+        raise ConfigError(
+            f"{shown.get('INSPECT', 'INSPECT')}=1 needs a Usenet server to read articles from: set NNTP_HOST"
+        )
     if urlsplit(values["coordinator_url"]).scheme == "http" and not values.get("coordinator_insecure"):
-        raise ConfigError(f"{shown.get('COORDINATOR_URL', 'COORDINATOR_URL')} is plain http://, which would send the "
-                          "node token unencrypted: use https://, or set COORDINATOR_INSECURE=1 on a test network")
+        raise ConfigError(
+            f"{shown.get('COORDINATOR_URL', 'COORDINATOR_URL')} is plain http://, which would send the "
+            "node token unencrypted: use https://, or set COORDINATOR_INSECURE=1 on a test network"
+        )
     return EdgeConfig(nntp=nntp, **values)

@@ -14,6 +14,7 @@ TLS handshake, round trips over a WAN, and the coordinator no handshake's CPU. O
 longer than the coordinator keeps it is not used again; one the coordinator has closed meanwhile
 anyway is found out by the next call's first read and that call made again at once on a new one.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -39,8 +40,14 @@ RETRIED_STATUSES = {408, 429, 500, 502, 503, 504}
 # (ops/gunicorn.conf.py keepalive).
 KEEP_IDLE = 20.0
 # How a kept connection the coordinator closed meanwhile shows on the next call.
-STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
-                    ssl.SSLEOFError, ssl.SSLZeroReturnError)
+STALE_CONNECTION = (
+    http.client.RemoteDisconnected,
+    ConnectionResetError,
+    BrokenPipeError,
+    ConnectionAbortedError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
 MAX_RETRY_AFTER = 60.0
 # The coordinator's bound of a call's body of inspection results (app.api.seed.MAX_RESULT_BODY).
 MAX_RESULTS_BODY = 4 * 1024 * 1024
@@ -108,24 +115,39 @@ def parse_lease(data) -> Lease:
     try:
         seed_range = data["range"]
         lease = Lease(
-            range_id=seed_range["id"], group=seed_range["group"], first_id=seed_range["first_id"],
-            last_id=seed_range["last_id"], next_id=seed_range["next_id"], spooled=seed_range.get("spooled", False),
-            chunk_size=data["chunk_size"], batch_chunks=data["batch_chunks"],
-            lease_timeout=data.get("lease_timeout", 900), rules=data.get("rules") or [],
+            range_id=seed_range["id"],
+            group=seed_range["group"],
+            first_id=seed_range["first_id"],
+            last_id=seed_range["last_id"],
+            next_id=seed_range["next_id"],
+            spooled=seed_range.get("spooled", False),
+            chunk_size=data["chunk_size"],
+            batch_chunks=data["batch_chunks"],
+            lease_timeout=data.get("lease_timeout", 900),
+            rules=data.get("rules") or [],
             max_body_bytes=data.get("max_body_bytes"),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise BadAnswer(f"lease answer lacks {exc}: {str(data)[:200]}") from None
-    numbers = (lease.range_id, lease.first_id, lease.last_id, lease.next_id, lease.chunk_size,
-               lease.batch_chunks, lease.lease_timeout)
+    numbers = (
+        lease.range_id,
+        lease.first_id,
+        lease.last_id,
+        lease.next_id,
+        lease.chunk_size,
+        lease.batch_chunks,
+        lease.lease_timeout,
+    )
     if not all(type(n) is int for n in numbers):
         raise BadAnswer(f"lease answer has a non-integer field: {str(data)[:200]}")
     if lease.max_body_bytes is not None and (type(lease.max_body_bytes) is not int or lease.max_body_bytes < 1):
         raise BadAnswer(f"lease answer has a bad max_body_bytes: {str(data)[:200]}")
     if not isinstance(lease.group, str) or not lease.group or not isinstance(lease.rules, list):
         raise BadAnswer(f"lease answer has a bad group or rules: {str(data)[:200]}")
-    if not (lease.first_id <= lease.next_id <= lease.last_id + 1) or min(lease.chunk_size, lease.batch_chunks,
-                                                                        lease.lease_timeout) < 1:
+    if (
+        not (lease.first_id <= lease.next_id <= lease.last_id + 1)
+        or min(lease.chunk_size, lease.batch_chunks, lease.lease_timeout) < 1
+    ):
         raise BadAnswer(f"lease answer is inconsistent: {str(data)[:200]}")
     return lease
 
@@ -177,17 +199,25 @@ def parse_inspections(data: Any) -> list[InspectionLease]:
     for entry in entries:
         try:
             files = tuple(InspectionFile(f["name"], f["message_id"], f.get("bytes", 0)) for f in entry["files"])
-            lease = InspectionLease(id=entry["id"], group=entry["group"], post_key=entry["post_key"],
-                                    name=entry.get("name") or "", files=files, lease_timeout=timeout,
-                                    max_bytes=min(max_bytes, MAX_INSPECTION_BYTES))
+            lease = InspectionLease(
+                id=entry["id"],
+                group=entry["group"],
+                post_key=entry["post_key"],
+                name=entry.get("name") or "",
+                files=files,
+                lease_timeout=timeout,
+                max_bytes=min(max_bytes, MAX_INSPECTION_BYTES),
+            )
         except (KeyError, TypeError, AttributeError) as exc:
             raise BadAnswer(f"an inspection lacks {exc}: {str(entry)[:200]}") from None
         if type(lease.id) is not int or lease.id < 1 or type(lease.post_key) is not int:
             raise BadAnswer(f"an inspection has a bad id or post_key: {str(entry)[:200]}")
         if not isinstance(lease.group, str) or not isinstance(lease.name, str) or len(files) > MAX_INSPECTION_FILES:
             raise BadAnswer(f"an inspection has a bad group, name or list of files: {str(entry)[:200]}")
-        if not all(isinstance(f.name, str) and isinstance(f.message_id, str) and type(f.bytes) is int
-                   and f.bytes >= 0 for f in files):
+        if not all(
+            isinstance(f.name, str) and isinstance(f.message_id, str) and type(f.bytes) is int and f.bytes >= 0
+            for f in files
+        ):
             raise BadAnswer(f"an inspection has a malformed file: {str(entry)[:200]}")
         leases.append(lease)
     return leases
@@ -214,8 +244,12 @@ def parse_inspection_answers(data: Any, ids: list[int]) -> list[InspectionAnswer
         raise BadAnswer(f"inspection results answer lacks one answer a result: {str(data)[:200]}")
     answers = []
     for inspection_id, entry in zip(ids, entries):
-        if (not isinstance(entry, dict) or entry.get("id") != inspection_id or not isinstance(entry.get("status"), str)
-                or not entry["status"]):
+        if (
+            not isinstance(entry, dict)
+            or entry.get("id") != inspection_id
+            or not isinstance(entry.get("status"), str)
+            or not entry["status"]
+        ):
             raise BadAnswer(f"inspection results answer is not about result {inspection_id}: {str(entry)[:200]}")
         answers.append(InspectionAnswer(inspection_id, entry["status"], str(entry.get("message") or "")))
     return answers
@@ -269,14 +303,21 @@ class Coordinator:
         status, data = self._call("POST", "/lease", "lease", body=body, headers=headers, on_retry=on_retry)
         return None if status == 204 else parse_lease(data)
 
-    def post_batch(self, range_id: int, body: bytes, content_type: str, content_encoding: str | None,
-                   on_retry: RetryHook | None = None) -> dict:
+    def post_batch(
+        self,
+        range_id: int,
+        body: bytes,
+        content_type: str,
+        content_encoding: str | None,
+        on_retry: RetryHook | None = None,
+    ) -> dict:
         """Post one encoded batch until it is taken (202, or 200 already accepted)."""
         headers = {"Content-Type": content_type}
         if content_encoding:
             headers["Content-Encoding"] = content_encoding
-        return self._call("POST", f"/ranges/{range_id}/batches", "batch", body=body, headers=headers,
-                          on_retry=on_retry)[1]
+        return self._call(
+            "POST", f"/ranges/{range_id}/batches", "batch", body=body, headers=headers, on_retry=on_retry
+        )[1]
 
     def heartbeat(self, range_id: int, deadline: float) -> dict:
         return self._call("POST", f"/ranges/{range_id}/heartbeat", "heartbeat", deadline=deadline)[1]
@@ -288,26 +329,41 @@ class Coordinator:
         """Give the range back, saying why when it failed here; made while stopping, so it is not
         cut short by the stop."""
         body, headers = _json_body({"failure": failure}) if failure else (None, None)
-        return self._call("POST", f"/ranges/{range_id}/release", "release", body=body, headers=headers,
-                          deadline=deadline, stopping=True)[1]
+        return self._call(
+            "POST",
+            f"/ranges/{range_id}/release",
+            "release",
+            body=body,
+            headers=headers,
+            deadline=deadline,
+            stopping=True,
+        )[1]
 
     def lease_inspections(self, count: int, on_retry: RetryHook | None = None) -> list[InspectionLease]:
         """Up to `count` posts to inspect (POST /inspections/lease); [] when there is none (204)."""
         body, headers = _json_body({"max": count})
-        status, data = self._call("POST", "/inspections/lease", "inspection_lease", body=body, headers=headers,
-                                  on_retry=on_retry)
+        status, data = self._call(
+            "POST", "/inspections/lease", "inspection_lease", body=body, headers=headers, on_retry=on_retry
+        )
         return [] if status == 204 else parse_inspections(data)
 
     def post_inspection(self, inspection_id: int, result: dict, on_retry: RetryHook | None = None) -> str:
         """Post an inspection's result until the coordinator takes it: "stored", or "already_stored"
         (an earlier answer was lost). Conflict (409) when another node holds it now."""
         body, headers = _json_body(result)
-        answer = self._call("POST", f"/inspections/{inspection_id}/result", "inspection_result", body=body,
-                            headers=headers, on_retry=on_retry)[1]
+        answer = self._call(
+            "POST",
+            f"/inspections/{inspection_id}/result",
+            "inspection_result",
+            body=body,
+            headers=headers,
+            on_retry=on_retry,
+        )[1]
         return _status_of(answer, "inspection result")
 
-    def post_inspections(self, results: list[tuple[int, dict]],
-                         on_retry: RetryHook | None = None) -> list[InspectionAnswer]:
+    def post_inspections(
+        self, results: list[tuple[int, dict]], on_retry: RetryHook | None = None
+    ) -> list[InspectionAnswer]:
         """Post several inspections' results, as few calls as the coordinator's body limit allows
         (POST /inspections/results), until it takes them: one answer each, in their order. A
         result too large for a call alone is answered "too_large" without being sent. Refused
@@ -321,8 +377,11 @@ class Coordinator:
             if len(_RESULTS_FRAME) + len(item) > MAX_RESULTS_BODY:
                 answers.extend(self._post_results(call, ids, on_retry))
                 call, ids, size = [], [], len(_RESULTS_FRAME)
-                answers.append(InspectionAnswer(inspection_id, "too_large",
-                                                f"a result of {len(item):,} bytes, over {MAX_RESULTS_BODY:,}"))
+                answers.append(
+                    InspectionAnswer(
+                        inspection_id, "too_large", f"a result of {len(item):,} bytes, over {MAX_RESULTS_BODY:,}"
+                    )
+                )
                 continue
             if size + len(item) + 1 > MAX_RESULTS_BODY:
                 answers.extend(self._post_results(call, ids, on_retry))
@@ -337,15 +396,22 @@ class Coordinator:
         if not items:
             return []
         body = _RESULTS_FRAME.replace(b"[]", b"[" + b",".join(items) + b"]")
-        answer = self._call("POST", "/inspections/results", "inspection_results", body=body,
-                            headers={"Content-Type": "application/json"}, on_retry=on_retry)[1]
+        answer = self._call(
+            "POST",
+            "/inspections/results",
+            "inspection_results",
+            body=body,
+            headers={"Content-Type": "application/json"},
+            on_retry=on_retry,
+        )[1]
         return parse_inspection_answers(answer, ids)
 
     def release_inspection(self, inspection_id: int, deadline: float) -> str:
         """Give an inspection back ("queued", or its state when it is done or failed); made while
         stopping, so it is not cut short by the stop."""
-        answer = self._call("POST", f"/inspections/{inspection_id}/release", "inspection_release",
-                            deadline=deadline, stopping=True)[1]
+        answer = self._call(
+            "POST", f"/inspections/{inspection_id}/release", "inspection_release", deadline=deadline, stopping=True
+        )[1]
         return _status_of(answer, "inspection release")
 
     def status(self, deadline: float | None = None) -> dict:
@@ -363,9 +429,19 @@ class Coordinator:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, call: str, *, body: bytes | None = None,
-              headers: dict | None = None, deadline: float | None = None, stopping: bool = False,
-              on_retry: RetryHook | None = None, stream: bool = False):
+    def _call(
+        self,
+        method: str,
+        path: str,
+        call: str,
+        *,
+        body: bytes | None = None,
+        headers: dict | None = None,
+        deadline: float | None = None,
+        stopping: bool = False,
+        on_retry: RetryHook | None = None,
+        stream: bool = False,
+    ):
         """(status, JSON answer), or (connection, response) of a 200 stream; retried as above."""
         backoff = Backoff(cap=self.backoff_cap)
         started = time.monotonic()
@@ -376,8 +452,9 @@ class Coordinator:
             except _Transient as failure:
                 now = time.monotonic()
                 if now - self.last_contact > self.give_up:
-                    raise Unreachable(f"no answer from the coordinator for {now - self.last_contact:.0f} s "
-                                      f"(last: {failure})") from None
+                    raise Unreachable(
+                        f"no answer from the coordinator for {now - self.last_contact:.0f} s (last: {failure})"
+                    ) from None
                 if failure.busy and failure.retry_after is not None:
                     # Told when to come back: then, give or take half of it (the nodes answered
                     # together do not come back together), however often it was said before.
@@ -419,10 +496,17 @@ class Coordinator:
             connection.sock.settimeout(timeout)
         keep_open = False
         try:
-            connection.request(method, self._base + path, body=body, headers={
-                "Authorization": f"Bearer {self._token}", "User-Agent": USER_AGENT,
-                "Accept": "application/json", **headers,
-            })
+            connection.request(
+                method,
+                self._base + path,
+                body=body,
+                headers={
+                    "Authorization": f"Bearer {self._token}",
+                    "User-Agent": USER_AGENT,
+                    "Accept": "application/json",
+                    **headers,
+                },
+            )
             response = connection.getresponse()
             if stream and response.status == 200:
                 self.last_contact = time.monotonic()
@@ -455,8 +539,9 @@ class Coordinator:
         if status == 429:  # an answer all the same: the coordinator is there
             self.last_contact = time.monotonic()
         if status in RETRIED_STATUSES:
-            raise _Transient(f"{status} {_error_of(data)[0]}", _retry_after(response.getheader("Retry-After")),
-                             busy=status == 429)
+            raise _Transient(
+                f"{status} {_error_of(data)[0]}", _retry_after(response.getheader("Retry-After")), busy=status == 429
+            )
         self.last_contact = time.monotonic()
         if status == 204:
             return status, {}
@@ -470,8 +555,9 @@ class Coordinator:
             return status, answer
         code, message = _error_of(data)
         if status in (401, 403):
-            raise Unauthorized(f"the coordinator refuses this node's token ({status} {code}: {message}); "
-                               "check NODE_TOKEN")
+            raise Unauthorized(
+                f"the coordinator refuses this node's token ({status} {code}: {message}); check NODE_TOKEN"
+            )
         if status == 409:
             raise Conflict(code, message)
         raise Refused(status, code, message)  # other 4xx, and 5xx not worth retrying (501, 505)

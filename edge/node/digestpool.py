@@ -28,6 +28,7 @@ Messages on a worker's pipe (pickled tuples; blocks as raw byte messages):
                     ("encoded", EncodedBatch)                after "build"
                     ("error", text)                          instead of any of them (the worker goes on)
 """
+
 from __future__ import annotations
 
 import signal
@@ -77,9 +78,15 @@ class DigestPool:
                 self._started += 1
             self._give_back(self._spawn(), reusable=True)
 
-    def digest(self, group: str, layout: OverviewLayout, rules: RuleSet | None, spans: list[tuple[int, int]],
-               chunks: Iterator[tuple[int, int, Blocks]],
-               on_chunk: Callable[[int], None] | None = None) -> EncodedBatch:
+    def digest(
+        self,
+        group: str,
+        layout: OverviewLayout,
+        rules: RuleSet | None,
+        spans: list[tuple[int, int]],
+        chunks: Iterator[tuple[int, int, Blocks]],
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> EncodedBatch:
         """One batch (edge.digest.runner's digester): the chunks of `spans`, taken from `chunks` in
         order, digested and encoded by a worker."""
         worker = self._take()
@@ -191,14 +198,17 @@ class _Worker:
             kind, value = self.connection.recv()
         except (EOFError, OSError) as exc:
             self.process.join(1)
-            raise DigestWorkerLost(f"the digest worker {self.process.pid} ended "
-                                   f"(exit code {self.process.exitcode}) with a batch in hand ({exc!r})") from None
+            raise DigestWorkerLost(
+                f"the digest worker {self.process.pid} ended "
+                f"(exit code {self.process.exitcode}) with a batch in hand ({exc!r})"
+            ) from None
         if kind == "error":
             raise DigestFailed(f"in the digest worker: {value}")
         return value
 
 
 # -- the worker process ----------------------------------------------------------------------
+
 
 def serve(connection) -> None:
     """A worker's loop: messages from the node until its end of the pipe closes."""

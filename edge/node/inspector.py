@@ -33,6 +33,7 @@ On the node's stop (SIGTERM), :meth:`Inspector.close` gives back every inspectio
 lease call under way brings. What it did is counted (:class:`InspectionCounts`): the node shows
 it in its events, its live table and its ``stop`` event.
 """
+
 from __future__ import annotations
 
 import threading
@@ -44,8 +45,16 @@ from typing import Any
 
 from edge.digest.nntp import NNTPClient, NNTPError, NNTPReplyError, NNTPReplyTooLong
 from edge.inspect.result import inspect_post
-from edge.node.coordinator import (BadAnswer, Conflict, Coordinator, CoordinatorError, InspectionAnswer,
-                                   InspectionLease, Refused, RetryHook)
+from edge.node.coordinator import (
+    BadAnswer,
+    Conflict,
+    Coordinator,
+    CoordinatorError,
+    InspectionAnswer,
+    InspectionLease,
+    Refused,
+    RetryHook,
+)
 from edge.node.retry import Backoff, Stopped, pause
 
 # Tries of one article on a new connection before the server is taken as failing for now.
@@ -104,9 +113,11 @@ class InspectionCounts:
 
     def row(self) -> str:
         """The live table's line."""
-        return (f"inspections: {self.inspected:,} done, {self.articles_read:,} articles read "
-                f"({self.bytes_read / 1e6:,.1f} MB), {self.articles_missing:,} missing, {self.malformed:,} malformed, "
-                f"{self.dropped:,} dropped, {self.given_back:,} given back")
+        return (
+            f"inspections: {self.inspected:,} done, {self.articles_read:,} articles read "
+            f"({self.bytes_read / 1e6:,.1f} MB), {self.articles_missing:,} missing, {self.malformed:,} malformed, "
+            f"{self.dropped:,} dropped, {self.given_back:,} given back"
+        )
 
 
 class Inspector:
@@ -115,10 +126,19 @@ class Inspector:
     it, or a bug); `on_idle` is called when it starts waiting with nothing held (at its first
     wait, and then each time it had inspections before)."""
 
-    def __init__(self, coordinator: Coordinator, connect: Callable[[], NNTPClient], *, stop: threading.Event,
-                 batch: int = 10, poll_interval: float = 30.0, on_event: EventHook | None = None,
-                 on_fatal: Callable[[BaseException], None] | None = None,
-                 on_idle: Callable[[], None] | None = None, retry_backoff: Backoff | None = None):
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        connect: Callable[[], NNTPClient],
+        *,
+        stop: threading.Event,
+        batch: int = 10,
+        poll_interval: float = 30.0,
+        on_event: EventHook | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
+        retry_backoff: Backoff | None = None,
+    ):
         self.coordinator = coordinator
         self.connect = connect
         self.stop = stop
@@ -256,7 +276,9 @@ class Inspector:
                 if exc.status != 404:
                     raise _LeaseRefused(str(exc)) from exc
                 # A coordinator older than inspections: said once, and the node inspects nothing.
-                raise _NoInspections(f"the coordinator does not lease inspections ({exc}): inspections are off") from exc
+                raise _NoInspections(
+                    f"the coordinator does not lease inspections ({exc}): inspections are off"
+                ) from exc
             except BadAnswer as exc:
                 self.counts.malformed += 1
                 self.on_event("error", call="inspection_lease", message=f"unusable inspection lease answer: {exc}")
@@ -381,7 +403,7 @@ class Inspector:
                         self._posted.wait(0.5)
                     if self.stop.is_set() or not self._outbox:
                         return
-                    taken, self._outbox = self._outbox[:self.batch], self._outbox[self.batch:]
+                    taken, self._outbox = self._outbox[: self.batch], self._outbox[self.batch :]
                     self._posting = len(taken)
                 try:
                     self._post(taken)
@@ -412,8 +434,11 @@ class Inspector:
             if exc.status == 404 and not self._one_by_one:
                 # A coordinator older than results posted together: one by one from now on.
                 self._one_by_one = True
-                self.on_event("error", call="inspection_results",
-                              message=f"the coordinator takes inspection results one by one ({exc})")
+                self.on_event(
+                    "error",
+                    call="inspection_results",
+                    message=f"the coordinator takes inspection results one by one ({exc})",
+                )
                 self._post(taken)
                 return
             answers = [InspectionAnswer(inspection_id, "refused", str(exc)) for inspection_id, _ in results]
@@ -421,8 +446,11 @@ class Inspector:
             for item in items:
                 self._forget(item.lease.id)
                 self.counts.malformed += 1
-            self.on_event("error", inspections=[item.lease.id for item in items],
-                          message=f"unusable answer to inspection results: {exc}")
+            self.on_event(
+                "error",
+                inspections=[item.lease.id for item in items],
+                message=f"unusable answer to inspection results: {exc}",
+            )
             return
         # (Stopped, or the coordinator lost for good: still held, so that close() gives them back.)
         for item, answer in zip(items, answers):
@@ -430,8 +458,9 @@ class Inspector:
 
     def _post_one(self, inspection_id: int, result: dict[str, Any]) -> InspectionAnswer:
         try:
-            return InspectionAnswer(inspection_id, self.coordinator.post_inspection(
-                inspection_id, result, on_retry=self._retry_hook()))
+            return InspectionAnswer(
+                inspection_id, self.coordinator.post_inspection(inspection_id, result, on_retry=self._retry_hook())
+            )
         except Conflict as exc:
             return InspectionAnswer(inspection_id, "not_your_inspection", str(exc))
         except Refused as exc:
@@ -450,15 +479,26 @@ class Inspector:
             # A result the coordinator will never take (or an id it does not know): its lease
             # lapses, and after a few the post is given up there.
             self.counts.dropped += 1
-            self.on_event("error", inspection=lease.id,
-                          message=f"inspection result refused: {answer.status}: {answer.message}")
+            self.on_event(
+                "error", inspection=lease.id, message=f"inspection result refused: {answer.status}: {answer.message}"
+            )
             return
         self.counts.inspected += 1
-        self.on_event("inspected", inspection=lease.id, group=lease.group, post_key=lease.post_key,
-                      told_name=item.name, files=len(result.get("files") or ()),
-                      articles_read=result["articles_read"], articles_missing=result["articles_missing"],
-                      bytes=result["bytes_read"], malformed=item.malformed, password=result["password"],
-                      status=answer.status, seconds=round(item.seconds, 2))
+        self.on_event(
+            "inspected",
+            inspection=lease.id,
+            group=lease.group,
+            post_key=lease.post_key,
+            told_name=item.name,
+            files=len(result.get("files") or ()),
+            articles_read=result["articles_read"],
+            articles_missing=result["articles_missing"],
+            bytes=result["bytes_read"],
+            malformed=item.malformed,
+            password=result["password"],
+            status=answer.status,
+            seconds=round(item.seconds, 2),
+        )
 
     def _forget(self, inspection_id: int) -> bool:
         """No longer held here; False when it was not (close() gave it back)."""
@@ -473,8 +513,11 @@ class Inspector:
         except CoordinatorError as exc:
             if isinstance(exc, BadAnswer):
                 self.counts.malformed += 1
-            self.on_event("error", inspection=lease.id,
-                          message=f"could not give the inspection back ({exc}); its lease will lapse")
+            self.on_event(
+                "error",
+                inspection=lease.id,
+                message=f"could not give the inspection back ({exc}); its lease will lapse",
+            )
         else:
             self.counts.given_back += 1
             self.on_event("inspection_release", inspection=lease.id, status=status, reason=why)
@@ -501,11 +544,13 @@ class Inspector:
                 self.counts.nntp_errors += 1
                 self._disconnect()
                 if attempt == NNTP_ATTEMPTS:
-                    raise ServerFailing(f"the Usenet server failed {NNTP_ATTEMPTS} times in a row "
-                                        f"(last: {type(exc).__name__}: {exc})") from exc
+                    raise ServerFailing(
+                        f"the Usenet server failed {NNTP_ATTEMPTS} times in a row (last: {type(exc).__name__}: {exc})"
+                    ) from exc
                 delay = self._retry_backoff.next_delay()
-                self.on_event("nntp_retry", call="inspection", reason=f"{type(exc).__name__}: {exc}",
-                              delay=round(delay, 2))
+                self.on_event(
+                    "nntp_retry", call="inspection", reason=f"{type(exc).__name__}: {exc}", delay=round(delay, 2)
+                )
                 pause(self.stop, delay)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
@@ -517,4 +562,5 @@ class Inspector:
     def _retry_hook(self) -> RetryHook:
         def on_retry(call: str, reason: str, delay: float) -> None:
             self.on_event("retry", call=call, reason=reason, delay=round(delay, 2))
+
         return on_retry

@@ -7,6 +7,7 @@ size is in its name, so a file cut short (crash, full disk) is never read as a w
 directory stays under its size cap: the oldest files go first, and a chunk that does not fit is
 just not kept. The spool only saves work: any failure to use it is a fetch from the server.
 """
+
 from __future__ import annotations
 
 import os

@@ -18,6 +18,7 @@ Usenet server lacks, a chunk it cannot serve within a bounded number of tries (e
 or bad rules fail that range only: it is given back, and the node goes on. Every range still
 held is given back on every way out, except when the coordinator refuses the node (exit 3, 5).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,17 @@ from dataclasses import dataclass, field, replace
 from edge.digest.batch import EncodedBatch
 from edge.digest.compiled import IMPL as COMPILED_IMPL
 from edge.node.config import PLACEHOLDER_NNTP_HOST, ConfigError, EdgeConfig, add_arguments, load_config
-from edge.node.coordinator import (BadAnswer, CertificateRejected, Conflict, Coordinator, CoordinatorError, Lease,
-                              Refused, Unauthorized, Unreachable)
+from edge.node.coordinator import (
+    BadAnswer,
+    CertificateRejected,
+    Conflict,
+    Coordinator,
+    CoordinatorError,
+    Lease,
+    Refused,
+    Unauthorized,
+    Unreachable,
+)
 from edge.node.digestpool import DigestPool, DigestWorkerLost
 from edge.node.inspector import Inspector
 from edge.node.localspool import LocalSpool
@@ -65,8 +75,12 @@ EXIT_CODES = {
     128 + signal.SIGINT: "stopped by SIGINT, held ranges given back",
     128 + signal.SIGTERM: "stopped by SIGTERM, held ranges given back",
 }
-FATAL_EXIT_CODES = {Unauthorized: EXIT_UNAUTHORIZED, Unreachable: EXIT_UNREACHABLE,
-                    CertificateRejected: EXIT_CERTIFICATE, FatalNNTPError: EXIT_NNTP}
+FATAL_EXIT_CODES = {
+    Unauthorized: EXIT_UNAUTHORIZED,
+    Unreachable: EXIT_UNREACHABLE,
+    CertificateRejected: EXIT_CERTIFICATE,
+    FatalNNTPError: EXIT_NNTP,
+}
 FATAL_ERRORS = tuple(FATAL_EXIT_CODES)
 # Why a range alone fails: it is given back and the node goes on with others.
 # (A digest worker that died may have died of this range's lines: it is not tried here again.)
@@ -110,8 +124,10 @@ class HeldRange:
     def row(self) -> str:
         span = self.lease.last_id - self.lease.next_id + 1
         share = 100.0 * (self.next_id - self.lease.next_id) / span if span > 0 else 100.0
-        return (f"{self.lease.range_id:>7} {self.lease.group[:36]:<36} {share:5.1f}% {self.lines:>12,} "
-                f"{self.lines_per_second:>10,.0f} {self.batches:>7} {self.retries:>7}")
+        return (
+            f"{self.lease.range_id:>7} {self.lease.group[:36]:<36} {share:5.1f}% {self.lines:>12,} "
+            f"{self.lines_per_second:>10,.0f} {self.batches:>7} {self.retries:>7}"
+        )
 
 
 TABLE_HEADER = f"{'range':>7} {'group':<36} {'done':>6} {'articles':>12} {'lines/s':>10} {'batches':>7} {'retries':>7}"
@@ -136,24 +152,38 @@ class CoordinatorSink:
         if limit is not None and len(body) > limit:
             # The coordinator would answer 413 and close before reading it: a send that fails
             # the same way every time. The range fails here instead of being retried for ever.
-            raise Refused(413, "batch_too_large", f"batch of {len(body)} bytes is over the coordinator's"
-                                                  f" {limit} byte limit")
+            raise Refused(
+                413, "batch_too_large", f"batch of {len(body)} bytes is over the coordinator's {limit} byte limit"
+            )
         return encoded
 
     def submit(self, batch: dict | EncodedBatch) -> None:
         held, node = self.held, self.node
         encoded = self.prepare(batch)
         del batch
-        answer = node.coordinator.post_batch(held.lease.range_id, encoded.body, encoded.content_type,
-                                             encoded.encoding, on_retry=node.retry_hook(held.lease.range_id))
+        answer = node.coordinator.post_batch(
+            held.lease.range_id,
+            encoded.body,
+            encoded.content_type,
+            encoded.encoding,
+            on_retry=node.retry_hook(held.lease.range_id),
+        )
         held.last_contact = time.monotonic()
         held.batches += 1
         held.next_id = encoded.last + 1
         if node.spool is not None:
             node.spool.discard(encoded.group, encoded.first, encoded.last)
-        node.event("batch", range=held.lease.range_id, first=encoded.first, last=encoded.last, lines=encoded.lines,
-                   missing=encoded.missing, bytes=len(encoded.body), status=answer.get("status"),
-                   lines_per_second=round(held.lines_per_second))
+        node.event(
+            "batch",
+            range=held.lease.range_id,
+            first=encoded.first,
+            last=encoded.last,
+            lines=encoded.lines,
+            missing=encoded.missing,
+            bytes=len(encoded.body),
+            status=answer.get("status"),
+            lines_per_second=round(held.lines_per_second),
+        )
 
 
 class _HeldRangeHooks(RangeHooks):
@@ -264,19 +294,30 @@ class DigestTurns:
 
 
 class Node:
-    def __init__(self, config: EdgeConfig, *, once: bool = False, exit_when_idle: bool = False,
-                 live: bool = False, stream=None):
+    def __init__(
+        self, config: EdgeConfig, *, once: bool = False, exit_when_idle: bool = False, live: bool = False, stream=None
+    ):
         self.config = config
         self.once = once
         self.exit_when_idle = exit_when_idle
         self.stop = threading.Event()
-        self.coordinator = Coordinator(config.coordinator_url, config.node_token, cafile=config.coordinator_cafile,
-                                       timeout=config.coordinator_timeout, give_up=config.coordinator_give_up,
-                                       stop=self.stop)
-        self.spool = (LocalSpool(config.spool_dir, config.spool_max_mb * 1024 * 1024)
-                      if config.spool_dir else None)
-        self.prefetcher = Prefetcher(config.nntp.connect, config.nntp_connections, config.chunks_in_flight,
-                                     stop=self.stop, spool=self.spool, on_event=self.event)
+        self.coordinator = Coordinator(
+            config.coordinator_url,
+            config.node_token,
+            cafile=config.coordinator_cafile,
+            timeout=config.coordinator_timeout,
+            give_up=config.coordinator_give_up,
+            stop=self.stop,
+        )
+        self.spool = LocalSpool(config.spool_dir, config.spool_max_mb * 1024 * 1024) if config.spool_dir else None
+        self.prefetcher = Prefetcher(
+            config.nntp.connect,
+            config.nntp_connections,
+            config.chunks_in_flight,
+            stop=self.stop,
+            spool=self.spool,
+            on_event=self.event,
+        )
         self.held: dict[int, HeldRange] = {}
         # Ranges given back after failing here, not worked on again (named in `skip` on leases):
         # the latest MAX_SKIPPED, in the order they failed.
@@ -311,11 +352,20 @@ class Node:
         self.reporter = LiveDisplay(stream, self._rows) if live else JsonLog(stream)
         # Inspections, beside the ranges: not with --once (one range, then exit), nor with INSPECT
         # off or without a Usenet server to read them from (config.inspecting).
-        self.inspector = (Inspector(self.coordinator, replace(config.nntp, compress=False).connect, stop=self.stop,
-                                    batch=config.inspect_batch, poll_interval=config.poll_interval,
-                                    on_event=self.event, on_fatal=self._fail_node,
-                                    on_idle=self._inspector_idle if exit_when_idle else None)
-                          if config.inspecting and not once else None)
+        self.inspector = (
+            Inspector(
+                self.coordinator,
+                replace(config.nntp, compress=False).connect,
+                stop=self.stop,
+                batch=config.inspect_batch,
+                poll_interval=config.poll_interval,
+                on_event=self.event,
+                on_fatal=self._fail_node,
+                on_idle=self._inspector_idle if exit_when_idle else None,
+            )
+            if config.inspecting and not once
+            else None
+        )
 
     # -- running and stopping --------------------------------------------------------------
 
@@ -324,13 +374,26 @@ class Node:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
         config = self.config
-        self.event("start", coordinator=config.coordinator_url,
-                   nntp=config.nntp.address, connections=config.nntp_connections,
-                   max_leases=config.max_leases, digest_processes=self.digest_processes,
-                   spool_dir=config.spool_dir, impl=COMPILED_IMPL, inspect=self.inspector is not None,
-                   warning="; ".join(config.warnings + (
-                       ("NNTP_HOST is not set: only spooled ranges are taken, others are given back",)
-                       if self.no_server else ())) or None)
+        self.event(
+            "start",
+            coordinator=config.coordinator_url,
+            nntp=config.nntp.address,
+            connections=config.nntp_connections,
+            max_leases=config.max_leases,
+            digest_processes=self.digest_processes,
+            spool_dir=config.spool_dir,
+            impl=COMPILED_IMPL,
+            inspect=self.inspector is not None,
+            warning="; ".join(
+                config.warnings
+                + (
+                    ("NNTP_HOST is not set: only spooled ranges are taken, others are given back",)
+                    if self.no_server
+                    else ()
+                )
+            )
+            or None,
+        )
         if self.digest_pool is not None:
             self.digest_pool.start()  # while the first lease is asked for
         self._control = threading.Thread(target=self._control_loop, name="control", daemon=True)
@@ -348,8 +411,11 @@ class Node:
             if self.exit_code is None:
                 self.exit_code = code
                 if why:
-                    self.event("error" if code not in (EXIT_OK, 128 + signal.SIGINT, 128 + signal.SIGTERM)
-                               else "stopping", exit_code=code, **why)
+                    self.event(
+                        "error" if code not in (EXIT_OK, 128 + signal.SIGINT, 128 + signal.SIGTERM) else "stopping",
+                        exit_code=code,
+                        **why,
+                    )
         self.stop.set()
         self.prefetcher.wake()
         self._changed.set()  # the control loop ends now, not after its wait: _shut_down joins it
@@ -380,8 +446,12 @@ class Node:
                 self.inspector.close()
         if self.digest_pool is not None:
             self.digest_pool.close()
-        self.event("stop", exit_code=self.exit_code, meaning=EXIT_CODES.get(self.exit_code, ""),
-                   inspections=self.inspector.counts.as_dict() if self.inspector is not None else None)
+        self.event(
+            "stop",
+            exit_code=self.exit_code,
+            meaning=EXIT_CODES.get(self.exit_code, ""),
+            inspections=self.inspector.counts.as_dict() if self.inspector is not None else None,
+        )
         self.reporter.close()
 
     def _give_back(self, held: HeldRange, failure: str | None = None) -> None:
@@ -391,8 +461,7 @@ class Node:
         except Conflict as exc:
             self.event("release", range=range_id, note=f"not ours any more ({exc})")
         except CoordinatorError as exc:
-            self.event("error", range=range_id, message=f"could not give the range back ({exc}); "
-                                                         "its lease will expire")
+            self.event("error", range=range_id, message=f"could not give the range back ({exc}); its lease will expire")
         else:
             self.event("release", range=range_id, next_id=answer.get("next_id"))
 
@@ -487,8 +556,11 @@ class Node:
             self._give_back(HeldRange(lease, lease.next_id), failure="failed on this node before")
             return False
         if self.no_server and not lease.spooled:
-            self.event("skipped", range=lease.range_id,
-                       reason="NNTP_HOST is not set: only spooled ranges can be fetched; given back")
+            self.event(
+                "skipped",
+                range=lease.range_id,
+                reason="NNTP_HOST is not set: only spooled ranges can be fetched; given back",
+            )
             with self._lock:
                 self.unfetchable[lease.range_id] = None
                 while len(self.unfetchable) > MAX_SKIPPED:
@@ -509,16 +581,26 @@ class Node:
             answer = self.coordinator.status(deadline=RELEASE_DEADLINE * 5)
             return sum(int(group.get("leased") or 0) for group in answer.get("groups", []))
         except (CoordinatorError, TypeError, ValueError, AttributeError) as exc:
-            self.event("error", message=f"the coordinator's status cannot be read ({exc}): "
-                                        "ranges leased by other nodes are not waited for")
+            self.event(
+                "error",
+                message=f"the coordinator's status cannot be read ({exc}): "
+                "ranges leased by other nodes are not waited for",
+            )
             return 0
 
     def _start(self, lease: Lease) -> bool:
         """Starts the range's thread; a range leased while the node stops is given back instead."""
         held = HeldRange(lease, lease.next_id, order=self.leased)
         held.thread = threading.Thread(target=self._work, args=(held,), name=f"range-{lease.range_id}", daemon=True)
-        self.event("lease", range=lease.range_id, group=lease.group, first_id=lease.first_id,
-                   last_id=lease.last_id, next_id=lease.next_id, spooled=lease.spooled)
+        self.event(
+            "lease",
+            range=lease.range_id,
+            group=lease.group,
+            first_id=lease.first_id,
+            last_id=lease.last_id,
+            next_id=lease.next_id,
+            spooled=lease.spooled,
+        )
         with self._lock:
             closing = self._closing or self.stop.is_set()
             if not closing:
@@ -569,25 +651,46 @@ class Node:
         try:
             rules = RuleSet.from_data(lease.rules)
             if lease.spooled:
-                source = SpoolStreamSource(self.coordinator, range_id,
-                                           lambda: self.prefetcher.source(range_id, lease.group, held.order), self.event)
+                source = SpoolStreamSource(
+                    self.coordinator,
+                    range_id,
+                    lambda: self.prefetcher.source(range_id, lease.group, held.order),
+                    self.event,
+                )
                 layout = DEFAULT_LAYOUT  # the spool holds the lines as the data center's server sent them
             else:
                 source = self.prefetcher.source(range_id, lease.group, held.order)
                 layout = self.prefetcher.layout()
-            job = RangeJob(group=lease.group, next_id=lease.next_id, last_id=lease.last_id,
-                           chunk_size=lease.chunk_size, batch_chunks=lease.batch_chunks, rules=rules, layout=layout)
-            state = run_range(job, _TrackedSource(source, held), CoordinatorSink(self, held),
-                              _HeldRangeHooks(self, held), post_ahead=True,
-                              digester=self.digest_pool.digest if self.digest_pool is not None else None)
+            job = RangeJob(
+                group=lease.group,
+                next_id=lease.next_id,
+                last_id=lease.last_id,
+                chunk_size=lease.chunk_size,
+                batch_chunks=lease.batch_chunks,
+                rules=rules,
+                layout=layout,
+            )
+            state = run_range(
+                job,
+                _TrackedSource(source, held),
+                CoordinatorSink(self, held),
+                _HeldRangeHooks(self, held),
+                post_ahead=True,
+                digester=self.digest_pool.digest if self.digest_pool is not None else None,
+            )
             if state.done:
                 self.coordinator.done(range_id, on_retry=self.retry_hook(range_id))
                 held.state = "done"
                 if self.spool is not None:
                     self.spool.discard(lease.group, lease.first_id, lease.last_id)
-                self.event("done", range=range_id, lines=held.lines, batches=held.batches,
-                           seconds=round(time.monotonic() - held.started, 1),
-                           lines_per_second=round(held.lines_per_second))
+                self.event(
+                    "done",
+                    range=range_id,
+                    lines=held.lines,
+                    batches=held.batches,
+                    seconds=round(time.monotonic() - held.started, 1),
+                    lines_per_second=round(held.lines_per_second),
+                )
         except Stopped:
             pass
         except Conflict as exc:
@@ -617,8 +720,12 @@ class Node:
             if isinstance(exc, kind):
                 self.finish(code, range=range_id, message=str(exc))
                 return
-        self.finish(EXIT_INTERNAL, range=range_id, message=f"internal error: {type(exc).__name__}: {exc}",
-                    traceback=traceback.format_exc())
+        self.finish(
+            EXIT_INTERNAL,
+            range=range_id,
+            message=f"internal error: {type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc(),
+        )
 
     # -- what the operator sees ------------------------------------------------------------
 
@@ -631,6 +738,7 @@ class Node:
     def retry_hook(self, range_id: int | None):
         def on_retry(call: str, reason: str, delay: float) -> None:
             self.event("retry", range=range_id, call=call, reason=reason, delay=round(delay, 2))
+
         return on_retry
 
     def _rows(self) -> list[str]:
@@ -643,20 +751,27 @@ class Node:
 
 # -- `edge run` ------------------------------------------------------------------------------
 
+
 def add_run_command(commands) -> None:
     parser = commands.add_parser(
-        "run", help="run the edge node: lease ranges, fetch and digest them, post batches",
+        "run",
+        help="run the edge node: lease ranges, fetch and digest them, post batches",
         description="Runs the edge node. Needs COORDINATOR_URL and NODE_TOKEN in the environment; every other "
-                    "setting has a default and can be given as an environment variable or a flag.",
+        "setting has a default and can be given as an environment variable or a flag.",
         epilog="exit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(parser)
     parser.add_argument("--once", action="store_true", help="work on one range, then exit")
-    parser.add_argument("--exit-when-idle", action="store_true",
-                        help="exit when the coordinator has nothing left to do")
-    parser.add_argument("--progress", choices=("auto", "live", "json"), default="auto",
-                        help="live table (default on a terminal) or one JSON line per event")
+    parser.add_argument(
+        "--exit-when-idle", action="store_true", help="exit when the coordinator has nothing left to do"
+    )
+    parser.add_argument(
+        "--progress",
+        choices=("auto", "live", "json"),
+        default="auto",
+        help="live table (default on a terminal) or one JSON line per event",
+    )
     parser.set_defaults(handler=run_command)
 
 

@@ -16,6 +16,7 @@ on, is unavailable and its range fails (the node gives it back with the reason).
 switches group (GROUP) when its next chunk is in another group. With a local spool, chunks found there
 are not fetched, and fetched chunks are written there.
 """
+
 from __future__ import annotations
 
 import ssl
@@ -103,8 +104,10 @@ class Prefetcher:
         with self._cond:
             if self._threads:
                 return
-            self._threads = [threading.Thread(target=self._connection_loop, args=(number,), daemon=True,
-                                              name=f"nntp-{number}") for number in range(self.connections)]
+            self._threads = [
+                threading.Thread(target=self._connection_loop, args=(number,), daemon=True, name=f"nntp-{number}")
+                for number in range(self.connections)
+            ]
         for thread in self._threads:
             thread.start()
 
@@ -145,8 +148,9 @@ class Prefetcher:
             if key in self._ranges:
                 raise ValueError(f"range {key} is already open")
             self._opened += 1
-            state = self._ranges[key] = _Range(key, group, list(spans),
-                                               priority=self._opened if priority is None else priority)
+            state = self._ranges[key] = _Range(
+                key, group, list(spans), priority=self._opened if priority is None else priority
+            )
             self._cond.notify_all()
             return state
 
@@ -194,8 +198,11 @@ class Prefetcher:
             # Beyond the cap, chunks are fetched only for a range loop waiting for its next chunk,
             # so that no range starves; it then has as many of its chunks fetched at once as there
             # are connections, not one at a time.
-            candidates = [s for s in self._ranges.values()
-                          if s.waiting and s.assigned < min(len(s.spans), s.taken + self.connections)]
+            candidates = [
+                s
+                for s in self._ranges.values()
+                if s.waiting and s.assigned < min(len(s.spans), s.taken + self.connections)
+            ]
         if not candidates:
             return None
         state = min(candidates, key=attrgetter("priority"))
@@ -279,8 +286,10 @@ class _Connection:
                 self._connect()
             except NNTPError as exc:
                 if self.backoff.attempts + 1 >= MAX_ATTEMPTS and self.prefetcher._layout is None:
-                    raise FatalNNTPError(f"no connection to the Usenet server in {MAX_ATTEMPTS} tries: {exc} "
-                                         "(check NNTP_HOST, NNTP_PORT, NNTP_SSL)") from None
+                    raise FatalNNTPError(
+                        f"no connection to the Usenet server in {MAX_ATTEMPTS} tries: {exc} "
+                        "(check NNTP_HOST, NNTP_PORT, NNTP_SSL)"
+                    ) from None
                 self._retry_later(None, exc)
 
     def fetch(self, state: _Range, first: int, last: int) -> list[bytes] | None:
@@ -309,14 +318,16 @@ class _Connection:
             except (NNTPProtocolError, NNTPTimeout) as exc:  # a broken, oversized or stalled reply
                 refusals += 1
                 if refusals >= MAX_REFUSALS:
-                    raise ChunkUnavailable(f"chunk {first}-{last} of {state.group} failed {refusals} times,"
-                                           f" last: {exc}") from None
+                    raise ChunkUnavailable(
+                        f"chunk {first}-{last} of {state.group} failed {refusals} times, last: {exc}"
+                    ) from None
                 self._retry_later(state, exc)
             except NNTPError as exc:  # a lost connection
                 attempts += 1
                 if attempts >= MAX_ATTEMPTS:
-                    raise ChunkUnavailable(f"chunk {first}-{last} of {state.group}: {attempts} connections"
-                                           f" failed, last: {exc}") from None
+                    raise ChunkUnavailable(
+                        f"chunk {first}-{last} of {state.group}: {attempts} connections failed, last: {exc}"
+                    ) from None
                 self._retry_later(state, exc)
         return None
 
@@ -332,19 +343,22 @@ class _Connection:
             client = self.prefetcher._connect()
         except NNTPReplyError as exc:
             if exc.command.startswith("AUTHINFO") or exc.code in (480, 481, 482):
-                raise FatalNNTPError(f"the Usenet server refuses the login: {exc} "
-                                     "(check NNTP_USER, NNTP_PASSWORD)") from None
+                raise FatalNNTPError(
+                    f"the Usenet server refuses the login: {exc} (check NNTP_USER, NNTP_PASSWORD)"
+                ) from None
             if exc.command == "STARTTLS":
-                raise FatalNNTPError(f"the Usenet server refuses STARTTLS: {exc} "
-                                     "(check NNTP_STARTTLS, NNTP_SSL and NNTP_PORT)") from None
+                raise FatalNNTPError(
+                    f"the Usenet server refuses STARTTLS: {exc} (check NNTP_STARTTLS, NNTP_SSL and NNTP_PORT)"
+                ) from None
             raise
         except NNTPConnectionError as exc:
             if isinstance(exc.__cause__, ssl.SSLCertVerificationError):
                 raise FatalNNTPError(f"{exc} (check NNTP_HOST and NNTP_CAFILE)") from None
             if isinstance(exc.__cause__, ssl.SSLError) and not isinstance(exc.__cause__, _TLS_DROPS):
                 # The TLS handshake itself failed (a plain port, an old protocol): every try will.
-                raise FatalNNTPError(f"TLS with the Usenet server fails: {exc} "
-                                     "(check NNTP_SSL, NNTP_STARTTLS and NNTP_PORT)") from None
+                raise FatalNNTPError(
+                    f"TLS with the Usenet server fails: {exc} (check NNTP_SSL, NNTP_STARTTLS and NNTP_PORT)"
+                ) from None
             raise
         self.client = client
         try:
@@ -358,8 +372,13 @@ class _Connection:
             raise FatalNNTPError(f"the Usenet server wants a login: {error} (set NNTP_USER, NNTP_PASSWORD)")
         self.close()
         delay = self.backoff.next_delay()
-        self.prefetcher._on_event("nntp_retry", connection=self.number, range=state.key if state else None,
-                                  reason=str(error), delay=round(delay, 2))
+        self.prefetcher._on_event(
+            "nntp_retry",
+            connection=self.number,
+            range=state.key if state else None,
+            reason=str(error),
+            delay=round(delay, 2),
+        )
         pause(self.prefetcher.stop, delay)
 
 

@@ -4,6 +4,7 @@ On a terminal, a live table (per range: where it is, articles, lines/s, batches,
 redrawn every second, with events printed above it; otherwise one JSON object per line per
 event (lease, batch, retry, done, release, error, ...), for log collectors.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,19 @@ from typing import TextIO
 
 REFRESH_SECONDS = 1.0
 # Events shown above the live table; the others (batch, a range's retries) only move its figures.
-SHOWN_LIVE = {"start", "lease", "done", "dropped", "release", "error", "failed", "stopping", "stop", "idle",
-              "spool_fallback"}
+SHOWN_LIVE = {
+    "start",
+    "lease",
+    "done",
+    "dropped",
+    "release",
+    "error",
+    "failed",
+    "stopping",
+    "stop",
+    "idle",
+    "spool_fallback",
+}
 RETRIES = {"retry", "nntp_retry"}
 
 

@@ -4,6 +4,7 @@ Delays grow exponentially with "equal jitter" (half fixed, half random), so many
 the coordinator at once do not come back in step, and every wait ends early when the node is
 asked to stop.
 """
+
 from __future__ import annotations
 
 import random

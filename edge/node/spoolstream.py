@@ -6,6 +6,7 @@ asked for again (with backoff) and read on from where it broke. When the coordin
 spool for the range, or its chunks do not line up with the lease's, the rest of the range comes
 from the fallback source (the prefetcher's NNTP connections).
 """
+
 from __future__ import annotations
 
 import http.client
@@ -27,8 +28,13 @@ class _Misaligned(Exception):
 
 
 class SpoolStreamSource:
-    def __init__(self, coordinator: Coordinator, range_id: int, fallback: Callable[[], ChunkSource],
-                 on_event: EventHook | None = None):
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        range_id: int,
+        fallback: Callable[[], ChunkSource],
+        on_event: EventHook | None = None,
+    ):
         self.coordinator = coordinator
         self.range_id = range_id
         self.fallback = fallback
@@ -55,8 +61,13 @@ class SpoolStreamSource:
                     reason = f"the spool stream broke {failures} times at {spans[position][0]}: {exc}"
                     break
                 delay = backoff.next_delay()
-                self._on_event("retry", range=self.range_id, call="chunks", reason=f"spool stream broke: {exc}",
-                               delay=round(delay, 2))
+                self._on_event(
+                    "retry",
+                    range=self.range_id,
+                    call="chunks",
+                    reason=f"spool stream broke: {exc}",
+                    delay=round(delay, 2),
+                )
                 pause(self.coordinator.stop, delay)
         if position < len(spans):
             self._on_event("spool_fallback", range=self.range_id, at=spans[position][0], reason=reason)
@@ -71,8 +82,9 @@ def _aligned(frames, spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, b
         if frame.chunk_to < first:
             continue  # accepted already
         if (frame.chunk_from, frame.chunk_to) != (first, last):
-            raise _Misaligned(f"spool chunk {frame.chunk_from}-{frame.chunk_to} "
-                              f"is not the lease's chunk {first}-{last}")
+            raise _Misaligned(
+                f"spool chunk {frame.chunk_from}-{frame.chunk_to} is not the lease's chunk {first}-{last}"
+            )
         yield first, last, frame.raw()
         try:
             first, last = next(wanted)

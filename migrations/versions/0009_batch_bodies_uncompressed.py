@@ -9,11 +9,12 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-12-02 02:00:00.000000+00:00
 """
+
 from alembic import op
 
 
-revision = '0009'
-down_revision = '0008'
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

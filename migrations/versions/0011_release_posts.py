@@ -5,6 +5,7 @@ Revision ID: 0011
 Revises: 0010
 Create Date: 2026-12-03 22:00:00.000000+00:00
 """
+
 import re
 from hashlib import blake2b
 
@@ -12,8 +13,8 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0011'
-down_revision = '0010'
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
@@ -47,9 +48,8 @@ def _name_hash(name: str) -> int | None:
 
 
 def upgrade() -> None:
-    op.add_column('releases', sa.Column('name_hash', sa.BigInteger(), nullable=True))
-    op.add_column('releases', sa.Column('metadata_only', sa.Boolean(), server_default=sa.text('false'),
-                                        nullable=False))
+    op.add_column("releases", sa.Column("name_hash", sa.BigInteger(), nullable=True))
+    op.add_column("releases", sa.Column("metadata_only", sa.Boolean(), server_default=sa.text("false"), nullable=False))
     # The releases there already get their name's hash; they join posts when a release of their
     # name next comes.
     conn = op.get_bind()
@@ -58,22 +58,27 @@ def upgrade() -> None:
     hashes = [row for row in hashes if row["h"] is not None]
     if hashes:
         conn.execute(sa.text("UPDATE releases SET name_hash = :h WHERE group_id = :g AND key = :k"), hashes)
-    op.create_index('ix_releases_name_hash', 'releases', ['name_hash', 'group_id'],
-                    postgresql_where=sa.text('name_hash IS NOT NULL'))
-    op.create_table('release_posts',
-    sa.Column('group_id', sa.Integer(), nullable=False),
-    sa.Column('key', sa.BigInteger(), nullable=False),
-    sa.Column('post_key', sa.BigInteger(), nullable=False),
-    sa.PrimaryKeyConstraint('group_id', 'key', name=op.f('pk_release_posts'))
+    op.create_index(
+        "ix_releases_name_hash",
+        "releases",
+        ["name_hash", "group_id"],
+        postgresql_where=sa.text("name_hash IS NOT NULL"),
     )
-    op.create_index('ix_release_posts_post', 'release_posts', ['group_id', 'post_key'])
+    op.create_table(
+        "release_posts",
+        sa.Column("group_id", sa.Integer(), nullable=False),
+        sa.Column("key", sa.BigInteger(), nullable=False),
+        sa.Column("post_key", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("group_id", "key", name=op.f("pk_release_posts")),
+    )
+    op.create_index("ix_release_posts_post", "release_posts", ["group_id", "post_key"])
     op.execute(POSTS_VIEW)
 
 
 def downgrade() -> None:
     op.execute("DROP VIEW posts")
-    op.drop_index('ix_release_posts_post', table_name='release_posts')
-    op.drop_table('release_posts')
-    op.drop_index('ix_releases_name_hash', table_name='releases')
-    op.drop_column('releases', 'metadata_only')
-    op.drop_column('releases', 'name_hash')
+    op.drop_index("ix_release_posts_post", table_name="release_posts")
+    op.drop_table("release_posts")
+    op.drop_index("ix_releases_name_hash", table_name="releases")
+    op.drop_column("releases", "metadata_only")
+    op.drop_column("releases", "name_hash")

@@ -11,11 +11,12 @@ Revision ID: 0012
 Revises: 0011
 Create Date: 2026-12-04 10:00:00.000000+00:00
 """
+
 from alembic import op
 
 
-revision = '0012'
-down_revision = '0011'
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

@@ -14,11 +14,12 @@ Revision ID: 0016
 Revises: 0015
 Create Date: 2026-12-04 12:00:00.000000+00:00
 """
+
 from alembic import op
 
 
-revision = '0016'
-down_revision = '0015'
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 

@@ -11,19 +11,30 @@ Revision ID: 0018
 Revises: 0017
 Create Date: 2026-12-05 01:30:00.000000+00:00
 """
+
 from alembic import op
 from sqlalchemy.orm import Session
 
 from app.services import postnames
 
-revision = '0018'
-down_revision = '0017'
+revision = "0018"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
-COLUMNS = (("category", "smallint NOT NULL DEFAULT 8010"), ("year", "smallint"), ("season", "smallint"),
-           ("episode", "smallint"), ("episode_last", "smallint"), ("resolution", "smallint"), ("air_date", "date"),
-           ("title", "text"), ("source", "text"), ("video", "text"), ("languages", "text"))
+COLUMNS = (
+    ("category", "smallint NOT NULL DEFAULT 8010"),
+    ("year", "smallint"),
+    ("season", "smallint"),
+    ("episode", "smallint"),
+    ("episode_last", "smallint"),
+    ("resolution", "smallint"),
+    ("air_date", "date"),
+    ("title", "text"),
+    ("source", "text"),
+    ("video", "text"),
+    ("languages", "text"),
+)
 
 
 def upgrade() -> None:

@@ -5,18 +5,20 @@ Revision ID: 0023
 Revises: 0022
 Create Date: 2026-12-05 08:30:00.000000+00:00
 """
+
 from alembic import op
 
-revision = '0023'
-down_revision = '0022'
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    op.create_index('ix_seed_batches_stored_at', 'seed_batches', ['stored_at'],
-                    postgresql_where='stored_at IS NOT NULL')
+    op.create_index(
+        "ix_seed_batches_stored_at", "seed_batches", ["stored_at"], postgresql_where="stored_at IS NOT NULL"
+    )
 
 
 def downgrade() -> None:
-    op.drop_index('ix_seed_batches_stored_at', table_name='seed_batches')
+    op.drop_index("ix_seed_batches_stored_at", table_name="seed_batches")

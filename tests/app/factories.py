@@ -1,4 +1,5 @@
 """Rows for tests, made through the services where one exists."""
+
 from __future__ import annotations
 
 from sqlalchemy.orm import Session
@@ -58,8 +59,15 @@ def accept(node, range_id: int, batch: dict, encoded: tuple | None = None) -> in
     body, content_type, content_encoding = encoded or encode_batch(batch)
     with session_scope() as session:
         return acceptance.accept_batch(
-            session, node, range_id, batch_from=batch["first"], batch_to=batch["last"], body=body,
-            content_type=content_type, content_encoding=content_encoding or "").batch_id
+            session,
+            node,
+            range_id,
+            batch_from=batch["first"],
+            batch_to=batch["last"],
+            body=body,
+            content_type=content_type,
+            content_encoding=content_encoding or "",
+        ).batch_id
 
 
 # Releases whose aggregates are not the sums of their rows (release chunks and files): what a

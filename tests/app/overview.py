@@ -1,4 +1,5 @@
 """Overview lines and batches built with the real digest library, for data-center tests."""
+
 from __future__ import annotations
 
 from edge.digest.batch import encode_batch
@@ -7,8 +8,16 @@ from edge.digest.gather import Gatherer
 DATE = b"Sat, 01 Nov 2025 07:27:27 +0000"
 
 
-def overview_lines(first: int, last: int, *, release: str = "Some.Release.2025", files: int = 3,
-                   parts: int = 5, poster: bytes = b"JBinUp <jbinup@example.net>", skip: set[int] = frozenset()):
+def overview_lines(
+    first: int,
+    last: int,
+    *,
+    release: str = "Some.Release.2025",
+    files: int = 3,
+    parts: int = 5,
+    poster: bytes = b"JBinUp <jbinup@example.net>",
+    skip: set[int] = frozenset(),
+):
     """Lines for articles first..last: releases of `files` rar files of `parts` segments each,
     one after another (numbered from the article number, so any span gives the same names)."""
     lines = []
@@ -19,11 +28,25 @@ def overview_lines(first: int, last: int, *, release: str = "Some.Release.2025",
         serial, index = divmod(number, per_release)
         file_no, part = divmod(index, parts)
         name = f"{release}.{serial}"
-        subject = (f'{name} [{file_no + 1:02d}/{files:02d}] - "{name}.part{file_no + 1:02d}.rar" yEnc '
-                   f"({part + 1}/{parts})").encode()
+        subject = (
+            f'{name} [{file_no + 1:02d}/{files:02d}] - "{name}.part{file_no + 1:02d}.rar" yEnc ({part + 1}/{parts})'
+        ).encode()
         msgid = f"<{name}.{number}@example.net>".encode()
-        lines.append(b"\t".join([str(number).encode(), subject, poster, DATE, msgid, b"", b"700000", b"5400",
-                                 f"Xref: h alt.binaries.test:{number}".encode()]))
+        lines.append(
+            b"\t".join(
+                [
+                    str(number).encode(),
+                    subject,
+                    poster,
+                    DATE,
+                    msgid,
+                    b"",
+                    b"700000",
+                    b"5400",
+                    f"Xref: h alt.binaries.test:{number}".encode(),
+                ]
+            )
+        )
     return lines
 
 

@@ -1,4 +1,5 @@
 """`flask seed groups ...` and `flask seed nodes ...` against the real database."""
+
 import json
 
 from sqlalchemy import text
@@ -14,10 +15,12 @@ def test_groups_add_and_list(cli_runner, clean_db):
     names = [g["name"] for g in json.loads(listed.output)]
     assert names == ["alt.binaries.e-book.french", "alt.binaries.test"]
     with clean_db.connect() as conn:
-        partitions = conn.execute(text(
-            "SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent"
-            " WHERE p.relname IN ('files', 'fragments', 'release_chunks')"
-        )).scalar_one()
+        partitions = conn.execute(
+            text(
+                "SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent"
+                " WHERE p.relname IN ('files', 'fragments', 'release_chunks')"
+            )
+        ).scalar_one()
     assert partitions >= 6
 
 

@@ -1,6 +1,7 @@
 """An operator's mistake in the data center's settings, or a database that cannot be used, is one
 line on stderr naming what to set, not a traceback: exit 2 for a setting, 1 for a service. The
 real commands (`flask seed ...`, `celery -A app.worker worker`) run as subprocesses."""
+
 from __future__ import annotations
 
 import subprocess
@@ -15,8 +16,9 @@ PASSWORD = "hunter2"
 
 
 def run(argv: list[str], env: dict[str, str], **changes: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *argv], env={**env, **changes}, cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", *argv], env={**env, **changes}, cwd=REPO, capture_output=True, text=True, timeout=120
+    )
 
 
 def one_line(result: subprocess.CompletedProcess) -> str:
@@ -27,19 +29,26 @@ def one_line(result: subprocess.CompletedProcess) -> str:
 
 
 FLASK = ["flask", "seed", "groups", "list"]
-CELERY = ["celery", "-A", "app.worker", "worker", "-Q", "control", "-c", "1", "--without-gossip",
-          "--without-mingle"]
+CELERY = ["celery", "-A", "app.worker", "worker", "-Q", "control", "-c", "1", "--without-gossip", "--without-mingle"]
 GUNICORN = ["gunicorn", "-c", "ops/gunicorn.conf.py", "wsgi:app"]
 
 
 @pytest.mark.parametrize("argv", [FLASK, CELERY, GUNICORN], ids=["flask", "celery", "gunicorn"])
-@pytest.mark.parametrize("changes, message", [
-    ({"LEASE_TIMEOUT": "abc"}, "LEASE_TIMEOUT must be an integer, got 'abc'"),
-    ({"DATABASE_URL": f"postgres://seed:{PASSWORD}@127.0.0.1:5432/seed"},
-     "DATABASE_URL must start postgresql+psycopg:// (the driver the data center uses), not postgres://"),
-    ({"DATABASE_URL": "postgresql://127.0.0.1/seed"},
-     "DATABASE_URL must start postgresql+psycopg:// (the driver the data center uses), not postgresql://"),
-], ids=["lease_timeout", "postgres_scheme", "psycopg2_scheme"])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"LEASE_TIMEOUT": "abc"}, "LEASE_TIMEOUT must be an integer, got 'abc'"),
+        (
+            {"DATABASE_URL": f"postgres://seed:{PASSWORD}@127.0.0.1:5432/seed"},
+            "DATABASE_URL must start postgresql+psycopg:// (the driver the data center uses), not postgres://",
+        ),
+        (
+            {"DATABASE_URL": "postgresql://127.0.0.1/seed"},
+            "DATABASE_URL must start postgresql+psycopg:// (the driver the data center uses), not postgresql://",
+        ),
+    ],
+    ids=["lease_timeout", "postgres_scheme", "psycopg2_scheme"],
+)
 def test_a_bad_setting_is_one_line_and_exit_2(service_env, argv, changes, message):
     result = run(argv, service_env, **changes)
     assert result.returncode == 2, result.stderr

@@ -1,4 +1,5 @@
 """The node API with the real database: tokens, the node guard, bodies, and what refusals leave."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +28,7 @@ def seeded(client):
         _, token_b = make_node(s, "edge-b")
         ranges = make_plan(s, group, [(BIG + 1000, BIG + 1999), (BIG, BIG + 999)])
         ids = [r.id for r in ranges]
-    return {"a": {"Authorization": f"Bearer {token_a}"}, "b": {"Authorization": f"Bearer {token_b}"},
-            "ranges": ids}
+    return {"a": {"Authorization": f"Bearer {token_a}"}, "b": {"Authorization": f"Bearer {token_b}"}, "ranges": ids}
 
 
 def snapshot(engine) -> tuple:
@@ -83,25 +83,33 @@ def test_batches_accepted_once_and_the_guard_holds(client, seeded, clean_db):
     assert gap.status_code == 409 and gap.get_json()["error"] == "out_of_order"
     outside = post_batch(client, seeded["a"], range_id, make_batch(BIG + 1500, BIG + 2100))
     assert outside.status_code == 422
-    foreign_group = post_batch(client, seeded["a"], range_id, make_batch(BIG + 1500, BIG + 1999,
-                                                                         group="alt.binaries.other"))
+    foreign_group = post_batch(
+        client, seeded["a"], range_id, make_batch(BIG + 1500, BIG + 1999, group="alt.binaries.other")
+    )
     assert foreign_group.status_code == 422 and "another group" in foreign_group.get_json()["message"]
     early = client.post(f"{API}/ranges/{range_id}/done", headers=seeded["a"])
     assert early.status_code == 409 and early.get_json()["error"] == "batches_missing"
     assert snapshot(clean_db) == before
-    assert post_batch(client, seeded["a"], range_id, make_batch(BIG + 1500, BIG + 1999), fmt="json",
-                      gzip_body=False).status_code == 202
+    assert (
+        post_batch(
+            client, seeded["a"], range_id, make_batch(BIG + 1500, BIG + 1999), fmt="json", gzip_body=False
+        ).status_code
+        == 202
+    )
     assert client.post(f"{API}/ranges/{range_id}/done", headers=seeded["a"]).status_code == 200
 
 
-@pytest.mark.parametrize("body, headers", [
-    (b"\x00garbage", {"Content-Type": "application/msgpack"}),
-    (b"not gzip", {"Content-Type": "application/msgpack", "Content-Encoding": "gzip"}),
-    (b"{\"first\": 1", {"Content-Type": "application/json"}),
-    (msgpack.packb({"first": 1, "last": 2}), {"Content-Type": "application/msgpack"}),
-    (b"[]", {"Content-Type": "application/json"}),
-    (b"{}", {"Content-Type": "text/plain"}),
-])
+@pytest.mark.parametrize(
+    "body, headers",
+    [
+        (b"\x00garbage", {"Content-Type": "application/msgpack"}),
+        (b"not gzip", {"Content-Type": "application/msgpack", "Content-Encoding": "gzip"}),
+        (b'{"first": 1', {"Content-Type": "application/json"}),
+        (msgpack.packb({"first": 1, "last": 2}), {"Content-Type": "application/msgpack"}),
+        (b"[]", {"Content-Type": "application/json"}),
+        (b"{}", {"Content-Type": "text/plain"}),
+    ],
+)
 def test_malformed_bodies_get_400_and_change_nothing(client, seeded, clean_db, body, headers):
     range_id = seeded["ranges"][0]
     client.post(f"{API}/lease", headers=seeded["a"])
@@ -137,10 +145,14 @@ _DEEP_BOTH = [
     (lambda b: [b["release_chunks"][c].pop() for c in list(b["release_chunks"])], "one row for each"),
     (lambda b: b["fragments"]["file"].__setitem__(3, 2**62 + 5), "a fragment's file is not among"),
 ]
-_DEEP_CASES = [("json", *case) for case in _DEEP_BOTH] + [("msgpack", *case) for case in _DEEP_BOTH] + [
-    # msgpack text arrives as UTF-8 bytes: a character cut between two values is no string.
-    ("msgpack", lambda b: b["fragments"]["message_id"].__setitem__(slice(5, 7), [b"<a\xc3", b"\xa9b>"]), "utf-8"),
-]
+_DEEP_CASES = (
+    [("json", *case) for case in _DEEP_BOTH]
+    + [("msgpack", *case) for case in _DEEP_BOTH]
+    + [
+        # msgpack text arrives as UTF-8 bytes: a character cut between two values is no string.
+        ("msgpack", lambda b: b["fragments"]["message_id"].__setitem__(slice(5, 7), [b"<a\xc3", b"\xa9b>"]), "utf-8"),
+    ]
+)
 
 
 @pytest.mark.parametrize("fmt, spoil, message", _DEEP_CASES)
@@ -163,8 +175,9 @@ def test_a_lone_surrogate_in_json_text_is_refused(client, seeded, clean_db):
     batch["files"]["subject"][0] = "lone \ud800 surrogate"
     body = json.dumps(batch, default=lambda v: v.decode()).encode()  # ASCII, the surrogate escaped
     before = snapshot(clean_db)
-    response = client.post(f"{API}/ranges/{range_id}/batches", data=body,
-                           headers={**seeded["a"], "Content-Type": "application/json"})
+    response = client.post(
+        f"{API}/ranges/{range_id}/batches", data=body, headers={**seeded["a"], "Content-Type": "application/json"}
+    )
     assert response.status_code == 400 and "files.subject" in response.get_json()["message"]
     assert snapshot(clean_db) == before
 
@@ -178,16 +191,22 @@ def test_gzip_bomb_and_oversized_body_get_413_without_reaching_a_worker(client, 
     try:
         bomb = gzip.compress(b"[" + b" " * (64 * 1024 * 1024) + b"]")
         assert len(bomb) < 100_000
-        response = client.post(f"{API}/ranges/{range_id}/batches", data=bomb,
-                               headers={**seeded["a"], "Content-Type": "application/json", "Content-Encoding": "gzip"})
+        response = client.post(
+            f"{API}/ranges/{range_id}/batches",
+            data=bomb,
+            headers={**seeded["a"], "Content-Type": "application/json", "Content-Encoding": "gzip"},
+        )
         assert response.status_code == 413 and response.get_json()["error"] == "batch_too_large"
     finally:
         flask_app.config["SETTINGS"] = settings
     limit = flask_app.config["MAX_CONTENT_LENGTH"]
     flask_app.config["MAX_CONTENT_LENGTH"] = 10_000
     try:
-        big = client.post(f"{API}/ranges/{range_id}/batches", data=b"x" * 20_000,
-                          headers={**seeded["a"], "Content-Type": "application/msgpack"})
+        big = client.post(
+            f"{API}/ranges/{range_id}/batches",
+            data=b"x" * 20_000,
+            headers={**seeded["a"], "Content-Type": "application/msgpack"},
+        )
         assert big.status_code == 413 and big.get_json()["error"]
     finally:
         flask_app.config["MAX_CONTENT_LENGTH"] = limit
@@ -219,18 +238,22 @@ def test_the_range_calls_commit_without_waiting_for_the_flush_and_a_batch_waits(
     seen: list[tuple[str, str]] = []
 
     def committing(conn) -> None:
-        seen.append(tuple(conn.exec_driver_sql(
-            "SELECT setting, source FROM pg_settings WHERE name = 'synchronous_commit'").one()))
+        seen.append(
+            tuple(
+                conn.exec_driver_sql("SELECT setting, source FROM pg_settings WHERE name = 'synchronous_commit'").one()
+            )
+        )
 
     range_id = seeded["ranges"][0]
     event.listen(get_engine(), "commit", committing)
     try:
         calls = {}
-        for name, call in (("lease", lambda: client.post(f"{API}/lease", headers=seeded["a"])),
-                           ("heartbeat", lambda: client.post(f"{API}/ranges/{range_id}/heartbeat", headers=seeded["a"])),
-                           ("batch", lambda: post_batch(client, seeded["a"], range_id,
-                                                        make_batch(BIG + 1000, BIG + 1999))),
-                           ("done", lambda: client.post(f"{API}/ranges/{range_id}/done", headers=seeded["a"]))):
+        for name, call in (
+            ("lease", lambda: client.post(f"{API}/lease", headers=seeded["a"])),
+            ("heartbeat", lambda: client.post(f"{API}/ranges/{range_id}/heartbeat", headers=seeded["a"])),
+            ("batch", lambda: post_batch(client, seeded["a"], range_id, make_batch(BIG + 1000, BIG + 1999))),
+            ("done", lambda: client.post(f"{API}/ranges/{range_id}/done", headers=seeded["a"])),
+        ):
             seen.clear()
             assert call().status_code in (200, 202), name
             calls[name] = seen[-1]
@@ -244,45 +267,62 @@ def test_the_range_calls_commit_without_waiting_for_the_flush_and_a_batch_waits(
 def test_a_release_may_say_the_range_failed_and_a_lease_may_skip_ranges(client, seeded, clean_db):
     bad, good = seeded["ranges"]
     assert client.post(f"{API}/lease", headers=seeded["a"]).get_json()["range"]["id"] == bad
-    released = client.post(f"{API}/ranges/{bad}/release", headers=seeded["a"],
-                           json={"failure": "Refused: 413 batch_too_large"})
+    released = client.post(
+        f"{API}/ranges/{bad}/release", headers=seeded["a"], json={"failure": "Refused: 413 batch_too_large"}
+    )
     assert released.status_code == 200 and released.get_json()["status"] == "planned"
     with clean_db.connect() as conn:
-        failures, why = conn.execute(text("SELECT failures, last_failure FROM seed_ranges WHERE id = :id"),
-                                     {"id": bad}).one()
+        failures, why = conn.execute(
+            text("SELECT failures, last_failure FROM seed_ranges WHERE id = :id"), {"id": bad}
+        ).one()
     assert (failures, why) == (1, "edge-a: Refused: 413 batch_too_large")
     skipping = client.post(f"{API}/lease", headers=seeded["a"], json={"skip": [bad, 2**40]})
     assert skipping.get_json()["range"]["id"] == good
     assert client.post(f"{API}/lease", headers=seeded["a"], json={"skip": [bad]}).status_code == 204
     assert client.post(f"{API}/lease", headers=seeded["b"], json={}).get_json()["range"]["id"] == bad
     # A body that does not say it is JSON is ignored, so clients that send none keep working.
-    assert client.post(f"{API}/ranges/{bad}/release", headers={**seeded["b"], "Content-Type": "text/plain"},
-                       data=b'{"failure": "x"}').status_code == 200
-    assert client.post(f"{API}/lease", headers={**seeded["b"], "Content-Type": "application/msgpack"},
-                       data=b'\x93\x01').get_json()["range"]["id"] == bad
+    assert (
+        client.post(
+            f"{API}/ranges/{bad}/release",
+            headers={**seeded["b"], "Content-Type": "text/plain"},
+            data=b'{"failure": "x"}',
+        ).status_code
+        == 200
+    )
+    assert (
+        client.post(
+            f"{API}/lease", headers={**seeded["b"], "Content-Type": "application/msgpack"}, data=b"\x93\x01"
+        ).get_json()["range"]["id"]
+        == bad
+    )
 
 
-@pytest.mark.parametrize("path, body, content_type", [
-    ("/lease", b'{"skip": "1"}', "application/json"),
-    ("/lease", b'{"skip": [1.5]}', "application/json"),
-    ("/lease", b'{"skip": [true]}', "application/json"),
-    ("/lease", b'{"skip": [-1]}', "application/json"),
-    ("/lease", b'{"skip": [9223372036854775808]}', "application/json"),
-    ("/lease", b'{"skip": [' + b",".join(b"1" for _ in range(10_001)) + b']}', "application/json"),
-    ("/lease", b'[1, 2]', "application/json"),
-    ("/lease", b'{"skip": [1', "application/json"),
-    ("/lease", b'\xff\xfe', "application/json"),
-    ("/ranges/{id}/release", b'{"failure": 413}', "application/json"),
-    ("/ranges/{id}/release", b'{"failure": "  "}', "application/json"),
-    ("/ranges/{id}/release", b'"failed"', "application/json"),
-])
-def test_malformed_lease_and_release_bodies_are_refused_and_change_nothing(client, seeded, clean_db, path,
-                                                                           body, content_type):
+@pytest.mark.parametrize(
+    "path, body, content_type",
+    [
+        ("/lease", b'{"skip": "1"}', "application/json"),
+        ("/lease", b'{"skip": [1.5]}', "application/json"),
+        ("/lease", b'{"skip": [true]}', "application/json"),
+        ("/lease", b'{"skip": [-1]}', "application/json"),
+        ("/lease", b'{"skip": [9223372036854775808]}', "application/json"),
+        ("/lease", b'{"skip": [' + b",".join(b"1" for _ in range(10_001)) + b"]}", "application/json"),
+        ("/lease", b"[1, 2]", "application/json"),
+        ("/lease", b'{"skip": [1', "application/json"),
+        ("/lease", b"\xff\xfe", "application/json"),
+        ("/ranges/{id}/release", b'{"failure": 413}', "application/json"),
+        ("/ranges/{id}/release", b'{"failure": "  "}', "application/json"),
+        ("/ranges/{id}/release", b'"failed"', "application/json"),
+    ],
+)
+def test_malformed_lease_and_release_bodies_are_refused_and_change_nothing(
+    client, seeded, clean_db, path, body, content_type
+):
     range_id = seeded["ranges"][0]
     client.post(f"{API}/lease", headers=seeded["a"])
     before = snapshot(clean_db)
-    answer = client.post(API + path.format(id=range_id), data=body,
-                         headers={**seeded["a"], "Content-Type": content_type})
+    answer = client.post(
+        API + path.format(id=range_id), data=body, headers={**seeded["a"], "Content-Type": content_type}
+    )
     assert (answer.status_code, answer.get_json()["error"]) == (400, "malformed_request")
     assert snapshot(clean_db) == before
 
@@ -303,7 +343,9 @@ def test_spooled_chunks_stream_as_frames(client, seeded):
     assert response.status_code == 200
     frames = list(iter_frames(BytesIO(response.data)))
     assert [(f.chunk_from, f.chunk_to, f.lines) for f in frames] == [
-        (BIG + 1000, BIG + 1499, 500), (BIG + 1500, BIG + 1999, 499)]
+        (BIG + 1000, BIG + 1499, 500),
+        (BIG + 1500, BIG + 1999, 499),
+    ]
     assert frames[1].raw() == raw(overview_lines(BIG + 1500, BIG + 1999, skip={BIG + 1600}))
 
 

@@ -1,6 +1,7 @@
 """Bad requests at the node API's door, on the real database and through the real gunicorn: each
 gets the JSON error format with the right status, never a 5xx or an HTML page, and changes
 nothing: not the accepted batches, the ranges' resume points, nor the catalog."""
+
 from __future__ import annotations
 
 import http.client
@@ -33,8 +34,12 @@ def door(clean_db):
         ranges = make_plan(s, group, [(BIG + 1000, BIG + 1999), (BIG, BIG + 999)])
         ids = [r.id for r in ranges]
         assert leases.lease(s, node_a, max_leases=1).range_id == ids[0]
-    return {"a": {"Authorization": f"Bearer {token_a}"}, "b": {"Authorization": f"Bearer {token_b}"},
-            "node_a": node_a, "ranges": ids}
+    return {
+        "a": {"Authorization": f"Bearer {token_a}"},
+        "b": {"Authorization": f"Bearer {token_b}"},
+        "node_a": node_a,
+        "ranges": ids,
+    }
 
 
 def snapshot(engine) -> tuple:
@@ -42,10 +47,14 @@ def snapshot(engine) -> tuple:
     points, status and holders) and the catalog's counts."""
     with engine.connect() as conn:
         return (
-            tuple(conn.execute(text("SELECT id, range_id, node_id, batch_from, batch_to FROM seed_batches"
-                                    " ORDER BY id")).all()),
-            tuple(conn.execute(text("SELECT id, next_id, status, node_id, batches FROM seed_ranges"
-                                    " ORDER BY id")).all()),
+            tuple(
+                conn.execute(
+                    text("SELECT id, range_id, node_id, batch_from, batch_to FROM seed_batches ORDER BY id")
+                ).all()
+            ),
+            tuple(
+                conn.execute(text("SELECT id, next_id, status, node_id, batches FROM seed_ranges ORDER BY id")).all()
+            ),
             tuple(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one() for table in CATALOG),
         )
 
@@ -64,6 +73,7 @@ def post_batch(client, auth, range_id, batch, fmt="msgpack"):
 
 
 # Replaying a batch: only the node that sent it, or the range's holder, hears about it.
+
 
 def test_another_nodes_replay_of_an_accepted_batch_is_refused_and_changes_nothing(client, door, clean_db):
     first, second = door["ranges"]
@@ -103,8 +113,13 @@ def test_a_node_replaying_its_own_batch_gets_200_even_after_giving_the_range_bac
 
 # Range ids past 64 bits name no range.
 
-RANGE_CALLS = [("get", "/ranges/{id}/chunks"), ("post", "/ranges/{id}/batches"), ("post", "/ranges/{id}/heartbeat"),
-               ("post", "/ranges/{id}/done"), ("post", "/ranges/{id}/release")]
+RANGE_CALLS = [
+    ("get", "/ranges/{id}/chunks"),
+    ("post", "/ranges/{id}/batches"),
+    ("post", "/ranges/{id}/heartbeat"),
+    ("post", "/ranges/{id}/done"),
+    ("post", "/ranges/{id}/release"),
+]
 
 
 @pytest.mark.parametrize("range_id", [2**63, 2**64 + 5, 10**40])
@@ -126,13 +141,21 @@ def test_the_largest_range_id_is_looked_up(client, door):
 
 # Lease and release bodies.
 
+
 @pytest.mark.parametrize("path", ["/lease", "/ranges/{id}/release"])
-@pytest.mark.parametrize("body", [b"[" * 50_000 + b"]" * 50_000, b'{"skip": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
-                                  b'{"failure": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_001])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 50_000 + b"]" * 50_000,
+        b'{"skip": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+        b'{"failure": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_001,
+    ],
+)
 def test_a_body_nested_50000_deep_is_malformed(client, door, clean_db, path, body):
     before = snapshot(clean_db)
-    answer = client.post(API + path.format(id=door["ranges"][0]), data=body,
-                         headers={**door["a"], "Content-Type": "application/json"})
+    answer = client.post(
+        API + path.format(id=door["ranges"][0]), data=body, headers={**door["a"], "Content-Type": "application/json"}
+    )
     assert_error(answer, 400, "malformed_request")
     assert snapshot(clean_db) == before
 
@@ -142,14 +165,18 @@ def test_a_chunked_lease_body_over_the_limit_is_refused(client, door, clean_db):
 
     before = snapshot(clean_db)
     body = b'{"skip": [' + b" " * MAX_CONTROL_BODY + b"]}"
-    answer = client.post(f"{API}/lease", input_stream=io.BytesIO(body),
-                         headers={**door["a"], "Content-Type": "application/json", "Transfer-Encoding": "chunked"},
-                         environ_overrides={"wsgi.input_terminated": True})
+    answer = client.post(
+        f"{API}/lease",
+        input_stream=io.BytesIO(body),
+        headers={**door["a"], "Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+        environ_overrides={"wsgi.input_terminated": True},
+    )
     assert_error(answer, 400, "malformed_request")
     assert snapshot(clean_db) == before
 
 
 # The batch's version is the integer 1, nothing equal to it.
+
 
 @pytest.mark.parametrize("fmt", ["msgpack", "json"])
 @pytest.mark.parametrize("version", [True, 1.0, "1", None, 2, 0])
@@ -172,10 +199,15 @@ def test_a_batch_without_a_version_is_refused(client, door, clean_db):
 
 # A chunked batch body past MAX_CONTENT_LENGTH.
 
+
 def chunked_post(client, url, headers, body):
     """A body sent chunked, as gunicorn hands it on: no Content-Length, the stream terminated."""
-    return client.post(url, input_stream=io.BytesIO(body), environ_overrides={"wsgi.input_terminated": True},
-                       headers={**headers, "Transfer-Encoding": "chunked"})
+    return client.post(
+        url,
+        input_stream=io.BytesIO(body),
+        environ_overrides={"wsgi.input_terminated": True},
+        headers={**headers, "Transfer-Encoding": "chunked"},
+    )
 
 
 def test_a_chunked_batch_body_past_the_limit_gets_413(client, flask_app, door, clean_db):
@@ -199,17 +231,20 @@ def test_a_chunked_batch_body_past_the_limit_gets_413(client, flask_app, door, c
 
 # Unknown paths and methods.
 
+
 def test_unknown_paths_and_methods_get_json_errors(client, door):
     assert_error(client.get(f"{API}/nothing-here", headers=door["a"]), 404, "not_found")
     assert_error(client.get(f"{API}/ranges/-1/heartbeat", headers=door["a"]), 404, "not_found")
     not_allowed = client.get(f"{API}/lease", headers=door["a"])
     assert_error(not_allowed, 405, "method_not_allowed")
     assert "POST" in not_allowed.headers["Allow"]
-    assert_error(client.delete(f"{API}/ranges/{door['ranges'][0]}/batches", headers=door["a"]), 405,
-                 "method_not_allowed")
+    assert_error(
+        client.delete(f"{API}/ranges/{door['ranges'][0]}/batches", headers=door["a"]), 405, "method_not_allowed"
+    )
 
 
 # The database down: 503 with Retry-After, then service again.
+
 
 def test_the_database_down_gets_503_with_retry_after(client, door, postgres, clean_db, api_server):
     from app.db import reset_engine
@@ -217,8 +252,11 @@ def test_the_database_down_gets_503_with_retry_after(client, door, postgres, cle
     context = ssl.create_default_context(cafile=api_server.cafile)
     postgres.run("stop")
     try:
-        for method, path in [("post", "/lease"), ("post", f"/ranges/{door['ranges'][0]}/heartbeat"),
-                             ("get", "/status")]:
+        for method, path in [
+            ("post", "/lease"),
+            ("post", f"/ranges/{door['ranges'][0]}/heartbeat"),
+            ("get", "/status"),
+        ]:
             answer = getattr(client, method)(API + path, headers=door["a"])
             assert_error(answer, 503, "unavailable")
             assert int(answer.headers["Retry-After"]) > 0
@@ -232,6 +270,7 @@ def test_the_database_down_gets_503_with_retry_after(client, door, postgres, cle
 
 
 # Through gunicorn: what it refuses itself is JSON too.
+
 
 def https_request(api_server, context, method, path, headers=None, body=None, encode_chunked=False):
     """(status, headers, the JSON body) of one request to the real gunicorn."""
@@ -273,8 +312,9 @@ def gunicorn_door(api_server, door, clean_redis):
 def test_gunicorn_answers_an_oversized_header_with_json_431(api_server, gunicorn_door, clean_db):
     context, door = gunicorn_door
     before = snapshot(clean_db)
-    status, _, data = https_request(api_server, context, "POST", f"{API}/lease",
-                                    headers={**door["a"], "X-Padding": "x" * 10_000})
+    status, _, data = https_request(
+        api_server, context, "POST", f"{API}/lease", headers={**door["a"], "X-Padding": "x" * 10_000}
+    )
     assert (status, data["error"]) == (431, "request_header_fields_too_large") and data["message"]
     assert snapshot(clean_db) == before
 
@@ -282,19 +322,31 @@ def test_gunicorn_answers_an_oversized_header_with_json_431(api_server, gunicorn
 def test_gunicorn_answers_other_refusals_with_json(api_server, gunicorn_door, clean_db):
     context, door = gunicorn_door
     before = snapshot(clean_db)
-    status, _, data = https_request(api_server, context, "POST", f"{API}/ranges/{'9' * 5000}/heartbeat",
-                                    headers=door["a"])
+    status, _, data = https_request(
+        api_server, context, "POST", f"{API}/ranges/{'9' * 5000}/heartbeat", headers=door["a"]
+    )
     assert (status, data["error"]) == (414, "uri_too_long")
     status, data = raw_request(api_server, b"NOT A REQUEST\r\n\r\n")
     assert status == 400 and data["error"] == "bad_request" and data["message"]
     host = urlsplit(api_server.url).netloc.encode()
     token = door["a"]["Authorization"].encode()
-    status, data = raw_request(api_server, b"POST " + API.encode() + b"/lease HTTP/1.1\r\nHost: " + host
-                               + b"\r\nAuthorization: " + token + b"\r\nContent-Type: application/json"
-                               + b"\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n")
+    status, data = raw_request(
+        api_server,
+        b"POST "
+        + API.encode()
+        + b"/lease HTTP/1.1\r\nHost: "
+        + host
+        + b"\r\nAuthorization: "
+        + token
+        + b"\r\nContent-Type: application/json"
+        + b"\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n",
+    )
     assert status == 400 and data["error"] in ("bad_request", "malformed_request"), data
-    for method, path, code in [("GET", f"{API}/nothing-here", 404), ("GET", f"{API}/lease", 405),
-                               ("POST", f"{API}/ranges/{2**63}/heartbeat", 404)]:
+    for method, path, code in [
+        ("GET", f"{API}/nothing-here", 404),
+        ("GET", f"{API}/lease", 405),
+        ("POST", f"{API}/ranges/{2**63}/heartbeat", 404),
+    ]:
         status, _, data = https_request(api_server, context, method, path, headers=door["a"])
         assert status == code and data["error"] in ("not_found", "method_not_allowed", "unknown_range")
     assert snapshot(clean_db) == before
@@ -310,21 +362,36 @@ def test_gunicorn_refuses_a_chunked_batch_past_64_mib_with_413(api_server, gunic
             yield piece
 
     status, _, data = https_request(
-        api_server, context, "POST", f"{API}/ranges/{door['ranges'][0]}/batches", body=body(),
-        headers={**door["a"], "Content-Type": "application/msgpack"}, encode_chunked=True)
+        api_server,
+        context,
+        "POST",
+        f"{API}/ranges/{door['ranges'][0]}/batches",
+        body=body(),
+        headers={**door["a"], "Content-Type": "application/msgpack"},
+        encode_chunked=True,
+    )
     assert (status, data["error"]) == (413, "request_entity_too_large"), data
     assert snapshot(clean_db) == before
     # The worker still serves: an honest batch after it is accepted.
     batch_body, headers = encoded(make_batch(BIG + 1000, BIG + 1099))
-    status, _, data = https_request(api_server, context, "POST", f"{API}/ranges/{door['ranges'][0]}/batches",
-                                    body=batch_body, headers={**door["a"], **headers})
+    status, _, data = https_request(
+        api_server,
+        context,
+        "POST",
+        f"{API}/ranges/{door['ranges'][0]}/batches",
+        body=batch_body,
+        headers={**door["a"], **headers},
+    )
     assert (status, data["next_id"]) == (202, BIG + 1100)
 
 
 def test_a_msgpack_batch_nested_deep_is_malformed(client, door, clean_db):
     body = b"\x91" * 100_000 + b"\x90"  # an array in an array, 100,000 deep
     before = snapshot(clean_db)
-    answer = client.post(f"{API}/ranges/{door['ranges'][0]}/batches", data=body,
-                         headers={**door["a"], "Content-Type": "application/msgpack"})
+    answer = client.post(
+        f"{API}/ranges/{door['ranges'][0]}/batches",
+        data=body,
+        headers={**door["a"], "Content-Type": "application/msgpack"},
+    )
     assert_error(answer, 400, "malformed_batch")
     assert snapshot(clean_db) == before

@@ -2,6 +2,7 @@
 stored only hashed; holder() knows an active key and nothing else (a revoked key, a node token, an
 operator key, a near miss); use() counts requests and NZB downloads per UTC day and refuses them
 past the key's limits, race-free; record_use() counts without refusing."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,19 @@ from tests.app.factories import make_node
 from tests.app.test_migrations import alembic_config
 from tests.fixtures.waiting import wait_until
 
-COLUMNS = ["id", "name", "created_at", "last_used_at", "revoked_at", "grabs", "api_hits",
-           "requests_today", "requests_per_day", "grabs_today", "grabs_per_day"]
+COLUMNS = [
+    "id",
+    "name",
+    "created_at",
+    "last_used_at",
+    "revoked_at",
+    "grabs",
+    "api_hits",
+    "requests_today",
+    "requests_per_day",
+    "grabs_today",
+    "grabs_per_day",
+]
 
 
 def seed(cli_runner, *args: str):
@@ -57,7 +69,7 @@ def test_create_prints_a_key_once_that_is_stored_only_hashed(cli_runner, clean_d
     with clean_db.connect() as conn:
         dump = conn.execute(text("SELECT row_to_json(k)::text FROM api_keys k")).scalars().all()
         stored = conn.execute(text("SELECT key_hash FROM api_keys WHERE name = 'sonarr'")).scalar_one()
-    secret_part = key[len(API_KEY_PREFIX):]
+    secret_part = key[len(API_KEY_PREFIX) :]
     assert len(dump) == 2 and not any(secret_part in row or other in row for row in dump)
     assert bytes(stored) == hash_token(key)
 
@@ -79,7 +91,12 @@ def test_create_json_list_and_revoke(cli_runner, clean_db):
     row = json.loads(created.output)
     assert sorted(row) == sorted(COLUMNS + ["key"])
     assert (row["name"], row["grabs"], row["api_hits"], row["last_used_at"], row["revoked_at"]) == (
-        "sonarr", 0, 0, None, None)
+        "sonarr",
+        0,
+        0,
+        None,
+        None,
+    )
     # No limits unless asked for, and no use yet.
     assert [row[c] for c in COLUMNS[-4:]] == [0, None, 0, None]
     create_key(cli_runner, "radarr")
@@ -146,11 +163,22 @@ def test_holder_knows_an_active_key_and_nothing_else(db_session):
     assert node_holder(db_session, key) is None
     assert operators.authenticate(db_session, key) is None
 
-    body = key[len(API_KEY_PREFIX):]
+    body = key[len(API_KEY_PREFIX) :]
     last = "A" if key[-1] != "A" else "B"
     near_misses = [
-        key[:-1], key + "x", key[:-1] + last, " " + key, key + "\n", key.upper(), key.swapcase(),
-        TOKEN_PREFIX + body, OPERATOR_KEY_PREFIX + body, body, API_KEY_PREFIX, "", "x" * 300,
+        key[:-1],
+        key + "x",
+        key[:-1] + last,
+        " " + key,
+        key + "\n",
+        key.upper(),
+        key.swapcase(),
+        TOKEN_PREFIX + body,
+        OPERATOR_KEY_PREFIX + body,
+        body,
+        API_KEY_PREFIX,
+        "",
+        "x" * 300,
         key + "x" * (tokens.MAX_CREDENTIAL_LENGTH - len(key) + 1),
     ]
     for miss in near_misses:
@@ -225,8 +253,14 @@ def test_record_use_loses_no_count_under_concurrent_requests(cli_runner, clean_d
     assert row["last_used_at"] is not None
     table = seed(cli_runner, "list").output.splitlines()
     # The totals, then today's use and the limits: none were set.
-    assert table[1].split()[-6:] == [str(threads * each // 5), str(threads * each), str(threads * each), "unlimited",
-                                     str(threads * each // 5), "unlimited"]
+    assert table[1].split()[-6:] == [
+        str(threads * each // 5),
+        str(threads * each),
+        str(threads * each),
+        "unlimited",
+        str(threads * each // 5),
+        "unlimited",
+    ]
 
 
 def test_0013_adds_the_table_and_takes_it_away(postgres, settings):
@@ -276,7 +310,9 @@ def test_limits_are_set_at_creation_changed_and_cleared(cli_runner, clean_db):
     assert both.output.strip() == "API key sonarr: unlimited requests a day, 1000000000 grabs a day (UTC)"
     keys = listed(cli_runner)
     assert [(keys[n]["requests_per_day"], keys[n]["grabs_per_day"]) for n in ("radarr", "sonarr")] == [
-        (None, 5), (None, 10**9)]
+        (None, 5),
+        (None, 10**9),
+    ]
 
     # Today's use next to the limits, in the JSON list and in the table.
     with session_scope() as s:
@@ -296,12 +332,17 @@ def test_limits_are_set_at_creation_changed_and_cleared(cli_runner, clean_db):
 
 def test_bad_limits_on_the_command_line_say_what_is_wrong(cli_runner, clean_db):
     create_key(cli_runner, "sonarr")
-    cases = [("0", "0 is out of range: a limit is 1 to 1000000000 a day, or 'none' for unlimited"),
-             ("-1", "'-1' is not a whole number or 'none' (unlimited)"),
-             ("1000000001", "1000000001 is out of range"),
-             ("abc", "'abc' is not a whole number"), ("1.5", "'1.5' is not a whole number"),
-             ("1_000", "'1_000' is not a whole number"), ("+5", "'+5' is not a whole number"),
-             ("\u0663", "is not a whole number"), ("", "'' is not a whole number")]
+    cases = [
+        ("0", "0 is out of range: a limit is 1 to 1000000000 a day, or 'none' for unlimited"),
+        ("-1", "'-1' is not a whole number or 'none' (unlimited)"),
+        ("1000000001", "1000000001 is out of range"),
+        ("abc", "'abc' is not a whole number"),
+        ("1.5", "'1.5' is not a whole number"),
+        ("1_000", "'1_000' is not a whole number"),
+        ("+5", "'+5' is not a whole number"),
+        ("\u0663", "is not a whole number"),
+        ("", "'' is not a whole number"),
+    ]
     for value, says in cases:
         for option in ("--requests-per-day", "--grabs-per-day"):
             for command_ in (("create", "radarr"), ("limit", "sonarr")):
@@ -311,13 +352,17 @@ def test_bad_limits_on_the_command_line_say_what_is_wrong(cli_runner, clean_db):
                 # A usage error, not a crash: click's SystemExit, no traceback.
                 assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
     nothing = seed(cli_runner, "limit", "sonarr")
-    assert nothing.exit_code == 2 and "give --requests-per-day N|none, --grabs-per-day N|none, or both" in nothing.output
+    assert (
+        nothing.exit_code == 2 and "give --requests-per-day N|none, --grabs-per-day N|none, or both" in nothing.output
+    )
     unknown = seed(cli_runner, "limit", "lidarr", "--requests-per-day", "5", "--json")
     assert unknown.exit_code == 1 and "no such API key: lidarr" in unknown.output
     # Nothing was made or changed by the refused commands.
     keys = listed(cli_runner)
     assert list(keys) == ["sonarr"] and (keys["sonarr"]["requests_per_day"], keys["sonarr"]["grabs_per_day"]) == (
-        None, None)
+        None,
+        None,
+    )
 
 
 def test_bad_limits_are_refused_by_the_service_and_the_database(db_session):
@@ -347,13 +392,20 @@ def test_use_refuses_at_exactly_the_limit_and_counts_nothing_then(db_session):
     seen = [apikeys.use(db_session, apikeys.holder(db_session, key), grab=False) for _ in range(3)]
     first = db_session.execute(text("SELECT now()")).scalar_one()
     assert seen == [Usage(n, 0, 3, None, first, None) for n in (1, 2, 3)]
-    frees = db_session.execute(text(
-        "SELECT extract(epoch FROM date_trunc('day', now() AT TIME ZONE 'UTC') + interval '1 day'"
-        " - (now() AT TIME ZONE 'UTC'))")).scalar_one()
+    frees = db_session.execute(
+        text(
+            "SELECT extract(epoch FROM date_trunc('day', now() AT TIME ZONE 'UTC') + interval '1 day'"
+            " - (now() AT TIME ZONE 'UTC'))"
+        )
+    ).scalar_one()
     for grab in (False, True, False):
         with pytest.raises(LimitReached) as refused:
             apikeys.use(db_session, key_row, grab=grab)
-        assert (refused.value.kind, refused.value.code, refused.value.status) == ("requests", "request_limit_reached", 429)
+        assert (refused.value.kind, refused.value.code, refused.value.status) == (
+            "requests",
+            "request_limit_reached",
+            429,
+        )
         assert 0 < refused.value.retry_after <= 86400 and refused.value.retry_after == max(1, math.ceil(frees))
         assert refused.value.usage == seen[-1]
         assert refused.value.message.startswith("the API key's limit of 3 requests a day (UTC) is reached")
@@ -384,8 +436,9 @@ def test_grabs_are_limited_apart_from_requests(db_session):
     for grab in (True, False):
         with pytest.raises(LimitReached) as both:
             apikeys.use(db_session, key_row, grab=grab)
-        assert both.value.kind == "requests" and both.value.usage == Usage(5, 2, 5, 2, first.requests_oldest,
-                                                                            first.requests_oldest)
+        assert both.value.kind == "requests" and both.value.usage == Usage(
+            5, 2, 5, 2, first.requests_oldest, first.requests_oldest
+        )
     assert (key_row.api_hits, key_row.grabs) == (5, 2)
 
 
@@ -415,16 +468,20 @@ def test_a_changed_limit_applies_to_the_next_request(db_session):
 
 def test_a_new_utc_day_starts_at_zero(db_session):
     key_row, _ = apikeys.create_key(db_session, "sonarr", requests_per_day=2, grabs_per_day=1)
-    db_session.execute(text(
-        "INSERT INTO api_key_days (key_id, day, requests, grabs, first_request, first_grab)"
-        " VALUES (:k, (now() AT TIME ZONE 'UTC')::date - 1, 2, 1, now() - interval '1 day', now() - interval '1 day')"),
-        {"k": key_row.id})
+    db_session.execute(
+        text(
+            "INSERT INTO api_key_days (key_id, day, requests, grabs, first_request, first_grab)"
+            " VALUES (:k, (now() AT TIME ZONE 'UTC')::date - 1, 2, 1, now() - interval '1 day', now() - interval '1 day')"
+        ),
+        {"k": key_row.id},
+    )
     # Yesterday's use, at both limits, is not today's.
     assert today(db_session, "sonarr") == Usage(0, 0, 2, 1, None, None)
     now = db_session.execute(text("SELECT now()")).scalar_one()
     assert apikeys.use(db_session, key_row, grab=True) == Usage(1, 1, 2, 1, now, now)
-    rows = db_session.execute(text(
-        "SELECT day, requests, grabs FROM api_key_days WHERE key_id = :k ORDER BY day"), {"k": key_row.id}).all()
+    rows = db_session.execute(
+        text("SELECT day, requests, grabs FROM api_key_days WHERE key_id = :k ORDER BY day"), {"k": key_row.id}
+    ).all()
     # Yesterday's row stays as it was, a history of use; today's is the UTC date.
     assert [(r.requests, r.grabs) for r in rows] == [(2, 1), (1, 1)]
     assert rows[1].day == now.astimezone(timezone.utc).date() == rows[0].day + timedelta(days=1)
@@ -485,8 +542,11 @@ def test_two_requests_at_the_limit_less_one_do_not_both_pass(clean_db, counted_b
 
     def waits_on_the_first() -> bool:
         with engine.connect() as conn:
-            return bool(second_pid) and first_pid in conn.execute(
-                text("SELECT pg_blocking_pids(:pid)"), {"pid": second_pid[0]}).scalar_one()
+            return (
+                bool(second_pid)
+                and first_pid
+                in conn.execute(text("SELECT pg_blocking_pids(:pid)"), {"pid": second_pid[0]}).scalar_one()
+            )
 
     worker = threading.Thread(target=second)
     worker.start()
@@ -502,8 +562,11 @@ def test_two_requests_at_the_limit_less_one_do_not_both_pass(clean_db, counted_b
         worker.join(timeout=30)
     assert not worker.is_alive() and "error" not in outcome, outcome
     with engine.connect() as conn:
-        counts = tuple(conn.execute(text(
-            "SELECT d.requests, k.api_hits FROM api_key_days d JOIN api_keys k ON k.id = d.key_id")).one())
+        counts = tuple(
+            conn.execute(
+                text("SELECT d.requests, k.api_hits FROM api_key_days d JOIN api_keys k ON k.id = d.key_id")
+            ).one()
+        )
     assert counts == (counted_before + 1, counted_before + 1)
     if first_ends == "commit":
         refused = outcome["refused"]
@@ -566,15 +629,20 @@ def test_0017_adds_the_limits_and_the_days_and_takes_them_away(postgres, setting
         assert columns == COLUMNS[:2] + ["key_hash"] + COLUMNS[2:7] + ["requests_per_day", "grabs_per_day"]
         with engine.begin() as conn:
             # An existing key stays unlimited, its totals kept.
-            assert tuple(conn.execute(text(
-                "SELECT requests_per_day, grabs_per_day, api_hits, grabs FROM api_keys")).one()) == (None, None, 7, 3)
+            assert tuple(
+                conn.execute(text("SELECT requests_per_day, grabs_per_day, api_hits, grabs FROM api_keys")).one()
+            ) == (None, None, 7, 3)
             for column in ("requests_per_day", "grabs_per_day"):
                 for bad in (0, 10**9 + 1):
                     with pytest.raises(IntegrityError), conn.begin_nested():
                         conn.execute(text(f"UPDATE api_keys SET {column} = :v"), {"v": bad})
             conn.execute(text("UPDATE api_keys SET requests_per_day = 1000000000, grabs_per_day = 1"))
-            conn.execute(text("INSERT INTO api_key_days (key_id, day, requests, grabs, first_request)"
-                              " SELECT id, current_date, 1, 0, now() FROM api_keys"))
+            conn.execute(
+                text(
+                    "INSERT INTO api_key_days (key_id, day, requests, grabs, first_request)"
+                    " SELECT id, current_date, 1, 0, now() FROM api_keys"
+                )
+            )
         assert inspect(engine).get_pk_constraint("api_key_days")["constrained_columns"] == ["key_id", "day"]
         command.downgrade(alembic_config(), "0016")
         assert "api_key_days" not in inspect(engine).get_table_names()

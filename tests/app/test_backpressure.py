@@ -1,6 +1,7 @@
 """Backpressure (STORE_BACKLOG, app/services/ingest/backlog.py): while the workers are behind, a
 lease and a batch are answered 429 busy at once and change nothing; what lets a node keep and
 finish what it holds is answered; once the workers catch up, the same batch is taken."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +20,7 @@ from tests.app.factories import BIG, make_group, make_node, make_plan
 from tests.app.overview import encoded, make_batch
 from tests.app.test_api import API, post_batch, snapshot
 from tests.app.test_ingest import all_stored
-from tests.app.test_metrics import operator_key, sample, scrape  # noqa: F401 - a fixture
+from tests.app.test_metrics import sample, scrape
 from tests.fixtures.app import task_result
 from tests.fixtures.waiting import wait_until
 
@@ -43,13 +44,27 @@ def accepted_while_redis_was_away(node_name: str, range_id: int, first: int, las
     header = check_body(body, headers["Content-Type"], headers["Content-Encoding"], 256 * 1024 * 1024)
     with session_scope() as s:
         node = s.query(SeedNode).filter_by(name=node_name).one()
-        return acceptance.accept_batch(s, node, range_id, batch_from=header.batch_from, batch_to=header.batch_to,
-                                       body=body, content_type=headers["Content-Type"],
-                                       content_encoding=headers["Content-Encoding"], group=header.group).batch_id
+        return acceptance.accept_batch(
+            s,
+            node,
+            range_id,
+            batch_from=header.batch_from,
+            batch_to=header.batch_to,
+            body=body,
+            content_type=headers["Content-Type"],
+            content_encoding=headers["Content-Encoding"],
+            group=header.group,
+        ).batch_id
 
 
 def test_past_the_backlog_leases_and_batches_are_busy_and_what_a_node_holds_goes_on(
-        client, clean_db, backlog_of_two, operator_key, celery_worker, celery_app):  # noqa: F811
+    client,
+    clean_db,
+    backlog_of_two,
+    operator_key,
+    celery_worker,
+    celery_app,  # noqa: F811
+):
     with session_scope() as s:
         group = make_group(s)
         _, token_a = make_node(s, "edge-a")
@@ -58,14 +73,17 @@ def test_past_the_backlog_leases_and_batches_are_busy_and_what_a_node_holds_goes
     a, b = ({"Authorization": f"Bearer {token}"} for token in (token_a, token_b))
     assert client.post(f"{API}/lease", headers=a).get_json()["range"]["id"] == ranges[0]
     waiting = [accepted_while_redis_was_away("edge-a", ranges[0], first, first + 999) for first in (BIG, BIG + 1000)]
-    busy_before = {call: sample(scrape(client, operator_key), "seed_busy_answers_total", call=call)
-                   for call in ("lease", "batch")}
+    busy_before = {
+        call: sample(scrape(client, operator_key), "seed_busy_answers_total", call=call) for call in ("lease", "batch")
+    }
 
     # Two batches wait for the workers: the bound. Another node's lease and edge-a's next batch
     # are answered busy, with when to come back, and change nothing.
     before = snapshot(clean_db)
-    for response in (client.post(f"{API}/lease", headers=b),
-                     post_batch(client, a, ranges[0], make_batch(BIG + 2000, BIG + 2999))):
+    for response in (
+        client.post(f"{API}/lease", headers=b),
+        post_batch(client, a, ranges[0], make_batch(BIG + 2000, BIG + 2999)),
+    ):
         assert response.status_code == 429, response.data
         assert response.get_json()["error"] == "busy" and "STORE_BACKLOG" in response.get_json()["message"]
         assert response.headers["Retry-After"] == "2"
@@ -74,8 +92,9 @@ def test_past_the_backlog_leases_and_batches_are_busy_and_what_a_node_holds_goes
     heartbeat = client.post(f"{API}/ranges/{ranges[0]}/heartbeat", headers=a)
     assert heartbeat.status_code == 200 and heartbeat.get_json()["next_id"] == BIG + 2000
     samples = scrape(client, operator_key)
-    assert {call: sample(samples, "seed_busy_answers_total", call=call) - busy_before[call]
-            for call in ("lease", "batch")} == {"lease": 1, "batch": 1}
+    assert {
+        call: sample(samples, "seed_busy_answers_total", call=call) - busy_before[call] for call in ("lease", "batch")
+    } == {"lease": 1, "batch": 1}
 
     # The workers catch up (the store of each, then the join): the same calls are taken.
     for batch_id in waiting:

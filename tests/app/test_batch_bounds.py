@@ -3,6 +3,7 @@ tables, each within its bound (app/services/ingest/checks.py, docs/batch-format.
 no sum the catalog keeps of it can overflow, and it leaves the other batches' results as they
 were. A property test over real digests' batches with values set at and past every bound, and a
 test of each way a node could once get a batch accepted and then lost, or poison others."""
+
 from __future__ import annotations
 
 import copy
@@ -28,11 +29,29 @@ from tests.fixtures.queries import query, scalar
 API = "/api/v1/seed"
 INT64_MAX = 2**63 - 1
 # Values at and past the bounds, and the extremes of the format's 64 bits (and one past them).
-EDGES = [-(2**63), -(2**31) - 1, -5, -1, 0, 1, 2, MAX_PARTS, MAX_PARTS + 1, MAX_ARTICLE_BYTES - 1,
-         MAX_ARTICLE_BYTES, MAX_ARTICLE_BYTES + 1, 2**32, 2**62, INT64_MAX - 1000, INT64_MAX, 2**63]
+EDGES = [
+    -(2**63),
+    -(2**31) - 1,
+    -5,
+    -1,
+    0,
+    1,
+    2,
+    MAX_PARTS,
+    MAX_PARTS + 1,
+    MAX_ARTICLE_BYTES - 1,
+    MAX_ARTICLE_BYTES,
+    MAX_ARTICLE_BYTES + 1,
+    2**32,
+    2**62,
+    INT64_MAX - 1000,
+    INT64_MAX,
+    2**63,
+]
 
 
 # -- changes to a batch: each (batch, value, row) -> the batch changed; row picks a row or a chunk --
+
 
 def _release_of_fragment(batch: dict, i: int) -> int:
     """The index of the release chunk of the fragment's file's release."""
@@ -119,9 +138,20 @@ def missing_span(batch: dict, value: int, row: int) -> None:
         spans.append([value, value])
 
 
-CHANGES = [fragment_bytes_kept_in_step, lines_kept_in_step, fragment_part, file_parts, fragment_bytes,
-           rule_count, new_rules, chunk_count, release_chunk, release_chunk_bytes_with_rules, stats_count,
-           missing_span]
+CHANGES = [
+    fragment_bytes_kept_in_step,
+    lines_kept_in_step,
+    fragment_part,
+    file_parts,
+    fragment_bytes,
+    rule_count,
+    new_rules,
+    chunk_count,
+    release_chunk,
+    release_chunk_bytes_with_rules,
+    stats_count,
+    missing_span,
+]
 
 
 def changed(batch: dict, change, value: int, row: int) -> dict:
@@ -132,18 +162,39 @@ def changed(batch: dict, change, value: int, row: int) -> dict:
 
 # -- storing as the API and the ingest task do --------------------------------------------------
 
+
 def results_of_range(engine, range_id: int) -> tuple:
     """What a stored batch leaves of itself: its range's counts, its release chunks and rule
     counts, and its fragments."""
     return (
-        tuple(query(engine, "SELECT next_id, articles, missing, rejected, files, releases, dropped FROM seed_ranges"
-                            " WHERE id = :r", r=range_id)),
-        tuple(query(engine, "SELECT release_key, files, fragments, bytes FROM release_chunks WHERE range_id = :r"
-                            " ORDER BY release_key", r=range_id)),
-        tuple(query(engine, "SELECT rule, releases, files, fragments, bytes FROM rule_counts WHERE range_id = :r"
-                            " ORDER BY rule", r=range_id)),
-        scalar(engine, "SELECT count(*) FROM fragments f JOIN seed_ranges s ON s.group_id = f.group_id"
-                       " AND f.article BETWEEN s.first_id AND s.last_id WHERE s.id = :r", r=range_id),
+        tuple(
+            query(
+                engine,
+                "SELECT next_id, articles, missing, rejected, files, releases, dropped FROM seed_ranges WHERE id = :r",
+                r=range_id,
+            )
+        ),
+        tuple(
+            query(
+                engine,
+                "SELECT release_key, files, fragments, bytes FROM release_chunks WHERE range_id = :r"
+                " ORDER BY release_key",
+                r=range_id,
+            )
+        ),
+        tuple(
+            query(
+                engine,
+                "SELECT rule, releases, files, fragments, bytes FROM rule_counts WHERE range_id = :r ORDER BY rule",
+                r=range_id,
+            )
+        ),
+        scalar(
+            engine,
+            "SELECT count(*) FROM fragments f JOIN seed_ranges s ON s.group_id = f.group_id"
+            " AND f.article BETWEEN s.first_id AND s.last_id WHERE s.id = :r",
+            r=range_id,
+        ),
     )
 
 
@@ -155,9 +206,17 @@ def accepted_and_stored(engine, range_id: int, body: bytes, content_type: str, e
     except MalformedBatch:
         return False
     with session_scope() as session:
-        batch_id = acceptance.accept_batch(session, None, range_id, batch_from=header.batch_from,
-                                           batch_to=header.batch_to, body=body, content_type=content_type,
-                                           content_encoding=encoding or "", group=header.group).batch_id
+        batch_id = acceptance.accept_batch(
+            session,
+            None,
+            range_id,
+            batch_from=header.batch_from,
+            batch_to=header.batch_to,
+            body=body,
+            content_type=content_type,
+            content_encoding=encoding or "",
+            group=header.group,
+        ).batch_id
     with session_scope() as session:
         assert store.store_batch(session, batch_id).stored
     with session_scope() as session:
@@ -190,8 +249,17 @@ def examples(draw):
     files, parts = draw(st.integers(1, 4)), draw(st.integers(1, 6))
     change = draw(st.sampled_from(CHANGES))
     value = draw(st.one_of(st.sampled_from(EDGES), st.integers(-(2**63), INT64_MAX)))
-    return size, chunk, skip, files, parts, change, value, draw(st.integers(0, 1000)), draw(
-        st.sampled_from(["msgpack", "json"]))
+    return (
+        size,
+        chunk,
+        skip,
+        files,
+        parts,
+        change,
+        value,
+        draw(st.integers(0, 1000)),
+        draw(st.sampled_from(["msgpack", "json"])),
+    )
 
 
 def test_any_batch_the_api_accepts_stores_and_leaves_the_others_as_they_were(clean_db, store_parts):
@@ -201,17 +269,28 @@ def test_any_batch_the_api_accepts_stores_and_leaves_the_others_as_they_were(cle
     stored = [reference]
     counted = {"accepted": 0, "refused": 0}
 
-    @settings(max_examples=100, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=100,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(examples())
     def a_batch(example):
         size, chunk, skip, files, parts, change, value, row, fmt = example
         first = ranges.next
         range_id = ranges.take(size)
-        batch = make_batch(first, first + size - 1, chunk_size=chunk, files=files, parts=parts,
-                           skip={first + s for s in skip})
-        if not batch["fragments"]["article"] and change not in (lines_kept_in_step, chunk_count, stats_count,
-                                                                 missing_span, new_rules, rule_count):
+        batch = make_batch(
+            first, first + size - 1, chunk_size=chunk, files=files, parts=parts, skip={first + s for s in skip}
+        )
+        if not batch["fragments"]["article"] and change not in (
+            lines_kept_in_step,
+            chunk_count,
+            stats_count,
+            missing_span,
+            new_rules,
+            rule_count,
+        ):
             change = missing_span  # no row to change
         try:
             spoiled = changed(batch, change, value, row)
@@ -225,11 +304,15 @@ def test_any_batch_the_api_accepts_stores_and_leaves_the_others_as_they_were(cle
             counted["accepted"] += 1
             # Stored exactly: its fragments, its counts; the aggregates equal a recomputation.
             assert scalar(clean_db, "SELECT count(*) FROM fragments") == fragments_before + len(
-                spoiled["fragments"]["article"])
+                spoiled["fragments"]["article"]
+            )
             (counts,), *_ = results_of_range(clean_db, range_id)
             chunks = spoiled["chunks"]
-            assert tuple(counts)[1:4] == (sum(c[2] - c[3] for c in chunks),
-                                          sum(b - a + 1 for a, b in spoiled["missing"]), sum(c[3] for c in chunks))
+            assert tuple(counts)[1:4] == (
+                sum(c[2] - c[3] for c in chunks),
+                sum(b - a + 1 for a, b in spoiled["missing"]),
+                sum(c[3] for c in chunks),
+            )
             stored.append(range_id)
         else:
             counted["refused"] += 1
@@ -243,10 +326,17 @@ def test_any_batch_the_api_accepts_stores_and_leaves_the_others_as_they_were(cle
     assert counted["accepted"] and counted["refused"], counted
 
 
-@pytest.mark.parametrize("change, value", [
-    (fragment_bytes_kept_in_step, MAX_ARTICLE_BYTES), (fragment_bytes_kept_in_step, 0),
-    (fragment_part, MAX_PARTS), (file_parts, MAX_PARTS), (file_parts, 0), (lines_kept_in_step, MAX_CHUNK_LINES),
-])
+@pytest.mark.parametrize(
+    "change, value",
+    [
+        (fragment_bytes_kept_in_step, MAX_ARTICLE_BYTES),
+        (fragment_bytes_kept_in_step, 0),
+        (fragment_part, MAX_PARTS),
+        (file_parts, MAX_PARTS),
+        (file_parts, 0),
+        (lines_kept_in_step, MAX_CHUNK_LINES),
+    ],
+)
 def test_a_batch_at_its_bounds_is_accepted_and_stored(clean_db, change, value):
     ranges = Ranges(BIG)
     range_id = ranges.take(300)
@@ -255,11 +345,18 @@ def test_a_batch_at_its_bounds_is_accepted_and_stored(clean_db, change, value):
     assert scalar(clean_db, RELEASES_OFF_THEIR_ROWS) == 0
 
 
-@pytest.mark.parametrize("change, value", [
-    (fragment_bytes_kept_in_step, MAX_ARTICLE_BYTES + 1), (fragment_bytes_kept_in_step, -1),
-    (fragment_part, MAX_PARTS + 1), (fragment_part, -1), (file_parts, MAX_PARTS + 1), (file_parts, -1),
-    (lines_kept_in_step, MAX_CHUNK_LINES + 1),
-])
+@pytest.mark.parametrize(
+    "change, value",
+    [
+        (fragment_bytes_kept_in_step, MAX_ARTICLE_BYTES + 1),
+        (fragment_bytes_kept_in_step, -1),
+        (fragment_part, MAX_PARTS + 1),
+        (fragment_part, -1),
+        (file_parts, MAX_PARTS + 1),
+        (file_parts, -1),
+        (lines_kept_in_step, MAX_CHUNK_LINES + 1),
+    ],
+)
 def test_a_batch_past_its_bounds_is_refused(change, value):
     batch = changed(make_batch(BIG, BIG + 299, chunk_size=100), change, value, 4)
     with pytest.raises(MalformedBatch):
@@ -267,6 +364,7 @@ def test_a_batch_past_its_bounds_is_refused(change, value):
 
 
 # -- each case, through the API on the real database ---------------------------------------------
+
 
 @pytest.fixture
 def leased(client):
@@ -304,12 +402,17 @@ def post(client, auth, range_id: int, batch: dict | None = None, body: bytes | N
 
 
 def catalog_counts(engine, range_id: int) -> tuple:
-    return (scalar(engine, "SELECT count(*) FROM files"), scalar(engine, "SELECT count(*) FROM fragments"),
-            scalar(engine, "SELECT count(*) FROM releases"), scalar(engine, "SELECT count(*) FROM release_chunks"),
-            scalar(engine, "SELECT next_id FROM seed_ranges WHERE id = :r", r=range_id),
-            tuple(query(engine, "SELECT key, files_seen, parts_expected, parts_seen, bytes FROM releases ORDER BY key")),
-            tuple(query(engine, "SELECT articles, missing, rejected, files, releases, dropped FROM seed_ranges"
-                                " ORDER BY id")))
+    return (
+        scalar(engine, "SELECT count(*) FROM files"),
+        scalar(engine, "SELECT count(*) FROM fragments"),
+        scalar(engine, "SELECT count(*) FROM releases"),
+        scalar(engine, "SELECT count(*) FROM release_chunks"),
+        scalar(engine, "SELECT next_id FROM seed_ranges WHERE id = :r", r=range_id),
+        tuple(query(engine, "SELECT key, files_seen, parts_expected, parts_seen, bytes FROM releases ORDER BY key")),
+        tuple(
+            query(engine, "SELECT articles, missing, rejected, files, releases, dropped FROM seed_ranges ORDER BY id")
+        ),
+    )
 
 
 def _rules_past_int64(b):
@@ -374,8 +477,9 @@ def test_a_list_longer_than_the_batch_is_refused_from_its_header(client, clean_d
     body = gzip.compress(body, compresslevel=9)
     assert len(body) < 100_000
     before = catalog_counts(clean_db, range_id)
-    response = post(client, auth, range_id, body=body,
-                    headers={"Content-Type": "application/msgpack", "Content-Encoding": "gzip"})
+    response = post(
+        client, auth, range_id, body=body, headers={"Content-Type": "application/msgpack", "Content-Encoding": "gzip"}
+    )
     answer = response.get_json()
     assert (response.status_code, answer["error"]) == (400, "malformed_batch"), answer
     # The header check's refusal: the spans were never decoded (the full check would name a span).

@@ -1,6 +1,7 @@
 """bench/catalog.py fills a small catalog, times it through gunicorn and ends with its figures as
 JSON; a kept catalog is timed again without a fill (speed is not asserted here: the benchmark's
 own run is)."""
+
 import json
 import shutil
 import subprocess
@@ -13,13 +14,30 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "catalog.py"
 pytestmark = pytest.mark.services
-SMALL = ["--releases", "3000", "--big-segments", "450", "--vocabulary", "2000", "--searches", "24", "--warmup", "4",
-         "--serial", "8", "--gets", "2", "--no-words", "1"]
+SMALL = [
+    "--releases",
+    "3000",
+    "--big-segments",
+    "450",
+    "--vocabulary",
+    "2000",
+    "--searches",
+    "24",
+    "--warmup",
+    "4",
+    "--serial",
+    "8",
+    "--gets",
+    "2",
+    "--no-words",
+    "1",
+]
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(BENCH), *SMALL, *args], capture_output=True, text=True, timeout=600,
-                          cwd=REPO)
+    return subprocess.run(
+        [sys.executable, str(BENCH), *SMALL, *args], capture_output=True, text=True, timeout=600, cwd=REPO
+    )
 
 
 def test_bench_fills_times_and_reuses_a_kept_catalog():
@@ -40,8 +58,13 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
         assert searches["all"]["n"] == 24
         assert {"common", "rare", "common+common", "common+rare"} <= searches.keys()
         assert all(searches[kind]["n"] == 6 for kind in ("common", "rare", "common+common", "common+rare"))
-        assert 0 < searches["all"]["p50_ms"] <= searches["all"]["p95_ms"] <= searches["all"]["p99_ms"] \
+        assert (
+            0
+            < searches["all"]["p50_ms"]
+            <= searches["all"]["p95_ms"]
+            <= searches["all"]["p99_ms"]
             <= searches["all"]["max_ms"]
+        )
         # The commonest words are in many names; the searches found what the catalog holds.
         assert searches["common"]["posts_found_max"] > 100
         assert sum(band["n"] for band in figures["searches_by_posts_found"].values()) == 24
@@ -58,9 +81,14 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
         assert "goals: search p99 from 4 threads" in first.stdout and "from one thread" in first.stdout
         plans = first.stdout.split("-- EXPLAIN ANALYZE: ")[1:]
         assert [plan.split(":", 1)[0].split("\n", 1)[0] for plan in plans] == [
-            "the slowest search", "the search without words", "t=get of the post of 450 segments"]
+            "the slowest search",
+            "the search without words",
+            "t=get of the post of 450 segments",
+        ]
         assert all("(actual time=" in plan for plan in plans)
-        assert "Query Text: WITH matching AS MATERIALIZED ( SELECT p.group_id, p.key, p.last_post FROM posts p" in plans[0]
+        assert (
+            "Query Text: WITH matching AS MATERIALIZED ( SELECT p.group_id, p.key, p.last_post FROM posts p" in plans[0]
+        )
         assert "FROM posts p" in plans[1]
         assert "fragments" in plans[2]
         assert (keep / "catalog.json").exists() and not (keep / "pg" / "postmaster.pid").exists()

@@ -1,6 +1,7 @@
 """bench/fleet.py runs fleets of simulated edge nodes against one coordinator and ends with its
 figures as JSON; here two tiny fleets, to show it runs and its ground truth holds (speed is not
 asserted here: the benchmark's own run is)."""
+
 import json
 import os
 import shutil
@@ -19,12 +20,34 @@ pytestmark = pytest.mark.services
 def test_bench_runs_each_fleet_and_its_ground_truth_is_exact():
     workdir = tempfile.mkdtemp(prefix="fleet-bench-test.")
     try:
-        result = subprocess.run([sys.executable, str(BENCH), "--nodes", "2,5", "--articles", "12000",
-                                 "--range-size", "1500", "--chunk-size", "500", "--batch-chunks", "1",
-                                 "--ramp", "0.2", "--pace", "500000", "--workdir", workdir],
-                                capture_output=True, text=True, timeout=300, cwd=REPO,
-                                # A tight backlog: the nodes may well be told to wait (429 busy).
-                                env={**os.environ, "STORE_BACKLOG": "4"})
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(BENCH),
+                "--nodes",
+                "2,5",
+                "--articles",
+                "12000",
+                "--range-size",
+                "1500",
+                "--chunk-size",
+                "500",
+                "--batch-chunks",
+                "1",
+                "--ramp",
+                "0.2",
+                "--pace",
+                "500000",
+                "--workdir",
+                workdir,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+            # A tight backlog: the nodes may well be told to wait (429 busy).
+            env={**os.environ, "STORE_BACKLOG": "4"},
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -3,6 +3,7 @@ index them and another inspect every post the join queued, and ends with its fig
 (speed is not asserted here: the benchmark's own run is). Here, not in tests/edge_node: ops/test
 runs that directory twice (the second time with the Python twins), and this would add nothing
 the second time."""
+
 import json
 import shutil
 import subprocess
@@ -20,8 +21,13 @@ pytestmark = pytest.mark.services
 def test_bench_inspects_every_post_queued_and_prints_its_figures_last():
     workdir = tempfile.mkdtemp(prefix="inspections-bench-test.")
     try:
-        result = subprocess.run([sys.executable, str(BENCH), "--releases", "4", "--batch", "3", "--workdir", workdir],
-                                capture_output=True, text=True, timeout=300, cwd=REPO)
+        result = subprocess.run(
+            [sys.executable, str(BENCH), "--releases", "4", "--batch", "3", "--workdir", workdir],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -39,7 +45,12 @@ def test_bench_inspects_every_post_queued_and_prints_its_figures_last():
     assert figures["bytes_read"] == figures["node_counts"]["bytes_read"]
     assert figures["posts_per_second"] > 0 and figures["seconds"] > 0
     assert figures["dc_cpu_ms_per_inspection"] > 0 and set(figures["cpu_ms_per_inspection"]) == {
-        "api", "workers", "postgresql", "inn", "edge"}
+        "api",
+        "workers",
+        "postgresql",
+        "inn",
+        "edge",
+    }
     # What the inspections found is what was posted: the hashed post's .nfo tells its name and
     # IMDb id, and the obfuscated release's files come together in its par2 index's post.
     assert figures["found"]["names_told"] >= 1 and figures["found"]["imdb"] >= 1

@@ -1,23 +1,27 @@
 """Newznab categories from group names (app.services.categories)."""
+
 import pytest
 
 from app.services.categories import PARENTS, SUBCATEGORIES, category_of, category_named, matches
 
 
-@pytest.mark.parametrize("group, category", [
-    ("alt.binaries.e-book.french", 7020),
-    ("alt.binaries.ebook", 7020),
-    ("alt.binaries.cd.image.playstation2.dvdiso", 1000),
-    ("alt.binaries.cd.image", 4000),
-    ("alt.binaries.teevee", 5000),
-    ("alt.binaries.multimedia", 2000),
-    ("alt.binaries.moovee", 2000),
-    ("alt.binaries.sounds.mp3", 3000),
-    ("alt.binaries.erotica.divx", 6000),
-    ("alt.binaries.anime", 5070),
-    ("alt.binaries.test", 8010),
-    ("alt.binaries.misc", 8010),
-])
+@pytest.mark.parametrize(
+    "group, category",
+    [
+        ("alt.binaries.e-book.french", 7020),
+        ("alt.binaries.ebook", 7020),
+        ("alt.binaries.cd.image.playstation2.dvdiso", 1000),
+        ("alt.binaries.cd.image", 4000),
+        ("alt.binaries.teevee", 5000),
+        ("alt.binaries.multimedia", 2000),
+        ("alt.binaries.moovee", 2000),
+        ("alt.binaries.sounds.mp3", 3000),
+        ("alt.binaries.erotica.divx", 6000),
+        ("alt.binaries.anime", 5070),
+        ("alt.binaries.test", 8010),
+        ("alt.binaries.misc", 8010),
+    ],
+)
 def test_a_group_names_its_category(group, category):
     assert category_of(group).id == category
 

@@ -6,6 +6,7 @@ such a read).
 No Python object exports such a format, so the test makes one: a memoryview's own Py_buffer is
 found in the object (by its buf, len and itemsize fields) and its format pointer set, for the
 call, to a string allocated with malloc at its exact size."""
+
 from __future__ import annotations
 
 import ctypes
@@ -30,10 +31,14 @@ def _format_set(view: memoryview, values: array, format_text: bytes):
     address, length = values.buffer_info()
     words = (ctypes.c_ssize_t * 32).from_address(id(view))  # the object's first 32 words
     # Py_buffer starts with buf, obj, len, itemsize, then two ints, then format.
-    found = [i for i in range(len(words) - 6) if words[i] == address and words[i + 2] == length * values.itemsize
-             and words[i + 3] == values.itemsize]
+    found = [
+        i
+        for i in range(len(words) - 6)
+        if words[i] == address and words[i + 2] == length * values.itemsize and words[i + 3] == values.itemsize
+    ]
     assert sys.implementation.name == "cpython" and len(found) == 1, (
-        "the memoryview's Py_buffer is not where this test looks for it")
+        "the memoryview's Py_buffer is not where this test looks for it"
+    )
     at = found[0] + 4 + 8 // _WORD
     copy = _libc.malloc(len(format_text) + 1)
     ctypes.memmove(copy, format_text + b"\0", len(format_text) + 1)

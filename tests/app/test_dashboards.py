@@ -1,6 +1,7 @@
 """What ops/ ships for watching the data center: the Grafana dashboard (ops/grafana/usenet-seed.json)
 and the Prometheus alert rules (ops/prometheus/alerts.yml, the same as docs/monitoring.md shows).
 Every metric they name is one /metrics serves, with the labels they group by."""
+
 from __future__ import annotations
 
 import json
@@ -62,7 +63,7 @@ def served(client, clean_db) -> dict[str, set[str]]:
 
 
 def family_of(name: str, served: dict[str, set[str]]) -> str | None:
-    for candidate in (name, *(name[:-len(s)] for s in SUFFIXES if name.endswith(s))):
+    for candidate in (name, *(name[: -len(s)] for s in SUFFIXES if name.endswith(s))):
         if candidate in served:
             return candidate
     return None
@@ -76,8 +77,11 @@ def check(expression: str, served: dict[str, set[str]]) -> None:
     labels = set(served["seed_node_leased_ranges"]) if "on (node)" in expression else set()
     known = set().union(*(served[f] for f in families.values() if f)) | {"le"} | labels
     for by, matchers in LABELS.findall(expression):
-        used = [part.strip() for part in by.split(",") if part.strip()] if by else \
-            [m.split("=")[0].rstrip("!~").strip() for m in matchers.split(",") if m.strip()]
+        used = (
+            [part.strip() for part in by.split(",") if part.strip()]
+            if by
+            else [m.split("=")[0].rstrip("!~").strip() for m in matchers.split(",") if m.strip()]
+        )
         assert set(used) <= known, (expression, set(used) - known)
 
 
@@ -106,8 +110,9 @@ def test_the_dashboard_is_one_grafana_reads():
 
 
 def test_the_alert_rules_are_the_documented_ones_and_name_only_metrics_served(served):
-    documented = re.search(r"## Dashboard and alert rules\n.*?```yaml\n(.*?)```", (REPO / "docs/monitoring.md").read_text(),
-                           re.S)
+    documented = re.search(
+        r"## Dashboard and alert rules\n.*?```yaml\n(.*?)```", (REPO / "docs/monitoring.md").read_text(), re.S
+    )
     assert documented and yaml.safe_load(documented.group(1)) == yaml.safe_load(ALERTS.read_text())
     rules = alert_rules()
     assert {rule["alert"] for rule in rules} >= {"SeedIngestStuck", "SeedNodeGone", "SeedBatchesFailed"}

@@ -1,4 +1,5 @@
 """The API under gunicorn over HTTPS: the certificate verifies with its CA file, a wrong one does not."""
+
 import os
 import ssl
 import subprocess
@@ -32,21 +33,35 @@ def test_a_certificate_from_another_ca_is_refused(api_server):
 def test_the_broker_transport_is_loaded_before_the_first_request():
     """ops/gunicorn.conf.py warms each worker: the first batch does not pay for the import (and
     warming connects to nothing: the broker here is a port nobody listens on)."""
-    code = ("import sys; from wsgi import app; from app.celery_app import warm_broker_transport;"
-            " assert 'kombu.transport.redis' not in sys.modules; warm_broker_transport();"
-            " print('kombu.transport.redis' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0"})
+    code = (
+        "import sys; from wsgi import app; from app.celery_app import warm_broker_transport;"
+        " assert 'kombu.transport.redis' not in sys.modules; warm_broker_transport();"
+        " print('kombu.transport.redis' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0"},
+    )
     assert out.stdout.strip() == "True"
 
 
 def test_a_worker_configures_the_orm_mappers_as_it_starts():
     """warm_pool configures the mappers (the first store or request would), even when the
     database does not answer (a port nobody listens on)."""
-    code = ("from sqlalchemy import inspect; from app.models import SeedBatch; from app.db import warm_pool;"
-            " assert not inspect(SeedBatch).configured; warm_pool(1); print(inspect(SeedBatch).configured)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "DATABASE_URL": "postgresql+psycopg://seed@127.0.0.1:1/none"})
+    code = (
+        "from sqlalchemy import inspect; from app.models import SeedBatch; from app.db import warm_pool;"
+        " assert not inspect(SeedBatch).configured; warm_pool(1); print(inspect(SeedBatch).configured)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "DATABASE_URL": "postgresql+psycopg://seed@127.0.0.1:1/none"},
+    )
     assert out.stdout.strip() == "True"
 
 

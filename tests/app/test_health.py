@@ -1,4 +1,5 @@
 """/healthz, /livez, /readyz and JSON errors."""
+
 import dataclasses
 
 import pytest
@@ -11,8 +12,12 @@ from tests.fixtures.waiting import wait_until
 def test_healthz_checks_the_database(client):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.get_json() == {"status": "ok", "database": "ok", "impl": IMPL,
-                                   "compiled": dict.fromkeys(COMPILED_PARTS, IMPL == "c")}
+    assert response.get_json() == {
+        "status": "ok",
+        "database": "ok",
+        "impl": IMPL,
+        "compiled": dict.fromkeys(COMPILED_PARTS, IMPL == "c"),
+    }
 
 
 def test_healthz_tells_which_implementation_of_the_compiled_parts_runs(client):
@@ -40,6 +45,7 @@ def test_wrong_method_is_a_json_405(client):
 
 # /livez and /readyz: unauthenticated, for orchestrators.
 
+
 def test_livez_answers_without_looking_at_anything(client):
     response = client.get("/livez")
     assert response.status_code == 200 and response.get_json() == {"status": "ok"}
@@ -54,7 +60,11 @@ def test_readyz_lists_its_checks_when_ready(client):
     assert body["status"] == "ok"
     # The replica's check is there because the tests' app reads from one (DATABASE_READ_URL).
     assert {name: check["status"] for name, check in body["checks"].items()} == {
-        "database": "ok", "redis": "ok", "migrations": "ok", "replica": "ok"}
+        "database": "ok",
+        "redis": "ok",
+        "migrations": "ok",
+        "replica": "ok",
+    }
     assert 0 <= body["checks"]["replica"]["lag_seconds"] < 30
     assert body["checks"]["migrations"]["revision"] == body["checks"]["migrations"]["head"] == migrations_head()
     assert migrations_head() == sorted(p.name for p in (MIGRATIONS / "versions").glob("[0-9]*.py"))[-1].split("_")[0]
@@ -89,8 +99,10 @@ def test_readyz_is_503_with_the_reason_while_postgresql_is_down(client, postgres
     postgres.run("stop")
     try:
         body = not_ready(client.get("/readyz"), "database", "OperationalError")
-        assert body["checks"]["migrations"] == {"status": "failed",
-                                                "message": "not checked: the database is unavailable"}
+        assert body["checks"]["migrations"] == {
+            "status": "failed",
+            "message": "not checked: the database is unavailable",
+        }
         assert body["checks"]["redis"]["status"] == "ok"
         assert client.get("/livez").status_code == 200
     finally:
@@ -99,8 +111,11 @@ def test_readyz_is_503_with_the_reason_while_postgresql_is_down(client, postgres
         clean_db.dispose()
     # Ready again once the replica streams from the restarted primary (its WAL receiver connects
     # again on its own, within seconds).
-    assert wait_until(lambda: client.get("/readyz").status_code == 200, timeout=60,
-                      what=lambda: f"ready again: {client.get('/readyz').get_json()}")
+    assert wait_until(
+        lambda: client.get("/readyz").status_code == 200,
+        timeout=60,
+        what=lambda: f"ready again: {client.get('/readyz').get_json()}",
+    )
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ with control characters and bidi overrides, downloaded through the web page and 
 page's logout (a POST with the CSRF token); and the newznab API's own answers to requests Flask
 refuses before its view (404, 405, 414 under /api). Posts are made by the real digest and store
 (tests/app/test_search.py's helpers)."""
+
 from __future__ import annotations
 
 import http.client
@@ -34,15 +35,18 @@ HOSTILE = "Evil\x1b[2J\x07.Show\u202egnp.exe\x7f\x9b31m.2024"
 HOSTILE_POSTER = "Mallory \x1b]0;owned\x07 <m\u2066@example.net>"
 NAMES = [CYRILLIC, JAPANESE, LATIN1, HOSTILE]
 # What must never reach a terminal or a header.
-UNSHOWN = {chr(c) for c in (*range(0x20), *range(0x7f, 0xa0))} | set(
-    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+UNSHOWN = {chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))} | set(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 
 
 @pytest.fixture
 def hostile(client):
     """The posts stored the normal way, each found by its name: (client, API key, {name: post})."""
-    made = [Made(name, HOSTILE_POSTER if name == HOSTILE else "Poster <p@example.net>", 1 + i, files=2, parts=2)
-            for i, name in enumerate(NAMES)]
+    made = [
+        Made(name, HOSTILE_POSTER if name == HOSTILE else "Poster <p@example.net>", 1 + i, files=2, parts=2)
+        for i, name in enumerate(NAMES)
+    ]
     store_group(GROUP, made_lines(BIG, made), BIG)
     with session_scope() as s:
         posts = {p.name: p for p in search_posts(s, None, group=GROUP, limit=100).items}
@@ -68,6 +72,7 @@ def safe_header_name(header: str) -> str:
 
 # -- item 4: the NZB's file name ---------------------------------------------------------------
 
+
 def test_an_nzb_of_any_name_downloads_with_an_ascii_header_and_the_real_name(hostile):
     client, key, posts = hostile
     for name, post in posts.items():
@@ -81,8 +86,9 @@ def test_an_nzb_of_any_name_downloads_with_an_ascii_header_and_the_real_name(hos
         assert newznab.status_code == 200 and newznab.headers["Content-Disposition"] == header
     latin1 = posts[LATIN1]
     assert client.get(f"/nzb/{latin1.key}", query_string={"apikey": key}).headers["Content-Disposition"] == (
-        "attachment; filename=\"Caf_.Cr_me.Br_l_e.2024.nzb\"; "
-        "filename*=UTF-8''Caf%C3%A9.Cr%C3%A8me.Br%C3%BBl%C3%A9e.2024.nzb")
+        'attachment; filename="Caf_.Cr_me.Br_l_e.2024.nzb"; '
+        "filename*=UTF-8''Caf%C3%A9.Cr%C3%A8me.Br%C3%BBl%C3%A9e.2024.nzb"
+    )
     cyrillic = client.get(f"/nzb/{posts[CYRILLIC].key}", query_string={"apikey": key}).headers["Content-Disposition"]
     assert "filename*=UTF-8''" + urllib.parse.quote(CYRILLIC + ".nzb", safe="") in cyrillic
 
@@ -108,10 +114,27 @@ def test_through_gunicorn_every_name_downloads(hostile, api_server):
                 conn.close()
 
 
-@pytest.mark.parametrize("name", [
-    CYRILLIC, JAPANESE, LATIN1, HOSTILE, "", "...", "///", "a/b\\c", "\ud800lone", "nul\x00here", "x" * 5000,
-    'a"b\r\nSet-Cookie: x=1', "\u202e", ".hidden", "tab\there", "\u2028line",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        CYRILLIC,
+        JAPANESE,
+        LATIN1,
+        HOSTILE,
+        "",
+        "...",
+        "///",
+        "a/b\\c",
+        "\ud800lone",
+        "nul\x00here",
+        "x" * 5000,
+        'a"b\r\nSet-Cookie: x=1',
+        "\u202e",
+        ".hidden",
+        "tab\there",
+        "\u2028line",
+    ],
+)
 def test_the_disposition_is_safe_whatever_the_name(name):
     header = nzb_disposition(name, -42)
     real = safe_header_name(header)
@@ -121,6 +144,7 @@ def test_the_disposition_is_safe_whatever_the_name(name):
 
 
 # -- item 8: the catalog's commands --------------------------------------------------------------
+
 
 def test_cli_output_shows_control_and_bidi_characters_escaped(hostile, flask_app):
     runner = flask_app.test_cli_runner()
@@ -148,6 +172,7 @@ def test_cli_output_shows_control_and_bidi_characters_escaped(hostile, flask_app
 
 # -- item 9a: logging out --------------------------------------------------------------------------
 
+
 def test_logging_out_takes_a_post_with_the_csrf_token(client):
     with session_scope() as s:
         key = operators.create_key(s, "alice")[1]
@@ -173,6 +198,7 @@ def test_logging_out_takes_a_post_with_the_csrf_token(client):
 
 
 # -- item 9b: refusals under /api are newznab errors -------------------------------------------
+
 
 def newznab_error(response, status: int) -> int:
     assert response.status_code == status, response.data[:300]

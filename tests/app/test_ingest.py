@@ -1,5 +1,6 @@
 """Accepted batches reach the catalog through real Celery workers: once, whole, and even when
 Redis was away when they were accepted."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,6 +22,11 @@ def all_stored(engine):
 
 @pytest.fixture
 def leased(client):
+    return lease_a_range(client)
+
+
+def lease_a_range(client) -> tuple[dict[str, str], int]:
+    """Node edge-a holding a range of 3,000 articles past 2^32: its auth header and the range's id."""
     with session_scope() as s:
         group = make_group(s)
         _, token = make_node(s, "edge-a")
@@ -54,8 +60,9 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
     per_release = 15
     releases = {BIG // per_release + i for i in range(0, 3000 // per_release + 1)}
     with clean_db.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT name, files_seen, parts_expected, parts_seen, completion FROM releases ORDER BY name")).all()
+        rows = conn.execute(
+            text("SELECT name, files_seen, parts_expected, parts_seen, completion FROM releases ORDER BY name")
+        ).all()
     assert len(rows) == len(releases)
     straddling = f"Some.Release.2025.{(BIG + 1000) // per_release}"
     whole = {r.name: r for r in rows}[straddling]
@@ -71,8 +78,10 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
 
     # A task lost between the store and the join into posts: the sweep finds the stored-but-not-
     # gathered batch again and the ingest task gathers it.
-    put_back = text("UPDATE seed_batches SET state = 'stored', stored_at = now() - interval '1 hour',"
-                    " release_keys = (SELECT array_agg(key) FROM releases WHERE name = :n) WHERE id = :b")
+    put_back = text(
+        "UPDATE seed_batches SET state = 'stored', stored_at = now() - interval '1 hour',"
+        " release_keys = (SELECT array_agg(key) FROM releases WHERE name = :n) WHERE id = :b"
+    )
     with session_scope() as s:
         s.execute(put_back, {"n": straddling, "b": batch_ids[1]})
     requeued = task_result(celery_app, "batches.requeue", worker=celery_worker)
@@ -128,6 +137,7 @@ def test_after_redis_comes_back_the_next_batch_is_enqueued_on_a_fresh_connection
         redis_server.start()
     celery_worker.wait_ready(celery_app)
     assert post_batch(client, auth, range_id, make_batch(BIG + 2000, BIG + 2999)).status_code == 202
-    assert wait_until(lambda: scalar(clean_db, "SELECT state FROM seed_batches WHERE batch_from = :f",
-                                     f=BIG + 2000) == "gathered")
+    assert wait_until(
+        lambda: scalar(clean_db, "SELECT state FROM seed_batches WHERE batch_from = :f", f=BIG + 2000) == "gathered"
+    )
     assert scalar(clean_db, "SELECT state FROM seed_batches WHERE batch_from = :f", f=BIG + 1000) == "accepted"

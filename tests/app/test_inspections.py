@@ -2,6 +2,7 @@
 database: the join queues the posts worth it, nodes lease them with the message-ids to read,
 leases expire and are given back, a result is stored once and bounded, and bad input gets a
 clear error that changes nothing."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,21 +30,42 @@ HASHED = "8f3a9c2e71b04d5fa6e2c9d1b7f04a3e"
 
 
 def lines(name: str, files: list[str], posters: list[bytes], first: int = 0) -> list[bytes]:
-    return [b"\t".join([str(BIG + first + i).encode(),
-                        b'%s [%d/%d] - "%s" yEnc (1/1)' % (name.encode(), i + 1, len(files), f.encode()),
-                        posters[i % len(posters)], DATE, b"<i%d.%d@example.net>" % (first, i), b"", b"4000", b"30", b""])
-            for i, f in enumerate(files)]
+    return [
+        b"\t".join(
+            [
+                str(BIG + first + i).encode(),
+                b'%s [%d/%d] - "%s" yEnc (1/1)' % (name.encode(), i + 1, len(files), f.encode()),
+                posters[i % len(posters)],
+                DATE,
+                b"<i%d.%d@example.net>" % (first, i),
+                b"",
+                b"4000",
+                b"30",
+                b"",
+            ]
+        )
+        for i, f in enumerate(files)
+    ]
 
 
 @pytest.fixture
 def queued(client, clean_db):
     """A hashed post (queued), a named one (not), and two nodes' headers."""
-    hashed_files = [f"{HASHED}.par2", f"{HASHED}.vol00+01.par2", f"{HASHED}.part01.rar", f"{HASHED}.part02.rar",
-                    f"{HASHED}.nfo"]
+    hashed_files = [
+        f"{HASHED}.par2",
+        f"{HASHED}.vol00+01.par2",
+        f"{HASHED}.part01.rar",
+        f"{HASHED}.part02.rar",
+        f"{HASHED}.nfo",
+    ]
     # Named, of one poster, two files, none that tells more than headers: not worth inspecting.
     named_files = ["Show.Name.S01E02.720p.HDTV.x264-GRP.mkv", "Show.Name.S01E02.720p.HDTV.x264-GRP.srt"]
-    store_groups({"alt.binaries.misc": lines(HASHED, hashed_files, [b"a <a@x.example>"])
-                  + lines("Show.Name.S01E02.720p.HDTV.x264-GRP", named_files, [b"b <b@y.example>"], first=5)})
+    store_groups(
+        {
+            "alt.binaries.misc": lines(HASHED, hashed_files, [b"a <a@x.example>"])
+            + lines("Show.Name.S01E02.720p.HDTV.x264-GRP", named_files, [b"b <b@y.example>"], first=5)
+        }
+    )
     with session_scope() as s:
         _, token_a = make_node(s, "edge-a")
         _, token_b = make_node(s, "edge-b")
@@ -51,8 +73,11 @@ def queued(client, clean_db):
 
 
 def test_the_join_queues_posts_worth_inspecting_once(queued, clean_db):
-    rows = query(clean_db, "SELECT p.name, i.reason, i.state FROM post_inspections i"
-                           " JOIN posts p ON p.group_id = i.group_id AND p.key = i.post_key")
+    rows = query(
+        clean_db,
+        "SELECT p.name, i.reason, i.state FROM post_inspections i"
+        " JOIN posts p ON p.group_id = i.group_id AND p.key = i.post_key",
+    )
     assert [tuple(r) for r in rows] == [(HASHED, "hashed", "queued")]
 
 
@@ -60,19 +85,29 @@ def test_each_reason_queues_a_post_and_a_post_with_nothing_to_tell_is_not(client
     film = "Film.Name.2019.1080p.BluRay.x264-GRP"
     posts = {
         "hashed": lines(HASHED, [f"{HASHED}.mkv", f"{HASHED}.srt"], [b"a <a@x.example>"]),
-        "misc": lines("holiday pictures", ["holiday pictures.jpg", "holiday pictures 2.jpg"], [b"a <a@x.example>"],
-                      first=2),
+        "misc": lines(
+            "holiday pictures", ["holiday pictures.jpg", "holiday pictures 2.jpg"], [b"a <a@x.example>"], first=2
+        ),
         "one_file": lines(film, [f"{film}.mkv"], [b"a <a@x.example>"], first=4),
-        "contents": lines("Other.Show.S02E03.1080p.WEB.h264-GRP",
-                          ["Other.Show.S02E03.1080p.WEB.h264-GRP.mkv", "Other.Show.S02E03.1080p.WEB.h264-GRP.nfo"],
-                          [b"a <a@x.example>"], first=5),
-        None: lines("Quiet.Show.S03E04.720p.HDTV.x264-GRP",
-                    ["Quiet.Show.S03E04.720p.HDTV.x264-GRP.mkv", "Quiet.Show.S03E04.720p.HDTV.x264-GRP.srt"],
-                    [b"a <a@x.example>"], first=7),
+        "contents": lines(
+            "Other.Show.S02E03.1080p.WEB.h264-GRP",
+            ["Other.Show.S02E03.1080p.WEB.h264-GRP.mkv", "Other.Show.S02E03.1080p.WEB.h264-GRP.nfo"],
+            [b"a <a@x.example>"],
+            first=5,
+        ),
+        None: lines(
+            "Quiet.Show.S03E04.720p.HDTV.x264-GRP",
+            ["Quiet.Show.S03E04.720p.HDTV.x264-GRP.mkv", "Quiet.Show.S03E04.720p.HDTV.x264-GRP.srt"],
+            [b"a <a@x.example>"],
+            first=7,
+        ),
     }
     store_groups({"alt.binaries.misc": [line for post in posts.values() for line in post]})
-    rows = query(clean_db, "SELECT p.names, i.reason FROM posts p LEFT JOIN post_inspections i"
-                           " ON i.group_id = p.group_id AND i.post_key = p.key")
+    rows = query(
+        clean_db,
+        "SELECT p.names, i.reason FROM posts p LEFT JOIN post_inspections i"
+        " ON i.group_id = p.group_id AND i.post_key = p.key",
+    )
     assert sorted(map(str, (row.reason for row in rows))) == sorted(map(str, posts)), [tuple(r) for r in rows]
     assert [row.names for row in rows if row.reason is None] == ["Quiet.Show.S03E04.720p.HDTV.x264-GRP"]
 
@@ -82,17 +117,35 @@ def test_a_7z_lease_reads_the_last_article_of_its_last_volume_too(client, clean_
     first volume and the last article of the last one."""
     name = "Film.Name.2019.1080p.BluRay.x264-GRP"
     volumes = [f"{name}.7z.001", f"{name}.7z.002", f"{name}.7z.003"]
-    store_groups({"alt.binaries.misc": [
-        b"\t".join([str(BIG + 2 * v + p).encode(),
-                    b'%s [%d/3] - "%s" yEnc (%d/2)' % (name.encode(), v + 1, f.encode(), p + 1),
-                    b"a <a@x.example>", DATE, b"<z%d.%d@example.net>" % (v, p), b"", b"4000", b"30", b""])
-        for v, f in enumerate(volumes) for p in range(2)]})
+    store_groups(
+        {
+            "alt.binaries.misc": [
+                b"\t".join(
+                    [
+                        str(BIG + 2 * v + p).encode(),
+                        b'%s [%d/3] - "%s" yEnc (%d/2)' % (name.encode(), v + 1, f.encode(), p + 1),
+                        b"a <a@x.example>",
+                        DATE,
+                        b"<z%d.%d@example.net>" % (v, p),
+                        b"",
+                        b"4000",
+                        b"30",
+                        b"",
+                    ]
+                )
+                for v, f in enumerate(volumes)
+                for p in range(2)
+            ]
+        }
+    )
     with session_scope() as s:
         _, token = make_node(s, "edge-a")
     answer = client.post(f"{API}/inspections/lease", headers={"Authorization": f"Bearer {token}"})
     (leased,) = answer.json["inspections"]
     assert [(f["name"], f["message_id"]) for f in leased["files"]] == [
-        (f"{name}.7z.001", "<z0.0@example.net>"), (f"{name}.7z.003", "<z2.1@example.net>")]
+        (f"{name}.7z.001", "<z0.0@example.net>"),
+        (f"{name}.7z.003", "<z2.1@example.net>"),
+    ]
 
 
 def test_a_lease_carries_the_articles_to_read_and_a_result_is_stored_once(queued, clean_db):
@@ -107,10 +160,17 @@ def test_a_lease_carries_the_articles_to_read_and_a_result_is_stored_once(queued
     assert all(f["message_id"].startswith("<i") and f["message_id"].endswith("@example.net>") for f in leased["files"])
     # Nothing more to lease, for anyone.
     assert client.post(f"{API}/inspections/lease", headers=b).status_code == 204
-    result = {"name": "Hidden.Show.S05E06.1080p.WEB.h264-GRP", "password": 1, "flags": ["encrypted_headers"],
-              "files": [{"name": "Hidden.Show.S05E06.1080p.WEB.h264-GRP.mkv", "size": 2**33, "source": "par2"}],
-              "nfo": "Hidden Show\nhttps://www.imdb.com/title/tt0133093/", "imdb": 133093,
-              "articles_read": 3, "articles_missing": 0, "bytes_read": 2000}
+    result = {
+        "name": "Hidden.Show.S05E06.1080p.WEB.h264-GRP",
+        "password": 1,
+        "flags": ["encrypted_headers"],
+        "files": [{"name": "Hidden.Show.S05E06.1080p.WEB.h264-GRP.mkv", "size": 2**33, "source": "par2"}],
+        "nfo": "Hidden Show\nhttps://www.imdb.com/title/tt0133093/",
+        "imdb": 133093,
+        "articles_read": 3,
+        "articles_missing": 0,
+        "bytes_read": 2000,
+    }
     url = f"{API}/inspections/{leased['id']}/result"
     assert client.post(url, json=result, headers=b).status_code == 409  # not b's
     first = client.post(url, json=result, headers=a)
@@ -119,7 +179,12 @@ def test_a_lease_carries_the_articles_to_read_and_a_result_is_stored_once(queued
     assert (again.status_code, again.json["status"]) == (200, "already_stored")
     (row,) = query(clean_db, "SELECT state, password, flags, inner_name, files, nfo, imdb FROM post_inspections")
     assert (row.state, row.password, row.flags, row.inner_name, row.imdb) == (
-        "done", 1, "encrypted_headers", result["name"], 133093)
+        "done",
+        1,
+        "encrypted_headers",
+        result["name"],
+        133093,
+    )
     assert row.files[0]["size"] == 2**33 and zlib.decompress(row.nfo).decode() == result["nfo"]
     # The post takes the name its files told, and its category by it; the posted name stays
     # searchable, and the row is what a join would sum.
@@ -143,11 +208,28 @@ def test_a_result_and_a_join_of_its_group_under_way_do_not_deadlock(queued, clea
     with clean_db.connect() as join:
         transaction = join.begin()
         join.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
-        poster = threading.Thread(target=lambda: answers.append(client.post(
-            f"{API}/inspections/{leased['id']}/result", json={"name": "Real.Name.2024.1080p.WEB.h264-GRP"}, headers=a)))
+        poster = threading.Thread(
+            target=lambda: answers.append(
+                client.post(
+                    f"{API}/inspections/{leased['id']}/result",
+                    json={"name": "Real.Name.2024.1080p.WEB.h264-GRP"},
+                    headers=a,
+                )
+            )
+        )
         poster.start()
-        wait_until(lambda: scalar(clean_db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                                            " AND query LIKE '%pg_advisory_xact_lock%'") == 1, 30, "the result waiting")
+        wait_until(
+            lambda: (
+                scalar(
+                    clean_db,
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE '%pg_advisory_xact_lock%'",
+                )
+                == 1
+            ),
+            30,
+            "the result waiting",
+        )
         join.execute(inspections.QUEUE, {"g": group_id, "keys": [leased["post_key"]]})
         transaction.commit()
     poster.join(30)
@@ -177,8 +259,15 @@ def test_a_post_is_read_once_it_settles_and_again_when_it_grows(client, clean_db
     time; one read before is queued again when later batches bring it more files, MAX_ROUNDS
     times in all."""
     group = "alt.binaries.misc"
-    names = [f"{HASHED}.part01.rar", f"{HASHED}.part02.rar", f"{HASHED}.nfo", f"{HASHED}.par2",
-             f"{HASHED}.vol00+01.par2", f"{HASHED}.part03.rar", f"{HASHED}.part04.rar"]
+    names = [
+        f"{HASHED}.part01.rar",
+        f"{HASHED}.part02.rar",
+        f"{HASHED}.nfo",
+        f"{HASHED}.par2",
+        f"{HASHED}.vol00+01.par2",
+        f"{HASHED}.part03.rar",
+        f"{HASHED}.part04.rar",
+    ]
     posted = lines(HASHED, names, [b"a <a@x.example>"])
 
     def row():
@@ -242,28 +331,33 @@ def test_an_expired_lease_goes_to_the_next_node_and_a_given_back_one_is_leased_a
             s.execute(text("UPDATE post_inspections SET expires_at = now() - interval '1 second'"))
         client.post(f"{API}/inspections/lease", headers=b)
     assert tuple(query(clean_db, "SELECT state, error FROM post_inspections")[0]) == (
-        "failed", "its lease expired 3 times")
+        "failed",
+        "its lease expired 3 times",
+    )
 
 
-@pytest.mark.parametrize("result, why", [
-    ([], "object"),
-    ({"password": 3}, "password"),
-    ({"password": True}, "password"),
-    ({"flags": ["rm -rf"]}, "flags"),
-    ({"files": [{"size": 1}]}, "name"),
-    ({"files": [{"name": "x" * 2000}]}, "file's name"),
-    ({"files": [{"name": "a"}] * (inspections.MAX_RESULT_FILES + 1)}, "files"),
-    ({"files": [{"name": "a", "size": -1}]}, "size"),
-    ({"nfo": "x" * (inspections.MAX_NFO + 1)}, "nfo"),
-    ({"imdb": 0}, "imdb"),
-    ({"imdb": 2**40}, "imdb"),
-    ({"bytes_read": "many"}, "bytes_read"),
-    ({"read": [{"size": 1}]}, "hash16k"),
-    ({"read": [{"size": 1, "hash16k": "zz"}]}, "hash16k"),
-    ({"read": [{"hash16k": "0" * 32}]}, "size"),
-    ({"read": [{"size": 1, "hash16k": "0" * 32}] * (inspections.MAX_READ + 1)}, "read"),
-    ({"files": [{"name": "a", "hash16k": "x" * 32}]}, "hash16k"),
-])
+@pytest.mark.parametrize(
+    "result, why",
+    [
+        ([], "object"),
+        ({"password": 3}, "password"),
+        ({"password": True}, "password"),
+        ({"flags": ["rm -rf"]}, "flags"),
+        ({"files": [{"size": 1}]}, "name"),
+        ({"files": [{"name": "x" * 2000}]}, "file's name"),
+        ({"files": [{"name": "a"}] * (inspections.MAX_RESULT_FILES + 1)}, "files"),
+        ({"files": [{"name": "a", "size": -1}]}, "size"),
+        ({"nfo": "x" * (inspections.MAX_NFO + 1)}, "nfo"),
+        ({"imdb": 0}, "imdb"),
+        ({"imdb": 2**40}, "imdb"),
+        ({"bytes_read": "many"}, "bytes_read"),
+        ({"read": [{"size": 1}]}, "hash16k"),
+        ({"read": [{"size": 1, "hash16k": "zz"}]}, "hash16k"),
+        ({"read": [{"hash16k": "0" * 32}]}, "size"),
+        ({"read": [{"size": 1, "hash16k": "0" * 32}] * (inspections.MAX_READ + 1)}, "read"),
+        ({"files": [{"name": "a", "hash16k": "x" * 32}]}, "hash16k"),
+    ],
+)
 def test_bad_results_get_400_and_change_nothing(queued, clean_db, result, why):
     client, a, _ = queued
     (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
@@ -291,8 +385,15 @@ def test_bad_requests_get_clear_errors(queued, clean_db):
 def several_queued(client, count: int) -> tuple[dict[str, str], dict[str, str], list[dict]]:
     """`count` hashed posts queued and leased to node a (b is another node)."""
     hashes = [hashlib.md5(f"post {n}".encode()).hexdigest() for n in range(count)]
-    store_groups({"alt.binaries.misc": [line for n, h in enumerate(hashes) for line in lines(
-        h, [f"{h}.par2", f"{h}.part01.rar", f"{h}.nfo"], [b"a <a@x.example>"], first=3 * n)]})
+    store_groups(
+        {
+            "alt.binaries.misc": [
+                line
+                for n, h in enumerate(hashes)
+                for line in lines(h, [f"{h}.par2", f"{h}.part01.rar", f"{h}.nfo"], [b"a <a@x.example>"], first=3 * n)
+            ]
+        }
+    )
     with session_scope() as s:
         _, token_a = make_node(s, "edge-a")
         _, token_b = make_node(s, "edge-b")
@@ -303,31 +404,52 @@ def several_queued(client, count: int) -> tuple[dict[str, str], dict[str, str], 
 
 
 def told(n: int) -> dict:
-    return {"name": f"Told.Show.S01E{n:02d}.1080p.WEB.h264-GRP", "password": 0, "imdb": 1000 + n,
-            "articles_read": 3, "bytes_read": 3000}
+    return {
+        "name": f"Told.Show.S01E{n:02d}.1080p.WEB.h264-GRP",
+        "password": 0,
+        "imdb": 1000 + n,
+        "articles_read": 3,
+        "bytes_read": 3000,
+    }
 
 
 def test_results_posted_together_are_each_answered_and_stored_once(client, clean_db):
     a, b, leased = several_queued(client, 3)
     first, second, third = (entry["id"] for entry in leased)
-    body = {"results": [{"id": first, "result": told(1)}, {"id": second, "result": {"password": 7}},
-                        {"id": third, "result": told(3)}, {"id": first, "result": told(1)},
-                        {"id": 2**40, "result": told(4)}]}
+    body = {
+        "results": [
+            {"id": first, "result": told(1)},
+            {"id": second, "result": {"password": 7}},
+            {"id": third, "result": told(3)},
+            {"id": first, "result": told(1)},
+            {"id": 2**40, "result": told(4)},
+        ]
+    }
     answer = client.post(f"{API}/inspections/results", json=body, headers=a)
     assert answer.status_code == 200, answer.json
     assert [(r["id"], r["status"]) for r in answer.json["results"]] == [
-        (first, "stored"), (second, "malformed_result"), (third, "stored"), (first, "already_stored"),
-        (2**40, "unknown_inspection")]
+        (first, "stored"),
+        (second, "malformed_result"),
+        (third, "stored"),
+        (first, "already_stored"),
+        (2**40, "unknown_inspection"),
+    ]
     assert "password" in answer.json["results"][1]["message"]
     # The one refused is still a's to post; b's result for it is not taken.
-    again = client.post(f"{API}/inspections/results", json={"results": [{"id": second, "result": told(2)}]},
-                        headers=b).json["results"]
+    again = client.post(
+        f"{API}/inspections/results", json={"results": [{"id": second, "result": told(2)}]}, headers=b
+    ).json["results"]
     assert [r["status"] for r in again] == ["not_your_inspection"]
-    rows = query(clean_db, "SELECT i.id, i.state, p.name, p.imdb FROM post_inspections i"
-                           " JOIN posts p ON p.group_id = i.group_id AND p.key = i.post_key ORDER BY i.id")
+    rows = query(
+        clean_db,
+        "SELECT i.id, i.state, p.name, p.imdb FROM post_inspections i"
+        " JOIN posts p ON p.group_id = i.group_id AND p.key = i.post_key ORDER BY i.id",
+    )
     assert {r.id: (r.state, r.name, r.imdb) for r in rows} == {
-        first: ("done", told(1)["name"], 1001), third: ("done", told(3)["name"], 1003),
-        second: ("leased", rows[[r.id for r in rows].index(second)].name, None)}
+        first: ("done", told(1)["name"], 1001),
+        third: ("done", told(3)["name"], 1003),
+        second: ("leased", rows[[r.id for r in rows].index(second)].name, None),
+    }
     assert_posts_summed(clean_db)
 
 
@@ -336,18 +458,23 @@ def test_results_postgresql_refuses_together_are_stored_one_by_one(client, clean
     answered so; the others of its call are stored."""
     a, _, leased = several_queued(client, 3)
     with clean_db.begin() as db:
-        db.execute(text("""
+        db.execute(
+            text("""
             CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
                 IF NEW.inner_name = 'Refused.By.The.Database' THEN RAISE EXCEPTION 'refused by the test'; END IF;
                 RETURN NEW;
             END $$;
             CREATE TRIGGER refuse_one BEFORE UPDATE ON post_inspections FOR EACH ROW EXECUTE FUNCTION refuse_one();
-        """))
+        """)
+        )
     try:
         results = [told(1), {**told(2), "name": "Refused.By.The.Database"}, told(3)]
-        answer = client.post(f"{API}/inspections/results", headers=a, json={
-            "results": [{"id": entry["id"], "result": result} for entry, result in zip(leased, results)]})
+        answer = client.post(
+            f"{API}/inspections/results",
+            headers=a,
+            json={"results": [{"id": entry["id"], "result": result} for entry, result in zip(leased, results)]},
+        )
         assert answer.status_code == 200, answer.json
         assert [r["status"] for r in answer.json["results"]] == ["stored", "refused", "stored"]
         assert "refused by the test" in answer.json["results"][1]["message"]
@@ -359,17 +486,20 @@ def test_results_postgresql_refuses_together_are_stored_one_by_one(client, clean
     assert_posts_summed(clean_db)
 
 
-@pytest.mark.parametrize("body, why", [
-    (b'{"results": {}}', "results must be a list"),
-    (b'{"results": []}', "results must be a list"),
-    (b'{"results": [' + b",".join([b'{"id": 1, "result": {}}'] * 101) + b']}', "results must be a list"),
-    (b'{"results": [{"id": "1", "result": {}}]}', "each of results"),
-    (b'{"results": [{"id": 0, "result": {}}]}', "each of results"),
-    (b'{"results": [{"id": 9223372036854775808, "result": {}}]}', "each of results"),
-    (b'{"results": [7]}', "each of results"),
-    (b'{"results": [{"id": 1, "result": {"nfo": "' + b"x" * (5 * 1024 * 1024) + b'"}}]}', "body over"),
-    (b"{not json", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        (b'{"results": {}}', "results must be a list"),
+        (b'{"results": []}', "results must be a list"),
+        (b'{"results": [' + b",".join([b'{"id": 1, "result": {}}'] * 101) + b"]}", "results must be a list"),
+        (b'{"results": [{"id": "1", "result": {}}]}', "each of results"),
+        (b'{"results": [{"id": 0, "result": {}}]}', "each of results"),
+        (b'{"results": [{"id": 9223372036854775808, "result": {}}]}', "each of results"),
+        (b'{"results": [7]}', "each of results"),
+        (b'{"results": [{"id": 1, "result": {"nfo": "' + b"x" * (5 * 1024 * 1024) + b'"}}]}', "body over"),
+        (b"{not json", "not JSON"),
+    ],
+)
 def test_bad_calls_of_results_get_400_and_change_nothing(client, clean_db, body, why):
     a, _, leased = several_queued(client, 1)
     answer = client.post(f"{API}/inspections/results", data=body, headers={**a, "Content-Type": "application/json"})
@@ -387,9 +517,16 @@ def test_what_an_inspection_found_is_served_by_the_newznab_api(queued, clean_db)
     client, a, _ = queued
     (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
     nfo = "Film Title (1999)\r\nhttps://www.imdb.com/title/tt0133093/\r\n\x1b[0m <ok> & done"
-    result = {"name": "Film.Title.1999.1080p.BluRay.x264-GRP", "password": 2, "nfo": nfo, "imdb": 133093,
-              "files": [{"name": "Film.Title.1999.1080p.BluRay.x264-GRP.mkv", "size": 2**33, "source": "rar5"},
-                        {"name": "Extras & <more>.rar", "size": 5, "source": "rar5"}]}
+    result = {
+        "name": "Film.Title.1999.1080p.BluRay.x264-GRP",
+        "password": 2,
+        "nfo": nfo,
+        "imdb": 133093,
+        "files": [
+            {"name": "Film.Title.1999.1080p.BluRay.x264-GRP.mkv", "size": 2**33, "source": "rar5"},
+            {"name": "Extras & <more>.rar", "size": 5, "source": "rar5"},
+        ],
+    }
     assert client.post(f"{API}/inspections/{leased['id']}/result", json=result, headers=a).status_code == 200
     with session_scope() as s:
         _, key = apikeys.create_key(s, "radarr")
@@ -419,7 +556,9 @@ def test_what_an_inspection_found_is_served_by_the_newznab_api(queued, clean_db)
     assert text_item.find("description").text == nfo.replace("\x1b", "")
     raw = ask(t="getnfo", id=post_id, o="file")
     assert raw.mimetype == "text/plain" and raw.get_data(as_text=True) == nfo
-    assert raw.headers["Content-Disposition"].startswith('attachment; filename="Film.Title.1999.1080p.BluRay.x264-GRP.nfo"')
+    assert raw.headers["Content-Disposition"].startswith(
+        'attachment; filename="Film.Title.1999.1080p.BluRay.x264-GRP.nfo"'
+    )
     other = query(clean_db, "SELECT key FROM posts WHERE key <> :k", k=leased["post_key"])[0].key
     assert ET.fromstring(ask(t="getnfo", id=str(other)).data).get("code") == "300"
     # t=details lists the files inside and says there is an NFO; a post never inspected says neither.
@@ -428,7 +567,9 @@ def test_what_an_inspection_found_is_served_by_the_newznab_api(queued, clean_db)
     assert ("nfo", "1") in attrs_list
     assert [v for n, v in attrs_list if n == "file"] == [f["name"] for f in result["files"]]
     assert detailed.find("description").text.splitlines()[1:] == [
-        "Film.Title.1999.1080p.BluRay.x264-GRP.mkv (8,589,934,592 bytes)", "Extras & <more>.rar (5 bytes)"]
+        "Film.Title.1999.1080p.BluRay.x264-GRP.mkv (8,589,934,592 bytes)",
+        "Extras & <more>.rar (5 bytes)",
+    ]
     (plain,) = ET.fromstring(ask(t="details", id=str(other)).data).findall("channel/item")
     assert not [a for a in plain.iter(f"{newznab}attr") if a.get("name") in ("nfo", "file")]
     # The web page says it too.
@@ -445,9 +586,13 @@ def test_an_id_an_nfo_gave_finds_the_posts_of_the_same_title_and_year_too(client
     too, by their parsed title and year; another film of that title (another year) is not."""
     film = "Film.Title.1999.720p.WEB.x264-OTHER"
     remake = "Film.Title.2005.1080p.BluRay.x264-GRP"
-    store_groups({"alt.binaries.misc": lines(HASHED, [f"{HASHED}.part01.rar", f"{HASHED}.nfo"], [b"a <a@x.example>"])
-                  + lines(film, [f"{film}.mkv", f"{film}.srt"], [b"b <b@y.example>"], first=2)
-                  + lines(remake, [f"{remake}.mkv", f"{remake}.srt"], [b"c <c@z.example>"], first=4)})
+    store_groups(
+        {
+            "alt.binaries.misc": lines(HASHED, [f"{HASHED}.part01.rar", f"{HASHED}.nfo"], [b"a <a@x.example>"])
+            + lines(film, [f"{film}.mkv", f"{film}.srt"], [b"b <b@y.example>"], first=2)
+            + lines(remake, [f"{remake}.mkv", f"{remake}.srt"], [b"c <c@z.example>"], first=4)
+        }
+    )
     with session_scope() as s:
         _, token = make_node(s, "edge-a")
         _, key = apikeys.create_key(s, "radarr")
@@ -466,13 +611,16 @@ def test_an_id_an_nfo_gave_finds_the_posts_of_the_same_title_and_year_too(client
     assert titles(t="movie", q="film title") == sorted([told["name"], film, remake])
 
 
-@pytest.mark.parametrize("rules, result, dropped_by", [
-    ([], {"flags": ["executable"]}, "inspected-executable"),
-    ([], {"password": 1}, None),
-    ([("passworded", "^password$", "drop")], {"password": 1}, "passworded"),
-    ([("exe-ok", "executable", "keep")], {"flags": ["executable"], "password": 1}, None),
-    ([("no-pw-sites", "password_url", "drop")], {"flags": ["password_url", "executable"]}, "no-pw-sites"),
-])
+@pytest.mark.parametrize(
+    "rules, result, dropped_by",
+    [
+        ([], {"flags": ["executable"]}, "inspected-executable"),
+        ([], {"password": 1}, None),
+        ([("passworded", "^password$", "drop")], {"password": 1}, "passworded"),
+        ([("exe-ok", "executable", "keep")], {"flags": ["executable"], "password": 1}, None),
+        ([("no-pw-sites", "password_url", "drop")], {"flags": ["password_url", "executable"]}, "no-pw-sites"),
+    ],
+)
 def test_flags_drop_or_keep_a_post_by_the_rules_and_are_counted(queued, clean_db, rules, result, dropped_by):
     from app.services import rules as rule_service
 
@@ -495,9 +643,11 @@ def test_a_flag_rule_is_checked_like_any_rule(clean_db):
     from app.services.errors import ServiceError
 
     with session_scope() as s:
-        for data in ({"name": "bad", "field": "flag", "pattern": "("},
-                     {"name": "inspected-executable", "field": "flag", "pattern": "x"},
-                     {"name": "bad", "field": "flag", "pattern": "x", "action": "maybe"}):
+        for data in (
+            {"name": "bad", "field": "flag", "pattern": "("},
+            {"name": "inspected-executable", "field": "flag", "pattern": "x"},
+            {"name": "bad", "field": "flag", "pattern": "x", "action": "maybe"},
+        ):
             with pytest.raises(ServiceError):
                 rule_service.add_rule(s, data)
 
@@ -507,15 +657,23 @@ def test_releases_show_tells_what_was_inspected(queued, clean_db, cli_runner):
 
     client, a, _ = queued
     (leased,) = client.post(f"{API}/inspections/lease", headers=a).json["inspections"]
-    result = {"name": "Film.Title.1999.1080p.BluRay.x264-GRP", "password": 1, "flags": ["encrypted_headers"],
-              "files": [{"name": "Film.Title.1999.1080p.BluRay.x264-GRP.mkv", "size": 8_000_000_000, "source": "rar"}],
-              "nfo": "the film", "imdb": 133093}
+    result = {
+        "name": "Film.Title.1999.1080p.BluRay.x264-GRP",
+        "password": 1,
+        "flags": ["encrypted_headers"],
+        "files": [{"name": "Film.Title.1999.1080p.BluRay.x264-GRP.mkv", "size": 8_000_000_000, "source": "rar"}],
+        "nfo": "the film",
+        "imdb": 133093,
+    }
     assert client.post(f"{API}/inspections/{leased['id']}/result", json=result, headers=a).status_code == 200
     shown = cli_runner.invoke(args=["seed", "releases", "show", str(leased["post_key"])])
     assert shown.exit_code == 0, shown.output
-    for text_shown in ("inspected done, queued as hashed, passworded, flagged encrypted_headers",
-                       "told      Film.Title.1999.1080p.BluRay.x264-GRP", "ids       imdb 133093",
-                       "Film.Title.1999.1080p.BluRay.x264-GRP.mkv"):
+    for text_shown in (
+        "inspected done, queued as hashed, passworded, flagged encrypted_headers",
+        "told      Film.Title.1999.1080p.BluRay.x264-GRP",
+        "ids       imdb 133093",
+        "Film.Title.1999.1080p.BluRay.x264-GRP.mkv",
+    ):
         assert text_shown in shown.output
     as_json = json.loads(cli_runner.invoke(args=["seed", "releases", "show", str(leased["post_key"]), "--json"]).output)
     assert as_json["inspection"]["files"] == result["files"] and as_json["inspection"]["nfo"] == "the film"
@@ -549,16 +707,24 @@ def test_an_obfuscated_posts_files_join_the_post_of_the_par2_set_that_lists_them
     with session_scope() as s:
         _, token = make_node(s, "edge-a")
     a = {"Authorization": f"Bearer {token}"}
-    leased = {i["name"]: i for i in client.post(f"{API}/inspections/lease", json={"max": 10}, headers=a).json["inspections"]}
+    leased = {
+        i["name"]: i for i in client.post(f"{API}/inspections/lease", json={"max": 10}, headers=a).json["inspections"]
+    }
     assert set(leased) == set(names)
     h = ["%032x" % (n * 7919) for n in (1, 2)]
     real = "Real.Name.2024.1080p.WEB.h264-GRP"
     results = [
         (names[1], {"read": [{"name": "v1", "size": 700_000, "hash16k": h[0]}]}),
         # No .nfo: the post is named by the files its par2 set lists.
-        (names[0], {"files": [
-            {"name": f"{real}.part1.rar", "size": 700_000, "source": "par2", "hash16k": h[0]},
-            {"name": f"{real}.part2.rar", "size": 650_000, "source": "par2", "hash16k": h[1]}]}),
+        (
+            names[0],
+            {
+                "files": [
+                    {"name": f"{real}.part1.rar", "size": 700_000, "source": "par2", "hash16k": h[0]},
+                    {"name": f"{real}.part2.rar", "size": 650_000, "source": "par2", "hash16k": h[1]},
+                ]
+            },
+        ),
         (names[2], {"read": [{"name": "v2", "size": 650_000, "hash16k": h[1]}]}),
     ]
     for name, result in results:
@@ -584,8 +750,13 @@ def test_metrics_tell_the_inspections_waiting_and_under_way(queued, clean_db):
     client, a, _ = queued
     with session_scope() as s:
         _, key = operators.create_key(s, "ops")
-    assert (sample(scrape(client, key), "seed_inspections", state="queued"),
-            sample(scrape(client, key), "seed_inspections", state="leased")) == (1, 0)
+    assert (
+        sample(scrape(client, key), "seed_inspections", state="queued"),
+        sample(scrape(client, key), "seed_inspections", state="leased"),
+    ) == (1, 0)
     client.post(f"{API}/inspections/lease", headers=a)
     samples = scrape(client, key)
-    assert (sample(samples, "seed_inspections", state="queued"), sample(samples, "seed_inspections", state="leased")) == (0, 1)
+    assert (
+        sample(samples, "seed_inspections", state="queued"),
+        sample(samples, "seed_inspections", state="leased"),
+    ) == (0, 1)

@@ -1,4 +1,5 @@
 """Leases and accepting batches: the rules that hold for a range, on the real database."""
+
 from __future__ import annotations
 
 import threading
@@ -15,8 +16,14 @@ from tests.app.factories import BIG, make_group, make_node, make_plan
 
 def accept(session, node, seed_range, start, end, body=b"x"):
     return acceptance.accept_batch(
-        session, node, seed_range.id, batch_from=start, batch_to=end, body=body,
-        content_type="application/msgpack", content_encoding="gzip",
+        session,
+        node,
+        seed_range.id,
+        batch_from=start,
+        batch_to=end,
+        body=body,
+        content_type="application/msgpack",
+        content_encoding="gzip",
     )
 
 
@@ -83,9 +90,17 @@ def test_a_replay_is_answered_to_its_sender_and_the_holder_only(db_session):
     with pytest.raises(leases.NotYourLease):
         accept(db_session, other, r, BIG, BIG + 499)
     with pytest.raises(acceptance.OutsideRange):
-        acceptance.accept_batch(db_session, sender, r.id, batch_from=BIG, batch_to=BIG + 499, body=b"x",
-                                content_type="application/msgpack", content_encoding="gzip",
-                                group="alt.binaries.other")
+        acceptance.accept_batch(
+            db_session,
+            sender,
+            r.id,
+            batch_from=BIG,
+            batch_to=BIG + 499,
+            body=b"x",
+            content_type="application/msgpack",
+            content_encoding="gzip",
+            group="alt.binaries.other",
+        )
     leases.release(db_session, sender, r.id)
     again = accept(db_session, sender, r, BIG, BIG + 499)
     assert (again.created, again.batch_id, again.next_id) == (False, first.batch_id, BIG + 500)

@@ -1,6 +1,7 @@
 """A group's, a node's and a rule's life cycle through `flask seed ...` on the real database:
 disable and enable, remove with everything of it, a node deleted with its leases given back,
 rules switched off and on; and --json on every command that changes something."""
+
 from __future__ import annotations
 
 import json
@@ -30,10 +31,12 @@ GROUP_ROWS = {
     "seed_ranges": "SELECT count(*) FROM seed_ranges WHERE group_id = :g",
     "seed_batches": "SELECT count(*) FROM seed_batches b JOIN seed_ranges r ON r.id = b.range_id WHERE r.group_id = :g",
     "stored_fragments": "SELECT count(*) FROM stored_fragments s JOIN seed_batches b ON b.id = s.batch_id"
-                        " JOIN seed_ranges r ON r.id = b.range_id WHERE r.group_id = :g",
+    " JOIN seed_ranges r ON r.id = b.range_id WHERE r.group_id = :g",
     "spool_chunks": "SELECT count(*) FROM spool_chunks s JOIN seed_ranges r ON r.id = s.range_id WHERE r.group_id = :g",
-    **{t: f"SELECT count(*) FROM {t} WHERE group_id = :g"
-       for t in ("files", "fragments", "release_chunks", "releases", "release_posts", "post_grabs", "rule_counts")},
+    **{
+        t: f"SELECT count(*) FROM {t} WHERE group_id = :g"
+        for t in ("files", "fragments", "release_chunks", "releases", "release_posts", "post_grabs", "rule_counts")
+    },
 }
 
 
@@ -79,21 +82,32 @@ def fill_group(name: str, node_name: str, *, finish: bool = True) -> dict:
     with session_scope() as s:
         posts.gather_batch(s, batch_id)
     with session_scope() as s:
-        keys = s.scalars(text("SELECT key FROM releases WHERE group_id = :g ORDER BY key LIMIT 2"),
-                         {"g": group_id}).all()
+        keys = s.scalars(
+            text("SELECT key FROM releases WHERE group_id = :g ORDER BY key LIMIT 2"), {"g": group_id}
+        ).all()
         grabs.record(s, group_id, keys[0])
-        s.execute(text("INSERT INTO release_posts (group_id, key, post_key) VALUES (:g, :k, :p)"
-                       " ON CONFLICT DO NOTHING"), {"g": group_id, "k": keys[1], "p": keys[0]})
-        s.execute(text("INSERT INTO spool_chunks (range_id, chunk_from, chunk_to, lines, body)"
-                       " VALUES (:r, :a, :b, 1, '\\x00')"), {"r": range_id, "a": first, "b": first + 99})
+        s.execute(
+            text("INSERT INTO release_posts (group_id, key, post_key) VALUES (:g, :k, :p) ON CONFLICT DO NOTHING"),
+            {"g": group_id, "k": keys[1], "p": keys[0]},
+        )
+        s.execute(
+            text(
+                "INSERT INTO spool_chunks (range_id, chunk_from, chunk_to, lines, body) VALUES (:r, :a, :b, 1, '\\x00')"
+            ),
+            {"r": range_id, "a": first, "b": first + 99},
+        )
         if finish:
             leases.finish(s, node, range_id)
     return {"id": group_id, "range_id": range_id, "node": node}
 
 
 def partitions_of(engine, group_id: int) -> list[str]:
-    return [r for (r,) in query(engine, "SELECT relname FROM pg_class WHERE relname ~ :p ORDER BY relname",
-                                p=f"_g{group_id}$")]
+    return [
+        r
+        for (r,) in query(
+            engine, "SELECT relname FROM pg_class WHERE relname ~ :p ORDER BY relname", p=f"_g{group_id}$"
+        )
+    ]
 
 
 def shows_count(output: str, table: str, rows: int) -> bool:
@@ -102,6 +116,7 @@ def shows_count(output: str, table: str, rows: int) -> bool:
 
 
 # --- groups disable / enable -------------------------------------------------------------------
+
 
 def test_disable_and_enable_round_trip_and_a_disabled_group_is_neither_planned_nor_leased(cli_runner, clean_db):
     assert ok_json(cli_runner, "groups", "add", A, B)[0]["active"] is True
@@ -143,6 +158,7 @@ def test_unknown_and_odd_group_names_are_clear_errors(cli_runner, clean_db, comm
 
 # --- groups remove -----------------------------------------------------------------------------
 
+
 def test_remove_deletes_everything_of_the_group_and_nothing_else(cli_runner, clean_db):
     removed_group = fill_group(A, "edge-1")
     kept_group = fill_group(B, "edge-2")
@@ -175,9 +191,12 @@ def test_remove_deletes_everything_of_the_group_and_nothing_else(cli_runner, cle
     assert rows_of(clean_db, kept_group["id"]) == others
     assert len(partitions_of(clean_db, kept_group["id"])) == 3
     # Every table with a group_id column is free of the group, whatever tables there are.
-    tables = query(clean_db, "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
-                             " AND a.attname = 'group_id' JOIN pg_namespace n ON n.oid = c.relnamespace"
-                             " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')")
+    tables = query(
+        clean_db,
+        "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
+        " AND a.attname = 'group_id' JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')",
+    )
     for (table,) in tables:
         assert scalar(clean_db, f'SELECT count(*) FROM "{table}" WHERE group_id = :g', g=removed_group["id"]) == 0
     # The nodes stay: only the group's rows went.
@@ -192,8 +211,14 @@ def test_remove_deletes_everything_of_the_group_and_nothing_else(cli_runner, cle
 def test_remove_is_refused_while_a_range_is_leased_unless_forced(cli_runner, clean_db):
     group = fill_group(A, "edge-1", finish=False)
     before = rows_of(clean_db, group["id"])
-    result = refused(cli_runner, "groups", "remove", A, "--yes",
-                     message=f"group {A} has 1 leased ranges ({group['range_id']}): nodes are fetching them")
+    result = refused(
+        cli_runner,
+        "groups",
+        "remove",
+        A,
+        "--yes",
+        message=f"group {A} has 1 leased ranges ({group['range_id']}): nodes are fetching them",
+    )
     assert "--force" in result.stderr
     refused(cli_runner, "groups", "remove", A, "--yes", "--json", message="leased ranges")
     assert rows_of(clean_db, group["id"]) == before
@@ -235,11 +260,17 @@ def test_remove_covers_tables_added_later(cli_runner, clean_db):
     other = fill_group(B, "edge-2")
     with clean_db.begin() as conn:
         conn.execute(text("CREATE TABLE lifecycle_notes (group_id int NOT NULL, note text)"))
-        conn.execute(text("CREATE TABLE lifecycle_range_notes (range_id bigint REFERENCES seed_ranges (id), note text)"))
-        conn.execute(text("INSERT INTO lifecycle_notes VALUES (:a, 'a'), (:a, 'a2'), (:b, 'b')"),
-                     {"a": group["id"], "b": other["id"]})
-        conn.execute(text("INSERT INTO lifecycle_range_notes VALUES (:a, 'a'), (:b, 'b')"),
-                     {"a": group["range_id"], "b": other["range_id"]})
+        conn.execute(
+            text("CREATE TABLE lifecycle_range_notes (range_id bigint REFERENCES seed_ranges (id), note text)")
+        )
+        conn.execute(
+            text("INSERT INTO lifecycle_notes VALUES (:a, 'a'), (:a, 'a2'), (:b, 'b')"),
+            {"a": group["id"], "b": other["id"]},
+        )
+        conn.execute(
+            text("INSERT INTO lifecycle_range_notes VALUES (:a, 'a'), (:b, 'b')"),
+            {"a": group["range_id"], "b": other["range_id"]},
+        )
     try:
         dry = ok_json(cli_runner, "groups", "remove", A, "--dry-run")
         assert (dry["counts"]["lifecycle_notes"], dry["counts"]["lifecycle_range_notes"]) == (2, 1)
@@ -254,6 +285,7 @@ def test_remove_covers_tables_added_later(cli_runner, clean_db):
 
 # --- nodes delete ------------------------------------------------------------------------------
 
+
 def test_deleting_a_node_gives_its_leased_ranges_back(cli_runner, clean_db):
     assert ok_json(cli_runner, "groups", "add", A)
     with session_scope() as s:
@@ -266,8 +298,9 @@ def test_deleting_a_node_gives_its_leased_ranges_back(cli_runner, clean_db):
     accept(node, ids[0], make_batch(BIG, BIG + 999))  # the first range is half fetched
     deleted = ok_json(cli_runner, "nodes", "delete", "edge-1")
     assert (deleted["name"], deleted["deleted"], deleted["released_ranges"]) == ("edge-1", True, ids)
-    rows = scalar(clean_db, "SELECT json_agg(json_build_array(id, status, node_id, next_id) ORDER BY id)"
-                            " FROM seed_ranges")
+    rows = scalar(
+        clean_db, "SELECT json_agg(json_build_array(id, status, node_id, next_id) ORDER BY id) FROM seed_ranges"
+    )
     assert rows == [[ids[0], "planned", None, BIG + 1000], [ids[1], "planned", None, BIG + 2000]]
     assert scalar(clean_db, "SELECT count(*) FROM seed_batches WHERE node_id IS NULL") == 1  # the batch stays
     with session_scope() as s:
@@ -283,6 +316,7 @@ def test_deleting_a_node_gives_its_leased_ranges_back(cli_runner, clean_db):
 
 
 # --- rules enable / disable --------------------------------------------------------------------
+
 
 def test_disabled_rules_are_not_handed_out_with_a_lease(cli_runner, client, clean_db):
     token = ok_json(cli_runner, "nodes", "create", "edge-1")["token"]
@@ -305,7 +339,10 @@ def test_disabled_rules_are_not_handed_out_with_a_lease(cli_runner, client, clea
     again = invoke(cli_runner, "rules", "disable", "no-spam")
     assert again.exit_code == 0 and "rule no-spam is already disabled" in again.output
     assert [(r["name"], r["enabled"]) for r in ok_json(cli_runner, "rules", "list")] == [
-        ("no-spam", False), ("other", True), ("inspected-executable", True)]
+        ("no-spam", False),
+        ("other", True),
+        ("inspected-executable", True),
+    ]
     assert ok_json(cli_runner, "rules", "enable", "no-spam")["changed"] is True
     assert lease_rules() == ["no-spam", "other"]
     refused(cli_runner, "rules", "enable", "ghost", message="no such rule: ghost")
@@ -317,6 +354,7 @@ def test_disabled_rules_are_not_handed_out_with_a_lease(cli_runner, client, clea
 
 
 # --- --json on every command that changes something --------------------------------------------
+
 
 def test_every_changing_command_prints_one_json_document(cli_runner, clean_db):
     groups = ok_json(cli_runner, "groups", "add", A, B)

@@ -2,6 +2,7 @@
 backfill planning meet, the lease order with live work, the retention edge, and each group
 planned on its own with its failures recorded. Against INN 2 through simnews' provider proxy,
 with article numbers past 2^32."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,8 +21,15 @@ from app.services import leases
 from app.services.groups import get_group
 from app.services.ingest import accept as acceptance
 from app.services.planner import (
-    PlanResult, highest_covered, live_window, mark_expired, plan_group, plan_groups, plan_live,
-    plan_live_group, summary,
+    PlanResult,
+    highest_covered,
+    live_window,
+    mark_expired,
+    plan_group,
+    plan_groups,
+    plan_live,
+    plan_live_group,
+    summary,
 )
 from app.services.status import seed_status
 from edge.digest.nntp import connect
@@ -37,6 +45,7 @@ _posts = itertools.count(1)
 
 
 # -- the live window: pure arithmetic ----------------------------------------------------------
+
 
 def test_the_live_window_starts_where_coverage_ends_and_keeps_back_the_lag():
     low, high = BIG, BIG + 100_000
@@ -67,6 +76,7 @@ def test_the_live_window_starts_where_coverage_ends_and_keeps_back_the_lag():
 
 
 # -- the seam, on INN --------------------------------------------------------------------------
+
 
 def post(inn, group: str, count: int, **dates) -> None:
     """`count` fresh articles in `group` (one feed connection: INN numbers them in order), dated
@@ -152,8 +162,10 @@ def test_live_planning_skips_a_disabled_group(inn, fresh_group, provider, db_ses
     post(inn, fresh_group, 300)
     group = make_group(db_session, fresh_group)
     group.active = False
-    for result in (plan_live_group(db_session, provider, group, lag=0, range_size=100),
-                   plan_group(db_session, provider, group, days=36500, range_size=100)):
+    for result in (
+        plan_live_group(db_session, provider, group, lag=0, range_size=100),
+        plan_group(db_session, provider, group, days=36500, range_size=100),
+    ):
         assert result.plan_id is None and "disabled" in result.reason
     assert ranges_of(db_session, group) == []
 
@@ -189,8 +201,11 @@ def pointers(name: str) -> tuple[int | None, int | None]:
 def plans_of(name: str) -> list[tuple[str, int, int, int | None]]:
     """The group's plans, lowest first: (kind, first_id, last_id, days)."""
     with session_scope() as s:
-        rows = s.execute(select(SeedPlan.kind, SeedPlan.first_id, SeedPlan.last_id, SeedPlan.days)
-                         .where(SeedPlan.group_id == get_group(s, name).id).order_by(SeedPlan.first_id)).all()
+        rows = s.execute(
+            select(SeedPlan.kind, SeedPlan.first_id, SeedPlan.last_id, SeedPlan.days)
+            .where(SeedPlan.group_id == get_group(s, name).id)
+            .order_by(SeedPlan.first_id)
+        ).all()
         return [tuple(r) for r in rows]
 
 
@@ -199,7 +214,8 @@ def days_ago(days: float) -> dt.datetime:
 
 
 def test_a_new_group_smaller_than_the_lag_leaves_its_past_to_backfill_and_plans_only_new_articles_live(
-        cli_runner, flask_app, inn, fresh_group):
+    cli_runner, flask_app, inn, fresh_group
+):
     """Issue 32, item 10: `groups add`, beat's live tick, `plan --days 2`, the next tick, on a group
     of 300 articles with the default LIVE_LAG of 20,000. The first tick used to take the whole
     group from its low mark for live planning, so backfill said "everything down to the low mark
@@ -219,9 +235,11 @@ def test_a_new_group_smaller_than_the_lag_leaves_its_past_to_backfill_and_plans_
             # planning starts above the high mark and plans nothing; the 300 are the group's past.
             tick = cli_runner.invoke(args=["seed", "plan", "--live"])
             assert tick.exit_code == 0, tick.output
-            assert (f"{fresh_group}: nothing to plan (live planning starts at {high + 1}, above the high mark:"
-                    f" the group's 300 article numbers ({low}-{high}, within LIVE_LAG 20000 of the top) are its"
-                    " past, for backfill to plan") in tick.output
+            assert (
+                f"{fresh_group}: nothing to plan (live planning starts at {high + 1}, above the high mark:"
+                f" the group's 300 article numbers ({low}-{high}, within LIVE_LAG 20000 of the top) are its"
+                " past, for backfill to plan"
+            ) in tick.output
             assert pointers(fresh_group) == (high + 1, high + 1) and plans_of(fresh_group) == []
             # The operator's backfill two days back plans at once, down to the article posted then.
             before = time.time()
@@ -253,9 +271,11 @@ def test_a_new_group_smaller_than_the_lag_leaves_its_past_to_backfill_and_plans_
             assert live_plan[:3] == ("live", high + 1, newer)
             with session_scope() as s:
                 live_id = s.scalar(select(SeedPlan.id).where(SeedPlan.kind == "live", SeedPlan.first_id == high + 1))
-            assert (f"{fresh_group}: nothing to plan (no article below {start} is newer than 2 days (above it,"
-                    f" covered already: {start}-{high} by backfill plan {planned['plan_id']} (2 days),"
-                    f" {high + 1}-{newer} by live plan {live_id}))") in again.output
+            assert (
+                f"{fresh_group}: nothing to plan (no article below {start} is newer than 2 days (above it,"
+                f" covered already: {start}-{high} by backfill plan {planned['plan_id']} (2 days),"
+                f" {high + 1}-{newer} by live plan {live_id}))"
+            ) in again.output
         finally:
             flask_app.config["SETTINGS"] = app_settings
     with session_scope() as s:
@@ -274,18 +294,22 @@ def test_backfill_that_finds_everything_covered_says_by_what(inn, fresh_group, p
     group.live_first = group.live_next = low
     held = plan_group(db_session, provider, group, days=2, range_size=1_000)
     assert held.plan_id is None
-    assert held.reason == (f"everything from the low mark {low} up is covered already: {low}-{high} by live"
-                           " planning, to plan once ready (LIVE_LAG)")
+    assert held.reason == (
+        f"everything from the low mark {low} up is covered already: {low}-{high} by live"
+        " planning, to plan once ready (LIVE_LAG)"
+    )
     # ... and what the next tick made of it: the whole group one live plan.
     (live,) = make_kind_plan(db_session, group, [(low, high)], "live")
     group.live_next = high + 1
     covered = plan_group(db_session, provider, group, days=2, range_size=1_000)
     assert covered.plan_id is None
-    assert covered.reason == (f"everything from the low mark {low} up is covered already: {low}-{high} by live"
-                              f" plan {live.plan_id}")
+    assert covered.reason == (
+        f"everything from the low mark {low} up is covered already: {low}-{high} by live plan {live.plan_id}"
+    )
 
 
 # -- the lease order ---------------------------------------------------------------------------
+
 
 def make_kind_plan(session, group, spans, kind: str) -> list[SeedRange]:
     ranges = make_plan(session, group, spans)
@@ -303,8 +327,9 @@ def kinds_by_id(session) -> dict[int, str]:
 def test_several_nodes_get_live_ranges_first_and_backfill_keeps_its_share(db_session):
     group = make_group(db_session)
     backfill = make_kind_plan(db_session, group, [(BIG + i * 100, BIG + i * 100 + 99) for i in range(10)], "backfill")
-    live = make_kind_plan(db_session, group, [(BIG + 10_000 + i * 100, BIG + 10_099 + i * 100) for i in range(10)],
-                          "live")
+    live = make_kind_plan(
+        db_session, group, [(BIG + 10_000 + i * 100, BIG + 10_099 + i * 100) for i in range(10)], "live"
+    )
     nodes = [make_node(db_session, f"edge-{i}")[0] for i in range(3)]
     got = [leases.lease(db_session, nodes[i % 3], max_leases=20, backfill_every=4) for i in range(12)]
     kind = kinds_by_id(db_session)
@@ -346,6 +371,7 @@ def test_backfill_every_lease_when_the_share_is_one_and_failed_and_disabled_rang
 
 # -- the retention edge ------------------------------------------------------------------------
 
+
 def test_ranges_the_server_expired_are_marked_and_nothing_accepted_is_lost(inn, fresh_group, db_session):
     post(inn, fresh_group, 2_000)
     group = make_group(db_session, fresh_group)
@@ -357,8 +383,16 @@ def test_ranges_the_server_expired_are_marked_and_nothing_accepted_is_lost(inn, 
     node, _ = make_node(db_session)
     leases.lease_range(db_session, node, a.id)  # a node reads it: left alone
     leases.lease_range(db_session, node, b.id)
-    acceptance.accept_batch(db_session, node, b.id, batch_from=b.first_id, batch_to=b.first_id + 99, body=b"x",
-                            content_type="application/msgpack", content_encoding="gzip")
+    acceptance.accept_batch(
+        db_session,
+        node,
+        b.id,
+        batch_from=b.first_id,
+        batch_to=b.first_id + 99,
+        body=b"x",
+        content_type="application/msgpack",
+        content_encoding="gzip",
+    )
     leases.release(db_session, node, b.id)  # 100 numbers accepted, then given back
     # The provider's low mark moves 1,200 up: what was below it expired.
     with ProviderProxy(inn.host, inn.reader_port, shift=SHIFT + 1_200) as proxy:
@@ -387,6 +421,7 @@ def test_ranges_the_server_expired_are_marked_and_nothing_accepted_is_lost(inn, 
 
 # -- each group on its own ---------------------------------------------------------------------
 
+
 @pytest.fixture
 def three_groups(inn, clean_db):
     names = [f"alt.binaries.test.iso{next(_posts)}x{i}" for i in range(3)]
@@ -400,8 +435,9 @@ def three_groups(inn, clean_db):
 
 
 def nntp_settings(settings: Settings, port: int, host: str = "127.0.0.1") -> Settings:
-    return dataclasses.replace(settings, nntp=NNTPSettings(host=host, port=port, tls=TLSMode.NONE, timeout=5),
-                               range_size=1_000, live_lag=0)
+    return dataclasses.replace(
+        settings, nntp=NNTPSettings(host=host, port=port, tls=TLSMode.NONE, timeout=5), range_size=1_000, live_lag=0
+    )
 
 
 def failures(name: str) -> tuple[int, str | None, bool]:
@@ -438,8 +474,10 @@ def test_a_connection_lost_mid_way_is_opened_again_for_the_next_group(inn, setti
     assert results[1].error is None and results[1].first_id > 2**32
     assert failures(good)[0] == 1 and failures(other)[0] == 0
     with session_scope() as s:  # the failed group's planning was rolled back whole
-        assert s.scalar(select(text("count(*)")).select_from(SeedRange)
-                        .where(SeedRange.group_id == get_group(s, good).id)) == 0
+        assert (
+            s.scalar(select(text("count(*)")).select_from(SeedRange).where(SeedRange.group_id == get_group(s, good).id))
+            == 0
+        )
 
 
 def test_the_server_down_fails_every_group_and_the_command_after_all(cli_runner, flask_app, three_groups):
@@ -498,4 +536,3 @@ def test_plan_results_read_as_json():
     result = PlanResult("alt.binaries.x", 7, BIG, BIG + 9, 1, "planned", kind="live")
     assert json.loads(json.dumps(result.as_dict()))["kind"] == "live"
     assert summary([result]) == "1 groups: 1 planned, 0 with nothing to plan"
-

@@ -3,6 +3,7 @@ JSON, LOG_LEVEL and LOG_FORMAT read and checked, credentials blanked wherever th
 (the real credentials the services make), `flask seed` logging through it, and gunicorn for real
 with LOG_FORMAT=json: its error and access logs as JSON lines, INFO kept, each request's duration,
 no key of a request in the log."""
+
 from __future__ import annotations
 
 import json
@@ -46,7 +47,10 @@ def test_a_json_line_has_the_same_fields_and_the_traceback():
     assert "\n" not in line
     document = json.loads(line)
     assert {k: document[k] for k in ("level", "logger", "message")} == {
-        "level": "ERROR", "logger": "app.test", "message": "it failed"}
+        "level": "ERROR",
+        "logger": "app.test",
+        "message": "it failed",
+    }
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", document["time"])
     assert document["exception"].startswith("Traceback") and "ValueError: boom" in document["exception"]
     plain = json.loads(Formatter(json_lines=True).format(record("fine")))
@@ -54,23 +58,49 @@ def test_a_json_line_has_the_same_fields_and_the_traceback():
 
 
 def test_an_access_line_carries_the_requests_figures():
-    atoms = {"h": "10.0.0.1", "r": "GET /api?t=search&q=x&apikey=seedapi_secret HTTP/1.1", "s": "200", "b": "512",
-             "B": 512, "m": "GET", "U": "/api", "q": "t=search&q=x&apikey=seedapi_secret", "a": "Sonarr",
-             "D": 12_345, "L": "0.012345", "{authorization}i": "Bearer seed_notlogged"}
-    access = logging.LogRecord("gunicorn.access", logging.INFO, __file__, 1,
-                               '%(h)s "%(r)s" %(s)s %(b)s %(L)ss "%(a)s"', (atoms,), None)
+    atoms = {
+        "h": "10.0.0.1",
+        "r": "GET /api?t=search&q=x&apikey=seedapi_secret HTTP/1.1",
+        "s": "200",
+        "b": "512",
+        "B": 512,
+        "m": "GET",
+        "U": "/api",
+        "q": "t=search&q=x&apikey=seedapi_secret",
+        "a": "Sonarr",
+        "D": 12_345,
+        "L": "0.012345",
+        "{authorization}i": "Bearer seed_notlogged",
+    }
+    access = logging.LogRecord(
+        "gunicorn.access", logging.INFO, __file__, 1, '%(h)s "%(r)s" %(s)s %(b)s %(L)ss "%(a)s"', (atoms,), None
+    )
     document = json.loads(Formatter(json_lines=True).format(access))
-    assert document["message"] == f'10.0.0.1 "GET /api?t=search&q=x&apikey={REDACTED} HTTP/1.1" 200 512 0.012345s "Sonarr"'
+    assert (
+        document["message"] == f'10.0.0.1 "GET /api?t=search&q=x&apikey={REDACTED} HTTP/1.1" 200 512 0.012345s "Sonarr"'
+    )
     assert {k: document[k] for k in ("remote", "method", "path", "status", "bytes", "duration_ms")} == {
-        "remote": "10.0.0.1", "method": "GET", "path": "/api", "status": 200, "bytes": 512, "duration_ms": 12.345}
+        "remote": "10.0.0.1",
+        "method": "GET",
+        "path": "/api",
+        "status": 200,
+        "bytes": 512,
+        "duration_ms": 12.345,
+    }
     assert "seedapi_secret" not in json.dumps(document) and "notlogged" not in json.dumps(document)
 
 
-@pytest.mark.parametrize("secret", [
-    new_token(), new_operator_key(), new_token(apikeys.API_KEY_PREFIX), new_token(tokens.TOKEN_PREFIX)])
+@pytest.mark.parametrize(
+    "secret", [new_token(), new_operator_key(), new_token(apikeys.API_KEY_PREFIX), new_token(tokens.TOKEN_PREFIX)]
+)
 def test_the_systems_credentials_are_blanked_wherever_they_show(secret):
-    for shown in (f"token {secret} refused", f"GET /search?q=a&apikey={secret}&page=2 HTTP/1.1",
-                  f"Authorization: Bearer {secret}", f"('{secret}',)", f"key={secret}"):
+    for shown in (
+        f"token {secret} refused",
+        f"GET /search?q=a&apikey={secret}&page=2 HTTP/1.1",
+        f"Authorization: Bearer {secret}",
+        f"('{secret}',)",
+        f"key={secret}",
+    ):
         assert secret not in redact(shown) and REDACTED in redact(shown), shown
     assert redact("GET /search?q=a&apikey=x&page=2").endswith(f"apikey={REDACTED}&page=2")
 
@@ -89,7 +119,9 @@ def test_log_settings_are_read_and_checked():
     assert (Settings.from_env({}).log_level, Settings.from_env({}).log_format) == ("INFO", "text")
     read = Settings.from_env({"LOG_LEVEL": "debug", "LOG_FORMAT": "JSON"})
     assert (read.log_level, read.log_format) == ("DEBUG", "json")
-    with pytest.raises(SettingsError, match=r"^LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got 'loud'"):
+    with pytest.raises(
+        SettingsError, match=r"^LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got 'loud'"
+    ):
         Settings.from_env({"LOG_LEVEL": "loud"})
     with pytest.raises(SettingsError, match=r"^LOG_FORMAT must be one of text, json, got 'xml'"):
         Settings.from_env({"LOG_FORMAT": "xml"})
@@ -144,8 +176,9 @@ def test_gunicorn_logs_json_lines_with_durations_and_no_key(service_env, clean_d
         def get(path: str, token: str | None = None) -> int:
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             try:
-                with urllib.request.urlopen(urllib.request.Request(server.url + path, headers=headers),
-                                            context=context, timeout=30) as response:
+                with urllib.request.urlopen(
+                    urllib.request.Request(server.url + path, headers=headers), context=context, timeout=30
+                ) as response:
                     return response.status
             except urllib.error.HTTPError as refused:
                 return refused.code
@@ -165,8 +198,12 @@ def test_gunicorn_logs_json_lines_with_durations_and_no_key(service_env, clean_d
         assert secret not in output
     access = [d for d in documents if d["logger"] == "gunicorn.access"]
     assert [(d["method"], d["path"], d["status"]) for d in access if d["path"] != "/healthz"] == [
-        ("GET", "/api/v1/seed/status", 200), ("GET", "/api/v1/seed/status", 401), ("GET", "/api", 200),
-        ("GET", "/search", 200), ("GET", "/search", 401)]
+        ("GET", "/api/v1/seed/status", 200),
+        ("GET", "/api/v1/seed/status", 401),
+        ("GET", "/api", 200),
+        ("GET", "/search", 200),
+        ("GET", "/search", 401),
+    ]
     assert all(d["duration_ms"] >= 0 and re.search(r" \d+\.\d{6}s ", d["message"]) for d in access)
     assert any(f"apikey={REDACTED}" in d["message"] for d in access)
     infos = {d["logger"] for d in documents if d["level"] == "INFO"}

@@ -1,6 +1,7 @@
 """GET /metrics (app/metrics.py, app/api/metrics.py): operators only; counters counted where the
 thing happens, once, when its transaction commits; the gauges read from PostgreSQL and Redis at
 each scrape; several processes summed through PROMETHEUS_MULTIPROC_DIR."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +18,7 @@ from sqlalchemy import text
 
 from app import metrics
 from app.db import session_scope
-from app.services import apikeys, operators
+from app.services import apikeys
 from app.services.ingest import store
 from app.services.ingest.lifecycle import record_failure
 from app.services.planner import plan_groups
@@ -35,18 +36,15 @@ GROUP = "alt.binaries.test"
 
 def parse(exposition: str) -> dict[tuple[str, tuple], float]:
     """Every sample of a scrape by (name, sorted labels)."""
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(exposition) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(exposition)
+        for s in family.samples
+    }
 
 
 def sample(samples: dict, name: str, **labels) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-@pytest.fixture
-def operator_key(clean_db) -> str:
-    with session_scope() as s:
-        return operators.create_key(s, "prometheus")[1]
 
 
 def scrape(client, key: str) -> dict:
@@ -58,13 +56,19 @@ def scrape(client, key: str) -> dict:
 
 # -- who may scrape ----------------------------------------------------------------------------
 
+
 def test_metrics_are_for_operators_only(client, operator_key):
     with session_scope() as s:
         _, node_token = make_node(s, "edge-a")
         _, api_key = apikeys.create_key(s, "sonarr")
-    for headers in ({}, {"Authorization": "Bearer seedop_not-a-key"}, {"Authorization": f"Bearer {node_token}"},
-                    {"Authorization": f"Bearer {api_key}"}, {"Authorization": f"Basic {operator_key}"},
-                    {"Authorization": "Bearer "}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer seedop_not-a-key"},
+        {"Authorization": f"Bearer {node_token}"},
+        {"Authorization": f"Bearer {api_key}"},
+        {"Authorization": f"Basic {operator_key}"},
+        {"Authorization": "Bearer "},
+    ):
         response = client.get("/metrics", headers=headers)
         assert response.status_code == 401, headers
         assert response.get_json()["error"] == "unauthorized" and response.get_json()["message"]
@@ -77,6 +81,7 @@ def test_metrics_are_for_operators_only(client, operator_key):
 
 
 # -- counted where it happens, once -------------------------------------------------------------
+
 
 def test_batches_are_counted_when_accepted_stored_and_failed_each_once(client, operator_key, clean_db):
     with session_scope() as s:
@@ -150,11 +155,13 @@ def test_catalog_searches_and_nzb_downloads_are_counted(catalog, operator_key): 
     def counted(samples, interface, request, outcome):
         return sample(samples, "seed_catalog_requests_total", interface=interface, request=request, outcome=outcome)
 
-    asked = [("newznab", "search", "ok", {"t": "search", "q": "economist", "apikey": key}),
-             ("newznab", "search", "unauthorized", {"t": "search", "q": "economist", "apikey": "wrong"}),
-             ("newznab", "search", "bad_request", {"t": "search", "limit": "many", "apikey": key}),
-             ("newznab", "details", "not_found", {"t": "details", "id": "12345", "apikey": key}),
-             ("newznab", "nzb", "not_found", {"t": "get", "id": "x", "apikey": key})]
+    asked = [
+        ("newznab", "search", "ok", {"t": "search", "q": "economist", "apikey": key}),
+        ("newznab", "search", "unauthorized", {"t": "search", "q": "economist", "apikey": "wrong"}),
+        ("newznab", "search", "bad_request", {"t": "search", "limit": "many", "apikey": key}),
+        ("newznab", "details", "not_found", {"t": "details", "id": "12345", "apikey": key}),
+        ("newznab", "nzb", "not_found", {"t": "get", "id": "x", "apikey": key}),
+    ]
     before = scrape(client, operator_key)
     for _, _, _, params in asked:
         assert client.get("/api", query_string=params).status_code == 200
@@ -180,13 +187,18 @@ def test_catalog_searches_and_nzb_downloads_are_counted(catalog, operator_key): 
         moved = counted(after, interface, request, outcome) - counted(before, interface, request, outcome)
         assert moved == count, (interface, request, outcome)
     durations = sample(after, "seed_catalog_request_duration_seconds_count", interface="newznab", request="search")
-    assert durations - sample(before, "seed_catalog_request_duration_seconds_count", interface="newznab",
-                              request="search") == 4
-    assert not any(name == "seed_catalog_requests_total" and dict(labels).get("request") in ("caps", "nonsense")
-                   for name, labels in after)
+    assert (
+        durations - sample(before, "seed_catalog_request_duration_seconds_count", interface="newznab", request="search")
+        == 4
+    )
+    assert not any(
+        name == "seed_catalog_requests_total" and dict(labels).get("request") in ("caps", "nonsense")
+        for name, labels in after
+    )
 
 
 # -- read at each scrape ---------------------------------------------------------------------
+
 
 def test_gauges_are_read_from_the_database_and_redis_at_each_scrape(client, operator_key):
     with session_scope() as s:
@@ -198,8 +210,12 @@ def test_gauges_are_read_from_the_database_and_redis_at_each_scrape(client, oper
         s.execute(text("UPDATE groups SET plan_failures = 3"))
     assert client.post(f"{API}/lease", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     samples = scrape(client, operator_key)
-    assert {state: sample(samples, "seed_ranges", group=GROUP, state=state)
-            for state in metrics.RANGE_STATES} == {"planned": 2, "leased": 1, "done": 0, "expired": 0}
+    assert {state: sample(samples, "seed_ranges", group=GROUP, state=state) for state in metrics.RANGE_STATES} == {
+        "planned": 2,
+        "leased": 1,
+        "done": 0,
+        "expired": 0,
+    }
     assert sample(samples, "seed_node_leased_ranges", node="edge-a") == 1
     assert sample(samples, "seed_node_leased_ranges", node="edge-never-seen") == 0
     assert abs(sample(samples, "seed_node_last_seen_timestamp_seconds", node="edge-a") - time.time()) < 60
@@ -218,7 +234,10 @@ def test_gauges_are_read_from_the_database_and_redis_at_each_scrape(client, oper
     with session_scope() as s:
         store.store_batch(s, batch_id)
     samples = scrape(client, operator_key)
-    assert (sample(samples, "seed_batches", state="accepted"), sample(samples, "seed_batches", state="stored")) == (0, 1)
+    assert (sample(samples, "seed_batches", state="accepted"), sample(samples, "seed_batches", state="stored")) == (
+        0,
+        1,
+    )
     assert sample(samples, "seed_oldest_unstored_batch_age_seconds") == 0
 
 
@@ -226,11 +245,14 @@ def test_queue_depths_count_the_messages_waiting(celery_app, clean_redis):
     for _ in range(3):
         celery_app.send_task("control.ping", queue="depth-probe-metrics")
     assert metrics.queue_depths(queues=("depth-probe-metrics", "nothing-here")) == {
-        "depth-probe-metrics": 3, "nothing-here": 0}
+        "depth-probe-metrics": 3,
+        "nothing-here": 0,
+    }
 
 
-def test_a_source_that_does_not_answer_is_reported_and_the_rest_still_served(client, operator_key, redis_server,
-                                                                            celery_worker, celery_app):
+def test_a_source_that_does_not_answer_is_reported_and_the_rest_still_served(
+    client, operator_key, redis_server, celery_worker, celery_app
+):
     redis_server.stop()
     try:
         samples = scrape(client, operator_key)
@@ -285,15 +307,31 @@ def test_processes_count_into_the_multiprocess_directory_and_the_scrape_sums_the
     """No service: the gauges' sources are away (a database and a Redis nobody listens on), and
     the counters of the processes that counted and exited are summed all the same."""
     directory = os.path.join(tempfile.mkdtemp(prefix="metrics-test."), "not-made-yet")
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": directory, "PYTHONPATH": str(REPO),
-           "DATABASE_URL": "postgresql+psycopg://seed@127.0.0.1:1/none", "REDIS_URL": "redis://127.0.0.1:1/0"}
-    identifiers = [subprocess.run([sys.executable, "-c", COUNT_IN_A_PROCESS, str(n)], env=env, cwd=REPO, check=True,
-                                  capture_output=True, text=True).stdout.strip() for n in (2, 5)]
+    env = {
+        **os.environ,
+        "PROMETHEUS_MULTIPROC_DIR": directory,
+        "PYTHONPATH": str(REPO),
+        "DATABASE_URL": "postgresql+psycopg://seed@127.0.0.1:1/none",
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+    }
+    identifiers = [
+        subprocess.run(
+            [sys.executable, "-c", COUNT_IN_A_PROCESS, str(n)],
+            env=env,
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        for n in (2, 5)
+    ]
     assert len(set(identifiers)) == 2 and all(i.rsplit("-", 1)[1].isdigit() for i in identifiers)
-    assert sorted(os.listdir(directory)) == sorted(f"{kind}_{i}.db" for kind in ("counter", "histogram")
-                                                   for i in identifiers)
-    out = subprocess.run([sys.executable, "-c", SCRAPE_IN_A_PROCESS], env=env, cwd=REPO, check=True,
-                         capture_output=True, text=True).stdout
+    assert sorted(os.listdir(directory)) == sorted(
+        f"{kind}_{i}.db" for kind in ("counter", "histogram") for i in identifiers
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", SCRAPE_IN_A_PROCESS], env=env, cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
     samples = parse(out)
     assert sample(samples, "seed_batches_stored_total", group=GROUP) == 7
     assert sample(samples, "seed_store_duration_seconds_count") == 2

@@ -1,4 +1,5 @@
 """Migrations build the schema the models describe; partitions are made on demand."""
+
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, inspect, text
@@ -25,16 +26,38 @@ def test_upgrade_on_empty_database_then_check_agrees_with_models(postgres, setti
             ensure_group_partitions(conn, 7)
         command.check(alembic_config())  # raises if models and migrations disagree
         tables = set(inspect(engine).get_table_names())
-        assert {"groups", "seed_nodes", "seed_plans", "seed_ranges", "seed_batches", "files",
-                "fragments", "releases", "release_chunks", "rule_counts", "spool_chunks"} <= tables
+        assert {
+            "groups",
+            "seed_nodes",
+            "seed_plans",
+            "seed_ranges",
+            "seed_batches",
+            "files",
+            "fragments",
+            "releases",
+            "release_chunks",
+            "rule_counts",
+            "spool_chunks",
+        } <= tables
         with engine.connect() as conn:
-            kinds = dict(conn.execute(text(
-                "SELECT relname, relkind FROM pg_class WHERE relname IN ('files', 'fragments', 'release_chunks')"
-            )).all())
+            kinds = dict(
+                conn.execute(
+                    text(
+                        "SELECT relname, relkind FROM pg_class WHERE relname IN ('files', 'fragments', 'release_chunks')"
+                    )
+                ).all()
+            )
         assert kinds == {"files": "p", "fragments": "p", "release_chunks": "p"}
         with engine.connect() as conn:  # 0009: a raw body stored as it comes (gzip: no pglz)
-            assert conn.execute(text("SELECT attstorage FROM pg_attribute WHERE attrelid = 'seed_batches'::regclass"
-                                     " AND attname = 'body'")).scalar_one() == "e"
+            assert (
+                conn.execute(
+                    text(
+                        "SELECT attstorage FROM pg_attribute WHERE attrelid = 'seed_batches'::regclass"
+                        " AND attname = 'body'"
+                    )
+                ).scalar_one()
+                == "e"
+            )
         command.downgrade(alembic_config(), "base")
         assert "files" not in set(inspect(engine).get_table_names())
         engine.dispose()
@@ -45,12 +68,14 @@ def test_upgrade_on_empty_database_then_check_agrees_with_models(postgres, setti
 
 def test_article_numbers_are_bigint_everywhere(engine):
     with engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT table_name, column_name, data_type FROM information_schema.columns"
-            " WHERE table_schema = current_schema() AND (column_name IN"
-            " ('first_id', 'last_id', 'next_id', 'batch_from', 'batch_to', 'article', 'chunk_from',"
-            "  'chunk_to', 'low_mark', 'high_mark', 'live_first', 'backfill_id'))"
-        )).all()
+        rows = conn.execute(
+            text(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns"
+                " WHERE table_schema = current_schema() AND (column_name IN"
+                " ('first_id', 'last_id', 'next_id', 'batch_from', 'batch_to', 'article', 'chunk_from',"
+                "  'chunk_to', 'low_mark', 'high_mark', 'live_first', 'backfill_id'))"
+            )
+        ).all()
     assert len(rows) >= 14
     assert {r.data_type for r in rows} == {"bigint"}, rows
 
@@ -59,10 +84,13 @@ def test_partitions_are_idempotent_and_hold_numbers_past_2_32(db_session):
     assert ensure_group_partitions(db_session, 4242) is True
     assert ensure_group_partitions(db_session, 4242) is False
     big = 2**32 + 17
-    db_session.execute(text(
-        "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
-        " VALUES (4242, :a, -9223372036854775808, 1, 700000, 1, '<x')"
-    ), {"a": big})
+    db_session.execute(
+        text(
+            "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
+            " VALUES (4242, :a, -9223372036854775808, 1, 700000, 1, '<x')"
+        ),
+        {"a": big},
+    )
     stored = db_session.execute(text("SELECT article FROM fragments_g4242")).scalar_one()
     assert stored == big
 
@@ -74,56 +102,90 @@ def test_0006_carries_the_catalog_over_and_back(postgres, settings):
     override_settings(Settings(database_url=url))
     engine = create_engine(url)
     frag = "SELECT group_id, article, file_key, part, bytes, message_id FROM fragments ORDER BY group_id, article"
-    file = ("SELECT f.group_id, f.key, f.release_key, f.name, f.subject, coalesce(f.poster, r.poster), f.posted_at,"
-            " f.file_index, f.file_count, f.parts FROM files f"
-            " LEFT JOIN releases r ON r.group_id = f.group_id AND r.key = f.release_key ORDER BY 1, 2")
+    file = (
+        "SELECT f.group_id, f.key, f.release_key, f.name, f.subject, coalesce(f.poster, r.poster), f.posted_at,"
+        " f.file_index, f.file_count, f.parts FROM files f"
+        " LEFT JOIN releases r ON r.group_id = f.group_id AND r.key = f.release_key ORDER BY 1, 2"
+    )
     chunk = "SELECT group_id, release_key, batch_from, files FROM release_chunks ORDER BY 1, 2, 3"
     try:
         command.upgrade(alembic_config(), "0005")
         with engine.begin() as conn:
             for group_id in (3, 11):
                 for table in ("files", "fragments", "release_chunks"):
-                    conn.execute(text(f'CREATE TABLE "{table}_g{group_id}" PARTITION OF "{table}"'
-                                      f" FOR VALUES IN ({group_id})"))
-                conn.execute(text(
-                    "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
-                    " SELECT :g, 2^32::bigint + n, -n, n % 7 + 1, 700000 + n, '<m' || n || '@x>'"
-                    " FROM generate_series(1, 500) n"), {"g": group_id})
-                conn.execute(text(
-                    "INSERT INTO files (group_id, key, release_key, name, subject, poster, posted_at, file_index,"
-                    " file_count, parts) SELECT :g, n * 1000003, -n % 5, 'f' || n, 's' || n,"
-                    " CASE WHEN n % 10 = 0 THEN 'other' ELSE 'p' || (n % 5) END,"
-                    " CASE WHEN n % 3 = 0 THEN NULL ELSE to_timestamp(1761982047 + n) END,"
-                    " CASE WHEN n % 2 = 0 THEN NULL ELSE n END, 9, n FROM generate_series(1, 50) n"), {"g": group_id})
-                conn.execute(text(
-                    "INSERT INTO releases (group_id, key, name, poster) SELECT :g, -n, 'r', 'p' || n"
-                    " FROM generate_series(0, 4) n"), {"g": group_id})
-                conn.execute(text(
-                    "INSERT INTO release_chunks (group_id, release_key, batch_from, range_id, files, fragments, bytes)"
-                    " VALUES (:g, 5, 2^32::bigint, 1, 2, 3, 4), (:g, -2, 2^32::bigint, 1, 9, 8, 7)"), {"g": group_id})
+                    conn.execute(
+                        text(f'CREATE TABLE "{table}_g{group_id}" PARTITION OF "{table}" FOR VALUES IN ({group_id})')
+                    )
+                conn.execute(
+                    text(
+                        "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
+                        " SELECT :g, 2^32::bigint + n, -n, n % 7 + 1, 700000 + n, '<m' || n || '@x>'"
+                        " FROM generate_series(1, 500) n"
+                    ),
+                    {"g": group_id},
+                )
+                conn.execute(
+                    text(
+                        "INSERT INTO files (group_id, key, release_key, name, subject, poster, posted_at, file_index,"
+                        " file_count, parts) SELECT :g, n * 1000003, -n % 5, 'f' || n, 's' || n,"
+                        " CASE WHEN n % 10 = 0 THEN 'other' ELSE 'p' || (n % 5) END,"
+                        " CASE WHEN n % 3 = 0 THEN NULL ELSE to_timestamp(1761982047 + n) END,"
+                        " CASE WHEN n % 2 = 0 THEN NULL ELSE n END, 9, n FROM generate_series(1, 50) n"
+                    ),
+                    {"g": group_id},
+                )
+                conn.execute(
+                    text(
+                        "INSERT INTO releases (group_id, key, name, poster) SELECT :g, -n, 'r', 'p' || n"
+                        " FROM generate_series(0, 4) n"
+                    ),
+                    {"g": group_id},
+                )
+                conn.execute(
+                    text(
+                        "INSERT INTO release_chunks (group_id, release_key, batch_from, range_id, files, fragments, bytes)"
+                        " VALUES (:g, 5, 2^32::bigint, 1, 2, 3, 4), (:g, -2, 2^32::bigint, 1, 9, 8, 7)"
+                    ),
+                    {"g": group_id},
+                )
             # A batch stored but not gathered by the store before 0006: gathered by the upgrade.
             conn.execute(text("INSERT INTO groups (id, name) VALUES (11, 'alt.binaries.test')"))
             conn.execute(text("INSERT INTO seed_plans (id, group_id, first_id, last_id) VALUES (1, 11, 1, 10)"))
-            conn.execute(text("INSERT INTO seed_ranges (id, plan_id, group_id, first_id, last_id, next_id)"
-                              " VALUES (1, 1, 11, 1, 10, 11)"))
-            conn.execute(text("INSERT INTO seed_batches (range_id, batch_from, batch_to, content_type, body_bytes,"
-                              " state, release_keys) VALUES (1, 1, 10, 'application/msgpack', 1, 'stored', '{-2}')"))
+            conn.execute(
+                text(
+                    "INSERT INTO seed_ranges (id, plan_id, group_id, first_id, last_id, next_id)"
+                    " VALUES (1, 1, 11, 1, 10, 11)"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO seed_batches (range_id, batch_from, batch_to, content_type, body_bytes,"
+                    " state, release_keys) VALUES (1, 1, 10, 'application/msgpack', 1, 'stored', '{-2}')"
+                )
+            )
         with engine.connect() as conn:
             before = [conn.execute(text(q)).all() for q in (frag, file, chunk)]
         command.upgrade(alembic_config(), "0006")
         with engine.connect() as conn:
             assert [conn.execute(text(q)).all() for q in (frag, file, chunk)] == before
-            columns = conn.execute(text(
-                "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
-                " WHERE attrelid = 'fragments_g11'::regclass AND attnum > 0 AND NOT attisdropped")).scalar_one()
+            columns = conn.execute(
+                text(
+                    "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
+                    " WHERE attrelid = 'fragments_g11'::regclass AND attnum > 0 AND NOT attisdropped"
+                )
+            ).scalar_one()
             assert columns == "article,file_key,group_id,part,bytes,message_id"
-            options = conn.execute(text(
-                "SELECT reloptions FROM pg_class WHERE relname = 'fragments_g11_pkey'")).scalar_one()
+            options = conn.execute(
+                text("SELECT reloptions FROM pg_class WHERE relname = 'fragments_g11_pkey'")
+            ).scalar_one()
             assert options == ["fillfactor=100"]
             assert conn.execute(text("SELECT state, release_keys FROM seed_batches")).one() == ("gathered", None)
-            gathered = conn.execute(text(
-                "SELECT group_id, files_seen, parts_expected, parts_seen, bytes FROM releases WHERE key = -2"
-                " ORDER BY 1")).all()
+            gathered = conn.execute(
+                text(
+                    "SELECT group_id, files_seen, parts_expected, parts_seen, bytes FROM releases WHERE key = -2"
+                    " ORDER BY 1"
+                )
+            ).all()
             assert gathered == [(3, 0, 0, 0, 0), (11, 10, 245, 8, 7)]  # its files: n = 2, 7, ..., 47 parts
             # Posters are stored once, with the release, unless a file's differs.
             assert conn.execute(text("SELECT count(*) FROM files WHERE poster IS NOT NULL")).scalar_one() == 10
@@ -131,7 +193,11 @@ def test_0006_carries_the_catalog_over_and_back(postgres, settings):
             for table, columns, values in (
                 ("fragments_g11", "article, file_key, part, bytes, message_id", "1, 2, 3, 4, '<x@y>'"),
                 ("files_g11", "key, release_key, name, subject", "1, 2, 'n', 's'"),
-                ("release_chunks_g11", "release_key, batch_from, range_id, files, fragments, bytes", "1, 2, 3, 4, 5, 6"),
+                (
+                    "release_chunks_g11",
+                    "release_key, batch_from, range_id, files, fragments, bytes",
+                    "1, 2, 3, 4, 5, 6",
+                ),
             ):
                 conn.execute(text(f"INSERT INTO {table} ({columns}) VALUES ({values})"))
                 assert conn.execute(text(f"SELECT DISTINCT group_id FROM {table}")).scalars().all() == [11]
@@ -141,13 +207,22 @@ def test_0006_carries_the_catalog_over_and_back(postgres, settings):
         command.downgrade(alembic_config(), "0005")
         with engine.connect() as conn:
             assert [conn.execute(text(q)).all() for q in (frag, file, chunk)] == before
-            columns = conn.execute(text(
-                "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
-                " WHERE attrelid = 'fragments_g3'::regclass AND attnum > 0 AND NOT attisdropped")).scalar_one()
+            columns = conn.execute(
+                text(
+                    "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
+                    " WHERE attrelid = 'fragments_g3'::regclass AND attnum > 0 AND NOT attisdropped"
+                )
+            ).scalar_one()
             assert columns == "group_id,article,file_key,part,bytes,message_id"
-            assert conn.execute(text(
-                "SELECT count(*) FROM pg_attrdef d JOIN pg_class c ON c.oid = d.adrelid"
-                " WHERE c.relname ~ '_g(3|11)$'")).scalar_one() == 0
+            assert (
+                conn.execute(
+                    text(
+                        "SELECT count(*) FROM pg_attrdef d JOIN pg_class c ON c.oid = d.adrelid"
+                        " WHERE c.relname ~ '_g(3|11)$'"
+                    )
+                ).scalar_one()
+                == 0
+            )
         command.downgrade(alembic_config(), "base")
     finally:
         engine.dispose()
@@ -168,35 +243,62 @@ def test_0007_stores_each_message_id_host_once_and_carries_the_fragments_over_an
         command.upgrade(alembic_config(), "0006")
         with engine.begin() as conn:
             for group_id in (3, 11):
-                conn.execute(text(f'CREATE TABLE "fragments_g{group_id}" PARTITION OF fragments'
-                                  f" FOR VALUES IN ({group_id}) "))
-                conn.execute(text(
-                    "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
-                    " SELECT :g, 2^32::bigint + n, -n, n % 7 + 1, 700000 + n,"
-                    " '<part' || n || 'of9.' || n * 7 || '@host' || (n % 3) || '.example>'"
-                    " FROM generate_series(1, 300) n"), {"g": group_id})
+                conn.execute(
+                    text(f'CREATE TABLE "fragments_g{group_id}" PARTITION OF fragments FOR VALUES IN ({group_id}) ')
+                )
+                conn.execute(
+                    text(
+                        "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
+                        " SELECT :g, 2^32::bigint + n, -n, n % 7 + 1, 700000 + n,"
+                        " '<part' || n || 'of9.' || n * 7 || '@host' || (n % 3) || '.example>'"
+                        " FROM generate_series(1, 300) n"
+                    ),
+                    {"g": group_id},
+                )
                 for n, message_id in enumerate(odd):
-                    conn.execute(text("INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
-                                      " VALUES (:g, :a, 1, 1, 1, :m)"), {"g": group_id, "a": 2**40 + n, "m": message_id})
+                    conn.execute(
+                        text(
+                            "INSERT INTO fragments (group_id, article, file_key, part, bytes, message_id)"
+                            " VALUES (:g, :a, 1, 1, 1, :m)"
+                        ),
+                        {"g": group_id, "a": 2**40 + n, "m": message_id},
+                    )
         with engine.connect() as conn:
             before = conn.execute(text(rows.format("fragments"))).all()
         command.upgrade(alembic_config(), "0007")
         with engine.connect() as conn:
             assert conn.execute(text(rows.format("fragments_with_ids"))).all() == before
             hosts = set(conn.execute(text("SELECT host FROM message_hosts")).scalars())
-            assert hosts == {"@host0.example>", "@host1.example>", "@host2.example>", "@two.example>", "", "@>",
-                             "@hôte.example>", "@lead>"}
-            assert conn.execute(text("SELECT message_local FROM fragments WHERE article = :a"),
-                                {"a": 2**40}).scalars().all() == ["<a@b", "<a@b"]
-            columns = conn.execute(text(
-                "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
-                " WHERE attrelid = 'fragments_g11'::regclass AND attnum > 0 AND NOT attisdropped")).scalar_one()
+            assert hosts == {
+                "@host0.example>",
+                "@host1.example>",
+                "@host2.example>",
+                "@two.example>",
+                "",
+                "@>",
+                "@hôte.example>",
+                "@lead>",
+            }
+            assert conn.execute(
+                text("SELECT message_local FROM fragments WHERE article = :a"), {"a": 2**40}
+            ).scalars().all() == ["<a@b", "<a@b"]
+            columns = conn.execute(
+                text(
+                    "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
+                    " WHERE attrelid = 'fragments_g11'::regclass AND attnum > 0 AND NOT attisdropped"
+                )
+            ).scalar_one()
             assert columns == "article,file_key,group_id,part,bytes,host_id,message_local"
-            assert conn.execute(text(
-                "SELECT reloptions FROM pg_class WHERE relname = 'fragments_g11_pkey'")).scalar_one() == ["fillfactor=100"]
+            assert conn.execute(
+                text("SELECT reloptions FROM pg_class WHERE relname = 'fragments_g11_pkey'")
+            ).scalar_one() == ["fillfactor=100"]
         with engine.begin() as conn:  # rows COPYed without group_id land with their partition's
-            conn.execute(text("INSERT INTO fragments_g11 (article, file_key, part, bytes, host_id, message_local)"
-                              " VALUES (1, 2, 3, 4, 1, '<x')"))
+            conn.execute(
+                text(
+                    "INSERT INTO fragments_g11 (article, file_key, part, bytes, host_id, message_local)"
+                    " VALUES (1, 2, 3, 4, 1, '<x')"
+                )
+            )
             assert conn.execute(text("SELECT group_id FROM fragments WHERE article = 1")).scalar_one() == 11
             conn.execute(text("DELETE FROM fragments WHERE article = 1"))
         command.downgrade(alembic_config(), "0006")
@@ -224,42 +326,71 @@ def test_0008_drops_the_fragments_key_and_records_the_batches_whose_fragments_ar
         with engine.begin() as conn:
             conn.execute(text("INSERT INTO groups (id, name) VALUES (5, 'alt.binaries.test')"))
             ensure_group_partitions(conn, 5)
-            conn.execute(text("INSERT INTO seed_plans (id, group_id, first_id, last_id) VALUES (1, 5, :a, :b)"),
-                         {"a": big, "b": big + 9999})
-            conn.execute(text("INSERT INTO seed_ranges (id, plan_id, group_id, first_id, last_id, next_id)"
-                              " VALUES (1, 1, 5, :a, :b, :a)"), {"a": big, "b": big + 9999})
+            conn.execute(
+                text("INSERT INTO seed_plans (id, group_id, first_id, last_id) VALUES (1, 5, :a, :b)"),
+                {"a": big, "b": big + 9999},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO seed_ranges (id, plan_id, group_id, first_id, last_id, next_id)"
+                    " VALUES (1, 1, 5, :a, :b, :a)"
+                ),
+                {"a": big, "b": big + 9999},
+            )
             # (id, from, to, state, fragments in)
-            batches = [(1, 0, 999, "gathered", True), (2, 1000, 1999, "accepted", True),
-                       (3, 2000, 2999, "accepted", False), (4, 3000, 3999, "failed", True),
-                       (5, 4000, 4999, "failed", False)]
+            batches = [
+                (1, 0, 999, "gathered", True),
+                (2, 1000, 1999, "accepted", True),
+                (3, 2000, 2999, "accepted", False),
+                (4, 3000, 3999, "failed", True),
+                (5, 4000, 4999, "failed", False),
+            ]
             host = conn.execute(text("INSERT INTO message_hosts (host) VALUES ('@x>') RETURNING id")).scalar_one()
             for batch_id, first, last, state, fragments in batches:
-                conn.execute(text(
-                    "INSERT INTO seed_batches (id, range_id, batch_from, batch_to, content_type, body_bytes, state)"
-                    " VALUES (:id, 1, :a, :b, 'application/msgpack', 0, :s)"),
-                    {"id": batch_id, "a": big + first, "b": big + last, "s": state})
+                conn.execute(
+                    text(
+                        "INSERT INTO seed_batches (id, range_id, batch_from, batch_to, content_type, body_bytes, state)"
+                        " VALUES (:id, 1, :a, :b, 'application/msgpack', 0, :s)"
+                    ),
+                    {"id": batch_id, "a": big + first, "b": big + last, "s": state},
+                )
                 if fragments:
-                    conn.execute(text(
-                        "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
-                        " SELECT 5, :a + n, 7, 1, 100, :h, '<p' || n FROM generate_series(0, 9) n"),
-                        {"a": big + first, "h": host})
+                    conn.execute(
+                        text(
+                            "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
+                            " SELECT 5, :a + n, 7, 1, 100, :h, '<p' || n FROM generate_series(0, 9) n"
+                        ),
+                        {"a": big + first, "h": host},
+                    )
         command.upgrade(alembic_config(), "0008")
         with engine.connect() as conn:
             assert set(conn.execute(text("SELECT batch_id FROM stored_fragments")).scalars()) == {2, 4}
-            assert conn.execute(text(
-                "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid"
-                " WHERE c.relname IN ('fragments', 'fragments_g5')")).scalar_one() == 0
+            assert (
+                conn.execute(
+                    text(
+                        "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid"
+                        " WHERE c.relname IN ('fragments', 'fragments_g5')"
+                    )
+                ).scalar_one()
+                == 0
+            )
         with engine.begin() as conn:  # without the key, rows of an article already there go in
-            conn.execute(text("INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id,"
-                              " message_local) VALUES (5, :a, 1, 1, 1, 1, '<x')"), {"a": big})
+            conn.execute(
+                text(
+                    "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id,"
+                    " message_local) VALUES (5, :a, 1, 1, 1, 1, '<x')"
+                ),
+                {"a": big},
+            )
             conn.execute(text("DELETE FROM fragments WHERE message_local = '<x'"))
             conn.execute(text("DELETE FROM seed_batches WHERE id = 4"))  # its record goes with it
             assert set(conn.execute(text("SELECT batch_id FROM stored_fragments")).scalars()) == {2}
         command.downgrade(alembic_config(), "0007")
         with engine.connect() as conn:
             assert "stored_fragments" not in set(inspect(engine).get_table_names())
-            assert conn.execute(text(
-                "SELECT reloptions FROM pg_class WHERE relname = 'fragments_g5_pkey'")).scalar_one() == ["fillfactor=100"]
+            assert conn.execute(
+                text("SELECT reloptions FROM pg_class WHERE relname = 'fragments_g5_pkey'")
+            ).scalar_one() == ["fillfactor=100"]
             assert conn.execute(text("SELECT count(*) FROM fragments")).scalar_one() == 30
         command.downgrade(alembic_config(), "base")
     finally:
@@ -274,8 +405,11 @@ def test_a_partition_made_without_its_group_default_gets_it(db_session):
     db_session.execute(text("CREATE TABLE fragments_g4343 PARTITION OF fragments FOR VALUES IN (4343)"))
     assert ensure_group_partitions(db_session, 4343) is True
     assert ensure_group_partitions(db_session, 4343) is False
-    db_session.execute(text(
-        "INSERT INTO fragments_g4343 (article, file_key, part, bytes, host_id, message_local) VALUES (1, 2, 3, 4, 1, '<x')"))
+    db_session.execute(
+        text(
+            "INSERT INTO fragments_g4343 (article, file_key, part, bytes, host_id, message_local) VALUES (1, 2, 3, 4, 1, '<x')"
+        )
+    )
     assert db_session.execute(text("SELECT group_id FROM fragments_g4343")).scalar_one() == 4343
 
 
@@ -288,15 +422,19 @@ def test_0018_fills_every_existing_post_from_its_name(postgres, settings):
     try:
         command.upgrade(alembic_config(), "0017")
         with engine.begin() as conn:
-            conn.execute(text("INSERT INTO groups (id, name) VALUES (4, 'alt.binaries.teevee'),"
-                              " (9, 'alt.binaries.e-book')"))
-            conn.execute(text(
-                "INSERT INTO posts (group_id, key, name, poster, names, posters, releases, files_seen,"
-                " parts_expected, parts_seen, bytes, completion, first_post, last_post)"
-                " SELECT g, k, n, 'p', n, 'p', 1, 1, 1, 1, 1, 100, now(), now() FROM (VALUES"
-                " (4, 2^40::bigint, 'Show.Name.S01E02.720p.HDTV.x264-GRP'),"
-                " (4, -5, 'Film.Title.2019.1080p.BluRay.x264-GRP'),"
-                " (9, 7, 'a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6')) AS t(g, k, n)"))
+            conn.execute(
+                text("INSERT INTO groups (id, name) VALUES (4, 'alt.binaries.teevee'), (9, 'alt.binaries.e-book')")
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO posts (group_id, key, name, poster, names, posters, releases, files_seen,"
+                    " parts_expected, parts_seen, bytes, completion, first_post, last_post)"
+                    " SELECT g, k, n, 'p', n, 'p', 1, 1, 1, 1, 1, 100, now(), now() FROM (VALUES"
+                    " (4, 2^40::bigint, 'Show.Name.S01E02.720p.HDTV.x264-GRP'),"
+                    " (4, -5, 'Film.Title.2019.1080p.BluRay.x264-GRP'),"
+                    " (9, 7, 'a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6')) AS t(g, k, n)"
+                )
+            )
         command.upgrade(alembic_config(), "0018")
         with engine.connect() as conn:
             rows = conn.execute(text("SELECT key, category, season, episode, year FROM posts ORDER BY key")).all()

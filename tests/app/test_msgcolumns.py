@@ -1,5 +1,6 @@
 """A batch's msgpack columns read and checked in C (app/services/_msgcolumns.c): the same values
 msgpack reads, and exactly the values the Python checks refuse refused."""
+
 import struct
 from array import array
 
@@ -40,20 +41,38 @@ def test_ints_read_what_msgpack_reads(values):
 
 def test_ints_take_every_msgpack_integer_encoding():
     """Each width, signed or not, whatever the value's own size (a packer may write 1 as int64)."""
-    encodings = [b"\x05", b"\xff", b"\xcc\x05", b"\xcd\x00\x05", b"\xce\x00\x00\x00\x05", b"\xcf" + (5).to_bytes(8, "big"),
-                 b"\xd0\xfb", b"\xd1\xff\xfb", b"\xd2\xff\xff\xff\xfb", b"\xd3" + (-5).to_bytes(8, "big", signed=True),
-                 b"\xcf" + (2**63 - 1).to_bytes(8, "big"), b"\xd3" + (-(2**63)).to_bytes(8, "big", signed=True)]
+    encodings = [
+        b"\x05",
+        b"\xff",
+        b"\xcc\x05",
+        b"\xcd\x00\x05",
+        b"\xce\x00\x00\x00\x05",
+        b"\xcf" + (5).to_bytes(8, "big"),
+        b"\xd0\xfb",
+        b"\xd1\xff\xfb",
+        b"\xd2\xff\xff\xff\xfb",
+        b"\xd3" + (-5).to_bytes(8, "big", signed=True),
+        b"\xcf" + (2**63 - 1).to_bytes(8, "big"),
+        b"\xd3" + (-(2**63)).to_bytes(8, "big", signed=True),
+    ]
     data = b"\xdc" + len(encodings).to_bytes(2, "big") + b"".join(encodings)
     assert list(whole(data, 64)) == msgpack.unpackb(data) == [5, -1, 5, 5, 5, 5, -5, -5, -5, -5, 2**63 - 1, -(2**63)]
     big = b"\xdd" + (70000).to_bytes(4, "big") + b"\x01" * 70000  # array32
     assert whole(big, 64) == array("q", [1] * 70000)
 
 
-@pytest.mark.parametrize("value, message", [
-    (b"\xcf" + (2**63).to_bytes(8, "big"), "outside 64 bits"),  # uint64 past int64
-    (b"\xc0", "integers"), (b"\xc2", "integers"), (b"\xc3", "integers"),  # nil, false, true
-    (b"\xcb" + struct.pack(">d", 1.0), "integers"), (b"\xa1a", "integers"), (b"\x90", "integers"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (b"\xcf" + (2**63).to_bytes(8, "big"), "outside 64 bits"),  # uint64 past int64
+        (b"\xc0", "integers"),
+        (b"\xc2", "integers"),
+        (b"\xc3", "integers"),  # nil, false, true
+        (b"\xcb" + struct.pack(">d", 1.0), "integers"),
+        (b"\xa1a", "integers"),
+        (b"\x90", "integers"),
+    ],
+)
 def test_ints_refuse_what_is_not_a_64_bit_integer(value, message):
     data = b"\x92\x01" + value
     with pytest.raises(ValueError, match=message):
@@ -62,15 +81,18 @@ def test_ints_refuse_what_is_not_a_64_bit_integer(value, message):
         check_table("t", {"c": msgpack.unpackb(data)}, {"c": "int"})
 
 
-@pytest.mark.parametrize("data", [
-    b"\x93\x01\x02",  # one value short
-    b"\x92\x01\xcd\x00",  # a value cut short
-    b"\xdd\x7f\xff\xff\xff\x01",  # a length far past the data
-    b"\x01",  # not an array
-    b"\x81\xa1a\x01",  # a map
-    b"\x91\x01\x02",  # more than the array in the span
-    b"",
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x93\x01\x02",  # one value short
+        b"\x92\x01\xcd\x00",  # a value cut short
+        b"\xdd\x7f\xff\xff\xff\x01",  # a length far past the data
+        b"\x01",  # not an array
+        b"\x81\xa1a\x01",  # a map
+        b"\x91\x01\x02",  # more than the array in the span
+        b"",
+    ],
+)
 def test_ints_refuse_a_malformed_column(data):
     with pytest.raises(ValueError):
         whole(data, 64)
@@ -103,15 +125,41 @@ def python_takes(text: bytes) -> bool:
     return b"\0" not in text
 
 
-UTF8_EDGES = [b"", b"a", b"\0", b"a\0", b"abcdefgh\0", b"\xc2\x80", b"\xc1\xbf", b"\xe0\xa0\x80", b"\xe0\x9f\xbf",
-              b"\xed\x9f\xbf", b"\xed\xa0\x80", b"\xef\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf0\x8f\xbf\xbf",
-              b"\xf4\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xc3", b"\xe2\x82", b"\x80",
-              b"\xc3\x28", "é ü \u2603 \U0001f600".encode(), b"12345678\xc3\xa9", b"\xff" * 9]
+UTF8_EDGES = [
+    b"",
+    b"a",
+    b"\0",
+    b"a\0",
+    b"abcdefgh\0",
+    b"\xc2\x80",
+    b"\xc1\xbf",
+    b"\xe0\xa0\x80",
+    b"\xe0\x9f\xbf",
+    b"\xed\x9f\xbf",
+    b"\xed\xa0\x80",
+    b"\xef\xbf\xbf",
+    b"\xf0\x90\x80\x80",
+    b"\xf0\x8f\xbf\xbf",
+    b"\xf4\x8f\xbf\xbf",
+    b"\xf4\x90\x80\x80",
+    b"\xf5\x80\x80\x80",
+    b"\xc3",
+    b"\xe2\x82",
+    b"\x80",
+    b"\xc3\x28",
+    "é ü \u2603 \U0001f600".encode(),
+    b"12345678\xc3\xa9",
+    b"\xff" * 9,
+]
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.lists(st.one_of(st.binary(max_size=24), st.text(max_size=12).map(str.encode), st.sampled_from(UTF8_EDGES)),
-                max_size=8), st.booleans())
+@given(
+    st.lists(
+        st.one_of(st.binary(max_size=24), st.text(max_size=12).map(str.encode), st.sampled_from(UTF8_EDGES)), max_size=8
+    ),
+    st.booleans(),
+)
 def test_texts_take_exactly_what_the_python_check_takes(values, as_bin):
     data = msgpack.packb(values, use_bin_type=as_bin)  # str (as the edge writes) or bin
     if all(map(python_takes, values)):
@@ -198,10 +246,25 @@ def test_a_fragment_file_check_falls_back_to_the_set_when_among_gives_up(monkeyp
     assert checks._among(array("q", [1, 3]), {1, 2}, [1, 2]) is False
 
 
-_IDS = st.lists(st.one_of(
-    st.sampled_from(["<a@h.example>", "<b@h.example>", "<a@b@two.example>", "<no-at>", "<@>", "@lead>", "<x@>",
-                     "<é ü@hôte.example>", ""]),
-    st.text(alphabet="ab@<>.é", max_size=8)).map(str.encode), max_size=30)
+_IDS = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "<a@h.example>",
+                "<b@h.example>",
+                "<a@b@two.example>",
+                "<no-at>",
+                "<@>",
+                "@lead>",
+                "<x@>",
+                "<é ü@hôte.example>",
+                "",
+            ]
+        ),
+        st.text(alphabet="ab@<>.é", max_size=8),
+    ).map(str.encode),
+    max_size=30,
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,6 +1,7 @@
 """Release names understood (app.services.names), their categories (app.services.categories) and
 `flask seed names parse`: the shapes names take, the category table, text that is not a name,
 and the accuracy on real names (tests/data/names/dev.jsonl, scored by bench/names.py)."""
+
 from __future__ import annotations
 
 import json
@@ -30,75 +31,90 @@ def category(name: str, group: str | None = None) -> int:
 # --- shapes ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, season, episodes", [
-    ("Show.Name.S02E09-E10.720p.HDTV.x264-GRP", 2, (9, 10)),
-    ("Show.Name.S01E01E02.720p.HDTV.x264-GRP", 1, (1, 2)),
-    ("Show.Name.S01E01E02E03.XviD-GRP", 1, (1, 2, 3)),
-    ("Show.Name.S03E01-04.720p.HDTV.x264-GRP", 3, (1, 2, 3, 4)),
-    ("Show.Name.S01E01+02.FRENCH.DVDRip.x264-GRP", 1, (1, 2)),
-    ("Show Name S01E00 & S01E01 & S01E02", 1, (0, 1, 2)),
-    ("Show.Name.S01.E01.E02.720p.HDTV.x264-GRP", 1, (1, 2)),
-    ("Show Name - 1x01-1x02 - Episode.avi", 1, (1, 2)),
-    ("Kaamelott - 5x44x45x46.avi", 5, (44, 45, 46)),
-    ("Show.Name.2x05.HDTV.XviD-GRP", 2, (5,)),
-    ("the.mentalist.501.hdtv-lol.mp4", 5, (1,)),
-    ("Show.Name.S2.E07.German.DVDRiP", 2, (7,)),
-    ("Friends.Saison5.Episode5-8.DVDRIP", 5, (5, 6, 7, 8)),
-])
+@pytest.mark.parametrize(
+    "name, season, episodes",
+    [
+        ("Show.Name.S02E09-E10.720p.HDTV.x264-GRP", 2, (9, 10)),
+        ("Show.Name.S01E01E02.720p.HDTV.x264-GRP", 1, (1, 2)),
+        ("Show.Name.S01E01E02E03.XviD-GRP", 1, (1, 2, 3)),
+        ("Show.Name.S03E01-04.720p.HDTV.x264-GRP", 3, (1, 2, 3, 4)),
+        ("Show.Name.S01E01+02.FRENCH.DVDRip.x264-GRP", 1, (1, 2)),
+        ("Show Name S01E00 & S01E01 & S01E02", 1, (0, 1, 2)),
+        ("Show.Name.S01.E01.E02.720p.HDTV.x264-GRP", 1, (1, 2)),
+        ("Show Name - 1x01-1x02 - Episode.avi", 1, (1, 2)),
+        ("Kaamelott - 5x44x45x46.avi", 5, (44, 45, 46)),
+        ("Show.Name.2x05.HDTV.XviD-GRP", 2, (5,)),
+        ("the.mentalist.501.hdtv-lol.mp4", 5, (1,)),
+        ("Show.Name.S2.E07.German.DVDRiP", 2, (7,)),
+        ("Friends.Saison5.Episode5-8.DVDRIP", 5, (5, 6, 7, 8)),
+    ],
+)
 def test_episodes_single_and_multiple(name, season, episodes):
     parsed = parse(name)
     assert (parsed.kind, parsed.season, parsed.episodes) == ("tv", season, episodes)
 
 
-@pytest.mark.parametrize("name, season", [
-    ("Bones.S03.720p.HDTV.x264-SCENE", 3),
-    ("Fargo.-.Season.1.-.720p.BluRay.-.x264.-.ShAaNiG", 1),
-    ("Dexter Saison VII FRENCH.BDRip.XviD-MiND", 7),
-    ("Storm.Chasers.Season.1", 1),
-    ("The Mandalorian S02 2160p WEB-DL DDP5.1 Atmos HDR HEVC-GRP", 2),
-])
+@pytest.mark.parametrize(
+    "name, season",
+    [
+        ("Bones.S03.720p.HDTV.x264-SCENE", 3),
+        ("Fargo.-.Season.1.-.720p.BluRay.-.x264.-.ShAaNiG", 1),
+        ("Dexter Saison VII FRENCH.BDRip.XviD-MiND", 7),
+        ("Storm.Chasers.Season.1", 1),
+        ("The Mandalorian S02 2160p WEB-DL DDP5.1 Atmos HDR HEVC-GRP", 2),
+    ],
+)
 def test_a_full_season_pack_has_no_episodes(name, season):
     parsed = parse(name)
     assert (parsed.kind, parsed.season, parsed.episodes) == ("tv", season, ())
     assert parsed.title and "season" not in parsed.title.lower()
 
 
-@pytest.mark.parametrize("name, title, air_date", [
-    ("Show.2014.07.22.720p.HDTV.x264-GRP", "Show", "2014-07-22"),
-    ("At.Midnight.140722.720p.HDTV.x264-MiNDTHEGAP", "At Midnight", "2014-07-22"),
-    ("Panorama.15-05-2018.Web-DL.540p.H264.AAC.Subs.mp4", "Panorama", "2018-05-15"),
-    ("TNA Impact Wrestling HDTV 2017-06-22 720p H264 AVCHD-SC-SDH", "TNA Impact Wrestling", "2017-06-22"),
-    ("WWE Monday Night Raw 3rd Nov 2014 HDTV x264-GRP", "WWE Monday Night Raw", "2014-11-03"),
-])
+@pytest.mark.parametrize(
+    "name, title, air_date",
+    [
+        ("Show.2014.07.22.720p.HDTV.x264-GRP", "Show", "2014-07-22"),
+        ("At.Midnight.140722.720p.HDTV.x264-MiNDTHEGAP", "At Midnight", "2014-07-22"),
+        ("Panorama.15-05-2018.Web-DL.540p.H264.AAC.Subs.mp4", "Panorama", "2018-05-15"),
+        ("TNA Impact Wrestling HDTV 2017-06-22 720p H264 AVCHD-SC-SDH", "TNA Impact Wrestling", "2017-06-22"),
+        ("WWE Monday Night Raw 3rd Nov 2014 HDTV x264-GRP", "WWE Monday Night Raw", "2014-11-03"),
+    ],
+)
 def test_daily_shows_have_an_air_date(name, title, air_date):
     parsed = parse(name)
     assert (parsed.kind, parsed.title, parsed.air_date, parsed.season) == ("tv", title, air_date, None)
     assert parsed.year == int(air_date[:4])
 
 
-@pytest.mark.parametrize("name, title, absolute", [
-    ("[HorribleSubs] Detective Conan - 862 [1080p].mkv", "Detective Conan", (862,)),
-    ("[SubsPlease] Show - 214 (1080p) [ABCDEF12].mkv", "Show", (214,)),
-    ("[Erai-raws] Boruto - Naruto Next Generations - 213 [720p].mkv", "Boruto - Naruto Next Generations", (213,)),
-])
+@pytest.mark.parametrize(
+    "name, title, absolute",
+    [
+        ("[HorribleSubs] Detective Conan - 862 [1080p].mkv", "Detective Conan", (862,)),
+        ("[SubsPlease] Show - 214 (1080p) [ABCDEF12].mkv", "Show", (214,)),
+        ("[Erai-raws] Boruto - Naruto Next Generations - 213 [720p].mkv", "Boruto - Naruto Next Generations", (213,)),
+    ],
+)
 def test_anime_absolute_numbers(name, title, absolute):
     parsed = parse(name)
     assert (parsed.kind, parsed.title, parsed.absolute, parsed.season) == ("tv", title, absolute, None)
     assert "anime" in parsed.tags and category(name) == 5070
 
 
-@pytest.mark.parametrize("name, title, year", [
-    ("Enter.the.Void.2009.2in1.1080p.BluRay.DD5.1.x264-EbP.mkv", "Enter the Void", 2009),
-    ("2001.A.Space.Odyssey.1968.HDDVD.1080p.DTS.x264.dxva EuReKA.mkv", "2001 A Space Odyssey", 1968),
-    ("2012.2009.720p.BluRay.x264.DTS WiKi.mkv", "2012", 2009),
-    ("Wonder.Woman.1984.2020.IMAX.German.UHDBD.2160p.HEVC-pmHD", "Wonder Woman 1984", 2020),
-    ("The.French.Connection.1971.1080p.BluRay.x264-GRP", "The French Connection", 1971),
-    ("Fight Club French 1080p DTS", "Fight Club", None),
-    ("Noah.German.2014.LD.1080p.BluRay.x264-HCS", "Noah", 2014),
-    ("The Lone Ranger (2013)", "The Lone Ranger", 2013),
-    ("Get.Real.1998.DVDRip.XviD-GRP", "Get Real", 1998),
-    ("Marvels.Agents.of.S.H.I.E.L.D.S01E06.720p.HDTV.X264-DIMENSION", "Marvels Agents of S.H.I.E.L.D.", None),
-])
+@pytest.mark.parametrize(
+    "name, title, year",
+    [
+        ("Enter.the.Void.2009.2in1.1080p.BluRay.DD5.1.x264-EbP.mkv", "Enter the Void", 2009),
+        ("2001.A.Space.Odyssey.1968.HDDVD.1080p.DTS.x264.dxva EuReKA.mkv", "2001 A Space Odyssey", 1968),
+        ("2012.2009.720p.BluRay.x264.DTS WiKi.mkv", "2012", 2009),
+        ("Wonder.Woman.1984.2020.IMAX.German.UHDBD.2160p.HEVC-pmHD", "Wonder Woman 1984", 2020),
+        ("The.French.Connection.1971.1080p.BluRay.x264-GRP", "The French Connection", 1971),
+        ("Fight Club French 1080p DTS", "Fight Club", None),
+        ("Noah.German.2014.LD.1080p.BluRay.x264-HCS", "Noah", 2014),
+        ("The Lone Ranger (2013)", "The Lone Ranger", 2013),
+        ("Get.Real.1998.DVDRip.XviD-GRP", "Get Real", 1998),
+        ("Marvels.Agents.of.S.H.I.E.L.D.S01E06.720p.HDTV.X264-DIMENSION", "Marvels Agents of S.H.I.E.L.D.", None),
+    ],
+)
 def test_titles_end_at_the_first_marker(name, title, year):
     parsed = parse(name)
     assert (parsed.title, parsed.year) == (title, year)
@@ -117,7 +133,11 @@ def test_a_movie_reads_its_quality_and_release():
 def test_music_artist_album_format():
     parsed = parse("Pink_Floyd-The_Dark_Side_Of_The_Moon-Remastered-CD-FLAC-2011-GRP")
     assert (parsed.kind, parsed.artist, parsed.album, parsed.title) == (
-        "music", "Pink Floyd", "The Dark Side Of The Moon", "The Dark Side Of The Moon")
+        "music",
+        "Pink Floyd",
+        "The Dark Side Of The Moon",
+        "The Dark Side Of The Moon",
+    )
     assert (parsed.year, parsed.format, parsed.release_group) == (2011, "flac", "GRP")
     assert category("Pink_Floyd-The_Dark_Side_Of_The_Moon-Remastered-CD-FLAC-2011-GRP") == 3040
     assert category("Metallica-72_Seasons-WEB-2023-ENRiCH") == 3010
@@ -127,10 +147,12 @@ def test_music_artist_album_format():
     assert (spaced.artist, spaced.album, spaced.year) == ("Adele", "30", 2021)
     # An album whose one word reads as a tag (a number, "Album") is an album when a year or a tag
     # follows it; a format, a source or a bracketed tag there is none.
-    for name, artist, album in (("Adele-25-2015-FLAC-GRP", "Adele", "25"), ("Artist-Album-2020-FLAC-GRP", "Artist",
-                                                                            "Album"),
-                                ("Album-WEB-2020-GRP", None, "Album"), ("Some_Album-(Single)-2020-GRP", None,
-                                                                        "Some Album")):
+    for name, artist, album in (
+        ("Adele-25-2015-FLAC-GRP", "Adele", "25"),
+        ("Artist-Album-2020-FLAC-GRP", "Artist", "Album"),
+        ("Album-WEB-2020-GRP", None, "Album"),
+        ("Some_Album-(Single)-2020-GRP", None, "Some Album"),
+    ):
         assert (parse(name).artist, parse(name).album) == (artist, album), name
     video = "John_Mayer-Wild_Blue_(The_Late_Show_2021-09-23)-DDC-1080p-x264-2021-SRPx"
     assert (parse(video).kind, parse(video).resolution, category(video)) == ("music", "1080p", 3020)
@@ -139,29 +161,50 @@ def test_music_artist_album_format():
 def test_books_author_title_format():
     parsed = parse("Gerd.Postel.-.Gestaendnisse.Eines.Falschen.Doktors.German.Ebook-Elements")
     assert (parsed.kind, parsed.author, parsed.title, parsed.format) == (
-        "book", "Gerd Postel", "Gestaendnisse Eines Falschen Doktors", "ebook")
+        "book",
+        "Gerd Postel",
+        "Gestaendnisse Eines Falschen Doktors",
+        "ebook",
+    )
     assert category("Gerd.Postel.-.Gestaendnisse.Eines.Falschen.Doktors.German.Ebook-Elements") == 7020
     magazine = parse("Scootering.September.2021.HYBRiD.MAGAZiNE.eBook-PAPERCLiPS")
     assert (magazine.title, magazine.year, magazine.format) == ("Scootering", 2021, "magazine")
     assert category("IDW.-.Machete.No.0.2010.Hybrid.Comic.eBook-BitBook") == 7030
     audiobook = parse("Otfried_Preussler_-_Der_Hotzenplotz_Geht_Um-F04-(Audiobook)-DE-2001-S8")
-    assert (audiobook.kind, audiobook.author, audiobook.title) == ("book", "Otfried Preussler", "Der Hotzenplotz Geht Um")
+    assert (audiobook.kind, audiobook.author, audiobook.title) == (
+        "book",
+        "Otfried Preussler",
+        "Der Hotzenplotz Geht Um",
+    )
     assert category("York-2CD-ABOOK-DE-2001-sUppLeX") == 3030
 
 
-@pytest.mark.parametrize("name, kind, platform, title, category_id", [
-    ("Super_Smash_Bros_Brawl_DVD5_PAL_VC_SMD_Wii-WiiLeet", "game", "wii", "Super Smash Bros Brawl", 1030),
-    ("NFL_Madden_2007_USA_BLUERAY_PS3-PARADOX", "game", "ps3", "NFL Madden 2007", 1080),
-    ("Madshot_NSW-VENOM", "game", "switch", "Madshot", 1090),
-    ("Broforce.Forever.MacOS-I_KnoW", "game", "mac", "Broforce Forever", 4050),
-    ("Cyberpunk.2077.Update.v1.6-CODEX", "game", "pc", "Cyberpunk 2077", 4050),
-    ("Battlefield.V-CODEX", "game", "pc", "Battlefield V", 4050),
-    ("SurCode.DVD.Professional.DTS.Encoder.v1.0.21.Retail-iNTENSiON", "software", None,
-     "SurCode DVD Professional DTS Encoder", 4010),
-    ("Adobe.Photoshop.2024.v25.0.0.37.x64.Multilingual-GRP", "software", "windows", "Adobe Photoshop 2024", 4010),
-    ("PocketTorch.AquaCalendar.V1.v1.2.N3650.NGAGE.SX1.S60.SymbianOS.READ.NFO.Cracked-aSxPDA", "software", "mobile",
-     "PocketTorch AquaCalendar", 4040),
-])
+@pytest.mark.parametrize(
+    "name, kind, platform, title, category_id",
+    [
+        ("Super_Smash_Bros_Brawl_DVD5_PAL_VC_SMD_Wii-WiiLeet", "game", "wii", "Super Smash Bros Brawl", 1030),
+        ("NFL_Madden_2007_USA_BLUERAY_PS3-PARADOX", "game", "ps3", "NFL Madden 2007", 1080),
+        ("Madshot_NSW-VENOM", "game", "switch", "Madshot", 1090),
+        ("Broforce.Forever.MacOS-I_KnoW", "game", "mac", "Broforce Forever", 4050),
+        ("Cyberpunk.2077.Update.v1.6-CODEX", "game", "pc", "Cyberpunk 2077", 4050),
+        ("Battlefield.V-CODEX", "game", "pc", "Battlefield V", 4050),
+        (
+            "SurCode.DVD.Professional.DTS.Encoder.v1.0.21.Retail-iNTENSiON",
+            "software",
+            None,
+            "SurCode DVD Professional DTS Encoder",
+            4010,
+        ),
+        ("Adobe.Photoshop.2024.v25.0.0.37.x64.Multilingual-GRP", "software", "windows", "Adobe Photoshop 2024", 4010),
+        (
+            "PocketTorch.AquaCalendar.V1.v1.2.N3650.NGAGE.SX1.S60.SymbianOS.READ.NFO.Cracked-aSxPDA",
+            "software",
+            "mobile",
+            "PocketTorch AquaCalendar",
+            4040,
+        ),
+    ],
+)
 def test_games_and_programs_have_a_platform(name, kind, platform, title, category_id):
     parsed = parse(name)
     assert (parsed.kind, parsed.platform, parsed.title) == (kind, platform, title)
@@ -179,28 +222,31 @@ def test_xxx_titles_follow_the_site_and_date():
 # --- categories -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, category_id", [
-    ("Show.S01E01.720p.HDTV.x264-GRP", 5040),
-    ("Show.S01E01.HDTV.XviD-GRP", 5030),
-    ("Show.S01E01.480p.HDTV.x264-GRP", 5030),
-    ("Show.S01E01.2160p.WEB-DL.DDP5.1.HEVC-GRP", 5045),
-    ("Show.S01E01.1080p.WEB-DL.DD5.1.H.264-GRP", 5010),
-    ("Show.S01E01.FRENCH.720p.HDTV.x264-GRP", 5020),
-    ("Show.S01E01.MULTi.720p.HDTV.x264-GRP", 5040),
-    ("Show.S01E01.German.Sub.720p.HDTV.x264-GRP", 5040),
-    ("Duck.Dynasty.S02E07.Streik.German.DOKU.DL.WS.DVDRiP.x264-CDP", 5080),
-    ("NFL.2021.09.26.49ers.Vs.Packers.1080p.WEB.h264-SPORTSNET", 5060),
-    ("Formula1.2021.Russian.Grand.Prix.Highlights.1080p.HDTV.H264-DARKSPORT", 5060),
-    ("Movie.2019.1080p.BluRay.x264-GRP", 2040),
-    ("Movie.2019.DVDRip.XviD-GRP", 2030),
-    ("Movie.2019.2160p.UHD.BluRay.x265-GRP", 2045),
-    ("Movie.2019.COMPLETE.BLURAY-GRP", 2050),
-    ("Movie.2019.3D.1080p.BluRay.Half-SBS.x264-GRP", 2060),
-    ("Movie.2019.NTSC.DVDR-GRP", 2070),
-    ("Movie.2019.GERMAN.1080p.BluRay.x264-GRP", 2010),
-    ("a8f3c9e1d2b7465f9c0e1a2b3c4d5e6f", 8020),
-    ("some words that say nothing", 8010),
-])
+@pytest.mark.parametrize(
+    "name, category_id",
+    [
+        ("Show.S01E01.720p.HDTV.x264-GRP", 5040),
+        ("Show.S01E01.HDTV.XviD-GRP", 5030),
+        ("Show.S01E01.480p.HDTV.x264-GRP", 5030),
+        ("Show.S01E01.2160p.WEB-DL.DDP5.1.HEVC-GRP", 5045),
+        ("Show.S01E01.1080p.WEB-DL.DD5.1.H.264-GRP", 5010),
+        ("Show.S01E01.FRENCH.720p.HDTV.x264-GRP", 5020),
+        ("Show.S01E01.MULTi.720p.HDTV.x264-GRP", 5040),
+        ("Show.S01E01.German.Sub.720p.HDTV.x264-GRP", 5040),
+        ("Duck.Dynasty.S02E07.Streik.German.DOKU.DL.WS.DVDRiP.x264-CDP", 5080),
+        ("NFL.2021.09.26.49ers.Vs.Packers.1080p.WEB.h264-SPORTSNET", 5060),
+        ("Formula1.2021.Russian.Grand.Prix.Highlights.1080p.HDTV.H264-DARKSPORT", 5060),
+        ("Movie.2019.1080p.BluRay.x264-GRP", 2040),
+        ("Movie.2019.DVDRip.XviD-GRP", 2030),
+        ("Movie.2019.2160p.UHD.BluRay.x265-GRP", 2045),
+        ("Movie.2019.COMPLETE.BLURAY-GRP", 2050),
+        ("Movie.2019.3D.1080p.BluRay.Half-SBS.x264-GRP", 2060),
+        ("Movie.2019.NTSC.DVDR-GRP", 2070),
+        ("Movie.2019.GERMAN.1080p.BluRay.x264-GRP", 2010),
+        ("a8f3c9e1d2b7465f9c0e1a2b3c4d5e6f", 8020),
+        ("some words that say nothing", 8010),
+    ],
+)
 def test_the_category_table(name, category_id):
     assert category(name) == category_id
 
@@ -217,8 +263,10 @@ def test_the_group_is_a_hint_only_where_the_name_does_not_tell():
 
 
 def test_a_hashed_post_is_read_by_its_files():
-    parsed = parse_post("a8f3c9e1d2b7465f9c0e1a2b3c4d5e6f", ["a8f3c9e1d2b7465f9c0e1a2b3c4d5e6f.par2",
-                                                             "Show.S01E02.720p.HDTV.x264-GRP.mkv"])
+    parsed = parse_post(
+        "a8f3c9e1d2b7465f9c0e1a2b3c4d5e6f",
+        ["a8f3c9e1d2b7465f9c0e1a2b3c4d5e6f.par2", "Show.S01E02.720p.HDTV.x264-GRP.mkv"],
+    )
     assert (parsed.kind, parsed.title, parsed.episodes) == ("tv", "Show", (2,))
     assert parse_post("a8f3c9e1d2b7465f9c0e1a2b3c4d5e6f", ["b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0.rar"]).hashed
 
@@ -226,13 +274,42 @@ def test_a_hashed_post_is_read_by_its_files():
 # --- text that is not a name ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["", " ", "\t\r\n", "-", ".", "[", "()", "[]", "S01E01", "2014", "x264",
-                                  "-GRP", "\x00\x01\x1b[31m", "\u202eexe.txt", "a" * 100_000,
-                                  "Show." * 20_000, "S01E01-" * 10_000, "[" * 5000, "1" * 5000])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ",
+        "\t\r\n",
+        "-",
+        ".",
+        "[",
+        "()",
+        "[]",
+        "S01E01",
+        "2014",
+        "x264",
+        "-GRP",
+        "\x00\x01\x1b[31m",
+        "\u202eexe.txt",
+        "a" * 100_000,
+        "Show." * 20_000,
+        "S01E01-" * 10_000,
+        "[" * 5000,
+        "1" * 5000,
+    ],
+)
 def test_any_text_gives_a_parse(text):
     parsed = parse(text)
-    assert isinstance(parsed, ParsedName) and parsed.kind in ("tv", "movie", "music", "book", "game", "software",
-                                                              "xxx", "other")
+    assert isinstance(parsed, ParsedName) and parsed.kind in (
+        "tv",
+        "movie",
+        "music",
+        "book",
+        "game",
+        "software",
+        "xxx",
+        "other",
+    )
     assert parsed.title is None or len(parsed.title) <= MAX_NAME
     json.dumps(record(text))
 
@@ -262,8 +339,18 @@ def test_the_command_prints_one_json_object_a_line_in_order():
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in result.output.splitlines()]
     assert [r["name"] for r in records] == lines
-    for key in ("kind", "title", "year", "season", "episodes", "absolute", "air_date", "resolution", "source",
-                "category"):
+    for key in (
+        "kind",
+        "title",
+        "year",
+        "season",
+        "episodes",
+        "absolute",
+        "air_date",
+        "resolution",
+        "source",
+        "category",
+    ):
         assert all(key in r for r in records)
     assert (records[0]["episodes"], records[0]["category"]) == ([9, 10], 5040)
     assert (records[1]["kind"], records[1]["title"], records[1]["category"]) == ("other", None, 8010)
@@ -287,9 +374,14 @@ def test_the_command_takes_bad_input_without_a_traceback():
 def test_the_command_needs_no_database():
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(FLASK_APP="wsgi", DATABASE_URL="postgresql+psycopg://nobody@127.0.0.1:9/nothing")
-    done = subprocess.run([str(Path(sys.executable).parent / "flask"), "seed", "names", "parse", "--json"],
-                          input=b"Wheels.S03E01E02.720p.HDTV.x264-IMMERSE.mkv\n", capture_output=True, cwd=REPO,
-                          env=env, timeout=120)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "flask"), "seed", "names", "parse", "--json"],
+        input=b"Wheels.S03E01E02.720p.HDTV.x264-IMMERSE.mkv\n",
+        capture_output=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     (only,) = [json.loads(line) for line in done.stdout.splitlines()]
     assert (only["title"], only["season"], only["episodes"], only["category"]) == ("Wheels", 3, [1, 2], 5040)
@@ -306,9 +398,11 @@ def test_titles_are_compared_without_case_accents_or_punctuation():
 def test_accuracy_on_the_development_set():
     rows = load(DEV_SET)
     figures = score(rows, records_of(rows))
-    print(f"\n{figures['names']} names: stated fields right {figures['fields_right']}/{figures['fields_stated']}"
-          f" ({figures['fields_share']:.1%}); category parents right {figures['parents_right']}/"
-          f"{figures['parents_stated']} ({figures['parents_share']:.1%})")
+    print(
+        f"\n{figures['names']} names: stated fields right {figures['fields_right']}/{figures['fields_stated']}"
+        f" ({figures['fields_share']:.1%}); category parents right {figures['parents_right']}/"
+        f"{figures['parents_stated']} ({figures['parents_share']:.1%})"
+    )
     for field, counts in figures["per_field"].items():
         print(f"  {field:<11} {counts['right']:>4}/{counts['stated']:<4} {counts['share']:.1%}")
     assert figures["fields_share"] >= FIELDS_GOAL
@@ -319,8 +413,13 @@ def test_accuracy_on_the_development_set():
 
 
 def test_the_bench_prints_its_figures_and_goals():
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "names.py"), "--seconds", "0.2"],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "names.py"), "--seconds", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout.splitlines()[-1])
     assert figures["names"] == 629 and figures["speed"]["parse_per_second"] > 0

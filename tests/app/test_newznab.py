@@ -1,6 +1,7 @@
 """The newznab API at /api (app.api.newznab) on the real database, read the way clients read it:
 RSS by feedparser (and ElementTree for the newznab attributes), NZBs by the `nzb` package. The
 catalog holds the five real posts of tests/data/nzb/, stored the normal way."""
+
 from __future__ import annotations
 
 import json
@@ -116,8 +117,7 @@ def test_search_without_words_pages_through_the_newest_posts(catalog):
     dates = [parsedate_to_datetime(i.find("pubDate").text) for i in items]
     assert dates == sorted(dates, reverse=True)
     second = ET.fromstring(get(client, t="search", apikey=key, limit=2, offset=2).data)
-    assert [i.find("title").text for i in second.findall("channel/item")] == [
-        i.find("title").text for i in items[2:4]]
+    assert [i.find("title").text for i in second.findall("channel/item")] == [i.find("title").text for i in items[2:4]]
     # Books only: the categories come from what each post is (none of these is a book).
     books = ET.fromstring(get(client, t="search", apikey=key, cat="7000").data)
     assert books.find(f"channel/{NEWZNAB}response").get("total") == "0"
@@ -128,42 +128,45 @@ def test_search_without_words_pages_through_the_newest_posts(catalog):
     assert WALKING_DEAD not in {i.find("title").text for i in sd.findall("channel/item")}
 
 
-@pytest.mark.parametrize("params, code", [
-    ({"t": "search"}, 100),
-    ({"t": "search", "apikey": "seedapi_nope"}, 100),
-    ({"t": "get", "id": "1"}, 100),
-    ({"t": "bogus", "apikey": "KEY"}, 202),
-    ({}, 200),
-    ({"t": "search", "apikey": "KEY", "limit": "many"}, 201),
-    ({"t": "search", "apikey": "KEY", "limit": str(10**12)}, 201),
-    ({"t": "search", "apikey": "KEY", "offset": "-1"}, 201),
-    ({"t": "search", "apikey": "KEY", "offset": str(10**9)}, 201),
-    ({"t": "search", "apikey": "KEY", "maxage": "x"}, 201),
-    ({"t": "search", "apikey": "KEY", "cat": "books"}, 201),
-    ({"t": "search", "apikey": "KEY", "o": "yaml"}, 201),
-    ({"t": "get", "apikey": "KEY"}, 200),
-    ({"t": "get", "apikey": "KEY", "id": "not-a-post"}, 300),
-    ({"t": "get", "apikey": "KEY", "id": str(2**70)}, 300),
-    ({"t": "details", "apikey": "KEY", "id": "12345"}, 300),
-    ({"t": "search", "apikey": "KEY", "cat": "99999"}, 201),
-    ({"t": "search", "apikey": "KEY", "cat": "-5000"}, 201),
-    ({"t": "search", "apikey": "KEY", "minsize": "-1"}, 201),
-    ({"t": "search", "apikey": "KEY", "maxsize": str(2**64)}, 201),
-    ({"t": "tvsearch", "apikey": "KEY", "season": "one"}, 201),
-    ({"t": "tvsearch", "apikey": "KEY", "season": "1", "ep": "x"}, 201),
-    ({"t": "tvsearch", "apikey": "KEY", "season": "99999999"}, 201),
-    ({"t": "tvsearch", "apikey": "KEY", "season": "2014", "ep": "13/45"}, 201),
-    ({"t": "tvsearch", "apikey": "KEY", "season": "", "ep": "07/22"}, 201),
-    ({"t": "tvsearch", "apikey": "KEY", "season": "²", "ep": "1"}, 201),
-    ({"t": "movie", "apikey": "KEY", "year": "soon"}, 201),
-    ({"t": "tvsearch", "apikey": "KEY", "rid": "121361", "season": "1", "ep": "2"}, 203),
-    ({"t": "tvsearch", "apikey": "KEY", "rid": "1", "traktid": "2"}, 203),
-    ({"t": "tvsearch", "apikey": "KEY", "tvdbid": "x"}, 201),
-    ({"t": "movie", "apikey": "KEY", "imdbid": "tt"}, 201),
-    ({"t": "movie", "apikey": "KEY", "tmdbid": str(2**31)}, 201),
-    ({"t": "getnfo", "apikey": "KEY", "id": "1"}, 300),
-    ({"t": "register", "apikey": "KEY"}, 202),
-])
+@pytest.mark.parametrize(
+    "params, code",
+    [
+        ({"t": "search"}, 100),
+        ({"t": "search", "apikey": "seedapi_nope"}, 100),
+        ({"t": "get", "id": "1"}, 100),
+        ({"t": "bogus", "apikey": "KEY"}, 202),
+        ({}, 200),
+        ({"t": "search", "apikey": "KEY", "limit": "many"}, 201),
+        ({"t": "search", "apikey": "KEY", "limit": str(10**12)}, 201),
+        ({"t": "search", "apikey": "KEY", "offset": "-1"}, 201),
+        ({"t": "search", "apikey": "KEY", "offset": str(10**9)}, 201),
+        ({"t": "search", "apikey": "KEY", "maxage": "x"}, 201),
+        ({"t": "search", "apikey": "KEY", "cat": "books"}, 201),
+        ({"t": "search", "apikey": "KEY", "o": "yaml"}, 201),
+        ({"t": "get", "apikey": "KEY"}, 200),
+        ({"t": "get", "apikey": "KEY", "id": "not-a-post"}, 300),
+        ({"t": "get", "apikey": "KEY", "id": str(2**70)}, 300),
+        ({"t": "details", "apikey": "KEY", "id": "12345"}, 300),
+        ({"t": "search", "apikey": "KEY", "cat": "99999"}, 201),
+        ({"t": "search", "apikey": "KEY", "cat": "-5000"}, 201),
+        ({"t": "search", "apikey": "KEY", "minsize": "-1"}, 201),
+        ({"t": "search", "apikey": "KEY", "maxsize": str(2**64)}, 201),
+        ({"t": "tvsearch", "apikey": "KEY", "season": "one"}, 201),
+        ({"t": "tvsearch", "apikey": "KEY", "season": "1", "ep": "x"}, 201),
+        ({"t": "tvsearch", "apikey": "KEY", "season": "99999999"}, 201),
+        ({"t": "tvsearch", "apikey": "KEY", "season": "2014", "ep": "13/45"}, 201),
+        ({"t": "tvsearch", "apikey": "KEY", "season": "", "ep": "07/22"}, 201),
+        ({"t": "tvsearch", "apikey": "KEY", "season": "²", "ep": "1"}, 201),
+        ({"t": "movie", "apikey": "KEY", "year": "soon"}, 201),
+        ({"t": "tvsearch", "apikey": "KEY", "rid": "121361", "season": "1", "ep": "2"}, 203),
+        ({"t": "tvsearch", "apikey": "KEY", "rid": "1", "traktid": "2"}, 203),
+        ({"t": "tvsearch", "apikey": "KEY", "tvdbid": "x"}, 201),
+        ({"t": "movie", "apikey": "KEY", "imdbid": "tt"}, 201),
+        ({"t": "movie", "apikey": "KEY", "tmdbid": str(2**31)}, 201),
+        ({"t": "getnfo", "apikey": "KEY", "id": "1"}, 300),
+        ({"t": "register", "apikey": "KEY"}, 202),
+    ],
+)
 def test_bad_requests_get_newznab_errors(catalog, params, code):
     client, key = catalog
     params = {k: (key if v == "KEY" else v) for k, v in params.items()}
@@ -172,17 +175,28 @@ def test_bad_requests_get_newznab_errors(catalog, params, code):
 
 def test_tvsearch_finds_the_episode_with_its_extended_attributes(catalog):
     client, key = catalog
-    for params in ({"q": "walking dead", "season": "3", "ep": "6"}, {"title": "The Walking Dead", "season": "03"},
-                   {"q": "walking dead", "season": "S03", "ep": "E06"}, {"q": "walking dead", "tvdbid": "153021"}):
+    for params in (
+        {"q": "walking dead", "season": "3", "ep": "6"},
+        {"title": "The Walking Dead", "season": "03"},
+        {"q": "walking dead", "season": "S03", "ep": "E06"},
+        {"q": "walking dead", "tvdbid": "153021"},
+    ):
         root = ET.fromstring(get(client, t="tvsearch", apikey=key, cat="5030,5040", extended="1", **params).data)
         items = root.findall("channel/item")
         assert {i.find("title").text for i in items} == {WALKING_DEAD}, params
         found = attributes(items[0])
         assert (found["season"], found["episode"], found["tvtitle"], found["resolution"]) == (
-            ["S03"], ["E06"], ["The Walking Dead"], ["1280x720"])
+            ["S03"],
+            ["E06"],
+            ["The Walking Dead"],
+            ["1280x720"],
+        )
         assert found["category"] == ["5000", "5040"] and int(found["size"][0]) > 0
-    for params in ({"q": "walking dead", "season": "3", "ep": "7"}, {"q": "walking dead", "season": "2"},
-                   {"q": "walking dead", "season": "2014", "ep": "07/22"}):
+    for params in (
+        {"q": "walking dead", "season": "3", "ep": "7"},
+        {"q": "walking dead", "season": "2"},
+        {"q": "walking dead", "season": "2014", "ep": "07/22"},
+    ):
         root = ET.fromstring(get(client, t="tvsearch", apikey=key, **params).data)
         assert root.find(f"channel/{NEWZNAB}response").get("total") == "0", params
     # Without extended=1, none of the name's attributes.

@@ -3,6 +3,7 @@ five real posts of tests/data/nzb/ stored the normal way (overview lines -> the 
 -> accept -> store -> join into posts) come back as NZBs that the `nzb` package from PyPI reads,
 listing exactly the original's files, segments, message-ids and groups; hostile subjects and
 posters still give a valid NZB; article numbers are past 2^32."""
+
 from __future__ import annotations
 
 import re
@@ -53,7 +54,7 @@ def store_groups(lines_by_group: dict[str, list[bytes]], first: int = BIG) -> di
     for name in names:
         lines = lines_by_group[name]
         for start in range(0, len(lines), BATCH_LINES):
-            cut = lines[start:start + BATCH_LINES]
+            cut = lines[start : start + BATCH_LINES]
             gatherer = Gatherer(name)
             gatherer.add_chunk(first + start, first + start + len(cut) - 1, [raw(cut)])
             batch_ids.append(accept(node, ranges[name], gatherer.build()))
@@ -82,14 +83,20 @@ def posted_real_posts(paths) -> tuple[dict, dict[str, int]]:
 
 def posts_holding(clean_db, message_ids) -> set[tuple[int, str, int]]:
     """(group id, group name, post key) of every post holding one of these articles."""
-    return set(query(clean_db, """
+    return set(
+        query(
+            clean_db,
+            """
         SELECT DISTINCT g.id, g.name, coalesce(p.post_key, r.key)
           FROM fragments_with_ids f
           JOIN files x ON x.group_id = f.group_id AND x.key = f.file_key
           JOIN releases r ON r.group_id = x.group_id AND r.key = x.release_key
           LEFT JOIN release_posts p ON p.group_id = r.group_id AND p.key = r.key
           JOIN groups g ON g.id = f.group_id
-         WHERE f.message_id = ANY(:ids)""", ids=list(message_ids)))
+         WHERE f.message_id = ANY(:ids)""",
+            ids=list(message_ids),
+        )
+    )
 
 
 def export(post_key: int, group_id: int | None = None) -> bytes:
@@ -136,11 +143,15 @@ def test_real_posts_round_trip(clean_db):
             least = min(g for g, _, k in holding if k == key)
             assert export(key) == export(key, least), where
             head = root.find(f"{NS}head/{NS}meta[@type='name']")
-            assert head.text == query(clean_db, "SELECT name FROM posts WHERE group_id = :g AND key = :k",
-                                      g=group_id, k=key)[0][0], where
+            assert (
+                head.text
+                == query(clean_db, "SELECT name FROM posts WHERE group_id = :g AND key = :k", g=group_id, k=key)[0][0]
+            ), where
             # Files in posting order: date, then [i/N] (files without one last), then name.
-            order = [(int(f.get("date")), file_counter(f.get("subject")), name_of(f.get("subject")))
-                     for f in root.iter(f"{NS}file")]
+            order = [
+                (int(f.get("date")), file_counter(f.get("subject")), name_of(f.get("subject")))
+                for f in root.iter(f"{NS}file")
+            ]
             assert order == sorted(order, key=lambda o: (o[0], o[1] is None, o[1] or (0, 0), o[2])), where
             assert len(nzb.files) == len(order)
             for file in nzb.files:
@@ -164,7 +175,8 @@ def test_real_posts_round_trip(clean_db):
             # posted, as in the sabnzbd post); bytes are the articles' sizes from the overview
             # (simnews posts small bodies), not the NZB's segment sizes.
             assert [(s.number, s.message_id) for s in file.segments] == [
-                (t.segment, bare(t.message_id)) for t in posted], (where, name)
+                (t.segment, bare(t.message_id)) for t in posted
+            ], (where, name)
             assert [s.size for s in file.segments] == [t.bytes for t in posted], (where, name)
         assert sum(f.size for f in exported.values()) < sum(f.bytes for f in post.posted_files), where
 
@@ -173,8 +185,9 @@ def test_crossposts_and_companions_of_the_real_posts(clean_db):
     """What the round trip rests on, said plainly: the teevee posts are one post in each of their
     two groups, under one key; the ngPost post is one post of 36 files over two posters, and its
     .nfo, posted to another group, a post of its own there."""
-    truths, _ = posted_real_posts([NZB_DIR / "avsnatch_teevee_walking_dead_s03e06.nzb",
-                                   NZB_DIR / "dlnzb_ngpost_economist.nzb"])
+    truths, _ = posted_real_posts(
+        [NZB_DIR / "avsnatch_teevee_walking_dead_s03e06.nzb", NZB_DIR / "dlnzb_ngpost_economist.nzb"]
+    )
     for path, (_, truth) in truths.items():
         holding = posts_holding(clean_db, truth)
         if path.name.startswith("avsnatch"):
@@ -186,7 +199,7 @@ def test_crossposts_and_companions_of_the_real_posts(clean_db):
             assert files == {"alt.binaries.misc": 36, "alt.binaries.multimedia.aviation": 1}
 
 
-HOSTILE_SUBJECT = 'Nasty <b>&amp; "quoted" \'single\' & more'
+HOSTILE_SUBJECT = "Nasty <b>&amp; \"quoted\" 'single' & more"
 HOSTILE_POSTER = 'Ev\'il "Poster" <e&v@x.example>'
 # Every C0 control XML 1.0 forbids (NUL cannot be in a PostgreSQL text), and U+FFFE.
 FORBIDDEN = "".join(map(chr, [*range(1, 9), 11, 12, *range(14, 32)])) + "\ufffe"
@@ -199,9 +212,21 @@ def hostile_post() -> dict[str, int]:
         for part in (1, 2):
             number = BIG + len(lines)
             subject = (f'[{index}/2] - "{HOSTILE_SUBJECT} x.part{index}.rar" yEnc ({part}/2)').encode()
-            lines.append(b"\t".join([str(number).encode(), subject, HOSTILE_POSTER.encode(),
-                                     b"Sat, 01 Nov 2025 07:27:27 +0000", b"<a&'%d@example.net>" % number, b"",
-                                     b"4000", b"30", b""]))
+            lines.append(
+                b"\t".join(
+                    [
+                        str(number).encode(),
+                        subject,
+                        HOSTILE_POSTER.encode(),
+                        b"Sat, 01 Nov 2025 07:27:27 +0000",
+                        b"<a&'%d@example.net>" % number,
+                        b"",
+                        b"4000",
+                        b"30",
+                        b"",
+                    ]
+                )
+            )
     return store_groups({"alt.binaries.test": lines})
 
 
@@ -212,8 +237,9 @@ def test_xml_special_and_forbidden_characters_give_a_valid_nzb(clean_db):
     # parser would not leave them in a subject).
     with clean_db.begin() as conn:
         conn.execute(text("UPDATE files SET subject = subject || :junk || ' \t\n\r end'"), {"junk": FORBIDDEN})
-        conn.execute(text("UPDATE releases SET poster = poster || :junk, name = name || ' <&> ' || :junk"),
-                     {"junk": FORBIDDEN})
+        conn.execute(
+            text("UPDATE releases SET poster = poster || :junk, name = name || ' <&> ' || :junk"), {"junk": FORBIDDEN}
+        )
     document = export(key)
     assert not any(chr(c).encode() in document for c in [*range(1, 9), 11, 12, *range(14, 32)])
     nzb, root = parsed(document)
@@ -222,8 +248,10 @@ def test_xml_special_and_forbidden_characters_give_a_valid_nzb(clean_db):
     for file in files:
         assert file.get("poster") == HOSTILE_POSTER
         # Tab, LF and CR survive as references; the forbidden characters are gone.
-        assert re.fullmatch(rf'\[[12]/2\] - "{re.escape(HOSTILE_SUBJECT)} x\.part[12]\.rar" yEnc \t\n\r end \(1/2\)',
-                            file.get("subject")), file.get("subject")
+        assert re.fullmatch(
+            rf'\[[12]/2\] - "{re.escape(HOSTILE_SUBJECT)} x\.part[12]\.rar" yEnc \t\n\r end \(1/2\)',
+            file.get("subject"),
+        ), file.get("subject")
         assert [s.text for s in file.iter(f"{NS}segment")][0].startswith("a&'")
     assert root.find(f"{NS}head/{NS}meta").text.endswith(" <&> ")
     assert {f.name for f in nzb.files} == {f"{HOSTILE_SUBJECT} x.part1.rar", f"{HOSTILE_SUBJECT} x.part2.rar"}
@@ -261,16 +289,19 @@ def test_cli_writes_the_nzb_to_stdout_or_a_file(cli_runner, clean_db, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["post.nzb"]  # no temporary file left
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["12345"], 1, "Error: no such post: 12345"),
-    (["-12345"], 1, "Error: no such post: -12345"),  # a negative key is a key, not an option
-    (["12345", "--group", "alt.binaries.none"], 1, "Error: no such group: alt.binaries.none"),
-    (["abc"], 2, "'abc' is not a post key"),
-    ([str(2**63)], 2, "is not a post key"),
-    (["--bogus"], 2, "'--bogus' is not a post key"),
-    ([], 2, "Missing argument 'POST_KEY'"),
-    (["1", "2"], 2, "Got unexpected extra argument"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["12345"], 1, "Error: no such post: 12345"),
+        (["-12345"], 1, "Error: no such post: -12345"),  # a negative key is a key, not an option
+        (["12345", "--group", "alt.binaries.none"], 1, "Error: no such group: alt.binaries.none"),
+        (["abc"], 2, "'abc' is not a post key"),
+        ([str(2**63)], 2, "is not a post key"),
+        (["--bogus"], 2, "'--bogus' is not a post key"),
+        ([], 2, "Missing argument 'POST_KEY'"),
+        (["1", "2"], 2, "Got unexpected extra argument"),
+    ],
+)
 def test_cli_refuses_unknown_posts_and_bad_arguments(cli_runner, clean_db, tmp_path, args, code, message):
     target = tmp_path / "post.nzb"
     result = cli_runner.invoke(args=["seed", "nzb", "-o", str(target), *args])

@@ -1,6 +1,7 @@
 """Operator keys on the real database: made and revoked with `flask seed operators`, stored only
 hashed; with one, GET /api/v1/seed/status shows the whole seed, with a node token only what
 concerns that node, with anything else 401."""
+
 from __future__ import annotations
 
 import json
@@ -88,9 +89,20 @@ def two_nodes(status_client):
             granted = leases.lease(s, node, max_leases=6)
             held.setdefault(node.name, []).append(granted.range_id)
         leases.release(s, node_b, held["edge-b"][1], failure="the server answered 503 to OVER")
-        s.add(SeedBatch(range_id=held["edge-b"][0], node_id=node_b.id, batch_from=BIG + 1000,
-                        batch_to=BIG + 1099, body=b"", content_type="application/x-msgpack", body_bytes=0,
-                        state="failed", attempts=5, error=SECRET_ERROR))
+        s.add(
+            SeedBatch(
+                range_id=held["edge-b"][0],
+                node_id=node_b.id,
+                batch_from=BIG + 1000,
+                batch_to=BIG + 1099,
+                body=b"",
+                content_type="application/x-msgpack",
+                body_bytes=0,
+                state="failed",
+                attempts=5,
+                error=SECRET_ERROR,
+            )
+        )
     return {"a": bearer(token_a), "b": bearer(token_b), "ranges": ids, "held": held}
 
 
@@ -102,7 +114,8 @@ def test_an_operator_key_sees_the_whole_status(status_client, two_nodes, cli_run
     assert data["scope"] == "operator"
     assert [n["name"] for n in data["nodes"]] == ["edge-a", "edge-b"]
     assert sorted((r["node"], r["id"]) for r in data["leased_ranges"]) == sorted(
-        [("edge-a", two_nodes["held"]["edge-a"][0]), ("edge-b", two_nodes["held"]["edge-b"][0])])
+        [("edge-a", two_nodes["held"]["edge-a"][0]), ("edge-b", two_nodes["held"]["edge-b"][0])]
+    )
     assert [r["last_failure"] for r in data["failed_ranges"]] == ["edge-b: the server answered 503 to OVER"]
     assert [b["error"] for b in data["batches"]["failed_examples"]] == [SECRET_ERROR]
     with clean_db.connect() as conn:
@@ -139,8 +152,13 @@ def test_a_node_token_sees_only_what_concerns_its_node(status_client, two_nodes)
 
 def test_anything_else_gets_401(status_client, two_nodes, cli_runner):
     key = create_key(cli_runner, "ops-1")
-    for headers in ({}, bearer("seedop_not-a-key"), bearer("seed_not-a-token"), bearer("x" * 300),
-                    {"Authorization": f"Basic {key}"}):
+    for headers in (
+        {},
+        bearer("seedop_not-a-key"),
+        bearer("seed_not-a-token"),
+        bearer("x" * 300),
+        {"Authorization": f"Basic {key}"},
+    ):
         answer = status_client.get(STATUS, headers=headers)
         assert answer.status_code == 401, headers
         assert answer.get_json()["error"] == "unauthorized"

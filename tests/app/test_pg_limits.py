@@ -3,6 +3,7 @@ naming the field before anything is stored, or stored in full, never a 202 that 
 stored; errors the database raises are told by what they are (a value past a limit comes again,
 a lost connection passes); a post PostgreSQL refuses is left out of search alone; the lists and
 maps a batch holds are bounded before they are decoded (docs/batch-format.md, "Bounds")."""
+
 from __future__ import annotations
 
 import gzip
@@ -28,35 +29,44 @@ from edge.digest.rules import EXECUTABLE_RULE
 from tests.app.factories import BIG, accept, lease_one_range
 from tests.app.overview import make_batch
 from tests.app.test_batch_bounds import (
-    Ranges, accepted_and_stored, catalog_counts, changed, post, stored_here_or_by_a_worker,
+    Ranges,
+    accepted_and_stored,
+    catalog_counts,
+    changed,
+    post,
+    stored_here_or_by_a_worker,
 )
 from tests.fixtures.queries import query, scalar
 
 # -- errors told by what they are ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("error, transient", [
-    (pg_errors.ProgramLimitExceeded("string is too long for tsvector"), False),  # 54000
-    (pg_errors.StringDataRightTruncation(), False),  # 22001
-    (pg_errors.UniqueViolation(), False),  # 23505
-    (pg_errors.CharacterNotInRepertoire(), False),  # 22021
-    (pg_errors.DeadlockDetected(), True),
-    (pg_errors.SerializationFailure(), True),
-    (pg_errors.QueryCanceled(), True),  # a statement timeout
-    (pg_errors.LockNotAvailable(), True),
-    (pg_errors.AdminShutdown(), True),
-    (pg_errors.CannotConnectNow(), True),
-    (pg_errors.TooManyConnections(), True),
-    (psycopg.OperationalError("server closed the connection unexpectedly"), True),  # no SQLSTATE
-    (sa_exc.TimeoutError("QueuePool limit reached"), True),
-    (ValueError("not the database's"), False),
-])
+@pytest.mark.parametrize(
+    "error, transient",
+    [
+        (pg_errors.ProgramLimitExceeded("string is too long for tsvector"), False),  # 54000
+        (pg_errors.StringDataRightTruncation(), False),  # 22001
+        (pg_errors.UniqueViolation(), False),  # 23505
+        (pg_errors.CharacterNotInRepertoire(), False),  # 22021
+        (pg_errors.DeadlockDetected(), True),
+        (pg_errors.SerializationFailure(), True),
+        (pg_errors.QueryCanceled(), True),  # a statement timeout
+        (pg_errors.LockNotAvailable(), True),
+        (pg_errors.AdminShutdown(), True),
+        (pg_errors.CannotConnectNow(), True),
+        (pg_errors.TooManyConnections(), True),
+        (psycopg.OperationalError("server closed the connection unexpectedly"), True),  # no SQLSTATE
+        (sa_exc.TimeoutError("QueuePool limit reached"), True),
+        (ValueError("not the database's"), False),
+    ],
+)
 def test_database_errors_are_told_transient_or_permanent(error, transient):
     assert is_transient(error) is transient
     # As SQLAlchemy wraps the driver's error (psycopg's ProgramLimitExceeded is an OperationalError).
     if isinstance(error, psycopg.Error):
         wrapped = (sa_exc.OperationalError if isinstance(error, psycopg.OperationalError) else sa_exc.DBAPIError)(
-            "SELECT 1", {}, error)
+            "SELECT 1", {}, error
+        )
         assert is_transient(wrapped) is transient
     with pytest.raises(TransientDatabaseError) if transient else nullcontext():
         TransientDatabaseError.raise_if(error)
@@ -145,23 +155,37 @@ def text_examples(draw):
     table, column = draw(st.sampled_from(sorted(TEXT_LIMITS)))
     limit = TEXT_LIMITS[(table, column)]
     size = draw(st.sampled_from([limit - 1, limit, limit + 1, limit + 3, 2 * limit, 9_000, 1]))
-    return table, column, size, draw(st.sampled_from(CHARACTERS)), draw(st.integers(0, 50)), draw(
-        st.sampled_from(["msgpack", "json"]))
+    return (
+        table,
+        column,
+        size,
+        draw(st.sampled_from(CHARACTERS)),
+        draw(st.integers(0, 50)),
+        draw(st.sampled_from(["msgpack", "json"])),
+    )
 
 
 def test_text_at_and_past_every_limit_is_refused_or_stored_in_full(clean_db):
     ranges = Ranges(BIG + 7)
     counted = {"stored": 0, "refused": 0}
 
-    @settings(max_examples=60, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=60,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(text_examples())
     def an_example(example):
         table, column, size, character, row, fmt = example
         first = ranges.next
         range_id = ranges.take(60)
-        batch = changed(make_batch(first, first + 59, chunk_size=30), lambda b, v, r: set_text(
-            b, table, column, v, character, r), size, row)
+        batch = changed(
+            make_batch(first, first + 59, chunk_size=30),
+            lambda b, v, r: set_text(b, table, column, v, character, r),
+            size,
+            row,
+        )
         value = batch[table][column][row % len(batch[table][column])]
         fits = len(value.encode()) <= TEXT_LIMITS[(table, column)]
         fragments_before = scalar(clean_db, "SELECT count(*) FROM fragments")
@@ -173,7 +197,7 @@ def test_text_at_and_past_every_limit_is_refused_or_stored_in_full(clean_db):
         if stored:
             counted["stored"] += 1
             if table == "fragments":
-                host = value[value.rindex("@"):]
+                host = value[value.rindex("@") :]
                 assert scalar(clean_db, "SELECT count(*) FROM message_hosts WHERE host = :h", h=host) == 1
             elif not known:
                 assert scalar(clean_db, f"SELECT {column} FROM {table} WHERE key = :k", k=key) == value
@@ -210,13 +234,16 @@ def test_a_message_id_host_of_9000_characters_gets_a_400(client, clean_db, lease
 # -- rule names: printable, bounded, handed out ----------------------------------------------
 
 
-@pytest.mark.parametrize("name, message", [
-    ("r" * 9000, "rules"),  # once: pk_rule_counts' index row too large
-    ("r" * (MAX_RULE_NAME + 1), "rule names must be printable"),
-    ("bell\x07", "rule names must be printable"),
-    ("evil\u202egnp.exe", "rule names must be printable"),
-    ("made-up", "did not hand out"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("r" * 9000, "rules"),  # once: pk_rule_counts' index row too large
+        ("r" * (MAX_RULE_NAME + 1), "rule names must be printable"),
+        ("bell\x07", "rule names must be printable"),
+        ("evil\u202egnp.exe", "rule names must be printable"),
+        ("made-up", "did not hand out"),
+    ],
+)
 def test_a_rule_name_that_was_not_handed_out_gets_a_400(client, clean_db, leased, name, message):
     auth, range_id = leased
     batch = make_batch(BIG + 1000, BIG + 1999)
@@ -250,8 +277,9 @@ def test_the_rules_the_data_center_hands_out_are_counted(client, clean_db, lease
     response = post(client, auth, range_id, batch)
     assert response.status_code == 202, response.get_json()
     stored_here_or_by_a_worker(response.get_json()["batch_id"])
-    assert scalar(clean_db, "SELECT count(*) FROM rule_counts WHERE rule = 'no-spam' AND range_id = :r",
-                  r=range_id) == 1
+    assert (
+        scalar(clean_db, "SELECT count(*) FROM rule_counts WHERE rule = 'no-spam' AND range_id = :r", r=range_id) == 1
+    )
 
 
 # -- lists and maps bounded before they are decoded --------------------------------------------
@@ -274,12 +302,16 @@ def test_a_json_body_of_five_million_missing_spans_is_refused_in_bounded_memory(
     text_body = encode_batch({**batch, "missing": []}, fmt="json", gzip=False)[0]
     empty = b'"missing":[]' if b'"missing":[]' in text_body else b'"missing": []'
     assert text_body.count(empty) == 1
-    body = gzip.compress(text_body.replace(empty, b'"missing":[' + b",".join([b"[1,1]"] * 5_000_000) + b"]"),
-                         compresslevel=9)
+    body = gzip.compress(
+        text_body.replace(empty, b'"missing":[' + b",".join([b"[1,1]"] * 5_000_000) + b"]"), compresslevel=9
+    )
     assert len(body) < 200_000
     before = catalog_counts(clean_db, range_id)
-    response, peak, seconds = _peak_while(lambda: post(client, auth, range_id, body=body, headers={
-        "Content-Type": "application/json", "Content-Encoding": "gzip"}))
+    response, peak, seconds = _peak_while(
+        lambda: post(
+            client, auth, range_id, body=body, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        )
+    )
     answer = response.get_json()
     assert (response.status_code, answer["error"]) == (400, "malformed_batch") and "arrays" in answer["message"], answer
     assert peak < 120 * 2**20, f"peak {peak / 2**20:.0f} MiB"  # the inflated text, not its lists
@@ -295,14 +327,28 @@ def test_a_msgpack_map_of_three_million_reasons_is_refused_before_it_is_decoded(
     packer = msgpack.Packer(use_bin_type=False)
     reasons = b"".join(packer.pack(f"r{i}") + packer.pack(0) for i in range(3_000_000))
     rejected = b"\xdf" + (3_000_000).to_bytes(4, "big") + reasons
-    stats_body = (packer.pack_map_header(3) + packer.pack("lines") + packer.pack(stats["lines"])
-                  + packer.pack("rejected") + rejected + packer.pack("bad_dates") + packer.pack(stats["bad_dates"]))
+    stats_body = (
+        packer.pack_map_header(3)
+        + packer.pack("lines")
+        + packer.pack(stats["lines"])
+        + packer.pack("rejected")
+        + rejected
+        + packer.pack("bad_dates")
+        + packer.pack(stats["bad_dates"])
+    )
     body = packer.pack_map_header(len(batch) + 1) + b"".join(packer.pack(k) + packer.pack(v) for k, v in batch.items())
     body += packer.pack("stats") + stats_body
     body = gzip.compress(body, compresslevel=9)
     before = catalog_counts(clean_db, range_id)
-    response, peak, _ = _peak_while(lambda: post(client, auth, range_id, body=body, headers={
-        "Content-Type": "application/msgpack", "Content-Encoding": "gzip"}))
+    response, peak, _ = _peak_while(
+        lambda: post(
+            client,
+            auth,
+            range_id,
+            body=body,
+            headers={"Content-Type": "application/msgpack", "Content-Encoding": "gzip"},
+        )
+    )
     answer = response.get_json()
     assert (response.status_code, answer["error"]) == (400, "malformed_batch") and "stats" in answer["message"], answer
     assert peak < 200 * 2**20, f"peak {peak / 2**20:.0f} MiB"
@@ -315,11 +361,20 @@ def test_missing_spans_past_what_the_chunks_leave_room_for_get_a_400(client, cle
     packer = msgpack.Packer(use_bin_type=False)
     raw = msgpack.packb({**batch, "missing": []}, use_bin_type=False)
     spans = 5_000_000
-    body = raw.replace(b"\xa7missing\x90", b"\xa7missing\xdd" + spans.to_bytes(4, "big")
-                       + (packer.pack([BIG + 1000, BIG + 1000])) * spans)
+    body = raw.replace(
+        b"\xa7missing\x90",
+        b"\xa7missing\xdd" + spans.to_bytes(4, "big") + (packer.pack([BIG + 1000, BIG + 1000])) * spans,
+    )
     body = gzip.compress(body, compresslevel=9)
-    response, peak, _ = _peak_while(lambda: post(client, auth, range_id, body=body, headers={
-        "Content-Type": "application/msgpack", "Content-Encoding": "gzip"}))
+    response, peak, _ = _peak_while(
+        lambda: post(
+            client,
+            auth,
+            range_id,
+            body=body,
+            headers={"Content-Type": "application/msgpack", "Content-Encoding": "gzip"},
+        )
+    )
     answer = response.get_json()
     assert response.status_code == 400 and "missing" in answer["message"], answer
     assert peak < 200 * 2**20, f"peak {peak / 2**20:.0f} MiB"

@@ -1,13 +1,13 @@
 """COPY text payloads: escaping, NULLs, big integers."""
+
 from app.services.ingest.pgcopy import copy_payload
 
 
 def test_payload_escapes_and_nulls():
-    payload = copy_payload([("int", [1, None, 2**63 - 1]), ("text", ["a\\b", "tab\there", None]),
-                            ("text", ["plain", "new\nline\r", ""])])
-    assert payload == (b"1\ta\\\\b\tplain\n"
-                       b"\\N\ttab\\there\tnew\\nline\\r\n"
-                       b"9223372036854775807\t\\N\t\n")
+    payload = copy_payload(
+        [("int", [1, None, 2**63 - 1]), ("text", ["a\\b", "tab\there", None]), ("text", ["plain", "new\nline\r", ""])]
+    )
+    assert payload == (b"1\ta\\\\b\tplain\n\\N\ttab\\there\tnew\\nline\\r\n9223372036854775807\t\\N\t\n")
     assert copy_payload([("int", [])]) == b""
 
 
@@ -18,8 +18,15 @@ def test_payload_round_trips_through_postgres(engine):
         with raw.cursor() as cur:
             cur.execute("CREATE TEMP TABLE t (n bigint, a text, b text)")
             with cur.copy("COPY t FROM STDIN") as copy:
-                copy.write(copy_payload([("int", [v[0] for v in values]), ("text", [v[1] for v in values]),
-                                         ("text", [v[2] for v in values])]))
+                copy.write(
+                    copy_payload(
+                        [
+                            ("int", [v[0] for v in values]),
+                            ("text", [v[1] for v in values]),
+                            ("text", [v[2] for v in values]),
+                        ]
+                    )
+                )
             cur.execute("SELECT n, a, b FROM t ORDER BY n")
             assert sorted(cur.fetchall()) == sorted(values)
         conn.rollback()
@@ -32,9 +39,14 @@ def test_binary_payload_round_trips_through_postgres(engine):
 
     from app.services.ingest.pgcopy import binary_payload, binary_slices
 
-    columns = [("int8", [2**63 - 1, -(2**63), 2**32 + 5, 0]), ("int4", [2**31 - 1, None, -(2**31), 7]),
-               ("float4", [93.25, 0.0, None, 100.0]), ("timestamp", [1761982047, None, 0, -86400]),
-               ("text", ["a\tb\\c\nd", None, "", "é ü \u2603"]), ("text", ["<m@x>", "<n@y>", "", "z"])]
+    columns = [
+        ("int8", [2**63 - 1, -(2**63), 2**32 + 5, 0]),
+        ("int4", [2**31 - 1, None, -(2**31), 7]),
+        ("float4", [93.25, 0.0, None, 100.0]),
+        ("timestamp", [1761982047, None, 0, -86400]),
+        ("text", ["a\tb\\c\nd", None, "", "é ü \u2603"]),
+        ("text", ["<m@x>", "<n@y>", "", "z"]),
+    ]
     payload = binary_payload(columns)
     assert b"".join(binary_slices(columns, rows=3)) == payload
     utc = datetime.timezone.utc
@@ -46,13 +58,22 @@ def test_binary_payload_round_trips_through_postgres(engine):
                 for piece in binary_slices(columns, rows=3):
                     copy.write(piece)
             cur.execute("SELECT a, i, f, t, x, y FROM b ORDER BY a")
-            assert sorted(cur.fetchall(), key=lambda r: r[0]) == sorted([
-                (2**63 - 1, 2**31 - 1, 93.25, datetime.datetime(2025, 11, 1, 7, 27, 27, tzinfo=utc), "a\tb\\c\nd",
-                 "<m@x>"),
-                (-(2**63), None, 0.0, None, None, "<n@y>"),
-                (2**32 + 5, -(2**31), None, datetime.datetime(1970, 1, 1, tzinfo=utc), "", ""),
-                (0, 7, 100.0, datetime.datetime(1969, 12, 31, tzinfo=utc), "é ü \u2603", "z"),
-            ], key=lambda r: r[0])
+            assert sorted(cur.fetchall(), key=lambda r: r[0]) == sorted(
+                [
+                    (
+                        2**63 - 1,
+                        2**31 - 1,
+                        93.25,
+                        datetime.datetime(2025, 11, 1, 7, 27, 27, tzinfo=utc),
+                        "a\tb\\c\nd",
+                        "<m@x>",
+                    ),
+                    (-(2**63), None, 0.0, None, None, "<n@y>"),
+                    (2**32 + 5, -(2**31), None, datetime.datetime(1970, 1, 1, tzinfo=utc), "", ""),
+                    (0, 7, 100.0, datetime.datetime(1969, 12, 31, tzinfo=utc), "é ü \u2603", "z"),
+                ],
+                key=lambda r: r[0],
+            )
         conn.rollback()
 
 
@@ -78,8 +99,15 @@ def test_binary_rows_without_nulls_equal_the_null_aware_packing():
 
     from app.services.ingest.pgcopy import _pack_rows, binary_payload, binary_slices
 
-    columns = [("int8", [2**63 - 1, -5]), ("text", ["a", "é"]), ("int4", [1, 2]), ("float4", [1.5, 0.0]),
-               ("timestamp", [1761982047, 0]), ("text", ["x", ""]), ("int8", [3, 4])]
+    columns = [
+        ("int8", [2**63 - 1, -5]),
+        ("text", ["a", "é"]),
+        ("int4", [1, 2]),
+        ("float4", [1.5, 0.0]),
+        ("timestamp", [1761982047, 0]),
+        ("text", ["x", ""]),
+        ("int8", [3, 4]),
+    ]
     assert _pack_rows(columns, scan=False) == _pack_rows(columns, scan=True)
     with_null = [(kind, values[:1] + [None]) for kind, values in columns]
     assert binary_payload(with_null)[19:] == _pack_rows(with_null, scan=True) + b"\xff\xff"
@@ -110,12 +138,20 @@ def test_binary_rows_with_a_null_in_the_first_column():
     from app.services.ingest.pgcopy import binary_payload
 
     payload = binary_payload([("int8", [None, 1]), ("text", ["a", None])])
-    assert payload[19:] == (b"\x00\x02" + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x01a"
-                            + b"\x00\x02" + b"\x00\x00\x00\x08" + (1).to_bytes(8, "big") + b"\xff\xff\xff\xff"
-                            + b"\xff\xff")
+    assert payload[19:] == (
+        b"\x00\x02"
+        + b"\xff\xff\xff\xff"
+        + b"\x00\x00\x00\x01a"
+        + b"\x00\x02"
+        + b"\x00\x00\x00\x08"
+        + (1).to_bytes(8, "big")
+        + b"\xff\xff\xff\xff"
+        + b"\xff\xff"
+    )
 
 
 # -- the compiled packing (app/services/_copyrows.c) against the Python one ------------------------
+
 
 def test_the_compiled_packing_is_built_and_used():
     """setup.py builds it on every machine of ours (a C compiler is part of ops/setup's machine);
@@ -194,14 +230,33 @@ def test_compiled_packing_refuses_what_the_python_packing_refuses():
             return 7
 
     assert _pack_rows_c(["int8", "int4"], [[Index()], [Index()]], False) == _pack_rows_python(
-        [("int8", [7]), ("int4", [7])], scan=False)
+        [("int8", [7]), ("int4", [7])], scan=False
+    )
     assert _pack_rows_c(["float4", "int8"], [[3], [True]], False) == _pack_rows_python(
-        [("float4", [3]), ("int8", [True])], scan=False)
+        [("float4", [3]), ("int8", [True])], scan=False
+    )
     wrong = [
-        ("int8", 2**63), ("int8", -(2**63) - 1), ("int8", "1"), ("int8", 1.5), ("int4", 2**31), ("int4", -(2**31) - 1),
-        ("timestamp", 2**62), ("timestamp", -(2**62)), ("timestamp", 2**64), ("float4", "x"), ("float4", None),
-        ("int8", None), ("int4", None), ("timestamp", None), ("text", None), ("utf8", None),
-        ("text", b"bytes"), ("text", 5), ("utf8", "str"), ("utf8", [1]), ("utf8", 5),
+        ("int8", 2**63),
+        ("int8", -(2**63) - 1),
+        ("int8", "1"),
+        ("int8", 1.5),
+        ("int4", 2**31),
+        ("int4", -(2**31) - 1),
+        ("timestamp", 2**62),
+        ("timestamp", -(2**62)),
+        ("timestamp", 2**64),
+        ("float4", "x"),
+        ("float4", None),
+        ("int8", None),
+        ("int4", None),
+        ("timestamp", None),
+        ("text", None),
+        ("utf8", None),
+        ("text", b"bytes"),
+        ("text", 5),
+        ("utf8", "str"),
+        ("utf8", [1]),
+        ("utf8", 5),
     ]
     for kind, value in wrong:
         with pytest.raises((struct.error, TypeError)):
@@ -279,8 +334,12 @@ def test_compiled_packing_takes_integer_arrays_as_lists():
     texts = [b"<a@x>", b"", "é".encode(), b"z"]
     expected = _pack_rows_python([("int8", big), ("int4", small), ("int8", small), ("utf8", texts)], scan=False)
     for scan in (False, True):
-        assert _pack_rows_c(["int8", "int4", "int8", "utf8"],
-                            [array("q", big), array("i", small), array("i", small), texts], scan) == expected
+        assert (
+            _pack_rows_c(
+                ["int8", "int4", "int8", "utf8"], [array("q", big), array("i", small), array("i", small), texts], scan
+            )
+            == expected
+        )
         assert _pack_rows_c(["int4"], [array("q", small)], scan) == _pack_rows_python([("int4", small)], scan=False)
     with pytest.raises(struct.error):
         _pack_rows_c(["int4"], [array("q", [2**31])], False)

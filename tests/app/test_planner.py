@@ -1,5 +1,6 @@
 """Planning against INN 2: the article N days back, found by bisecting dates, with holes,
 expired first articles and numbers past 2^32 (through the provider proxy)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -84,8 +85,7 @@ def test_planning_through_a_provider_with_holes_and_boneless_numbers(inn, dated_
     assert not [n for n, _ in dates if result.first_id <= n + SHIFT < expected and not hidden_numbers(n)]
     below = max(n for n, _ in dates if n + SHIFT < result.first_id and not hidden_numbers(n))
     assert dict(dates)[below] < end - 40 * DAY
-    ranges = db_session.scalars(select(SeedRange).where(SeedRange.group_id == group.id)
-                                .order_by(SeedRange.id)).all()
+    ranges = db_session.scalars(select(SeedRange).where(SeedRange.group_id == group.id).order_by(SeedRange.id)).all()
     assert [(r.first_id, r.last_id) for r in ranges] == split(result.first_id, result.last_id, 5_000)
     assert ranges[0].last_id == result.last_id  # newest first
     assert all(r.next_id == r.first_id and r.status == "planned" for r in ranges)
@@ -116,7 +116,8 @@ def test_plan_command_and_its_errors(cli_runner, flask_app, inn, dated_group):
     name, _, _ = dated_group
     settings = flask_app.config["SETTINGS"]
     flask_app.config["SETTINGS"] = dataclasses.replace(
-        settings, nntp=NNTPSettings(host=inn.host, port=inn.reader_port, tls=TLSMode.NONE), range_size=50_000)
+        settings, nntp=NNTPSettings(host=inn.host, port=inn.reader_port, tls=TLSMode.NONE), range_size=50_000
+    )
     try:
         assert cli_runner.invoke(args=["seed", "groups", "add", name]).exit_code == 0
         result = cli_runner.invoke(args=["seed", "plan", name, "--days", "36500", "--json"])
@@ -129,7 +130,8 @@ def test_plan_command_and_its_errors(cli_runner, flask_app, inn, dated_group):
         assert unknown.exit_code == 1 and "no such group" in unknown.output
         assert cli_runner.invoke(args=["seed", "plan", name, "--days", "0"]).exit_code == 2
         flask_app.config["SETTINGS"] = dataclasses.replace(
-            settings, nntp=NNTPSettings(host="127.0.0.1", port=1, tls=TLSMode.NONE))
+            settings, nntp=NNTPSettings(host="127.0.0.1", port=1, tls=TLSMode.NONE)
+        )
         down = cli_runner.invoke(args=["seed", "plan", name])
         assert down.exit_code == 1 and "NNTP server 127.0.0.1:1" in down.output
     finally:

@@ -2,6 +2,7 @@
 poster changes part way and whose .nfo has a counter of its own is one post, whatever batches
 cut it and in whichever order they are stored; different names posted at once by one poster,
 and a repost of a name days later, stay apart."""
+
 from __future__ import annotations
 
 import itertools
@@ -30,21 +31,48 @@ def post_lines() -> list[tuple[bytes, bytes, bytes, str]]:
     for index in range(1, 7):  # ngPost style: the poster changes after the third file
         poster = b"KIUzWM340zX@mile.com" if index <= 3 else b"Myfranco@mile.com"
         for part in (1, 2):
-            articles.append((b'[%02d/06] "Post.Name.2025.part%02d.rar" yEnc (%d/2)' % (index, index, part),
-                             poster, DAY1, "post"))
+            articles.append(
+                (b'[%02d/06] "Post.Name.2025.part%02d.rar" yEnc (%d/2)' % (index, index, part), poster, DAY1, "post")
+            )
     articles.append((b'[01/01] - "Post.Name.2025.nfo" yEnc (1/1)', b"8Bs3Yn0DQmv@5Sc.ChS", DAY1_LATER, "post"))
     for index in (1, 2):  # the same poster, the same time, another name: another post
-        articles.append((b'[%d/2] - "Other.Post.2025.part%d.rar" yEnc (1/1)' % (index, index),
-                         b"KIUzWM340zX@mile.com", DAY1, "other"))
+        articles.append(
+            (
+                b'[%d/2] - "Other.Post.2025.part%d.rar" yEnc (1/1)' % (index, index),
+                b"KIUzWM340zX@mile.com",
+                DAY1,
+                "other",
+            )
+        )
     for index in (1, 2):  # the name posted again three days later by someone else: a repost
-        articles.append((b'[%d/2] - "Post.Name.2025.part%d.rar" yEnc (1/1)' % (index, index),
-                         b"Reposter <r@example.net>", DAY4, "repost"))
+        articles.append(
+            (
+                b'[%d/2] - "Post.Name.2025.part%d.rar" yEnc (1/1)' % (index, index),
+                b"Reposter <r@example.net>",
+                DAY4,
+                "repost",
+            )
+        )
     return articles
 
 
 def overview(first: int, articles) -> list[bytes]:
-    return [b"\t".join([str(first + i).encode(), subject, poster, date, b"<a%d.%d@example.net>" % (first, i), b"",
-                        b"4000", b"30", b""]) for i, (subject, poster, date, _) in enumerate(articles)]
+    return [
+        b"\t".join(
+            [
+                str(first + i).encode(),
+                subject,
+                poster,
+                date,
+                b"<a%d.%d@example.net>" % (first, i),
+                b"",
+                b"4000",
+                b"30",
+                b"",
+            ]
+        )
+        for i, (subject, poster, date, _) in enumerate(articles)
+    ]
 
 
 def batch_of(first: int, lines: list[bytes]) -> dict:
@@ -91,23 +119,37 @@ def test_a_post_cut_anywhere_and_stored_in_any_order_is_one_post(clean_db, cut, 
     assert (files, releases) == (7, 3)  # six rars over two posters, and the .nfo of a third
     assert found["other"][1:] == (2, 1) and found["repost"][1:] == (2, 1)
     # The post's key is the least key of its sets (the .nfo is a companion), whatever the order.
-    members = query(clean_db, "SELECT r.key, r.metadata_only FROM releases r LEFT JOIN release_posts p"
-                              " ON p.group_id = r.group_id AND p.key = r.key WHERE coalesce(p.post_key, r.key) = :k", k=key)
+    members = query(
+        clean_db,
+        "SELECT r.key, r.metadata_only FROM releases r LEFT JOIN release_posts p"
+        " ON p.group_id = r.group_id AND p.key = r.key WHERE coalesce(p.post_key, r.key) = :k",
+        k=key,
+    )
     assert len(members) == 3 and key == min(k for k, metadata in members if not metadata)
     assert sorted(metadata for _, metadata in members) == [False, False, True]
-    assert query(clean_db, "SELECT count(*) FROM seed_batches WHERE state <> 'gathered' OR release_keys IS NOT NULL"
-                 ) == [(0,)]
+    assert query(
+        clean_db, "SELECT count(*) FROM seed_batches WHERE state <> 'gathered' OR release_keys IS NOT NULL"
+    ) == [(0,)]
 
 
 def test_every_order_gives_the_same_posts(clean_db):
     seen = set()
     for order in itertools.permutations((0, 1)):
         with clean_db.begin() as conn:
-            conn.exec_driver_sql("TRUNCATE releases, files, release_chunks, fragments, stored_fragments,"
-                                 " rule_counts, seed_batches, seed_ranges, seed_plans, seed_nodes, groups CASCADE")
+            conn.exec_driver_sql(
+                "TRUNCATE releases, files, release_chunks, fragments, stored_fragments,"
+                " rule_counts, seed_batches, seed_ranges, seed_plans, seed_nodes, groups CASCADE"
+            )
         store_in(9, order)
-        seen.add(tuple(query(clean_db, "SELECT r.key, coalesce(p.post_key, r.key) FROM releases r LEFT JOIN"
-                                       " release_posts p ON p.group_id = r.group_id AND p.key = r.key ORDER BY r.key")))
+        seen.add(
+            tuple(
+                query(
+                    clean_db,
+                    "SELECT r.key, coalesce(p.post_key, r.key) FROM releases r LEFT JOIN"
+                    " release_posts p ON p.group_id = r.group_id AND p.key = r.key ORDER BY r.key",
+                )
+            )
+        )
     assert len(seen) == 1
 
 
@@ -125,12 +167,15 @@ def test_every_cut_of_the_batches_gives_the_same_posts(clean_db):
     seen = set()
     for cut in (2, 7, 12, 13, 15):
         with clean_db.begin() as conn:
-            conn.exec_driver_sql("TRUNCATE releases, release_posts, posts, files, release_chunks, fragments,"
-                                 " stored_fragments, rule_counts, seed_batches, seed_ranges, seed_plans, seed_nodes,"
-                                 " groups CASCADE")
+            conn.exec_driver_sql(
+                "TRUNCATE releases, release_posts, posts, files, release_chunks, fragments,"
+                " stored_fragments, rule_counts, seed_batches, seed_ranges, seed_plans, seed_nodes,"
+                " groups CASCADE"
+            )
         store_in(cut, (1, 0))
-        seen.add(tuple(query(clean_db, "SELECT p.files_seen, p.releases, p.name FROM posts p ORDER BY p.name,"
-                                       " p.first_post")))
+        seen.add(
+            tuple(query(clean_db, "SELECT p.files_seen, p.releases, p.name FROM posts p ORDER BY p.name, p.first_post"))
+        )
     assert len(seen) == 1
 
 
@@ -155,7 +200,10 @@ def test_posts_of_a_name():
     # A companion joins the nearest set within weeks, never names the post, and a set far away
     # stays apart; a companion with no set near is a post of its own.
     assert posts_of([namesake(1, 600, count=1, companion=True), namesake(7, 0), namesake(9, 2000)]) == {
-        1: 7, 7: 7, 9: 9}
+        1: 7,
+        7: 7,
+        9: 9,
+    }
     assert posts_of([namesake(1, 0, count=1, companion=True), namesake(9, 24 * 60)]) == {1: 1, 9: 9}
 
 
@@ -174,8 +222,13 @@ def test_a_name_too_long_for_an_index_is_stored_and_joined(clean_db):
     past a btree index row too (about 2,700 bytes): a subject of Latin-1 bytes, as long as the
     digest keeps (MAX_TEXT_BYTES), is twice as long in UTF-8."""
     long_name = b"\xe9" * (MAX_TEXT_BYTES - 40)
-    lines = overview(BIG, [(b'[1/2] - "%s.part1.rar" yEnc (1/1)' % long_name, b"a@mile.com", DAY1, "x"),
-                           (b'[2/2] - "%s.part2.rar" yEnc (1/1)' % long_name, b"b@mile.com", DAY1, "x")])
+    lines = overview(
+        BIG,
+        [
+            (b'[1/2] - "%s.part1.rar" yEnc (1/1)' % long_name, b"a@mile.com", DAY1, "x"),
+            (b'[2/2] - "%s.part2.rar" yEnc (1/1)' % long_name, b"b@mile.com", DAY1, "x"),
+        ],
+    )
     node, range_id = lease_one_range(BIG, BIG + 1)
     batch_id = accept(node, range_id, batch_of(BIG, lines))
     with session_scope() as s:

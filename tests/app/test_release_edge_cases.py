@@ -2,6 +2,7 @@
 edges (issue 32): a failure text holding what PostgreSQL cannot store (NUL, a lone surrogate) or
 what an operator should not read raw (controls, bidi overrides, megabytes of it), and a release
 after every batch of the range is in, which makes the range done, not planned again."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,26 +33,35 @@ def held(client):
 
 def range_row(engine, range_id: int):
     with engine.connect() as conn:
-        return conn.execute(text("SELECT status, node_id, failures, last_failure, done_at, next_id"
-                                 " FROM seed_ranges WHERE id = :id"), {"id": range_id}).one()
+        return conn.execute(
+            text("SELECT status, node_id, failures, last_failure, done_at, next_id FROM seed_ranges WHERE id = :id"),
+            {"id": range_id},
+        ).one()
 
 
 def release_raw(client, range_id: int, auth: dict, body: bytes):
-    return client.post(f"{API}/ranges/{range_id}/release", data=body,
-                       headers={**auth, "Content-Type": "application/json"})
+    return client.post(
+        f"{API}/ranges/{range_id}/release", data=body, headers={**auth, "Content-Type": "application/json"}
+    )
 
 
 # -- item 7: a failure text of any content gives the range back -----------------------------------
 
-@pytest.mark.parametrize("body, kept", [
-    (b'{"failure": "bad\\u0000byte"}', "edge-a: bad\ufffdbyte"),
-    (b'{"failure": "\\ud800 lone surrogate"}', "edge-a: \ufffd lone surrogate"),
-    (b'{"failure": "\\udfff"}', "edge-a: \ufffd"),
-    (b'{"failure": "\\u0000"}', "edge-a: \ufffd"),
-    (b'{"failure": "line\\nbreak\\ttab \\u001b[2J \\u202eevil \\u009b"}',
-     "edge-a: line break tab \ufffd[2J \ufffdevil \ufffd"),
-    (b'{"failure": "caf\\u00e9 \xe6\x97\xa5\xf0\x9f\x98\x80 \\ud83d\\ude00"}', "edge-a: café 日😀 😀"),
-])
+
+@pytest.mark.parametrize(
+    "body, kept",
+    [
+        (b'{"failure": "bad\\u0000byte"}', "edge-a: bad\ufffdbyte"),
+        (b'{"failure": "\\ud800 lone surrogate"}', "edge-a: \ufffd lone surrogate"),
+        (b'{"failure": "\\udfff"}', "edge-a: \ufffd"),
+        (b'{"failure": "\\u0000"}', "edge-a: \ufffd"),
+        (
+            b'{"failure": "line\\nbreak\\ttab \\u001b[2J \\u202eevil \\u009b"}',
+            "edge-a: line break tab \ufffd[2J \ufffdevil \ufffd",
+        ),
+        (b'{"failure": "caf\\u00e9 \xe6\x97\xa5\xf0\x9f\x98\x80 \\ud83d\\ude00"}', "edge-a: café 日😀 😀"),
+    ],
+)
 def test_a_failure_text_of_any_content_is_kept_cleaned_and_the_range_given_back(held, clean_db, body, kept):
     client, range_id, a, b = held
     answer = release_raw(client, range_id, a, body)
@@ -78,6 +88,7 @@ def test_failure_text_cleaning():
 
 
 # -- item 9c: a range released with every batch in is done --------------------------------------
+
 
 def test_a_range_released_after_all_its_batches_is_done_not_planned_again(held, clean_db):
     client, range_id, a, b = held

@@ -1,6 +1,7 @@
 """Reads from a replica (DATABASE_READ_URL): the catalog's reads go to a real hot standby of the
 tests' cluster (tests/fixtures/postgres.py, ops/pg replica), its writes to the primary; the lag in
 /readyz and /metrics. The other catalog tests run on the replica too (tests/fixtures/app.py)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,12 +18,17 @@ from tests.app.factories import BIG
 from tests.app.overview import make_batch
 from tests.app.test_api import post_batch
 from tests.app.test_health import not_ready
-from tests.app.test_ingest import all_stored, leased  # noqa: F401 - a fixture
-from tests.app.test_metrics import operator_key, sample, scrape  # noqa: F401 - a fixture
+from tests.app.test_ingest import all_stored, lease_a_range
+from tests.app.test_metrics import sample, scrape
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.services
 PER_RELEASE = 15  # tests/app/overview.py: 3 files of 5 parts
+
+
+@pytest.fixture
+def leased(client):
+    return lease_a_range(client)
 
 
 @pytest.fixture
@@ -53,7 +59,8 @@ def test_the_catalog_reads_from_a_hot_standby_and_writes_to_the_primary(client, 
 
 
 def test_a_post_reaches_the_replica_after_its_batch_is_stored(
-        flask_app, leased, clean_db, celery_worker, replay_paused, postgres_replica, operator_key):  # noqa: F811
+    flask_app, leased, clean_db, celery_worker, replay_paused, postgres_replica, operator_key
+):
     """The post is stored and joined on the primary while the replica replays nothing: the
     catalog does not list it yet (its reads are the replica's), the key's use is counted all the
     same (the primary's), and the lag shows; the replica replaying again, the post is found by
@@ -70,15 +77,18 @@ def test_a_post_reaches_the_replica_after_its_batch_is_stored(
     assert found(client, key, name) == []
     with session_scope() as s:
         assert apikeys.list_usage(s, "sonarr")[0][1].requests == 1
-    assert wait_until(lambda: sample(scrape(client, operator_key), "seed_database_replica_lag_seconds") > 0,
-                      what="a lag while the replica replays nothing")
+    assert wait_until(
+        lambda: sample(scrape(client, operator_key), "seed_database_replica_lag_seconds") > 0,
+        what="a lag while the replica replays nothing",
+    )
     assert sample(scrape(client, operator_key), "seed_metrics_source_up", source="replica") == 1
 
     postgres_replica.resume()
-    assert wait_until(lambda: found(client, key, name) == [name], interval=0.02,
-                      what="the post found on the replica")
-    assert wait_until(lambda: sample(scrape(client, operator_key), "seed_database_replica_lag_seconds") == 0,
-                      what="no lag once the replica has replayed all")
+    assert wait_until(lambda: found(client, key, name) == [name], interval=0.02, what="the post found on the replica")
+    assert wait_until(
+        lambda: sample(scrape(client, operator_key), "seed_database_replica_lag_seconds") == 0,
+        what="no lag once the replica has replayed all",
+    )
 
 
 def test_readyz_gives_the_lag_and_fails_past_the_bound(flask_app, settings, replay_paused, clean_db):
@@ -94,7 +104,10 @@ def test_readyz_gives_the_lag_and_fails_past_the_bound(flask_app, settings, repl
         body = not_ready(plain.get("/readyz"), "replica", "behind the primary", "DATABASE_READ_MAX_LAG")
         assert body["checks"]["replica"]["lag_seconds"] > 1
         assert {name: c["status"] for name, c in body["checks"].items() if name != "replica"} == {
-            "database": "ok", "redis": "ok", "migrations": "ok"}
+            "database": "ok",
+            "redis": "ok",
+            "migrations": "ok",
+        }
     finally:
         flask_app.config["SETTINGS"] = settings
 

@@ -2,6 +2,7 @@
 on a catalog made by the real digest and store: the real posts of tests/data/nzb/ in one group,
 and in another a generated series of known sizes, dates, posters and completion, a release the
 executable rule drops, a name full of punctuation, and a real post crossposted."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,13 @@ from app.services.errors import NotFound, ServiceError
 from app.services.ingest import posts, store
 from app.services.search import (
     COUNT_AHEAD,
-    MAX_LIMIT, MAX_OFFSET, SearchError, SearchTimeout, find_post, post_details, search_posts,
+    MAX_LIMIT,
+    MAX_OFFSET,
+    SearchError,
+    SearchTimeout,
+    find_post,
+    post_details,
+    search_posts,
 )
 from edge.digest.gather import Gatherer
 from simnews.generator import Article
@@ -65,8 +72,16 @@ class Made:
 
 
 ALICE, BOB, CAROL = "Alice <alice@example.net>", "bob@example.org (Bob)", "Carol <carol@example.com>"
-SERIES = [Made(f"Generated.Show.S01E{i + 1:02d}.720p.WEB.x264-GRP", ALICE if i % 2 == 0 else BOB, 12 - i + 0.25,
-               size=1000 * (i + 1), missing=3 if i == 4 else 0) for i in range(12)]
+SERIES = [
+    Made(
+        f"Generated.Show.S01E{i + 1:02d}.720p.WEB.x264-GRP",
+        ALICE if i % 2 == 0 else BOB,
+        12 - i + 0.25,
+        size=1000 * (i + 1),
+        missing=3 if i == 4 else 0,
+    )
+    for i in range(12)
+]
 OTHERS = [Made(PUNCTUATED, CAROL, 30, files=2, parts=1)]
 DROPPED = Made("Dropped.Setup.Tool.2025", CAROL, 2, files=1, parts=2, extension="exe")
 
@@ -80,11 +95,25 @@ def made_lines(first: int, made: list[Made]) -> list[bytes]:
                 if file_no == 2 and part <= post.missing:
                     continue
                 number = first + len(lines)
-                subject = (f'{post.name} [{file_no:02d}/{post.files:02d}] - "{post.name}.part{file_no:02d}.'
-                           f'{post.extension}" yEnc ({part}/{post.parts})')
-                lines.append(b"\t".join([str(number).encode(), subject.encode(), post.poster.encode(), date,
-                                         b"<made.%d@example.net>" % number, b"", str(post.size).encode(), b"30",
-                                         b""]))
+                subject = (
+                    f'{post.name} [{file_no:02d}/{post.files:02d}] - "{post.name}.part{file_no:02d}.'
+                    f'{post.extension}" yEnc ({part}/{post.parts})'
+                )
+                lines.append(
+                    b"\t".join(
+                        [
+                            str(number).encode(),
+                            subject.encode(),
+                            post.poster.encode(),
+                            date,
+                            b"<made.%d@example.net>" % number,
+                            b"",
+                            str(post.size).encode(),
+                            b"30",
+                            b"",
+                        ]
+                    )
+                )
     return lines
 
 
@@ -106,7 +135,7 @@ def store_group(group_name: str, lines: list[bytes], first: int) -> None:
         range_id = seed_range.id
     gatherer = Gatherer(group_name)
     for start in range(0, len(lines), 500):
-        chunk = lines[start:start + 500]
+        chunk = lines[start : start + 500]
         gatherer.add_chunk(first + start, first + start + len(chunk) - 1, [raw(chunk)])
     batch_id = accept(node, range_id, gatherer.build())
     with session_scope() as s:
@@ -143,8 +172,18 @@ def group_id(name: str) -> int:
 
 
 def test_words_match_whatever_their_case_and_punctuation(catalog):
-    for words in ("walking dead s03e06", "WALKING.Dead-S03E06", "the walking dead", "The_Walking_Dead",
-                  ["walking", "dead"], "dead walking", WALKING_DEAD, "walking dead s03e0", "walk", "x264 evolve"):
+    for words in (
+        "walking dead s03e06",
+        "WALKING.Dead-S03E06",
+        "the walking dead",
+        "The_Walking_Dead",
+        ["walking", "dead"],
+        "dead walking",
+        WALKING_DEAD,
+        "walking dead s03e0",
+        "walk",
+        "x264 evolve",
+    ):
         page = search(words)
         assert names(page) == [WALKING_DEAD, WALKING_DEAD], words  # the post and its crosspost
         assert [item.group for item in page.items] == [REAL, MADE] and page.total == 2
@@ -155,8 +194,10 @@ def test_words_match_whatever_their_case_and_punctuation(catalog):
     assert names(search("economist april 2025")) == [ECONOMIST]
     assert names(search("你好世界")) == ["你好世界"]
     assert names(search("underbelly rooster")) == ["Underbelly.Badness.S05E04.Year.of.the.Rooster.PDTV.x264-FQM"]
-    assert set(names(search("x264", group=REAL))) == {WALKING_DEAD,
-                                                      "Underbelly.Badness.S05E04.Year.of.the.Rooster.PDTV.x264-FQM"}
+    assert set(names(search("x264", group=REAL))) == {
+        WALKING_DEAD,
+        "Underbelly.Badness.S05E04.Year.of.the.Rooster.PDTV.x264-FQM",
+    }
     assert search("generated show").total == len(SERIES)
     assert names(search("generated show s01e03")) == [SERIES[2].name]
 
@@ -165,9 +206,13 @@ def test_a_post_is_found_by_any_release_and_summed_over_all_of_them(catalog):
     """The Economist post is three releases (two posters of ngPost, and an .nfo of its own): it is
     one result, with the figures of the whole post, named by its release with the most files."""
     (post,) = search("economist").items
-    members = query(catalog, "SELECT r.key, r.files_seen, r.parts_seen, r.bytes, r.poster FROM releases r"
-                             " LEFT JOIN release_posts p ON p.group_id = r.group_id AND p.key = r.key"
-                             " WHERE coalesce(p.post_key, r.key) = :k", k=post.key)
+    members = query(
+        catalog,
+        "SELECT r.key, r.files_seen, r.parts_seen, r.bytes, r.poster FROM releases r"
+        " LEFT JOIN release_posts p ON p.group_id = r.group_id AND p.key = r.key"
+        " WHERE coalesce(p.post_key, r.key) = :k",
+        k=post.key,
+    )
     assert len(members) == post.releases == 3
     assert post.files == sum(m.files_seen for m in members) == len(load_nzb(NZB / "dlnzb_ngpost_economist.nzb").files)
     assert post.bytes == sum(m.bytes for m in members) and post.parts_seen == sum(m.parts_seen for m in members)
@@ -179,10 +224,27 @@ def test_a_post_is_found_by_any_release_and_summed_over_all_of_them(catalog):
     assert page.total == len(summed) == len(page.items)
     for item in page.items:
         row = summed[(item.group_id, item.key)]
-        assert (item.name, item.poster, item.releases, item.files, item.parts_expected, item.parts_seen, item.bytes,
-                item.first_post, item.last_post) == (row["name"], row["poster"], row["releases"], row["files_seen"],
-                                                      row["parts_expected"], row["parts_seen"], row["bytes"],
-                                                      row["first_post"], row["last_post"])
+        assert (
+            item.name,
+            item.poster,
+            item.releases,
+            item.files,
+            item.parts_expected,
+            item.parts_seen,
+            item.bytes,
+            item.first_post,
+            item.last_post,
+        ) == (
+            row["name"],
+            row["poster"],
+            row["releases"],
+            row["files_seen"],
+            row["parts_expected"],
+            row["parts_seen"],
+            row["bytes"],
+            row["first_post"],
+            row["last_post"],
+        )
         assert math.isclose(item.completion, row["completion"], rel_tol=1e-6)
 
 
@@ -204,7 +266,10 @@ def test_filters(catalog):
     assert names(search(series, posted_after=cut)) == [m.name for m in reversed(SERIES) if m.days_ago < 6]
     assert names(search(series, posted_before=cut)) == [m.name for m in reversed(SERIES) if m.days_ago > 6]
     assert names(search(None, posted_before=datetime(2013, 1, 1, tzinfo=timezone.utc))) == [
-        WALKING_DEAD, WALKING_DEAD, "Underbelly.Badness.S05E04.Year.of.the.Rooster.PDTV.x264-FQM"]
+        WALKING_DEAD,
+        WALKING_DEAD,
+        "Underbelly.Badness.S05E04.Year.of.the.Rooster.PDTV.x264-FQM",
+    ]
     # Completion: the fifth episode lost three articles of its second file.
     incomplete = [m for m in SERIES if m.missing]
     assert [i.completion for i in search(incomplete[0].name).items] == [incomplete[0].completion] == [75.0]
@@ -243,12 +308,45 @@ def test_a_release_dropped_by_rules_is_never_found(catalog):
     assert DROPPED.name not in names(search(None, limit=MAX_LIMIT))
 
 
-@pytest.mark.parametrize("words", [
-    "'", "''", "&", "|", "!", ":", "*", "(", ")", "\\", "\\'", "'&|!:*(\\", "a:*", "!walking", "walking & | dead",
-    "walking:* & !dead", "(walking", "walking)", "'walking'", "walking' OR '1'='1", "'; DROP TABLE releases; --",
-    "<walking>&amp;</dead>", "walking\0dead", "walking \udcff dead", "%", "_", "walking%", "%dead%", "$1", ":query",
-    "\\x00", "walking\u202edead", "   ", "",
-])
+@pytest.mark.parametrize(
+    "words",
+    [
+        "'",
+        "''",
+        "&",
+        "|",
+        "!",
+        ":",
+        "*",
+        "(",
+        ")",
+        "\\",
+        "\\'",
+        "'&|!:*(\\",
+        "a:*",
+        "!walking",
+        "walking & | dead",
+        "walking:* & !dead",
+        "(walking",
+        "walking)",
+        "'walking'",
+        "walking' OR '1'='1",
+        "'; DROP TABLE releases; --",
+        "<walking>&amp;</dead>",
+        "walking\0dead",
+        "walking \udcff dead",
+        "%",
+        "_",
+        "walking%",
+        "%dead%",
+        "$1",
+        ":query",
+        "\\x00",
+        "walking\u202edead",
+        "   ",
+        "",
+    ],
+)
 def test_special_characters_are_text(catalog, words):
     page = search(words)
     asked = words_of(words.replace("\udcff", " "))
@@ -268,8 +366,18 @@ def words_of(name: str) -> list[str]:
 
 
 def test_punctuation_in_a_name_and_in_the_words(catalog):
-    for words in ("rock'n'roll", "Rock'n'Roll & Blues (Live)", "blues | roll", "!blues", "blues:*", "\\blues",
-                  "(live) 2025", "rock n roll", "ROCK-N-ROLL.&.BLUES", "blues & live & 2025 & rock & n & roll & ro"):
+    for words in (
+        "rock'n'roll",
+        "Rock'n'Roll & Blues (Live)",
+        "blues | roll",
+        "!blues",
+        "blues:*",
+        "\\blues",
+        "(live) 2025",
+        "rock n roll",
+        "ROCK-N-ROLL.&.BLUES",
+        "blues & live & 2025 & rock & n & roll & ro",
+    ):
         assert names(search(words)) == [PUNCTUATED], words
     assert search("blues' OR '1'='1").total == 0  # 'or' and '1' are words like the others
     assert search("rock | jazz").total == 0
@@ -380,8 +488,18 @@ def test_cli_search(catalog, flask_app):
     lines = result.output.splitlines()
     assert lines[0].split() == ["key", "name", "group", "files", "size", "complete", "posted"]
     (real, made) = search("walking dead s03e06").items
-    assert lines[1].split() == [str(real.key), WALKING_DEAD, REAL, "48", "1.7", "MiB", "100.0%", "2012-11-19",
-                                "20:31:27", "UTC"]
+    assert lines[1].split() == [
+        str(real.key),
+        WALKING_DEAD,
+        REAL,
+        "48",
+        "1.7",
+        "MiB",
+        "100.0%",
+        "2012-11-19",
+        "20:31:27",
+        "UTC",
+    ]
     assert lines[2].split()[2] == MADE and lines[-1] == "posts 1-2 of 2"
     result = invoke(flask_app, "search", "generated", "--group", MADE, "--limit", "3", "--json")
     assert result.exit_code == 0, result.output
@@ -393,7 +511,8 @@ def test_cli_search(catalog, flask_app):
     assert datetime.fromisoformat(first["last_post"]) == NOW - timedelta(days=SERIES[-1].days_ago)
     result = invoke(flask_app, "search", "--poster", "alice", "--min-completion", "100", "--offset", "1", "--json")
     assert [item["name"] for item in json.loads(result.output)["items"]] == [
-        m.name for m in reversed(SERIES) if m.poster == ALICE and not m.missing][1:]
+        m.name for m in reversed(SERIES) if m.poster == ALICE and not m.missing
+    ][1:]
     result = invoke(flask_app, "search", "nothing", "like", "this")
     assert result.exit_code == 0 and result.output.strip() == "no posts found"
     result = invoke(flask_app, "search", "--limit", "5000")
@@ -427,8 +546,11 @@ def test_cli_show(catalog, flask_app):
     result = invoke(flask_app, "show", str(incomplete.key), "--group", MADE)
     assert "segments  9 seen of 12 expected (75.0% complete)" in result.output
     assert " 1/4 " in result.output.split("\nfiles:\n", 1)[1]
-    for key, message in (("12345", "no post 12345"), ("walking", "post key must be a whole number"),
-                         (str(2**63), "post key must be between")):
+    for key, message in (
+        ("12345", "no post 12345"),
+        ("walking", "post key must be a whole number"),
+        (str(2**63), "post key must be between"),
+    ):
         result = invoke(flask_app, "show", key)
         assert result.exit_code == 1 and f"Error: {message}" in result.output, result.output
     result = invoke(flask_app, "show", str(post.key), "--group", "alt.binaries.nothing")
@@ -441,7 +563,8 @@ def test_a_name_search_uses_the_index(catalog, db_session):
     words' index for words few posts have, else by the newest-first index. Only the count of a
     word every post has (or of no words) reads the table, until it stops COUNT_AHEAD past the page."""
     db_session.execute(text("INSERT INTO groups (id, name) VALUES (900001, 'alt.binaries.test.many')"))
-    db_session.execute(text("""
+    db_session.execute(
+        text("""
         INSERT INTO posts (group_id, key, name, poster, names, posters, releases, files_seen, parts_expected,
                            parts_seen, bytes, completion, first_post, last_post)
         SELECT 900001, n * 7919, name, poster, name, poster, 1, 10, 100, 100, 70000000, 100,
@@ -453,7 +576,8 @@ def test_a_name_search_uses_the_index(catalog, db_session):
                       || (ARRAY['.720p.HDTV.x264-GRP', '.1080p.WEB-DL', '.PDTV.XviD', '-EBOOK.epub'])[n % 4 + 1]
                       AS name,
                       'poster' || (n % 50) || '@example.net' AS poster) made
-    """))
+    """)
+    )
     db_session.execute(text("ANALYZE posts"))
     statements = []
 
@@ -465,17 +589,18 @@ def test_a_name_search_uses_the_index(catalog, db_session):
     event.listen(connection, "before_cursor_execute", capture)
     try:
         for words, filters, index in (
-                ("walking dead s03e06", {}, "ix_posts_words"),
-                ("little show 42 s03", {}, "ix_posts_words"),
-                ("walking dead", {"group": "alt.binaries.test.many"}, "ix_posts_words"),
-                ("daily show 7", {"min_size": 10, "max_age_days": 30, "poster": "poster1"}, "ix_posts_"),
-                # Words most posts have: the newest posts are read by the index until a page is full.
-                ("show", {}, "ix_posts_newest"),
-                (None, {}, "ix_posts_newest"),
-                (None, {"group": "alt.binaries.test.many"}, "ix_posts_"),
-                (None, {"group": MADE}, "ix_posts_group_newest"),
-                # A group of a few posts may be read by its key instead: either way, no scan.
-                ("generated", {"group": MADE}, "")):
+            ("walking dead s03e06", {}, "ix_posts_words"),
+            ("little show 42 s03", {}, "ix_posts_words"),
+            ("walking dead", {"group": "alt.binaries.test.many"}, "ix_posts_words"),
+            ("daily show 7", {"min_size": 10, "max_age_days": 30, "poster": "poster1"}, "ix_posts_"),
+            # Words most posts have: the newest posts are read by the index until a page is full.
+            ("show", {}, "ix_posts_newest"),
+            (None, {}, "ix_posts_newest"),
+            (None, {"group": "alt.binaries.test.many"}, "ix_posts_"),
+            (None, {"group": MADE}, "ix_posts_group_newest"),
+            # A group of a few posts may be read by its key instead: either way, no scan.
+            ("generated", {"group": MADE}, ""),
+        ):
             statements.clear()
             search_posts(db_session, words, **filters)
             assert len(statements) == 1  # the count and the page in one statement
@@ -497,4 +622,5 @@ def test_a_name_search_uses_the_index(catalog, db_session):
     assert (daily.total, daily.total_exact, len(daily.items)) == (4000, True, 1000)
     assert names(search_posts(db_session, "walking dead s03e06")) == [WALKING_DEAD, WALKING_DEAD]
     assert search_posts(db_session, "little show 42 s03").total == len(
-        [n for n in range(1, 20001) if n % 5 == 4 and n % 997 == 42 and n % 30 == 3])
+        [n for n in range(1, 20001) if n % 5 == 4 and n % 997 == 42 and n % 30 == 3]
+    )

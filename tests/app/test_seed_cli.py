@@ -1,6 +1,7 @@
 """The operator's `flask seed ...` commands on real services: range, spool, status, token,
 rules, batches retry, the store bench (and bench/store.py run alone); and a poison batch that
 shows in status."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,8 +35,11 @@ def posted_range(inn, fresh_group, cli_runner, flask_app):
     assert inn.post(articles) == 3_000
     settings = flask_app.config["SETTINGS"]
     flask_app.config["SETTINGS"] = dataclasses.replace(
-        settings, nntp=NNTPSettings(host=inn.host, port=inn.reader_port, tls=TLSMode.NONE), chunk_size=400,
-        batch_chunks=3)
+        settings,
+        nntp=NNTPSettings(host=inn.host, port=inn.reader_port, tls=TLSMode.NONE),
+        chunk_size=400,
+        batch_chunks=3,
+    )
     assert cli_runner.invoke(args=["seed", "groups", "add", fresh_group]).exit_code == 0
     with session_scope() as s:
         (seed_range,) = make_plan(s, get_group(s, fresh_group), [(1, 3_000)])
@@ -54,8 +58,9 @@ def test_range_runs_in_the_data_center_into_the_tables(cli_runner, posted_range,
     assert summary["next_id"] == 3_001 and summary["batches"] == 3  # 8 chunks of 400, 3 per batch
     with clean_db.connect() as conn:
         stored = conn.execute(text("SELECT message_id FROM fragments_with_ids")).scalars().all()
-        dropped = conn.execute(text(
-            "SELECT coalesce(sum(fragments), 0) FROM rule_counts WHERE rule = 'executable'")).scalar_one()
+        dropped = conn.execute(
+            text("SELECT coalesce(sum(fragments), 0) FROM rule_counts WHERE rule = 'executable'")
+        ).scalar_one()
         status = conn.execute(text("SELECT status, next_id FROM seed_ranges")).one()
     kept = {m for m, t in truth.items() if not t.is_flood}
     assert len(stored) == len(set(stored)) and set(stored) == kept
@@ -87,17 +92,48 @@ def test_status_token_and_rules(cli_runner, clean_db):
     assert bytes(stored) == hash_token(rotated["token"])
     assert cli_runner.invoke(args=["seed", "token", "ghost"]).exit_code == 1
 
-    added = cli_runner.invoke(args=["seed", "rules", "add", "no-spam", "--field", "poster", "--pattern", "spam@",
-                                    "--groups", "alt.binaries.*"])
+    added = cli_runner.invoke(
+        args=[
+            "seed",
+            "rules",
+            "add",
+            "no-spam",
+            "--field",
+            "poster",
+            "--pattern",
+            "spam@",
+            "--groups",
+            "alt.binaries.*",
+        ]
+    )
     assert added.exit_code == 0, added.output
     bad = cli_runner.invoke(args=["seed", "rules", "add", "broken", "--field", "subject", "--pattern", "(unclosed"])
     assert bad.exit_code == 1 and "bad pattern" in bad.output
-    assert cli_runner.invoke(args=["seed", "rules", "add", "no-spam", "--field", "poster", "--pattern", "x"]).exit_code == 1
+    assert (
+        cli_runner.invoke(args=["seed", "rules", "add", "no-spam", "--field", "poster", "--pattern", "x"]).exit_code
+        == 1
+    )
     listed = json.loads(cli_runner.invoke(args=["seed", "rules", "list", "--json"]).output)
-    assert listed == [{"name": "no-spam", "field": "poster", "pattern": "spam@", "action": "drop",
-                       "groups": "alt.binaries.*", "enabled": True},
-                      {"name": "inspected-executable", "field": "flag", "pattern": "executable", "action": "drop",
-                       "groups": None, "enabled": True, "builtin": True, "posts_dropped": 0}]
+    assert listed == [
+        {
+            "name": "no-spam",
+            "field": "poster",
+            "pattern": "spam@",
+            "action": "drop",
+            "groups": "alt.binaries.*",
+            "enabled": True,
+        },
+        {
+            "name": "inspected-executable",
+            "field": "flag",
+            "pattern": "executable",
+            "action": "drop",
+            "groups": None,
+            "enabled": True,
+            "builtin": True,
+            "posts_dropped": 0,
+        },
+    ]
 
     status = cli_runner.invoke(args=["seed", "status"])
     assert status.exit_code == 0 and "alt.binaries.test" in status.output and "edge-1" in status.output
@@ -107,8 +143,9 @@ def test_status_token_and_rules(cli_runner, clean_db):
     assert cli_runner.invoke(args=["seed", "rules", "remove", "no-spam"]).exit_code == 1
 
 
-def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retried(cli_runner, clean_db,
-                                                                                     clean_redis, no_task_left):
+def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retried(
+    cli_runner, clean_db, clean_redis, no_task_left
+):
     # clean_redis and no_task_left: the store task the retry enqueues, and the worker's retries of
     # it, must not reach a later test, where they would store that test's batch 1 beside it.
     assert cli_runner.invoke(args=["seed", "groups", "add", "alt.binaries.test"]).exit_code == 0
@@ -117,8 +154,15 @@ def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retr
         (seed_range,) = make_plan(s, get_group(s, "alt.binaries.test"), [(1, 100)])
         leases.lease(s, node, max_leases=1)
         accepted = acceptance.accept_batch(
-            s, node, seed_range.id, batch_from=1, batch_to=100, body=b"\x93not a batch",
-            content_type="application/msgpack", content_encoding="")
+            s,
+            node,
+            seed_range.id,
+            batch_from=1,
+            batch_to=100,
+            body=b"\x93not a batch",
+            content_type="application/msgpack",
+            content_encoding="",
+        )
     for _ in range(3):
         with session_scope() as s:
             with pytest.raises(BatchFormatError):
@@ -145,8 +189,13 @@ def test_store_bench_reports_and_leaves_nothing_behind(cli_runner, clean_db, cat
 
 
 def test_store_bench_runs_as_a_script(service_env, clean_db):
-    result = subprocess.run([sys.executable, str(STORE_BENCH), "--articles", "30000", "--rounds", "1"],
-                            env=service_env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(STORE_BENCH), "--articles", "30000", "--rounds", "1"],
+        env=service_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stderr.startswith("digesting 30000 generated articles")
     _assert_store_bench_figures(result.stdout, clean_db)
@@ -159,12 +208,15 @@ def _assert_store_bench_figures(output: str, clean_db) -> None:
     # (a store of some 30 ms made a 1% tolerance fail on a fast machine).
     assert figures["ms_per_release_chunk"] == pytest.approx(
         1000 * figures["store_seconds"] / figures["release_chunks"],
-        abs=1000 * 0.0005 / figures["release_chunks"] + 1e-4)
+        abs=1000 * 0.0005 / figures["release_chunks"] + 1e-4,
+    )
     with clean_db.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM groups")).scalar_one() == 0
         assert conn.execute(text("SELECT count(*) FROM releases")).scalar_one() == 0
-        assert conn.execute(text(
-            "SELECT count(*) FROM pg_class WHERE relname LIKE 'bench_raw_fragments%'")).scalar_one() == 0
+        assert (
+            conn.execute(text("SELECT count(*) FROM pg_class WHERE relname LIKE 'bench_raw_fragments%'")).scalar_one()
+            == 0
+        )
 
 
 def test_status_shows_a_range_that_failed_on_a_node(cli_runner, clean_db):
@@ -177,7 +229,9 @@ def test_status_shows_a_range_that_failed_on_a_node(cli_runner, clean_db):
         failed_id = failed.id
     status = cli_runner.invoke(args=["seed", "status"])
     assert status.exit_code == 0, status.output
-    assert (f"range {failed_id} (alt.binaries.test, {BIG + 1000:,}-{BIG + 1999:,}, planned) failed once on a"
-            " node; last: edge-1: Refused: 413 batch_too_large") in status.output
+    assert (
+        f"range {failed_id} (alt.binaries.test, {BIG + 1000:,}-{BIG + 1999:,}, planned) failed once on a"
+        " node; last: edge-1: Refused: 413 batch_too_large"
+    ) in status.output
     (shown,) = json.loads(cli_runner.invoke(args=["seed", "status", "--json"]).output)["failed_ranges"]
     assert (shown["id"], shown["failures"], shown["next_id"]) == (failed_id, 1, BIG + 1000)

@@ -5,6 +5,7 @@ progress, the rate over the recent activity (after a pause too), the ETA and the
 stored are what the rows say; times are UTC and say so; the text's numbers are right-aligned with
 thousands separators. Also: estimated counts for a big group, and what the ingest task returns
 (Flower shows it)."""
+
 from __future__ import annotations
 
 import json
@@ -80,14 +81,21 @@ def seeded(clean_db, monkeypatch):
     set_accepted_at(ids[2], recent + timedelta(minutes=1, seconds=40))
     set_accepted_at(stored_other, recent + timedelta(minutes=1, seconds=50))
     set_accepted_at(waiting, now - timedelta(minutes=20))
-    return {"ids": ids, "waiting": waiting, "other_range": other_range, "last_test_batch": recent + timedelta(
-        minutes=1, seconds=40)}
+    return {
+        "ids": ids,
+        "waiting": waiting,
+        "other_range": other_range,
+        "last_test_batch": recent + timedelta(minutes=1, seconds=40),
+    }
 
 
 def catalog_counts(engine, group: str) -> dict:
-    return {table: scalar(engine, f"SELECT count(*) FROM {table} WHERE group_id = (SELECT id FROM groups WHERE name = :g)",
-                          g=group)
-            for table in ("files", "releases", "posts")}
+    return {
+        table: scalar(
+            engine, f"SELECT count(*) FROM {table} WHERE group_id = (SELECT id FROM groups WHERE name = :g)", g=group
+        )
+        for table in ("files", "releases", "posts")
+    }
 
 
 def status_json(cli_runner) -> dict:
@@ -134,8 +142,13 @@ def test_status_json_counts_the_catalog_not_the_batches(cli_runner, clean_db, se
     assert 20 * 60 <= oldest["age_seconds"] < 25 * 60
     assert (data["batches"]["pending"], data["batches"]["gathered"]) == (1, 4)
     # Every time is UTC and says so.
-    for moment in (data["as_of"], test["last_batch_at"], oldest["accepted_at"], rates["last_batch_at"],
-                   *(n["last_seen_at"] for n in data["nodes"] if n["last_seen_at"])):
+    for moment in (
+        data["as_of"],
+        test["last_batch_at"],
+        oldest["accepted_at"],
+        rates["last_batch_at"],
+        *(n["last_seen_at"] for n in data["nodes"] if n["last_seen_at"]),
+    ):
         assert moment.endswith("+00:00"), moment
 
 
@@ -160,17 +173,22 @@ def test_status_text_shows_the_same_figures_aligned(cli_runner, clean_db, seeded
 
     # Numbers are right-aligned: each ends where its column's header ends.
     header = next(line for line in lines if line.startswith("group") and "articles" in line)
-    row = next(line for line in lines if line.startswith(TEST) and line in lines[lines.index(header):])
+    row = next(line for line in lines if line.startswith(TEST) and line in lines[lines.index(header) :])
     for column in ("articles", "files", "releases", "posts"):
         end = header.index(column) + len(column)
         assert row[end - 1] != " " and (end == len(row) or row[end] == " "), (column, header, row)
 
     waiting = seeded["waiting"]
-    assert any(line.startswith(f"  oldest not stored: batch {waiting} (range {seeded['other_range']}, {OTHER}),")
-               and " UTC, waiting 2" in line for line in lines), result.output
+    assert any(
+        line.startswith(f"  oldest not stored: batch {waiting} (range {seeded['other_range']}, {OTHER}),")
+        and " UTC, waiting 2" in line
+        for line in lines
+    ), result.output
     (rate,) = [line for line in lines if line.startswith("rate: ")]
-    assert rate.startswith(f"rate: {data['rates']['article_numbers_per_second']:,.1f} article numbers/s over the"
-                           " last 2 min that saw batches; last batch ")
+    assert rate.startswith(
+        f"rate: {data['rates']['article_numbers_per_second']:,.1f} article numbers/s over the"
+        " last 2 min that saw batches; last batch "
+    )
     assert rate.endswith(" UTC (20 min ago)")
 
 
@@ -180,7 +198,7 @@ def table(lines: list[str], first: str, second: str) -> dict[str, dict[str, str]
     start = next(i for i, line in enumerate(lines) if re.match(rf"{first}\s+{second}\b", line))
     headers = re.split(r"\s{2,}", lines[start].strip())
     rows = {}
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip() or line.startswith("  "):
             break
         cells = re.split(r"\s{2,}", line.strip())
@@ -226,13 +244,22 @@ def test_the_ingest_task_says_what_its_batch_brought(client, clean_db, celery_wo
     assert post_batch(client, auth, range_id, make_batch(BIG, BIG + 999, skip={BIG + 3})).status_code == 202
     wait_until(lambda: scalar(clean_db, "SELECT state FROM seed_batches") == "gathered", 60, "the batch gathered")
     batch_id = scalar(clean_db, "SELECT id FROM seed_batches")
-    kept = (scalar(clean_db, "SELECT files FROM rule_counts WHERE rule = ''"),
-            scalar(clean_db, "SELECT releases FROM rule_counts WHERE rule = ''"))
+    kept = (
+        scalar(clean_db, "SELECT files FROM rule_counts WHERE rule = ''"),
+        scalar(clean_db, "SELECT releases FROM rule_counts WHERE rule = ''"),
+    )
     # The first run's result went nowhere (results are not kept); a redelivery returns the same figures.
     result = task_result(celery_app, "ingest.store_batch", (batch_id,), worker=celery_worker, ignore_result=False)
     assert {k: result[k] for k in ("batch_id", "group", "range", "first", "last", "articles", "dropped", "state")} == {
-        "batch_id": batch_id, "group": TEST, "range": range_id, "first": BIG, "last": BIG + 999, "articles": 999,
-        "dropped": 0, "state": "already_stored"}
+        "batch_id": batch_id,
+        "group": TEST,
+        "range": range_id,
+        "first": BIG,
+        "last": BIG + 999,
+        "articles": 999,
+        "dropped": 0,
+        "state": "already_stored",
+    }
     assert (result["files"], result["releases"]) == kept and kept[0] > 0
     assert result["seconds"] >= result["store_seconds"] >= 0 and result["gather_seconds"] >= 0
 

@@ -2,6 +2,7 @@
 already there (another worker raced it, or an overlapping plan) fall back to ON CONFLICT, never
 twice; a batch's fragments go in once, recorded with their commit; the
 releases' aggregates the store keeps up to date equal a recomputation from scratch."""
+
 from __future__ import annotations
 
 import threading
@@ -29,10 +30,13 @@ def test_rows_already_there_are_kept_once(clean_db):
     # Another writer got there first with one file of this batch (a batch's fragments are its
     # own: only its store writes them, see test_a_failure_after_the_fragments_committed_...).
     with session_scope() as s:
-        s.execute(text(
-            "INSERT INTO files (group_id, key, release_key, name, subject, poster)"
-            " VALUES (:g, :k, :r, 'raced', 'raced', 'raced')"),
-            {"g": group_id, "k": second["files"]["key"][-1], "r": second["files"]["release"][-1]})
+        s.execute(
+            text(
+                "INSERT INTO files (group_id, key, release_key, name, subject, poster)"
+                " VALUES (:g, :k, :r, 'raced', 'raced', 'raced')"
+            ),
+            {"g": group_id, "k": second["files"]["key"][-1], "r": second["files"]["release"][-1]},
+        )
     batch_id = accept(node, range_id, second)
     with session_scope() as s:
         assert store.store_batch(s, batch_id).stored
@@ -46,14 +50,23 @@ def test_rows_already_there_are_kept_once(clean_db):
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == 2000
     assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 2000
     assert scalar(clean_db, "SELECT array_agg(batch_id ORDER BY batch_id) FROM stored_fragments") == [
-        scalar(clean_db, "SELECT min(id) FROM seed_batches"), batch_id]
+        scalar(clean_db, "SELECT min(id) FROM seed_batches"),
+        batch_id,
+    ]
     assert scalar(clean_db, "SELECT count(*) FROM files") == scalar(clean_db, "SELECT count(DISTINCT key) FROM files")
     # Posters are stored once, with the release (the raced row aside).
     assert scalar(clean_db, "SELECT count(*) FROM files WHERE poster IS NOT NULL") == 1
-    assert scalar(clean_db, "SELECT count(*) FROM files f JOIN releases r ON r.group_id = f.group_id"
-                           " AND r.key = f.release_key WHERE coalesce(f.poster, r.poster) <> r.poster") == 1
+    assert (
+        scalar(
+            clean_db,
+            "SELECT count(*) FROM files f JOIN releases r ON r.group_id = f.group_id"
+            " AND r.key = f.release_key WHERE coalesce(f.poster, r.poster) <> r.poster",
+        )
+        == 1
+    )
     assert scalar(clean_db, "SELECT count(*) FROM release_chunks") == len(first["release_chunks"]["release"]) + len(
-        second["release_chunks"]["release"])
+        second["release_chunks"]["release"]
+    )
 
 
 def test_the_look_up_finds_what_the_catalog_has_by_probing_its_keys(clean_db):
@@ -68,19 +81,23 @@ def test_the_look_up_finds_what_the_catalog_has_by_probing_its_keys(clean_db):
     with clean_db.connect() as conn:
         there = (
             {k for (k,) in conn.execute(text("SELECT key FROM files WHERE key = ANY(:k)"), {"k": files["key"]})},
-            {k for (k,) in conn.execute(text("SELECT key FROM releases WHERE key = ANY(:k)"), {"k": releases["key"]})})
+            {k for (k,) in conn.execute(text("SELECT key FROM releases WHERE key = ANY(:k)"), {"k": releases["key"]})},
+        )
         assert there[0] and there[1] and len(there[1]) < len(releases["key"])
         cur = conn.connection.driver_connection.cursor()
         assert catalog.known_keys(cur, group_id, files["key"], files["release"], releases["key"]) == there
         # A catalog some hundred thousand rows big, analyzed, and 5,000 keys: asked with = ANY, the
         # planner scans the whole table (PostgreSQL 15 does); the probes stay probes.
-        for table, fill in ((f"files_g{group_id}", "(key, release_key, name, subject) SELECT -n, n, 'f', 's'"),
-                            ("releases", "(group_id, key, name, poster) SELECT :g, -n, 'r', 'p'")):
+        for table, fill in (
+            (f"files_g{group_id}", "(key, release_key, name, subject) SELECT -n, n, 'f', 's'"),
+            ("releases", "(group_id, key, name, poster) SELECT :g, -n, 'r', 'p'"),
+        ):
             conn.execute(text(f"INSERT INTO {table} {fill} FROM generate_series(1, 200000) AS n"), {"g": group_id})
             conn.execute(text(f"ANALYZE {table}"))
             keys = catalog._array_literal(list(range(-5000, 0)))
-            cur.execute(f"EXPLAIN SELECT key FROM {table} WHERE group_id = %s AND key = ANY(%s::bigint[])",
-                        (group_id, keys))
+            cur.execute(
+                f"EXPLAIN SELECT key FROM {table} WHERE group_id = %s AND key = ANY(%s::bigint[])", (group_id, keys)
+            )
             assert "Seq Scan" in "\n".join(line for (line,) in cur.fetchall())  # what the probes avoid
             cur.execute("EXPLAIN " + catalog.PROBE_KEYS.format(table=table), (keys, group_id))
             plan = "\n".join(line for (line,) in cur.fetchall())
@@ -97,8 +114,10 @@ def test_a_file_there_without_its_release_goes_in_once(clean_db, monkeypatch):
     batch = make_batch(BIG, BIG + 999)
     files = batch["files"]
     with session_scope() as s:
-        s.execute(text("INSERT INTO files (group_id, key, release_key, name, subject) VALUES (:g, :k, :r, 'x', 'x')"),
-                  {"g": group_id, "k": files["key"][7], "r": files["release"][7]})
+        s.execute(
+            text("INSERT INTO files (group_id, key, release_key, name, subject) VALUES (:g, :k, :r, 'x', 'x')"),
+            {"g": group_id, "k": files["key"][7], "r": files["release"][7]},
+        )
     looked_up, went_in = [], {}
     real_known_keys, real_finish = catalog.known_keys, pgcopy.PendingCopy.finish
 
@@ -125,8 +144,10 @@ def test_a_file_there_without_its_release_goes_in_once(clean_db, monkeypatch):
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])
     assert scalar(clean_db, "SELECT count(*) FROM releases") == len(batch["releases"]["key"])
     # Its release counts the files this batch stored: not the one it found there.
-    assert scalar(clean_db, "SELECT files_seen FROM releases WHERE key = :k", k=files["release"][7]) == sum(
-        1 for r in files["release"] if r == files["release"][7]) - 1
+    assert (
+        scalar(clean_db, "SELECT files_seen FROM releases WHERE key = :k", k=files["release"][7])
+        == sum(1 for r in files["release"] if r == files["release"][7]) - 1
+    )
 
 
 def test_a_release_another_batch_holds_gets_both_parts(clean_db):
@@ -137,8 +158,10 @@ def test_a_release_another_batch_holds_gets_both_parts(clean_db):
         store.store_batch(s, accept(node, range_id, make_batch(BIG, BIG + 999)))
     second = make_batch(BIG + 1000, BIG + 1999)
     with clean_db.connect() as conn:
-        shared = conn.execute(text("SELECT key, parts_seen FROM releases WHERE key = ANY(:k) ORDER BY key LIMIT 1"),
-                              {"k": second["releases"]["key"]}).one()
+        shared = conn.execute(
+            text("SELECT key, parts_seen FROM releases WHERE key = ANY(:k) ORDER BY key LIMIT 1"),
+            {"k": second["releases"]["key"]},
+        ).one()
     batch_id = accept(node, range_id, second)
     holder = clean_db.connect()
     holder.execute(text("UPDATE releases SET parts_seen = parts_seen + 1000 WHERE key = :k"), {"k": shared.key})
@@ -153,8 +176,13 @@ def test_a_release_another_batch_holds_gets_both_parts(clean_db):
     worker.start()
     try:
         deadline = time.monotonic() + 30
-        while scalar(clean_db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                               " AND query LIKE '%FOR UPDATE%'") == 0:  # the store waits on the holder's lock
+        while (
+            scalar(
+                clean_db,
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'",
+            )
+            == 0
+        ):  # the store waits on the holder's lock
             assert time.monotonic() < deadline and not done.is_set()
             time.sleep(0.02)
     finally:
@@ -164,7 +192,8 @@ def test_a_release_another_batch_holds_gets_both_parts(clean_db):
     assert done.is_set()
     i = second["release_chunks"]["release"].index(shared.key)
     assert scalar(clean_db, "SELECT parts_seen FROM releases WHERE key = :k", k=shared.key) == (
-        shared.parts_seen + 1000 + second["release_chunks"]["fragments"][i])
+        shared.parts_seen + 1000 + second["release_chunks"]["fragments"][i]
+    )
 
 
 def test_known_releases_are_probed_even_in_a_group_the_planner_knows_nothing_of(clean_db):
@@ -175,11 +204,20 @@ def test_known_releases_are_probed_even_in_a_group_the_planner_knows_nothing_of(
     node, range_id = lease_one_range(BIG, BIG + 999)
     group_id = group_of_range(range_id)
     with clean_db.connect() as conn:
-        conn.execute(text("INSERT INTO releases (group_id, key, name, poster) SELECT 999999, n, 'r', 'p'"
-                          " FROM generate_series(1, 200000) AS n"))
+        conn.execute(
+            text(
+                "INSERT INTO releases (group_id, key, name, poster) SELECT 999999, n, 'r', 'p'"
+                " FROM generate_series(1, 200000) AS n"
+            )
+        )
         conn.execute(text("ANALYZE releases"))  # statistics of the other group's releases only
-        conn.execute(text("INSERT INTO releases (group_id, key, name, poster) SELECT :g, -n, 'r', 'p'"
-                          " FROM generate_series(1, 3000) AS n"), {"g": group_id})
+        conn.execute(
+            text(
+                "INSERT INTO releases (group_id, key, name, poster) SELECT :g, -n, 'r', 'p'"
+                " FROM generate_series(1, 3000) AS n"
+            ),
+            {"g": group_id},
+        )
         conn.commit()
     keys, plans, after = list(range(-3000, 0)), {}, []
 
@@ -199,8 +237,13 @@ def test_known_releases_are_probed_even_in_a_group_the_planner_knows_nothing_of(
             return getattr(self.cur, name)
 
     ones = [1] * len(keys)
-    known = SimpleNamespace(to_update=keys, group_id=group_id, additions=SimpleNamespace(
-        columns=lambda wanted: (ones, ones, ones, ones, [None] * len(wanted), [None] * len(wanted))))
+    known = SimpleNamespace(
+        to_update=keys,
+        group_id=group_id,
+        additions=SimpleNamespace(
+            columns=lambda wanted: (ones, ones, ones, ones, [None] * len(wanted), [None] * len(wanted))
+        ),
+    )
     with clean_db.connect() as conn:
         cur = conn.connection.driver_connection.cursor()
         catalog.KeyedRows.update_known_releases(known, Explaining(cur))
@@ -223,18 +266,24 @@ def test_a_known_release_that_is_not_there_fails_the_store_loudly(clean_db):
     node, range_id = lease_one_range(BIG, BIG + 999)
     group_id = group_of_range(range_id)
     with clean_db.connect() as conn:
-        conn.execute(text("INSERT INTO releases (group_id, key, name, poster) VALUES (:g, 1, 'r', 'p')"),
-                     {"g": group_id})
+        conn.execute(
+            text("INSERT INTO releases (group_id, key, name, poster) VALUES (:g, 1, 'r', 'p')"), {"g": group_id}
+        )
         conn.commit()
-    known = SimpleNamespace(to_update=[1, 2], group_id=group_id, additions=SimpleNamespace(
-        columns=lambda keys: ([1, 1], [1, 1], [1, 1], [1, 1], [None, None], [None, None])))
+    known = SimpleNamespace(
+        to_update=[1, 2],
+        group_id=group_id,
+        additions=SimpleNamespace(columns=lambda keys: ([1, 1], [1, 1], [1, 1], [1, 1], [None, None], [None, None])),
+    )
     with clean_db.connect() as conn:
         with pytest.raises(RuntimeError, match="updated 1 of the batch's 2 known releases"):
             catalog.KeyedRows.update_known_releases(known, conn.connection.driver_connection.cursor())
 
 
-AGGREGATES = ("SELECT key, files_seen, parts_expected, parts_seen, bytes, completion, first_post, last_post"
-              " FROM releases ORDER BY key")
+AGGREGATES = (
+    "SELECT key, files_seen, parts_expected, parts_seen, bytes, completion, first_post, last_post"
+    " FROM releases ORDER BY key"
+)
 
 
 def rows(engine, sql):
@@ -275,9 +324,10 @@ def test_aggregates_kept_by_the_store_equal_a_full_repair(clean_db):
     assert rows(clean_db, AGGREGATES) == kept
     # One release straddling the first two batches, whole, with its hole counted.
     with clean_db.connect() as conn:
-        whole = conn.execute(text(
-            "SELECT files_seen, parts_expected, parts_seen FROM releases WHERE name = :n"),
-            {"n": f"Some.Release.2025.{(BIG + 1003) // 15}"}).one()
+        whole = conn.execute(
+            text("SELECT files_seen, parts_expected, parts_seen FROM releases WHERE name = :n"),
+            {"n": f"Some.Release.2025.{(BIG + 1003) // 15}"},
+        ).one()
     assert tuple(whole) == (3, 15, 14)
 
 
@@ -290,8 +340,13 @@ def test_a_release_stored_meanwhile_by_another_batch_gets_this_batchs_part(clean
     batch = make_batch(BIG, BIG + 999)
     key, name = batch["releases"]["key"][3], batch["releases"]["name"][3]
     with session_scope() as s:
-        s.execute(text("INSERT INTO releases (group_id, key, name, poster, files_seen, parts_expected, parts_seen,"
-                       " bytes) VALUES (:g, :k, :n, 'p', 1, 5, 5, 10)"), {"g": group_id, "k": key, "n": name})
+        s.execute(
+            text(
+                "INSERT INTO releases (group_id, key, name, poster, files_seen, parts_expected, parts_seen,"
+                " bytes) VALUES (:g, :k, :n, 'p', 1, 5, 5, 10)"
+            ),
+            {"g": group_id, "k": key, "n": name},
+        )
     real = catalog.known_keys
     catalog.known_keys = lambda cur, g, f, fr, r: (set(), set())
     try:
@@ -301,12 +356,17 @@ def test_a_release_stored_meanwhile_by_another_batch_gets_this_batchs_part(clean
     finally:
         catalog.known_keys = real
     with clean_db.connect() as conn:
-        row = conn.execute(text("SELECT files_seen, parts_expected, parts_seen, bytes FROM releases WHERE key = :k"),
-                           {"k": key}).one()
+        row = conn.execute(
+            text("SELECT files_seen, parts_expected, parts_seen, bytes FROM releases WHERE key = :k"), {"k": key}
+        ).one()
     i = batch["release_chunks"]["release"].index(key)
     files = sum(1 for r in batch["files"]["release"] if r == key)
-    assert tuple(row) == (1 + files, 5 + 15, 5 + batch["release_chunks"]["fragments"][i],
-                          10 + batch["release_chunks"]["bytes"][i])
+    assert tuple(row) == (
+        1 + files,
+        5 + 15,
+        5 + batch["release_chunks"]["fragments"][i],
+        10 + batch["release_chunks"]["bytes"][i],
+    )
     assert scalar(clean_db, "SELECT count(*) FROM releases") == len(batch["releases"]["key"])
 
 
@@ -343,7 +403,8 @@ def test_a_failure_after_the_fragments_committed_is_retried_without_storing_twic
     assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == fragments
     assert scalar(clean_db, "SELECT count(*) FROM files") == len({k for b in made for k in b["files"]["key"]})
     assert scalar(clean_db, "SELECT count(*) FROM release_chunks") == sum(
-        len(b["release_chunks"]["release"]) for b in made)
+        len(b["release_chunks"]["release"]) for b in made
+    )
     assert scalar(clean_db, "SELECT count(*) FROM rule_counts WHERE rule = ''") == 2
     assert scalar(clean_db, f"SELECT articles FROM seed_ranges WHERE id = {range_id}") == fragments
     kept = rows(clean_db, AGGREGATES)

@@ -4,6 +4,7 @@ cookie holds), the status page's figures for a group planned, leased, done and f
 release search and its NZB links (the real posts of tests/data/nzb/, stored the normal way, the
 NZB read by the `nzb` package), escaping of hostile input, and bad parameters (a 4xx page, never
 a 500)."""
+
 from __future__ import annotations
 
 import re
@@ -140,6 +141,7 @@ def segment_ids(nzb: Nzb) -> set[str]:
 
 # -- logins ------------------------------------------------------------------------------------
 
+
 def test_an_operator_logs_in_with_the_form_and_sees_the_status(client, flask_app):
     key = new_operator_key()
     assert client.get("/").status_code == 303  # to the login form first
@@ -151,7 +153,7 @@ def test_an_operator_logs_in_with_the_form_and_sees_the_status(client, flask_app
     # The session holds who logged in and as what, never the key.
     stored = session_cookie(client, flask_app)
     assert stored["who"]["kind"] == "operator" and isinstance(stored["who"]["id"], int)
-    assert key not in repr(stored) and key[len("seedop_"):] not in client.get_cookie("session").value
+    assert key not in repr(stored) and key[len("seedop_") :] not in client.get_cookie("session").value
     # Operators search too.
     assert client.get("/search").status_code == 200
     # Log out: the status asks for a login again.
@@ -252,6 +254,7 @@ def test_logins_hold_across_processes_through_the_shared_secret(clean_db, clean_
 
 # -- the status page ---------------------------------------------------------------------------
 
+
 def test_the_status_shows_each_groups_progress_nodes_and_failures(client):
     with session_scope() as s:
         group = make_group(s)
@@ -307,17 +310,19 @@ def test_the_status_charts_the_articles_stored_a_minute_by_group(client):
         for _ in groups:
             leases.lease(s, node, max_leases=2)
         ranges = dict(s.execute(select(SeedRange.group_id, SeedRange.id)).all())
-    ids = [accept(node, ranges[groups[0].id], make_batch(BIG, BIG + 999, skip={BIG + 1})),
-           accept(node, ranges[groups[0].id], make_batch(BIG + 1000, BIG + 1999)),
-           accept(node, ranges[groups[1].id], make_batch(BIG, BIG + 999, group="alt.binaries.other"))]
+    ids = [
+        accept(node, ranges[groups[0].id], make_batch(BIG, BIG + 999, skip={BIG + 1})),
+        accept(node, ranges[groups[0].id], make_batch(BIG + 1000, BIG + 1999)),
+        accept(node, ranges[groups[1].id], make_batch(BIG, BIG + 999, group="alt.binaries.other")),
+    ]
     for batch_id in ids:
         with session_scope() as s:
             assert store.store_batch(s, batch_id).stored
     with session_scope() as s:  # the first batch stored half an hour ago, one a day ago (off the chart)
-        s.execute(text("UPDATE seed_batches SET stored_at = now() - interval '30 minutes' WHERE id = :id"),
-                  {"id": ids[0]})
-        s.execute(text("UPDATE seed_batches SET stored_at = now() - interval '1 day' WHERE id = :id"),
-                  {"id": ids[2]})
+        s.execute(
+            text("UPDATE seed_batches SET stored_at = now() - interval '30 minutes' WHERE id = :id"), {"id": ids[0]}
+        )
+        s.execute(text("UPDATE seed_batches SET stored_at = now() - interval '1 day' WHERE id = :id"), {"id": ids[2]})
     log_in(client, new_operator_key())
     html = client.get("/").get_data(as_text=True)
     chart = re.search(r'<figure id="stored-chart">(.*?)</figure>', html, re.S).group(1)
@@ -341,6 +346,7 @@ def test_the_status_of_an_empty_seed(client):
 
 # -- search and NZB ----------------------------------------------------------------------------
 
+
 @pytest.fixture
 def catalog(client, clean_db):
     """The Walking Dead post (crossposted to two groups) stored the normal way, and an API key."""
@@ -351,8 +357,12 @@ def catalog(client, clean_db):
 def test_the_category_filter_keeps_to_a_category(catalog, clean_db):
     client, key = catalog
     log_in(client, key)
-    for cat, total in (("5040", "2 posts found"), ("5000", "2 posts found"), ("5030", "0 posts found"),
-                       ("7020", "0 posts found")):
+    for cat, total in (
+        ("5040", "2 posts found"),
+        ("5000", "2 posts found"),
+        ("5030", "0 posts found"),
+        ("7020", "0 posts found"),
+    ):
         shown = page(client.get("/search", query_string={"q": "walking dead", "cat": cat}))
         assert shown.by_id["total"] == total, cat
     # The choice is kept on the form, and on the links to other pages.
@@ -371,8 +381,10 @@ def test_a_search_finds_the_post_and_its_nzb_link_downloads_it(catalog, clean_db
     shown = page(response)
     assert shown.by_id["total"] == "2 posts found"
     rows = shown.rows("results")[1:]
-    assert {(r[0].split()[0], r[1], r[2]) for r in rows} == {(WALKING_DEAD, "TV > HD", "alt.binaries.multimedia"),
-                                                            (WALKING_DEAD, "TV > HD", "alt.binaries.teevee")}
+    assert {(r[0].split()[0], r[1], r[2]) for r in rows} == {
+        (WALKING_DEAD, "TV > HD", "alt.binaries.multimedia"),
+        (WALKING_DEAD, "TV > HD", "alt.binaries.teevee"),
+    }
     # What the name says, under it: the show, the episode, the resolution.
     assert all("The Walking Dead · S03E06 · 720p · hdtv" in r[0] for r in rows), rows
     for row in rows:
@@ -383,8 +395,9 @@ def test_a_search_finds_the_post_and_its_nzb_link_downloads_it(catalog, clean_db
     assert len(nzb_links) == 2 and all(link.startswith("/nzb/") for link in nzb_links)
     download = client.get(nzb_links[0])
     assert download.status_code == 200 and download.mimetype == "application/x-nzb"
-    assert download.headers["Content-Disposition"] == (f'attachment; filename="{WALKING_DEAD}.nzb";'
-                                                       f" filename*=UTF-8''{WALKING_DEAD}.nzb")
+    assert download.headers["Content-Disposition"] == (
+        f"attachment; filename=\"{WALKING_DEAD}.nzb\"; filename*=UTF-8''{WALKING_DEAD}.nzb"
+    )
     # The NZB read as a downloader reads it: the original post's articles, every one.
     parsed = Nzb.from_str(download.get_data(as_text=True))
     original = Nzb.from_file(WALKING_DEAD_NZB)
@@ -436,6 +449,7 @@ def test_paging(catalog):
 
 # -- hostile and bad input ---------------------------------------------------------------------
 
+
 def test_hostile_words_are_shown_as_text(client):
     log_in(client, new_api_key())
     response = client.get("/search", query_string={"q": HOSTILE})
@@ -450,13 +464,25 @@ def test_hostile_words_are_shown_as_text(client):
     assert response.headers["Referrer-Policy"] == "no-referrer"
 
 
-@pytest.mark.parametrize("params, status", [
-    ({"page": "-1"}, 400), ({"page": "0"}, 400), ({"page": "abc"}, 400), ({"page": "1e3"}, 400),
-    ({"page": "9" * 40}, 400), ({"page": "202"}, 400),
-    ({"q": "a" * 600}, 400), ({"q": " ".join(f"w{i}" for i in range(40))}, 400),
-    ({"q": "x", "group": "alt.binaries.nothing.here"}, 404), ({"q": "nul\0byte"}, 200),
-    ("q=%ff%fe%00", 200), ("page=%ff", 400), ("group=%ff&q=", 400), ("q=" + "%25" * 501, 400),
-])
+@pytest.mark.parametrize(
+    "params, status",
+    [
+        ({"page": "-1"}, 400),
+        ({"page": "0"}, 400),
+        ({"page": "abc"}, 400),
+        ({"page": "1e3"}, 400),
+        ({"page": "9" * 40}, 400),
+        ({"page": "202"}, 400),
+        ({"q": "a" * 600}, 400),
+        ({"q": " ".join(f"w{i}" for i in range(40))}, 400),
+        ({"q": "x", "group": "alt.binaries.nothing.here"}, 404),
+        ({"q": "nul\0byte"}, 200),
+        ("q=%ff%fe%00", 200),
+        ("page=%ff", 400),
+        ("group=%ff&q=", 400),
+        ("q=" + "%25" * 501, 400),
+    ],
+)
 def test_bad_parameters_give_a_page_not_a_500(client, params, status):
     log_in(client, new_api_key())
     response = client.get("/search", query_string=params)

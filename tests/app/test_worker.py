@@ -1,4 +1,5 @@
 """A real `celery worker` process runs the tasks against the real Redis and PostgreSQL."""
+
 import os
 
 from sqlalchemy import text
@@ -15,15 +16,23 @@ def test_a_task_runs_in_the_worker_process(celery_app, celery_worker):
 def test_lease_expiry_task_returns_stale_leases_to_planned(celery_app, celery_worker, clean_db):
     with clean_db.begin() as conn:
         gid = conn.execute(text("INSERT INTO groups (name) VALUES ('alt.binaries.test') RETURNING id")).scalar_one()
-        nid = conn.execute(text("INSERT INTO seed_nodes (name, token_hash) VALUES ('n', '\\x00') RETURNING id")).scalar_one()
-        pid = conn.execute(text(
-            "INSERT INTO seed_plans (group_id, first_id, last_id) VALUES (:g, 4294967296, 4295967295) RETURNING id"
-        ), {"g": gid}).scalar_one()
-        conn.execute(text(
-            "INSERT INTO seed_ranges (plan_id, group_id, first_id, last_id, next_id, status, node_id, leased_at, touched_at)"
-            " VALUES (:p, :g, 4294967296, 4295467295, 4294987296, 'leased', :n, now() - interval '2 hours', now() - interval '1 hour'),"
-            "        (:p, :g, 4295467296, 4295967295, 4295467296, 'leased', :n, now(), now())"
-        ), {"p": pid, "g": gid, "n": nid})
+        nid = conn.execute(
+            text("INSERT INTO seed_nodes (name, token_hash) VALUES ('n', '\\x00') RETURNING id")
+        ).scalar_one()
+        pid = conn.execute(
+            text(
+                "INSERT INTO seed_plans (group_id, first_id, last_id) VALUES (:g, 4294967296, 4295967295) RETURNING id"
+            ),
+            {"g": gid},
+        ).scalar_one()
+        conn.execute(
+            text(
+                "INSERT INTO seed_ranges (plan_id, group_id, first_id, last_id, next_id, status, node_id, leased_at, touched_at)"
+                " VALUES (:p, :g, 4294967296, 4295467295, 4294987296, 'leased', :n, now() - interval '2 hours', now() - interval '1 hour'),"
+                "        (:p, :g, 4295467296, 4295967295, 4295467296, 'leased', :n, now(), now())"
+            ),
+            {"p": pid, "g": gid, "n": nid},
+        )
     expired = task_result(celery_app, "leases.expire", worker=celery_worker)
     assert len(expired) == 1
     with clean_db.connect() as conn:

@@ -16,6 +16,7 @@ case may have stopped one); edge nodes are ``edge run`` subprocesses, killed at 
 Beat is played by the tests themselves: they send ``leases.expire`` and ``batches.requeue``
 to the workers when a case needs them (beat's period is a minute).
 """
+
 from __future__ import annotations
 
 import json
@@ -77,6 +78,7 @@ def hole(number: int) -> bool:
 
 # -- the news server and its ground truth ------------------------------------------------------
 
+
 @dataclass
 class News:
     inn: InnServer
@@ -106,8 +108,14 @@ def fill_group(inn: InnServer, group: str) -> GroupTruth:
                 fields = line.split(b"\t")
                 by_number[int(fields[0])] = truth_of[fields[4].decode()]
     assert len(by_number) == len(posted) and (info.first, info.last) == (1, len(posted))
-    return GroupTruth(group, info.first, info.last, by_number, lost=[a.truth for a in articles if a.lost],
-                      hidden=frozenset(n for n in by_number if hole(n)))
+    return GroupTruth(
+        group,
+        info.first,
+        info.last,
+        by_number,
+        lost=[a.truth for a in articles if a.lost],
+        hidden=frozenset(n for n in by_number if hole(n)),
+    )
 
 
 @pytest.fixture(scope="package")
@@ -126,16 +134,21 @@ def real_posts(news: News) -> dict[str, dict]:
 
 # -- the data center ---------------------------------------------------------------------------
 
+
 def migrate(env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=REPO, env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "alembic", "upgrade", "head"], cwd=REPO, env=env, check=True, capture_output=True
+    )
 
 
 def e2e_celery(redis_url: str) -> Celery:
     """A client of the data center's Celery (sends tasks, pings workers), on its Redis database."""
     app = Celery("e2e", broker=redis_url, backend=redis_url, set_as_current=False)
-    app.conf.update(broker_connection_retry_on_startup=True, task_ignore_result=False,
-                    broker_transport_options={"visibility_timeout": 3600})
+    app.conf.update(
+        broker_connection_retry_on_startup=True,
+        task_ignore_result=False,
+        broker_transport_options={"visibility_timeout": 3600},
+    )
     return app
 
 
@@ -238,12 +251,14 @@ class DataCenter:
         """An empty catalog and empty queues."""
         with self.engine.begin() as conn:
             conn.execute(text("SET LOCAL lock_timeout = '20s'"))
-            tables = conn.execute(text(
-                "SELECT string_agg(format('%I', c.relname), ', ') FROM pg_class c"
-                " JOIN pg_namespace n ON n.oid = c.relnamespace"
-                " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')"
-                " AND NOT c.relispartition AND c.relname <> 'alembic_version'"
-            )).scalar_one()
+            tables = conn.execute(
+                text(
+                    "SELECT string_agg(format('%I', c.relname), ', ') FROM pg_class c"
+                    " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')"
+                    " AND NOT c.relispartition AND c.relname <> 'alembic_version'"
+                )
+            ).scalar_one()
             conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
         client = redis.Redis.from_url(self.redis_url)
         try:
@@ -260,8 +275,14 @@ class DataCenter:
 
     def flask(self, *args: str, **env: str) -> str:
         """`flask seed ...` as the operator runs it."""
-        result = subprocess.run([str(REPO / ".venv" / "bin" / "flask"), "seed", *args], cwd=REPO,
-                                env={**self.env, **env}, capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "flask"), "seed", *args],
+            cwd=REPO,
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 0, f"flask seed {' '.join(args)}: {result.stdout}{result.stderr}"
         return result.stdout
 
@@ -288,8 +309,9 @@ class DataCenter:
                     result = plan_group(session, client, get_group(session, name), days=3650, range_size=range_size)
                     assert result.plan_id is not None, result
 
-    def prepare(self, proxy: ProviderProxy, nodes: tuple[str, ...] = ("edge-a", "edge-b"),
-                groups: tuple[str, ...] = GROUPS) -> dict[str, str]:
+    def prepare(
+        self, proxy: ProviderProxy, nodes: tuple[str, ...] = ("edge-a", "edge-b"), groups: tuple[str, ...] = GROUPS
+    ) -> dict[str, str]:
         """Groups added and planned, nodes made: their tokens by name."""
         self.add_groups(*groups)
         self.plan(proxy, *groups)
@@ -298,10 +320,19 @@ class DataCenter:
     # -- edge nodes ------------------------------------------------------------------------
 
     def node_env(self, token: str, nntp_port: int, **extra: str) -> dict[str, str]:
-        return {"COORDINATOR_URL": self.api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": self.api.cafile,
-                "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(nntp_port), "NNTP_SSL": "0",
-                "NNTP_CONNECTIONS": "3", "MAX_LEASES": "2", "POLL_INTERVAL": "1", "COORDINATOR_GIVE_UP": "300",
-                **{k: str(v) for k, v in extra.items()}}
+        return {
+            "COORDINATOR_URL": self.api.url,
+            "NODE_TOKEN": token,
+            "COORDINATOR_CAFILE": self.api.cafile,
+            "NNTP_HOST": "127.0.0.1",
+            "NNTP_PORT": str(nntp_port),
+            "NNTP_SSL": "0",
+            "NNTP_CONNECTIONS": "3",
+            "MAX_LEASES": "2",
+            "POLL_INTERVAL": "1",
+            "COORDINATOR_GIVE_UP": "300",
+            **{k: str(v) for k, v in extra.items()},
+        }
 
     def edge(self, name: str, env: dict[str, str], *args: str) -> EdgeProcess:
         process = start_edge(EDGE, env, *args, home=self.directory, name=name)
@@ -354,16 +385,28 @@ class DataCenter:
     def stuck_workers(self) -> set[str]:
         """The ingest workers whose pool process waits on a lock in the database (matched by the
         client port of the waiting backends: tasks left over from an earlier case may wait too)."""
-        waiting = {port for (port,) in self.rows(
-            "SELECT client_port FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")}
-        return {name for name, queues in self.queues.items() if queues == "ingest" and name in self.workers
-                and any(socket_ports(pid) & waiting for pid in self.pool_processes(name))}
+        waiting = {
+            port
+            for (port,) in self.rows(
+                "SELECT client_port FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+        }
+        return {
+            name
+            for name, queues in self.queues.items()
+            if queues == "ingest"
+            and name in self.workers
+            and any(socket_ports(pid) & waiting for pid in self.pool_processes(name))
+        }
 
     def wait_stores_stuck(self, timeout: float = 30) -> None:
         """Until both ingest workers are stuck in the middle of a store (waiting on the held table,
         or on the other worker: batches that share a file store it once)."""
-        wait_until(lambda: self.stuck_workers() == {"e2e-ingest-1", "e2e-ingest-2"}, timeout,
-                   "both ingest workers in the middle of a store")
+        wait_until(
+            lambda: self.stuck_workers() == {"e2e-ingest-1", "e2e-ingest-2"},
+            timeout,
+            "both ingest workers in the middle of a store",
+        )
 
     # -- looking at the catalog ------------------------------------------------------------
 
@@ -382,8 +425,7 @@ class DataCenter:
     def wait_finished(self, timeout: float = 60, sweep: bool = False) -> None:
         """Every range done and every batch gathered (with the requeue sweep when asked)."""
         wait_until(self.ranges_done, timeout, "every range done", interval=0.2)
-        wait_until(self.all_gathered, timeout, "every batch gathered", interval=0.2,
-                   tick=self.sweep if sweep else None)
+        wait_until(self.all_gathered, timeout, "every batch gathered", interval=0.2, tick=self.sweep if sweep else None)
 
     def status(self) -> dict:
         return json.loads(self.flask("status", "--json"))
@@ -394,11 +436,20 @@ def datacenter(postgres, redis_server, service_env) -> Iterator[DataCenter]:
     directory = tempfile.mkdtemp(prefix="e2e.")
     database_url = postgres.create_database(E2E_DATABASE)
     redis_url = redis_server.url.rsplit("/", 1)[0] + f"/{E2E_REDIS_DB}"
-    env = {**service_env, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
-           "CHUNK_SIZE": str(CHUNK_SIZE), "BATCH_CHUNKS": str(BATCH_CHUNKS), "RANGE_SIZE": str(RANGE_SIZE),
-           "LEASE_TIMEOUT": str(LEASE_TIMEOUT), "BATCH_REQUEUE_AFTER": str(REQUEUE_AFTER),
-           "MAX_BODY_BYTES": str(MAX_BODY_BYTES), "MAX_DECODED_BYTES": str(MAX_DECODED_BYTES),
-           "MAX_LEASES_PER_NODE": "4", "FLASK_APP": "wsgi"}
+    env = {
+        **service_env,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "CHUNK_SIZE": str(CHUNK_SIZE),
+        "BATCH_CHUNKS": str(BATCH_CHUNKS),
+        "RANGE_SIZE": str(RANGE_SIZE),
+        "LEASE_TIMEOUT": str(LEASE_TIMEOUT),
+        "BATCH_REQUEUE_AFTER": str(REQUEUE_AFTER),
+        "MAX_BODY_BYTES": str(MAX_BODY_BYTES),
+        "MAX_DECODED_BYTES": str(MAX_DECODED_BYTES),
+        "MAX_LEASES_PER_NODE": "4",
+        "FLASK_APP": "wsgi",
+    }
     migrate(env)
     engine = create_engine(database_url, pool_pre_ping=True)
     center = DataCenter(env, engine, postgres, redis_server, directory)

@@ -1,6 +1,7 @@
 """The test acting as a node by hand, over the API's HTTPS: raw calls with any token, headers
 and body, and batches digested from the provider with the edge's own range loop, to be posted
 in whatever order a case needs."""
+
 from __future__ import annotations
 
 import http.client
@@ -23,15 +24,21 @@ class Hand:
         self.context = ssl.create_default_context(cafile=api.cafile)
         self.token = token
 
-    def call(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-             token: str | None = None, authorization: str | None = None) -> tuple[int, dict]:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict | None = None,
+        token: str | None = None,
+        authorization: str | None = None,
+    ) -> tuple[int, dict]:
         """(status, JSON answer or {}) of one request; the token is this hand's unless given."""
         connection = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=60)
         try:
             auth = authorization if authorization is not None else f"Bearer {token or self.token}"
             try:
-                connection.request(method, PREFIX + path, body=body,
-                                   headers={"Authorization": auth, **(headers or {})})
+                connection.request(method, PREFIX + path, body=body, headers={"Authorization": auth, **(headers or {})})
             except OSError:
                 pass  # the server answered (413) and closed before taking the whole body: read the answer
             response = connection.getresponse()
@@ -49,13 +56,23 @@ class Hand:
         assert status == 200, (status, answer)
         return answer
 
-    def post(self, range_id: int, batch: dict | None = None, *, body: bytes | None = None,
-             headers: dict | None = None, token: str | None = None) -> tuple[int, dict]:
+    def post(
+        self,
+        range_id: int,
+        batch: dict | None = None,
+        *,
+        body: bytes | None = None,
+        headers: dict | None = None,
+        token: str | None = None,
+    ) -> tuple[int, dict]:
         """A batch encoded as a node encodes it, or a raw body with the given headers."""
         if batch is not None:
             body, content_type, encoding = encode_batch(batch)
-            headers = {"Content-Type": content_type, **({"Content-Encoding": encoding} if encoding else {}),
-                       **(headers or {})}
+            headers = {
+                "Content-Type": content_type,
+                **({"Content-Encoding": encoding} if encoding else {}),
+                **(headers or {}),
+            }
         return self.call("POST", f"/ranges/{range_id}/batches", body=body, headers=headers, token=token)
 
 
@@ -75,8 +92,14 @@ def digest_lease(nntp_port: int, lease: dict, *, group: str | None = None, last_
     recorder = _Recorder()
     with connect("127.0.0.1", nntp_port, compress=False) as client:
         client.group(group)
-        job = RangeJob(group=group, next_id=seed_range["next_id"], last_id=last_id or seed_range["last_id"],
-                       chunk_size=lease["chunk_size"], batch_chunks=lease["batch_chunks"],
-                       rules=RuleSet.from_data(lease["rules"]), layout=client.overview_layout())
+        job = RangeJob(
+            group=group,
+            next_id=seed_range["next_id"],
+            last_id=last_id or seed_range["last_id"],
+            chunk_size=lease["chunk_size"],
+            batch_chunks=lease["batch_chunks"],
+            rules=RuleSet.from_data(lease["rules"]),
+            layout=client.overview_layout(),
+        )
         run_range(job, SingleConnectionSource(client), recorder)
     return recorder.batches

@@ -1,6 +1,7 @@
 """The five real posts of tests/data/nzb/ on the e2e harness's INN 2, amid other traffic: what
 tests/e2e/test_real_posts.py and test_newznab_https.py index (the `real_posts` fixture of
 tests/e2e/conftest.py posts them once for the package)."""
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,7 @@ def post_real_posts(inn) -> dict[str, dict]:
     truth: dict[str, dict] = {}
     for path in sorted(NZB_DIR.glob("*.nzb")):
         articles = post_articles(load_nzb(path), GROUP)
-        truth[path.name] = {a.message_id: (QUOTED.search(a.truth.file_subject)[1], a.truth.segment)
-                            for a in articles}
+        truth[path.name] = {a.message_id: (QUOTED.search(a.truth.file_subject)[1], a.truth.segment) for a in articles}
         posted = mixed_with(posted, articles, seed=len(posted))
     other = list(generate(OTHER_TRAFFIC, Config(seed=24, groups=(GROUP,), namespace="real", kind="general")))
     everything = mixed_with(posted, [a for a in other if not a.lost], seed=24)

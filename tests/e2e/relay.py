@@ -1,6 +1,7 @@
 """An HTTPS relay in front of the API that loses answers: the batch is forwarded and taken, but
 the node never hears back (a connection cut on the way back), so it sends the same batch again.
 It records every batch it forwarded, so a test can post them again later, in any order."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -5,6 +5,7 @@ numbers past 2^33). Every refusal is the documented one, and the catalog ends up
 ground truth: bad input changed nothing. Also: a batch of another group, a batch over the body
 limit and an overview line with a size past 32 bits (each found by this suite) neither get in nor
 block a range."""
+
 from __future__ import annotations
 
 import gzip
@@ -54,15 +55,28 @@ def test_bad_requests_at_the_api_are_refused_and_change_nothing(dc, news):
         batches = f"/ranges/{range_id}/batches"
         # Tokens: unknown, malformed, disabled, or another node's.
         unauthorized = (401, "unauthorized")
-        for authorization in ("", "Bearer", "Bearer ", "Basic ZWRnZTpwdw==", "Bearer seed_unknown_token",
-                              f"Bearer {tokens['edge-hand']}x", f"bearer{tokens['edge-hand']}"):
+        for authorization in (
+            "",
+            "Bearer",
+            "Bearer ",
+            "Basic ZWRnZTpwdw==",
+            "Bearer seed_unknown_token",
+            f"Bearer {tokens['edge-hand']}x",
+            f"bearer{tokens['edge-hand']}",
+        ):
             refused(unauthorized, "POST", "/lease", authorization=authorization)
             refused(unauthorized, "POST", batches, body=body, headers=good, authorization=authorization)
         refused(unauthorized, "POST", batches, body=body, headers=good, token=tokens["edge-disabled"])
         refused(unauthorized, "GET", "/status", token=tokens["edge-disabled"])
         for call in ("batches", "heartbeat", "done", "release"):
-            refused((409, "not_your_lease"), "POST", f"/ranges/{range_id}/{call}", body=body, headers=good,
-                    token=tokens["edge-other"])
+            refused(
+                (409, "not_your_lease"),
+                "POST",
+                f"/ranges/{range_id}/{call}",
+                body=body,
+                headers=good,
+                token=tokens["edge-other"],
+            )
         refused((404, "unknown_range"), "POST", "/ranges/999999/batches", body=body, headers=good)
         refused((409, "batches_missing"), "POST", f"/ranges/{range_id}/done")
 
@@ -73,7 +87,7 @@ def test_bad_requests_at_the_api_are_refused_and_change_nothing(dc, news):
         for bad_body, headers in [
             (b"", good),
             (b"\x00" * 100, good),
-            (body[:len(body) // 2], good),  # gzip cut short
+            (body[: len(body) // 2], good),  # gzip cut short
             (body + b"trailing", good),
             (raw, good),  # says gzip, is not
             (raw[:-7], {"Content-Type": content_type}),  # msgpack cut short
@@ -85,8 +99,7 @@ def test_bad_requests_at_the_api_are_refused_and_change_nothing(dc, news):
             (as_json, {"Content-Type": "application/json", "Content-Encoding": "br"}),
         ]:
             refused(malformed, "POST", batches, body=bad_body, headers=headers)
-        huge_part = {**batch, "fragments": {**batch["fragments"],
-                                            "part": [2**40] + batch["fragments"]["part"][1:]}}
+        huge_part = {**batch, "fragments": {**batch["fragments"], "part": [2**40] + batch["fragments"]["part"][1:]}}
         refused(malformed, "POST", batches, body=encode_batch(huge_part)[0], headers=good)
         # Counts that are not the batch's (refused whole, before the range is looked at): rule
         # counts adding up past 2^63 - 1, a release's bytes near 2^63, negative lines, more
@@ -94,36 +107,50 @@ def test_bad_requests_at_the_api_are_refused_and_change_nothing(dc, news):
         kept_bytes = batch["rules"][""][3]
         for spoiled in [
             {**batch, "rules": {**batch["rules"], "a": [1, 1, 2**63 - 1, 0], "b": [1, 1, 2**63 - 1, 0]}},
-            {**batch, "release_chunks": {**batch["release_chunks"],
-                                         "bytes": [2**63 - 1000 - kept_bytes] + batch["release_chunks"]["bytes"][1:]},
-             "rules": {**batch["rules"], "": batch["rules"][""][:3] + [2**63 - 1000]}},
+            {
+                **batch,
+                "release_chunks": {
+                    **batch["release_chunks"],
+                    "bytes": [2**63 - 1000 - kept_bytes] + batch["release_chunks"]["bytes"][1:],
+                },
+                "rules": {**batch["rules"], "": batch["rules"][""][:3] + [2**63 - 1000]},
+            },
             {**batch, "chunks": [[*batch["chunks"][0][:2], -5, 0]] + batch["chunks"][1:]},
             {**batch, "chunks": [[*batch["chunks"][0][:3], batch["chunks"][0][2] + 1]] + batch["chunks"][1:]},
         ]:
             refused(malformed, "POST", batches, body=encode_batch(spoiled)[0], headers=good)
         spans = msgpack.packb({**msgpack.unpackb(raw), "missing": []})
-        spans = spans.replace(b"\xa7missing\x90", b"\xa7missing\xdd" + (5_000_000).to_bytes(4, "big")
-                              + b"\x92\x01\x01" * 5_000_000)
+        spans = spans.replace(
+            b"\xa7missing\x90", b"\xa7missing\xdd" + (5_000_000).to_bytes(4, "big") + b"\x92\x01\x01" * 5_000_000
+        )
         refused(malformed, "POST", batches, body=gzip.compress(spans, compresslevel=9), headers=good)
         # A batch past the range's end, its counts in step: refused for its span.
-        past_the_end = {**batch, "last": seed_range["last_id"] + 1,
-                        "chunks": batch["chunks"][:-1] + [[batch["chunks"][-1][0], seed_range["last_id"] + 1,
-                                                           *batch["chunks"][-1][2:]]],
-                        "missing": batch["missing"] + [[batch["last"] + 1, seed_range["last_id"] + 1]]}
+        past_the_end = {
+            **batch,
+            "last": seed_range["last_id"] + 1,
+            "chunks": batch["chunks"][:-1]
+            + [[batch["chunks"][-1][0], seed_range["last_id"] + 1, *batch["chunks"][-1][2:]]],
+            "missing": batch["missing"] + [[batch["last"] + 1, seed_range["last_id"] + 1]],
+        }
         refused((422, "outside_range"), "POST", batches, body=encode_batch(past_the_end)[0], headers=good)
         later = digest_lease(proxy.port, lease)[1]
         refused((409, "out_of_order"), "POST", batches, body=encode_batch(later)[0], headers=good)
-        refused((413, "request_entity_too_large"), "POST", batches, body=b"\x1f" * (MAX_BODY_BYTES + 1),
-                headers=good)
+        refused((413, "request_entity_too_large"), "POST", batches, body=b"\x1f" * (MAX_BODY_BYTES + 1), headers=good)
         bomb = gzip.compress(b"\x00" * (MAX_DECODED_BYTES * 4), compresslevel=9)
         assert len(bomb) < MAX_BODY_BYTES // 16
         refused((413, "batch_too_large"), "POST", batches, body=bomb, headers=good)
-        refused((413, "batch_too_large"), "POST", batches,
-                body=gzip.compress(msgpack.packb({**batch, "group": "x" * MAX_DECODED_BYTES})), headers=good)
+        refused(
+            (413, "batch_too_large"),
+            "POST",
+            batches,
+            body=gzip.compress(msgpack.packb({**batch, "group": "x" * MAX_DECODED_BYTES})),
+            headers=good,
+        )
 
         # Nothing changed: the range is where it was, no batch of it is stored.
-        assert [tuple(r) for r in dc.rows("SELECT status, next_id, batches FROM seed_ranges WHERE id = :id",
-                                          id=range_id)] == [("leased", next_id, 0)]
+        assert [
+            tuple(r) for r in dc.rows("SELECT status, next_id, batches FROM seed_ranges WHERE id = :id", id=range_id)
+        ] == [("leased", next_id, 0)]
         assert dc.value("SELECT count(*) FROM seed_batches WHERE range_id = :id", id=range_id) == 0
         # The good batch still goes in; then the range is given back and the nodes finish it.
         assert hand.post(range_id, batch)[0] == 202
@@ -149,7 +176,7 @@ def garble(line: bytes, rng: random.Random) -> bytes:
     if kind == 0:
         fields[1] = fields[1][:5] + b"\x00" + fields[1][5:]  # NUL byte in the subject
     elif kind == 1:
-        fields = fields[:rng.randint(1, 4)]  # too few fields
+        fields = fields[: rng.randint(1, 4)]  # too few fields
     elif kind == 2:
         fields[6] = rng.choice([b"12k", b"-5", b"", b"99999999999999999999"])  # bytes not a number
     elif kind == 3:
@@ -197,9 +224,16 @@ def fuzzed_group(group: str, seed: int) -> tuple[list[bytes], GroupTruth]:
         if 0 < i < len(lines) - 1 and rng.random() < 0.01:
             served.append(junk(rng))
             junk_lines += 1
-    truth = GroupTruth(group, numbers[0], numbers[-1], {n: a.truth for n, a in zip(numbers, posted)},
-                       lost=[a.truth for a in articles if a.lost], hidden=frozenset(hidden),
-                       garbled=frozenset(garbled), junk_lines=junk_lines)
+    truth = GroupTruth(
+        group,
+        numbers[0],
+        numbers[-1],
+        {n: a.truth for n, a in zip(numbers, posted)},
+        lost=[a.truth for a in articles if a.lost],
+        hidden=frozenset(hidden),
+        garbled=frozenset(garbled),
+        junk_lines=junk_lines,
+    )
     return served, truth
 
 
@@ -252,14 +286,25 @@ def test_a_batch_of_another_group_is_refused(dc, news):
         status, answer = hand.post(lease["range"]["id"], foreign)
     assert (status, answer.get("error")) == (422, "outside_range"), f"a batch of {PS2} for a range of {FRENCH}"
     assert dc.value("SELECT count(*) FROM seed_batches") == 0
-    assert dc.value("SELECT next_id FROM seed_ranges WHERE id = :id", id=lease["range"]["id"]) == \
-        lease["range"]["next_id"]
+    assert (
+        dc.value("SELECT next_id FROM seed_ranges WHERE id = :id", id=lease["range"]["id"]) == lease["range"]["next_id"]
+    )
 
 
 def scripted_line(number: int, name: str) -> bytes:
-    return b"\t".join([b"%d" % number, f'[1/1] - "{name}.rar" yEnc (1/1)'.encode(), b"P <p@example.net>",
-                       b"Sat, 01 Nov 2025 07:27:27 +0000", b"<%d@example.net>" % number, b"", b"716800",
-                       b"5500", b"Xref: scripted.invalid"])
+    return b"\t".join(
+        [
+            b"%d" % number,
+            f'[1/1] - "{name}.rar" yEnc (1/1)'.encode(),
+            b"P <p@example.net>",
+            b"Sat, 01 Nov 2025 07:27:27 +0000",
+            b"<%d@example.net>" % number,
+            b"",
+            b"716800",
+            b"5500",
+            b"Xref: scripted.invalid",
+        ]
+    )
 
 
 def test_a_range_that_fails_is_given_back_marked_and_the_nodes_go_on_with_the_others(dc):
@@ -268,8 +313,10 @@ def test_a_range_that_fails_is_given_back_marked_and_the_nodes_go_on_with_the_ot
     rng = random.Random(31)
     alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
     lines = [scripted_line(number, f"ordinary.{number}") for number in range(BONELESS, BONELESS + 2_000)]
-    lines += [scripted_line(number, "".join(rng.choice(alphabet) for _ in range(1_500)))
-              for number in range(BONELESS + 2_000, BONELESS + 4_000)]
+    lines += [
+        scripted_line(number, "".join(rng.choice(alphabet) for _ in range(1_500)))
+        for number in range(BONELESS + 2_000, BONELESS + 4_000)
+    ]
     with ScriptedServer({FRENCH: lines}) as server:
         dc.add_groups(FRENCH)
         dc.plan(server, FRENCH, range_size=2_000)
@@ -286,8 +333,9 @@ def test_a_range_that_fails_is_given_back_marked_and_the_nodes_go_on_with_the_ot
         assert other.wait(120) == 0, other.log()
         assert [e["range"] for e in other.named("failed")] == [bad_id]
     wait_until(dc.all_gathered, 60, "every batch gathered")
-    (status, next_id, failures, last_failure), = dc.rows(
-        "SELECT status, next_id, failures, last_failure FROM seed_ranges WHERE id = :id", id=bad_id)
+    ((status, next_id, failures, last_failure),) = dc.rows(
+        "SELECT status, next_id, failures, last_failure FROM seed_ranges WHERE id = :id", id=bad_id
+    )
     assert (status, next_id, failures) == ("planned", BONELESS + 2_000, 2)
     assert last_failure.startswith("edge-b: ") and "413" in last_failure, last_failure
     assert dc.value("SELECT status FROM seed_ranges WHERE id = :id", id=good_id) == "done"

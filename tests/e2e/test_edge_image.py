@@ -6,6 +6,7 @@ it runs as a non-root user, and nothing of the data center is inside.
 
 The image is built once per session FROM a Debian base made locally (tests/fixtures/podman.py);
 its layers are cached, so a session with no change to the edge rebuilds nothing."""
+
 from __future__ import annotations
 
 import itertools
@@ -29,8 +30,19 @@ CA_INSIDE = "/run/secrets/coordinator_ca"
 GRACE = 20  # seconds `podman stop` waits before SIGKILL, as compose.edge.yaml's stop_grace_period
 SLOW = 2_000  # overview lines per second and connection while the node must be mid-range
 # What only the data center has: none of it may be importable in the edge's image.
-DATA_CENTER_MODULES = ("psycopg", "sqlalchemy", "celery", "kombu", "redis", "flask", "alembic", "gunicorn",
-                       "flower", "prometheus_client", "app")
+DATA_CENTER_MODULES = (
+    "psycopg",
+    "sqlalchemy",
+    "celery",
+    "kombu",
+    "redis",
+    "flask",
+    "alembic",
+    "gunicorn",
+    "flower",
+    "prometheus_client",
+    "app",
+)
 _names = itertools.count(1)
 
 
@@ -89,18 +101,44 @@ def container_env(dc, token: str, nntp_port: int) -> dict[str, str]:
 
 
 def test_the_image_holds_the_edge_and_nothing_of_the_data_center(edge_image):
-    found = json.loads(in_image(edge_image, "python3", "-c",
-                                "import importlib.util, json, sys; print(json.dumps({m: importlib.util.find_spec(m)"
-                                " is not None for m in sys.argv[1:]}))", "edge", *DATA_CENTER_MODULES))
+    found = json.loads(
+        in_image(
+            edge_image,
+            "python3",
+            "-c",
+            "import importlib.util, json, sys; print(json.dumps({m: importlib.util.find_spec(m)"
+            " is not None for m in sys.argv[1:]}))",
+            "edge",
+            *DATA_CENTER_MODULES,
+        )
+    )
     assert found == {"edge": True, **dict.fromkeys(DATA_CENTER_MODULES, False)}
-    installed = json.loads(in_image(edge_image, "python3", "-c",
-                                    "import importlib.metadata as m, json; print(json.dumps(sorted("
-                                    "d.metadata['Name'].lower() for d in m.distributions())))"))
-    assert "seed-edge" in installed and not {"psycopg", "psycopg-binary", "sqlalchemy", "celery", "kombu", "redis",
-                                             "flask", "usenet-seed"} & set(installed), installed
+    installed = json.loads(
+        in_image(
+            edge_image,
+            "python3",
+            "-c",
+            "import importlib.metadata as m, json; print(json.dumps(sorted("
+            "d.metadata['Name'].lower() for d in m.distributions())))",
+        )
+    )
+    assert "seed-edge" in installed and not {
+        "psycopg",
+        "psycopg-binary",
+        "sqlalchemy",
+        "celery",
+        "kombu",
+        "redis",
+        "flask",
+        "usenet-seed",
+    } & set(installed), installed
     # Built whole: the overview blocks' compiled fast path and ISA-L's gzip (the `fast` extra).
-    assert in_image(edge_image, "python3", "-c", "from edge.digest.compiled import IMPL;"
-                    " from edge.digest.deflate import ENGINE; print(IMPL, ENGINE)").split() == ["c", "isal"]
+    assert in_image(
+        edge_image,
+        "python3",
+        "-c",
+        "from edge.digest.compiled import IMPL; from edge.digest.deflate import ENGINE; print(IMPL, ENGINE)",
+    ).split() == ["c", "isal"]
     config = json.loads(podman("image", "inspect", "--format", "{{json .Config}}", edge_image).stdout)
     assert config["User"] == "edge" and config["Entrypoint"] == ["edge"], config
 

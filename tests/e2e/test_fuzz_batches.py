@@ -2,6 +2,7 @@
 type, size or sign, a list's or map's length, a value nested deep, the body's encoding) and posted
 over HTTPS to the real API, its workers storing what it accepts. Each answer is a 4xx, or a 202
 for a batch that is then stored exactly; never a 5xx, never a 202 that is not stored."""
+
 from __future__ import annotations
 
 import gzip
@@ -25,8 +26,28 @@ pytestmark = pytest.mark.services
 BONELESS = 2**33 + 1
 ATTEMPTS = 240
 NEST = "\x01nested here\x01"  # a placeholder the encoder replaces with a deeply nested value
-ODD = [None, True, False, 1.5, "7", "", "\x00", [], {}, [1, 2], {"a": 1}, 2**63, -(2**63), 2**64 - 1, 2**70,
-       -1, 0, 2**31, 2**31 - 1, 2**63 - 1]
+ODD = [
+    None,
+    True,
+    False,
+    1.5,
+    "7",
+    "",
+    "\x00",
+    [],
+    {},
+    [1, 2],
+    {"a": 1},
+    2**63,
+    -(2**63),
+    2**64 - 1,
+    2**70,
+    -1,
+    0,
+    2**31,
+    2**31 - 1,
+    2**63 - 1,
+]
 
 
 def _step(value, rng: random.Random):
@@ -58,8 +79,9 @@ def mutated(batch: dict, rng: random.Random) -> dict:
         parent[key] = -node
     elif kind == "size":
         if type(node) is int:
-            parent[key] = rng.choice([node + 1, node - 1, node * 1000, 0, 2**31 - 1, 2**31, 2**63 - 1, 2**63,
-                                      -(2**63), 2**64 - 1])
+            parent[key] = rng.choice(
+                [node + 1, node - 1, node * 1000, 0, 2**31 - 1, 2**31, 2**63 - 1, 2**63, -(2**63), 2**64 - 1]
+            )
         elif type(node) is str:
             parent[key] = rng.choice([node * 1000, "", node + "\x00", node + "\udc80", node + "é"])
         else:
@@ -153,17 +175,25 @@ def test_mutated_batches_get_a_4xx_or_are_stored_exactly(dc):
     for range_id, batches in taken.items():
         if not batches:
             continue
-        row = dc.rows("SELECT articles, missing, rejected, files, releases FROM seed_ranges WHERE id = :id",
-                      id=range_id)[0]
-        assert tuple(row) == (sum(c[2] - c[3] for b in batches for c in b["chunks"]),
-                              sum(b_ - a + 1 for b in batches for a, b_ in b["missing"]),
-                              sum(c[3] for b in batches for c in b["chunks"]),
-                              sum(b["rules"][""][1] for b in batches), sum(b["rules"][""][0] for b in batches))
+        row = dc.rows(
+            "SELECT articles, missing, rejected, files, releases FROM seed_ranges WHERE id = :id", id=range_id
+        )[0]
+        assert tuple(row) == (
+            sum(c[2] - c[3] for b in batches for c in b["chunks"]),
+            sum(b_ - a + 1 for b in batches for a, b_ in b["missing"]),
+            sum(c[3] for b in batches for c in b["chunks"]),
+            sum(b["rules"][""][1] for b in batches),
+            sum(b["rules"][""][0] for b in batches),
+        )
         for batch in batches:
-            assert dc.value("SELECT count(*) FROM fragments WHERE article BETWEEN :a AND :b",
-                            a=batch["first"], b=batch["last"]) == len(batch["fragments"]["article"])
-            assert dc.value("SELECT count(*) FROM release_chunks WHERE range_id = :r AND batch_from = :a",
-                            r=range_id, a=batch["first"]) == len(batch["release_chunks"]["release"])
+            assert dc.value(
+                "SELECT count(*) FROM fragments WHERE article BETWEEN :a AND :b", a=batch["first"], b=batch["last"]
+            ) == len(batch["fragments"]["article"])
+            assert dc.value(
+                "SELECT count(*) FROM release_chunks WHERE range_id = :r AND batch_from = :a",
+                r=range_id,
+                a=batch["first"],
+            ) == len(batch["release_chunks"]["release"])
     assert dc.value("SELECT count(*) FROM seed_batches") == sum(map(len, taken.values()))
     assert dc.value(RELEASES_OFF_THEIR_ROWS) == 0
     assert dc.value(RANGES_OFF_THEIR_ROWS) == 0

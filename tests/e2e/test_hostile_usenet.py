@@ -7,6 +7,7 @@ through the API and the workers into PostgreSQL.
 Every honest post is one searchable post, exact against what was posted; every hostile article
 INN took is either stored or counted as rejected (the edge's reasons: docs/batch-format.md); no
 range fails, no batch is left retrying or failed."""
+
 from __future__ import annotations
 
 import itertools
@@ -45,8 +46,14 @@ class RawArticle:
 
 def article(index: int, subject: bytes, poster: bytes = POSTER, message_id: bytes | None = None) -> RawArticle:
     message_id = message_id or b"<hostile.%d@example.net>" % index
-    headers = [b"Path: hostile!not-for-mail", b"From: " + poster, b"Newsgroups: " + GROUP.encode(),
-               b"Subject: " + subject, b"Message-ID: " + message_id, b"Date: Sat, 01 Nov 2025 07:27:27 +0000"]
+    headers = [
+        b"Path: hostile!not-for-mail",
+        b"From: " + poster,
+        b"Newsgroups: " + GROUP.encode(),
+        b"Subject: " + subject,
+        b"Message-ID: " + message_id,
+        b"Date: Sat, 01 Nov 2025 07:27:27 +0000",
+    ]
     return RawArticle(message_id.decode("ascii"), b"\r\n".join(headers) + b"\r\n\r\nhostile body\r\n")
 
 
@@ -83,16 +90,21 @@ def hostile_articles() -> list[tuple[RawArticle, str | None]]:
     add(b"poster past the limit" + yenc, "poster_too_long", poster=fitting(MAX_TEXT_BYTES, b"p") + b" <p@x.net>")
     local = MAX_MESSAGE_ID_BYTES - len(b"<@example.net>")
     add(b"a message-id at its limit" + yenc, message_id=b"<" + fitting(local, b"m") + b"@example.net>")
-    add(b"a message-id past its limit" + yenc, "message_id_too_long",
-        message_id=b"<" + fitting(local + 1, b"n") + b"@example.net>")
+    add(
+        b"a message-id past its limit" + yenc,
+        "message_id_too_long",
+        message_id=b"<" + fitting(local + 1, b"n") + b"@example.net>",
+    )
     # What the text can hold: every C0 control (INN keeps what it keeps; the rest is stored),
     # U+FFFE, U+FFFF, a lone surrogate and invalid UTF-8 as bytes, right-to-left overrides, markup.
     for code in [*range(1, 9), 11, 12, *range(14, 32), 127]:
-        add(b"control %02x \"c%02x.rar\" yEnc (1/1) " % (code, code) + bytes([code]) + b" end")
+        add(b'control %02x "c%02x.rar" yEnc (1/1) ' % (code, code) + bytes([code]) + b" end")
     add("nonchars \ufffe\uffff".encode() + yenc)
     add(b"lone surrogate \xed\xa0\x80 and \xed\xbf\xbf" + yenc)
     add(b"invalid utf-8 \xff\xfe\xc3\x28 \x80" + yenc)
-    add("right-to-left \u202eexe.gnp\u202c and \u2066isolate\u2069".encode() + b' - "rtl\xe2\x80\xaeexe.rar" yEnc (1/1)')
+    add(
+        "right-to-left \u202eexe.gnp\u202c and \u2066isolate\u2069".encode() + b' - "rtl\xe2\x80\xaeexe.rar" yEnc (1/1)'
+    )
     add(b'<script>alert(1)</script> & <b>markup</b> &#34;x&#34; - "markup.rar" yEnc (1/1)')
     add(b"Subject: a header inside the subject" + yenc, poster=b"\x01\x1f\x7f <ctl@example.net>")
     return made
@@ -109,17 +121,20 @@ def post_hostile_usenet(inn) -> tuple[dict[str, dict], dict[str, str | None]]:
         posted = post_articles(load_nzb(NZB_DIR / name), GROUP, namespace="hostile")
         truth[name] = {a.message_id: (QUOTED.search(a.truth.file_subject)[1], a.truth.segment) for a in posted}
         honest = mixed_with(honest, posted, seed=len(honest))
-    other = [a for a in generate(OTHER_TRAFFIC, Config(seed=32, groups=(GROUP,), namespace="hostile",
-                                                        kind="general")) if not a.lost]
+    other = [
+        a
+        for a in generate(OTHER_TRAFFIC, Config(seed=32, groups=(GROUP,), namespace="hostile", kind="general"))
+        if not a.lost
+    ]
     honest = mixed_with(honest, other, seed=32)
     hostile = hostile_articles()
     taken: dict[str, str | None] = {}
     step = len(honest) // (len(hostile) + 1)
     for index, (raw, reason) in enumerate(hostile):
-        assert inn.post(honest[index * step:(index + 1) * step]) == step
+        assert inn.post(honest[index * step : (index + 1) * step]) == step
         if inject(inn.host, inn.feed_port, [raw], conns=1).accepted:
             taken[raw.message_id] = reason
-    rest = honest[len(hostile) * step:]
+    rest = honest[len(hostile) * step :]
     assert inn.post(rest) == len(rest)
     return truth, taken
 
@@ -146,9 +161,15 @@ def test_whatever_usenet_carries_every_honest_post_is_whole_and_searchable(dc, n
 
     # No range failed, no batch is left retrying, failed or with an error.
     assert dc.value("SELECT count(*) FROM seed_ranges WHERE status <> 'done' OR failures > 0") == 0, dc.rows(
-        "SELECT id, status, failures, last_failure FROM seed_ranges WHERE status <> 'done' OR failures > 0")
-    assert dc.rows("SELECT id, state, attempts, error FROM seed_batches WHERE state <> 'gathered' OR attempts > 0"
-                   " OR error IS NOT NULL") == []
+        "SELECT id, status, failures, last_failure FROM seed_ranges WHERE status <> 'done' OR failures > 0"
+    )
+    assert (
+        dc.rows(
+            "SELECT id, state, attempts, error FROM seed_batches WHERE state <> 'gathered' OR attempts > 0"
+            " OR error IS NOT NULL"
+        )
+        == []
+    )
     assert not any(node.named("failed") for node in nodes)
 
     # Every honest post whole, exact and found by its name.
@@ -159,12 +180,17 @@ def test_whatever_usenet_carries_every_honest_post_is_whole_and_searchable(dc, n
             assert NAMES[nzb] in [post.name for post in found.items], (nzb, found)
 
     # Every hostile article INN took: stored, or counted as rejected by the edge.
-    stored = {row[0] for row in dc.rows("SELECT message_id FROM fragments_with_ids WHERE message_id = ANY(:ids)",
-                                        ids=list(taken))}
+    stored = {
+        row[0]
+        for row in dc.rows("SELECT message_id FROM fragments_with_ids WHERE message_id = ANY(:ids)", ids=list(taken))
+    }
     assert stored == {m for m, reason in taken.items() if reason is None}
     assert dc.value("SELECT sum(rejected) FROM seed_ranges") == len(must)
     # What was stored is kept as it came (its text UTF-8, or Latin-1 read as UTF-8), never cut.
-    names = dc.rows("SELECT DISTINCT f.subject FROM files f JOIN fragments_with_ids m ON m.group_id = f.group_id"
-                    " AND m.file_key = f.key WHERE m.message_id = ANY(:ids)", ids=sorted(stored))
+    names = dc.rows(
+        "SELECT DISTINCT f.subject FROM files f JOIN fragments_with_ids m ON m.group_id = f.group_id"
+        " AND m.file_key = f.key WHERE m.message_id = ANY(:ids)",
+        ids=sorted(stored),
+    )
     assert any("\u202e" in row[0] for row in names) and any("alert(1)" in row[0] for row in names), names
     assert max(len(row[0].encode()) for row in names) <= 2 * MAX_TEXT_BYTES

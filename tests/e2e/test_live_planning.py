@@ -6,6 +6,7 @@ disabled neither planned nor leased.
 Each case uses groups of its own on the package's INN (the shared groups' ground truth must not
 change under the other cases), read through the provider proxy with its holes and numbers past
 2^32."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -52,8 +53,14 @@ class PostedGroup:
         news.inn.add_group(name)
 
     def post(self, count: int, start: dt.datetime, days: float) -> None:
-        config = Config(seed=next(_names), groups=(self.name,), namespace=f"{self.name}.{len(self.truth_of)}",
-                        start=start, days=days, lost_rate=0.01)
+        config = Config(
+            seed=next(_names),
+            groups=(self.name,),
+            namespace=f"{self.name}.{len(self.truth_of)}",
+            start=start,
+            days=days,
+            lost_rate=0.01,
+        )
         articles = list(generate(count, config))
         posted = [a for a in articles if not a.lost]
         # One feed connection: INN numbers them in posting order, which is date order, as backfill's
@@ -74,9 +81,14 @@ class PostedGroup:
                     fields = line.split(b"\t")
                     by_number[int(fields[0])] = self.truth_of[fields[4].decode()]
         assert len(by_number) == len(self.truth_of)
-        return GroupTruth(self.name, info.first + SHIFT, info.last + SHIFT,
-                          {n + SHIFT: t for n, t in by_number.items()}, lost=self.lost,
-                          hidden=frozenset(n + SHIFT for n in by_number if hole(n)))
+        return GroupTruth(
+            self.name,
+            info.first + SHIFT,
+            info.last + SHIFT,
+            {n + SHIFT: t for n, t in by_number.items()},
+            lost=self.lost,
+            hidden=frozenset(n + SHIFT for n in by_number if hole(n)),
+        )
 
 
 def nntp_env(port: int) -> dict[str, str]:
@@ -105,10 +117,24 @@ def beat(dc, **env: str) -> Iterator[subprocess.Popen]:
     far = str((dt.datetime.now().hour + 12) % 24)
     log = open(os.path.join(directory, "beat.log"), "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "app.worker", "beat", "-s", os.path.join(directory, "schedule"),
-         "--loglevel", "INFO"],
-        cwd=REPO, env={**dc.env, "REPLAN_HOUR": far, **env}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "app.worker",
+            "beat",
+            "-s",
+            os.path.join(directory, "schedule"),
+            "--loglevel",
+            "INFO",
+        ],
+        cwd=REPO,
+        env={**dc.env, "REPLAN_HOUR": far, **env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         yield proc
     finally:
@@ -123,8 +149,14 @@ def beat(dc, **env: str) -> Iterator[subprocess.Popen]:
 
 
 def flask_seed(dc, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(REPO / ".venv" / "bin" / "flask"), "seed", *args], cwd=REPO,
-                          env={**dc.env, **env}, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(REPO / ".venv" / "bin" / "flask"), "seed", *args],
+        cwd=REPO,
+        env={**dc.env, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def run_nodes(dc, proxy, tokens: dict[str, str]) -> list:
@@ -149,8 +181,11 @@ def test_new_posts_are_planned_live_within_a_period_and_meet_the_backfill_at_the
         dc.wait_finished()
         # 2. Beat plans live every LIVE_PERIOD seconds; new articles are posted.
         with control_worker(dc, proxy.port, LIVE_LAG="0"), beat(dc, LIVE_PLAN_INTERVAL=str(LIVE_PERIOD)):
-            wait_until(lambda: dc.value("SELECT live_first FROM groups") is not None, LIVE_PERIOD + 30,
-                       "beat's first live planning of the group")
+            wait_until(
+                lambda: dc.value("SELECT live_first FROM groups") is not None,
+                LIVE_PERIOD + 30,
+                "beat's first live planning of the group",
+            )
             assert dc.value("SELECT live_first FROM groups") == high + 1
             group.post(15_000, start=now - dt.timedelta(hours=1), days=0.04)
             posted_at = time.monotonic()
@@ -205,15 +240,20 @@ def test_a_new_group_smaller_than_the_lag_is_backfill_s_down_to_its_days_and_liv
             wait_until(lambda: marks_at() > looked, LIVE_PERIOD + 15, "beat's next live planning")
 
         with control_worker(dc, proxy.port), beat(dc, LIVE_PLAN_INTERVAL=str(LIVE_PERIOD)):
-            wait_until(lambda: dc.value("SELECT live_first FROM groups") is not None, LIVE_PERIOD + 30,
-                       "beat's first live planning of the group")
+            wait_until(
+                lambda: dc.value("SELECT live_first FROM groups") is not None,
+                LIVE_PERIOD + 30,
+                "beat's first live planning of the group",
+            )
             assert dc.rows("SELECT live_first, live_next FROM groups")[0] == (high + 1, high + 1)
             planned = json.loads(dc.flask("plan", group.name, "--days", "2", "--json", **nntp_env(proxy.port)))[0]
             assert (planned["kind"], planned["last_id"]) == ("backfill", high), planned
             assert low + 200 < planned["first_id"] < high - 30, planned  # about 60 of the 300 are two days old
             next_tick()
             next_tick()
-            assert dc.rows("SELECT kind, first_id, last_id FROM seed_plans") == [("backfill", planned["first_id"], high)]
+            assert dc.rows("SELECT kind, first_id, last_id FROM seed_plans") == [
+                ("backfill", planned["first_id"], high)
+            ]
             # What is posted now is live's, planned within a period or two (the lag's wait).
             group.post(100, start=now, days=0.001)
             newer = group.truth().high
@@ -241,8 +281,11 @@ def test_a_group_removed_from_the_server_is_reported_and_once_disabled_neither_p
         env = nntp_env(proxy.port)
         # Planned while the server had it; then the server drops it, and the others get new posts.
         dc.flask("plan", *names, "--days", "36500", **env)
-        subprocess.run([str(INN_BIN / "ctlinnd"), "-s", "-t", "20", "rmgroup", gone], check=True,
-                       env={**os.environ, "INNCONF": str(news.inn.root / "etc" / "inn.conf")})
+        subprocess.run(
+            [str(INN_BIN / "ctlinnd"), "-s", "-t", "20", "rmgroup", gone],
+            check=True,
+            env={**os.environ, "INNCONF": str(news.inn.root / "etc" / "inn.conf")},
+        )
         for g in (groups[0], groups[2]):
             g.post(500, start=now - dt.timedelta(hours=1), days=0.01)
         # The command plans the others and exits 1 after trying all, with a summary.

@@ -5,6 +5,7 @@ wrong keys. Every line the API and the worker wrote is one JSON object with the 
 level, the logger and the message; INFO lines are there, access lines say how long each request
 took, the ingest task's result names its group and articles; and no node token, operator key or
 API key of the run (right or wrong) appears in either log."""
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,14 @@ from sqlalchemy import create_engine
 
 from app.services.tokens import new_operator_key, new_token
 from tests.e2e.conftest import (
-    BATCH_CHUNKS, CHUNK_SIZE, FRENCH, LEASE_TIMEOUT, RANGE_SIZE, REQUEUE_AFTER, DataCenter, migrate,
+    BATCH_CHUNKS,
+    CHUNK_SIZE,
+    FRENCH,
+    LEASE_TIMEOUT,
+    RANGE_SIZE,
+    REQUEUE_AFTER,
+    DataCenter,
+    migrate,
 )
 
 pytestmark = pytest.mark.services
@@ -40,9 +48,19 @@ def json_dc(postgres, redis_server, service_env) -> Iterator[DataCenter]:
     directory = tempfile.mkdtemp(prefix="e2e-logs.")
     database_url = postgres.create_database(LOGS_DATABASE)
     redis_url = redis_server.url.rsplit("/", 1)[0] + f"/{LOGS_REDIS_DB}"
-    env = {**service_env, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "CHUNK_SIZE": str(CHUNK_SIZE),
-           "BATCH_CHUNKS": str(BATCH_CHUNKS), "RANGE_SIZE": str(RANGE_SIZE), "LEASE_TIMEOUT": str(LEASE_TIMEOUT),
-           "BATCH_REQUEUE_AFTER": str(REQUEUE_AFTER), "FLASK_APP": "wsgi", "LOG_FORMAT": "json", "LOG_LEVEL": "INFO"}
+    env = {
+        **service_env,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "CHUNK_SIZE": str(CHUNK_SIZE),
+        "BATCH_CHUNKS": str(BATCH_CHUNKS),
+        "RANGE_SIZE": str(RANGE_SIZE),
+        "LEASE_TIMEOUT": str(LEASE_TIMEOUT),
+        "BATCH_REQUEUE_AFTER": str(REQUEUE_AFTER),
+        "FLASK_APP": "wsgi",
+        "LOG_FORMAT": "json",
+        "LOG_LEVEL": "INFO",
+    }
     migrate(env)
     engine = create_engine(database_url, pool_pre_ping=True)
     center = DataCenter(env, engine, postgres, redis_server, directory)
@@ -61,8 +79,9 @@ def request(dc: DataCenter, path: str, token: str | None = None) -> int:
     context = ssl.create_default_context(cafile=dc.api.cafile)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(dc.api.url + path, headers=headers), context=context,
-                                    timeout=30) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(dc.api.url + path, headers=headers), context=context, timeout=30
+        ) as response:
             response.read()
             return response.status
     except urllib.error.HTTPError as refused:

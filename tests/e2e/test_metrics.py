@@ -4,6 +4,7 @@ catalog and the ground truth say how much), the queue depth and the oldest batch
 the ingest workers are stopped and fall back once they store, and the histograms count every
 accept and store. Every gunicorn worker serves the same sums: the processes' counts meet in
 PROMETHEUS_MULTIPROC_DIR."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,11 @@ class Scrape:
     def __init__(self, dc, key: str):
         status, content_type, body = get(dc, "/metrics", key)
         assert status == 200 and content_type.startswith("text/plain"), (status, body[:500])
-        self.samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                        for family in text_string_to_metric_families(body) for s in family.samples}
+        self.samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body)
+            for s in family.samples
+        }
 
     def __call__(self, name: str, **labels) -> float:
         return self.samples.get((name, tuple(sorted(labels.items()))), 0.0)
@@ -76,16 +80,19 @@ def test_metrics_follow_a_run_stored_by_the_workers(dc, news):
     numbers = dc.value("SELECT sum(last_id - first_id + 1) FROM seed_ranges")
     ranges = dc.value("SELECT count(*) FROM seed_ranges")
     assert batches > 0 and dc.value("SELECT count(*) FROM seed_batches WHERE state <> 'accepted'") == 0
-    wait_until(lambda: Scrape(dc, key)("seed_oldest_unstored_batch_age_seconds") > 1, 30,
-               "the oldest batch's age to grow")
+    wait_until(
+        lambda: Scrape(dc, key)("seed_oldest_unstored_batch_age_seconds") > 1, 30, "the oldest batch's age to grow"
+    )
     waiting = Scrape(dc, key)
     assert waiting("seed_queue_depth", queue="ingest") == batches  # one store task a batch, none taken
     assert waiting("seed_batches", state="accepted") == batches
     assert waiting.total("seed_batches_accepted_total") - before.total("seed_batches_accepted_total") == batches
-    assert (waiting.total("seed_article_numbers_accepted_total")
-            - before.total("seed_article_numbers_accepted_total")) == numbers
-    assert (waiting.total("seed_batch_bytes_accepted_total") - before.total("seed_batch_bytes_accepted_total")
-            == dc.value("SELECT sum(body_bytes) FROM seed_batches"))
+    assert (
+        waiting.total("seed_article_numbers_accepted_total") - before.total("seed_article_numbers_accepted_total")
+    ) == numbers
+    assert waiting.total("seed_batch_bytes_accepted_total") - before.total(
+        "seed_batch_bytes_accepted_total"
+    ) == dc.value("SELECT sum(body_bytes) FROM seed_batches")
     assert waiting("seed_accept_duration_seconds_count") - before("seed_accept_duration_seconds_count") == batches
     assert waiting.total("seed_batches_stored_total") == before.total("seed_batches_stored_total")
     assert sum(waiting("seed_ranges", group=group, state="done") for group in GROUPS) == ranges
@@ -110,16 +117,22 @@ def test_metrics_follow_a_run_stored_by_the_workers(dc, news):
     for group in GROUPS:
         stored = after("seed_articles_stored_total", group=group) - before("seed_articles_stored_total", group=group)
         assert stored == len(news.groups[group].seen), group
-        assert (after("seed_batches_stored_total", group=group) - before("seed_batches_stored_total", group=group)
-                == dc.value("SELECT count(*) FROM seed_batches b JOIN seed_ranges r ON r.id = b.range_id"
-                            " JOIN groups g ON g.id = r.group_id WHERE g.name = :g", g=group))
+        assert after("seed_batches_stored_total", group=group) - before(
+            "seed_batches_stored_total", group=group
+        ) == dc.value(
+            "SELECT count(*) FROM seed_batches b JOIN seed_ranges r ON r.id = b.range_id"
+            " JOIN groups g ON g.id = r.group_id WHERE g.name = :g",
+            g=group,
+        )
         assert after("seed_ranges", group=group, state="done") == reports[group].ranges
     assert after.total("seed_articles_stored_total") - before.total("seed_articles_stored_total") == articles
-    assert (after.total("seed_article_numbers_stored_total")
-            - before.total("seed_article_numbers_stored_total")) == numbers
+    assert (
+        after.total("seed_article_numbers_stored_total") - before.total("seed_article_numbers_stored_total")
+    ) == numbers
     assert after.total("seed_batches_failed_total") == before.total("seed_batches_failed_total")
     assert after("seed_store_duration_seconds_count") - before("seed_store_duration_seconds_count") == batches
     assert after("seed_store_duration_seconds_sum") > before("seed_store_duration_seconds_sum")
-    assert (after("seed_store_duration_seconds_bucket", le="+Inf")
-            - before("seed_store_duration_seconds_bucket", le="+Inf")) == batches
+    assert (
+        after("seed_store_duration_seconds_bucket", le="+Inf") - before("seed_store_duration_seconds_bucket", le="+Inf")
+    ) == batches
     assert after("seed_metrics_source_up", source="database") == after("seed_metrics_source_up", source="broker") == 1

@@ -12,6 +12,7 @@ newest first, so the tests know the order.
 
 The tests use the package's `datacenter` and `news` (tests/e2e/conftest.py) directly rather than
 `dc`, which empties the catalog before each test."""
+
 from __future__ import annotations
 
 import email.utils
@@ -72,10 +73,23 @@ ANIME = "[Grp] Show - 214 [1080p]"
 APOSTROPHE = "Bobs.Burgers.S14E01.720p.HDTV.x264-GRP"  # the series is "Bob's Burgers"
 # (name, group, the category `flask seed names parse --json --group GROUP` gives it), newest first.
 NAMED = (
-    (EP, TV, 5040), (EP_SD, TV, 5030), (MULTI, TV, 5040), (PACK, TV, 5010), (EP2, TV, 5040),
-    (SPECIAL, TV, 5040), (FRENCH, TV, 5020), (DAILY, TV, 5040), (DAILY_NEXT, TV, 5040),
-    (FILM_IN_TV, TV, 2040), (FILM, MOVIES, 2040), (FILM_OLD, MOVIES, 2040), (ALBUM, FLAC, 3040),
-    (MP3_ALBUM, MP3, 3010), (EBOOK, EBOOKS, 7020), (ANIME, ANIME_GROUP, 5070), (APOSTROPHE, TV, 5040),
+    (EP, TV, 5040),
+    (EP_SD, TV, 5030),
+    (MULTI, TV, 5040),
+    (PACK, TV, 5010),
+    (EP2, TV, 5040),
+    (SPECIAL, TV, 5040),
+    (FRENCH, TV, 5020),
+    (DAILY, TV, 5040),
+    (DAILY_NEXT, TV, 5040),
+    (FILM_IN_TV, TV, 2040),
+    (FILM, MOVIES, 2040),
+    (FILM_OLD, MOVIES, 2040),
+    (ALBUM, FLAC, 3040),
+    (MP3_ALBUM, MP3, 3010),
+    (EBOOK, EBOOKS, 7020),
+    (ANIME, ANIME_GROUP, 5070),
+    (APOSTROPHE, TV, 5040),
 )
 # Older than every named post, newest first: 101 HD episodes, so 7 + 101 posts are in 5030/5040.
 FILLERS = tuple(f"Filler.Show.S{1 + n // 20:02d}E{1 + n % 20:02d}.720p.HDTV.x264-GRP" for n in range(101))
@@ -95,6 +109,7 @@ def named(*categories: int) -> list[str]:
 
 # -- the catalog -------------------------------------------------------------------------------
 
+
 def nzb_post(name: str, group: str, posted: datetime, rar_segments: int) -> NZBPost:
     """A post as a posting tool makes it: two rar volumes of `rar_segments` segments and a par2,
     subjects `[i/3] - "file" yEnc (p/P)`."""
@@ -102,11 +117,18 @@ def nzb_post(name: str, group: str, posted: datetime, rar_segments: int) -> NZBP
     files = []
     for index, file_name in enumerate((f"{name}.part1.rar", f"{name}.part2.rar", f"{name}.par2"), 1):
         count = rar_segments if file_name.endswith(".rar") else 1
-        segments = [NZBSegment(number, 716_800, f"{slug}.{index}.{number}@clients.invalid")
-                    for number in range(1, count + 1)]
-        files.append(NZBFile(poster="Poster <poster@example.net>", date=int(posted.timestamp()),
-                             subject=f'[{index}/3] - "{file_name}" yEnc (1/{count})', groups=(group,),
-                             segments=segments))
+        segments = [
+            NZBSegment(number, 716_800, f"{slug}.{index}.{number}@clients.invalid") for number in range(1, count + 1)
+        ]
+        files.append(
+            NZBFile(
+                poster="Poster <poster@example.net>",
+                date=int(posted.timestamp()),
+                subject=f'[{index}/3] - "{file_name}" yEnc (1/{count})',
+                groups=(group,),
+                segments=segments,
+            )
+        )
     return NZBPost(name, f"{slug}.nzb", files)
 
 
@@ -150,6 +172,7 @@ def indexer(datacenter: DataCenter, news: News) -> Iterator[Indexer]:
 
 
 # -- HTTP as the clients speak it --------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -307,8 +330,9 @@ def caps(indexer: Indexer) -> Caps:
 def sonarr(indexer: Indexer, caps: Caps, t: str, cats: str, parameters: str = "", offset: int = 0) -> Feed:
     """One page of Sonarr's GetPagedRequests: {BaseUrl}{ApiPath}?t=..&cat=..&extended=1&apikey=K
     &offset=..&limit=100 and the search's own parameters after them (Radarr's is the same)."""
-    answer = get(indexer, f"/api?t={t}&cat={cats}&extended=1&apikey={indexer.key}&offset={offset}&limit={PAGE}"
-                          f"{parameters}")
+    answer = get(
+        indexer, f"/api?t={t}&cat={cats}&extended=1&apikey={indexer.key}&offset={offset}&limit={PAGE}{parameters}"
+    )
     feed = read_feed(answer, caps)
     assert feed.offset == offset and all(in_categories(r, cats) for r in feed.releases), feed.titles
     assert_newest_first(feed)
@@ -342,6 +366,7 @@ def sonarr_pages(indexer: Indexer, caps: Caps, t: str, cats: str, parameters: st
 
 # -- caps --------------------------------------------------------------------------------------
 
+
 def test_caps_announce_the_searches_of_the_contract(indexer: Indexer, caps: Caps) -> None:
     root = get(indexer, f"/api?t=caps&apikey={indexer.key}").root()
     assert root.find("server").get("title") == "usenet-seed"
@@ -353,27 +378,39 @@ def test_caps_announce_the_searches_of_the_contract(indexer: Indexer, caps: Caps
     # id, and an empty page sends them to their title tier). An announced `title` would make Sonarr
     # send title={raw scene title} instead of q={clean title} (the Bob's Burgers search below).
     assert {element: caps.params(element) for element in caps.searching} == {
-        "search": ["q"], "tv-search": ["q", "season", "ep", "tvdbid", "tvmazeid"], "movie-search": ["q", "imdbid"],
-        "audio-search": ["q", "artist", "album"], "book-search": ["q", "title", "author"]}
+        "search": ["q"],
+        "tv-search": ["q", "season", "ep", "tvdbid", "tvmazeid"],
+        "movie-search": ["q", "imdbid"],
+        "audio-search": ["q", "artist", "album"],
+        "book-search": ["q", "title", "author"],
+    }
 
 
 def test_caps_list_parents_with_their_subcategories(caps: Caps) -> None:
     # The standard ids the clients' category settings use, under their parents.
-    for parent, subcats in {5000: (5010, 5020, 5030, 5040, 5070), 2000: (2040,), 3000: (3010, 3030, 3040),
-                            7000: (7010, 7020, 7030)}.items():
+    for parent, subcats in {
+        5000: (5010, 5020, 5030, 5040, 5070),
+        2000: (2040,),
+        3000: (3010, 3030, 3040),
+        7000: (7010, 7020, 7030),
+    }.items():
         assert set(subcats) <= set(caps.parents[parent]), (parent, caps.parents[parent])
     assert all(sub // 1000 * 1000 == parent for parent, subs in caps.parents.items() for sub in subs)
 
 
 def test_caps_with_a_key_carry_its_limits(indexer: Indexer) -> None:
-    created = json.loads(indexer.datacenter.flask("apikeys", "create", "capped", "--requests-per-day", "1000",
-                                                  "--grabs-per-day", "50", "--json"))
+    created = json.loads(
+        indexer.datacenter.flask(
+            "apikeys", "create", "capped", "--requests-per-day", "1000", "--grabs-per-day", "50", "--json"
+        )
+    )
     root = get(indexer, f"/api?t=caps&apikey={created['key']}").root()
     limits = [e for e in root.iter() if e.tag.rsplit("}", 1)[-1] == "apilimits"]
     assert [(e.get("apimax"), e.get("grabmax")) for e in limits] == [("1000", "50")], ET.tostring(root)[:400]
 
 
 # -- Sonarr ------------------------------------------------------------------------------------
+
 
 def test_sonarr_adds_the_indexer_then_syncs_rss_page_by_page(indexer: Indexer, caps: Caps) -> None:
     # Add: caps (above), then the first request of the RSS chain must hold releases.
@@ -394,7 +431,7 @@ def test_sonarr_adds_the_indexer_then_syncs_rss_page_by_page(indexer: Indexer, c
     # Anime categories configured: RSS asks for Categories and AnimeCategories together.
     with_anime = sonarr(indexer, caps, "tvsearch", SONARR_CATS + ",5070")
     newest = named(5030, 5040, 5070)
-    assert with_anime.titles[:len(newest)] == newest
+    assert with_anime.titles[: len(newest)] == newest
 
 
 def test_sonarr_searches_episodes_seasons_daily_shows_specials_and_anime(indexer: Indexer, caps: Caps) -> None:
@@ -442,6 +479,7 @@ def test_sonarr_finds_a_series_whose_title_has_an_apostrophe(indexer: Indexer, c
 
 # -- Radarr ------------------------------------------------------------------------------------
 
+
 def test_radarr_syncs_rss_and_searches_a_movie_by_title_and_year(indexer: Indexer, caps: Caps) -> None:
     # movie-search is available: RSS (and the add-time test) is t=movie on the movie categories.
     rss = sonarr(indexer, caps, "movie", RADARR_CATS)
@@ -456,6 +494,7 @@ def test_radarr_syncs_rss_and_searches_a_movie_by_title_and_year(indexer: Indexe
 
 
 # -- Prowlarr ----------------------------------------------------------------------------------
+
 
 def prowlarr(indexer: Indexer, caps: Caps, t: str, cats: str | None, **parameters: str | int) -> Feed:
     """Prowlarr's GetPagedRequests: ?t=..&extended=1[&cat=..]&apikey=K&{parameters, URL-encoded}."""
@@ -475,8 +514,9 @@ def test_prowlarr_tests_the_indexer_then_searches_and_pages(indexer: Indexer, ca
     assert prowlarr(indexer, caps, "search", None).releases, "Prowlarr: query successful, but no results"
 
     # Paging as Prowlarr passes it on: limit and offset, the total of newznab:response.
-    pages = [prowlarr(indexer, caps, "search", None, q="Filler Show", limit=40, offset=offset)
-             for offset in (0, 40, 80)]
+    pages = [
+        prowlarr(indexer, caps, "search", None, q="Filler Show", limit=40, offset=offset) for offset in (0, 40, 80)
+    ]
     assert [len(page.releases) for page in pages] == [40, 40, 21]
     assert [title for page in pages for title in page.titles] == list(FILLERS)
     assert {page.total for page in pages} == {len(FILLERS)}
@@ -503,9 +543,15 @@ def test_prowlarr_tests_the_indexer_then_searches_and_pages(indexer: Indexer, ca
 # -- NZBHydra2 ---------------------------------------------------------------------------------
 
 # IndexerChecker.checkCaps: (t, id parameter, value), each sent alone, with no q.
-HYDRA_ID_PROBES = (("tvsearch", "tvdbid", "121361"), ("tvsearch", "rid", "24493"), ("tvsearch", "tvmazeid", "82"),
-                   ("tvsearch", "traktid", "1390"), ("tvsearch", "imdbid", "0944947"), ("movie", "tmdbid", "24428"),
-                   ("movie", "imdbid", "0848228"))
+HYDRA_ID_PROBES = (
+    ("tvsearch", "tvdbid", "121361"),
+    ("tvsearch", "rid", "24493"),
+    ("tvsearch", "tvmazeid", "82"),
+    ("tvsearch", "traktid", "1390"),
+    ("tvsearch", "imdbid", "0944947"),
+    ("movie", "tmdbid", "24428"),
+    ("movie", "imdbid", "0848228"),
+)
 
 
 # The ids the catalog keeps (an NFO's), searched; the others are "function not available".
@@ -542,15 +588,24 @@ def test_nzbhydra_checks_the_connection_and_caps_then_searches_and_pages(indexer
     listed = [*hydra_caps.parents, *(sub for subs in hydra_caps.parents.values() for sub in subs)]
 
     def first(*words: str, not_xxx: bool = False) -> int:
-        return next(i for i in listed if any(w in hydra_caps.categories[i].lower() for w in words)
-                    and not (not_xxx and i // 1000 == 6))
+        return next(
+            i
+            for i in listed
+            if any(w in hydra_caps.categories[i].lower() for w in words) and not (not_xxx and i // 1000 == 6)
+        )
 
-    assert (first("anime", not_xxx=True), first("audiobook"), first("comic"), first("ebook", "e-book"),
-            first("magazine", "mags")) == (5070, 3030, 7030, 7020, 7010)
+    assert (
+        first("anime", not_xxx=True),
+        first("audiobook"),
+        first("comic"),
+        first("ebook", "e-book"),
+        first("magazine", "mags"),
+    ) == (5070, 3030, 7030, 7020, 7010)
 
     # A TV search for an indexer with no id support: t=search, q generated as "title s01e02".
-    episode = hydra(indexer, caps, t="search", extended=1, q="Show Name s01e02", password=0, cat=SONARR_CATS,
-                    limit=100, offset=0)
+    episode = hydra(
+        indexer, caps, t="search", extended=1, q="Show Name s01e02", password=0, cat=SONARR_CATS, limit=100, offset=0
+    )
     assert episode.titles == [EP, EP_SD]
     season = hydra(indexer, caps, t="search", extended=1, q="Show Name s02", cat="5000", limit=100, offset=0)
     assert season.titles == [PACK, EP2]
@@ -567,10 +622,18 @@ def test_nzbhydra_checks_the_connection_and_caps_then_searches_and_pages(indexer
 
 # -- LazyLibrarian -----------------------------------------------------------------------------
 
+
 def lazylibrarian_caps(root: ET.Element) -> dict[str, str]:
     """get_capabilities' reading of t=caps (providers.py)."""
-    provider = {"GENERALSEARCH": "search", "EXTENDED": "1", "BOOKCAT": "", "MAGCAT": "", "AUDIOCAT": "",
-                "COMICCAT": "", "BOOKSEARCH": ""}
+    provider = {
+        "GENERALSEARCH": "search",
+        "EXTENDED": "1",
+        "BOOKCAT": "",
+        "MAGCAT": "",
+        "AUDIOCAT": "",
+        "COMICCAT": "",
+        "BOOKSEARCH": "",
+    }
     for cat in root.iter("category"):
         name = cat.get("name", "").lower()
         if name == "audio":
@@ -587,7 +650,11 @@ def lazylibrarian_caps(root: ET.Element) -> dict[str, str]:
             subs: dict[str, list[str]] = defaultdict(list)
             for subcat in cat.iter("subcat"):
                 sub = subcat.get("name").lower()
-                for key, words in (("BOOKCAT", ("ebook",)), ("MAGCAT", ("magazines", "mags")), ("COMICCAT", ("comic",))):
+                for key, words in (
+                    ("BOOKCAT", ("ebook",)),
+                    ("MAGCAT", ("magazines", "mags")),
+                    ("COMICCAT", ("comic",)),
+                ):
                     if any(w in sub for w in words):
                         subs[key].append(subcat.get("id"))
             provider.update({key: ",".join(ids) for key, ids in subs.items()})
@@ -618,33 +685,56 @@ def test_lazylibrarian_reads_caps_without_key_tests_and_searches_books(indexer: 
     assert answer.status == 200 and answer.root().tag == "caps", answer.body[:300]
     provider = lazylibrarian_caps(answer.root())
     assert {k: provider[k] for k in ("BOOKSEARCH", "BOOKCAT", "MAGCAT", "COMICCAT", "AUDIOCAT")} == {
-        "BOOKSEARCH": "book", "BOOKCAT": "7020", "MAGCAT": "7010", "COMICCAT": "7030", "AUDIOCAT": "3030"}
+        "BOOKSEARCH": "book",
+        "BOOKCAT": "7020",
+        "MAGCAT": "7010",
+        "COMICCAT": "7030",
+        "AUDIOCAT": "3030",
+    }
 
     def search(params: dict[str, str]) -> Answer:
         return get(indexer, "/api?" + urllib.parse.urlencode(params))  # spaces as '+'
 
     # The provider test: a book search for Agatha Christie's Poirot must not be an error element.
-    test = search({"t": "book", "apikey": indexer.key, "title": "Poirot", "author": "Agatha Christie",
-                   "cat": provider["BOOKCAT"]})
+    test = search(
+        {"t": "book", "apikey": indexer.key, "title": "Poirot", "author": "Agatha Christie", "cat": provider["BOOKCAT"]}
+    )
     body = test.body.decode().strip()
-    assert test.status == 200 and not (body.startswith("<") and body.endswith("/>") and "error code" in body), body[:300]
+    assert test.status == 200 and not (body.startswith("<") and body.endswith("/>") and "error code" in body), body[
+        :300
+    ]
 
     # A book search, and the general search it falls back to.
-    book = lazylibrarian_results(search({"t": "book", "apikey": indexer.key, "title": "Book Title",
-                                         "author": "Author Name", "cat": provider["BOOKCAT"]}))
-    general = lazylibrarian_results(search({"t": "search", "apikey": indexer.key, "q": "Author Name Book Title",
-                                            "cat": provider["BOOKCAT"]}))
+    book = lazylibrarian_results(
+        search(
+            {
+                "t": "book",
+                "apikey": indexer.key,
+                "title": "Book Title",
+                "author": "Author Name",
+                "cat": provider["BOOKCAT"],
+            }
+        )
+    )
+    general = lazylibrarian_results(
+        search({"t": "search", "apikey": indexer.key, "q": "Author Name Book Title", "cat": provider["BOOKCAT"]})
+    )
     for results in (book, general):
         assert [r["title"] for r in results] == [EBOOK]
         (result,) = results
         assert result["link"].startswith("https://") and int(result["size"]) > 0
         datetime.strptime(" ".join(result["pubdate"].split(" ")[:5]), "%a, %d %b %Y %H:%M:%S")
     # The general search of other kinds: t=search&q=..&extended=1.
-    assert [r["title"] for r in lazylibrarian_results(
-        search({"t": "search", "apikey": indexer.key, "q": "Great Album", "extended": "1"}))] == [ALBUM]
+    assert [
+        r["title"]
+        for r in lazylibrarian_results(
+            search({"t": "search", "apikey": indexer.key, "q": "Great Album", "extended": "1"})
+        )
+    ] == [ALBUM]
 
 
 # -- the contract's details --------------------------------------------------------------------
+
 
 def test_extended_attributes_tell_what_the_name_says(indexer: Indexer, caps: Caps) -> None:
     (french,) = sonarr(indexer, caps, "tvsearch", "5000", "&q=Show%20Name&season=1&ep=6").releases
@@ -662,27 +752,37 @@ def test_extended_attributes_tell_what_the_name_says(indexer: Indexer, caps: Cap
 
 def test_size_filters_on_every_search_function(indexer: Indexer, caps: Caps) -> None:
     # (function, parameters) finding one post each.
-    for t, parameters, title in (("search", "&q=Film%20Title%202019", FILM),
-                                 ("tvsearch", "&q=Show%20Name&season=1&ep=4", MULTI),
-                                 ("movie", "&q=Film%20Title&year=2017", FILM_OLD),
-                                 ("music", "&artist=Other%20Artist", MP3_ALBUM),
-                                 ("book", "&author=Author%20Name", EBOOK)):
+    for t, parameters, title in (
+        ("search", "&q=Film%20Title%202019", FILM),
+        ("tvsearch", "&q=Show%20Name&season=1&ep=4", MULTI),
+        ("movie", "&q=Film%20Title&year=2017", FILM_OLD),
+        ("music", "&artist=Other%20Artist", MP3_ALBUM),
+        ("book", "&author=Author%20Name", EBOOK),
+    ):
         base = f"/api?t={t}&extended=1&apikey={indexer.key}{parameters}"
         (release,) = read_feed(get(indexer, base), caps).releases
         assert release.title == title
         size = release.size
-        for bounds, found in ((f"&minsize={size}", [title]), (f"&minsize={size + 1}", []),
-                              (f"&maxsize={size}", [title]), (f"&maxsize={size - 1}", []),
-                              (f"&minsize={size}&maxsize={size}", [title])):
+        for bounds, found in (
+            (f"&minsize={size}", [title]),
+            (f"&minsize={size + 1}", []),
+            (f"&maxsize={size}", [title]),
+            (f"&maxsize={size - 1}", []),
+            (f"&minsize={size}&maxsize={size}", [title]),
+        ):
             assert read_feed(get(indexer, base + bounds), caps).titles == found, (t, bounds)
 
 
 def test_search_function_honours_season_and_ep_and_title_is_a_query(indexer: Indexer, caps: Caps) -> None:
     key = indexer.key
-    assert read_feed(get(indexer, f"/api?t=search&apikey={key}&q=Show%20Name&season=1&ep=2"), caps).titles == [EP, EP_SD]
+    assert read_feed(get(indexer, f"/api?t=search&apikey={key}&q=Show%20Name&season=1&ep=2"), caps).titles == [
+        EP,
+        EP_SD,
+    ]
     # title= stands for q (Sonarr's title tier when an indexer announces it).
-    assert read_feed(get(indexer, f"/api?t=tvsearch&apikey={key}&cat={SONARR_CATS}&title=Show%20Name&season=1&ep=2"),
-                     caps).titles == [EP, EP_SD]
+    assert read_feed(
+        get(indexer, f"/api?t=tvsearch&apikey={key}&cat={SONARR_CATS}&title=Show%20Name&season=1&ep=2"), caps
+    ).titles == [EP, EP_SD]
 
 
 def test_ids_no_post_has_find_nothing_and_other_errors(indexer: Indexer, caps: Caps) -> None:
@@ -695,19 +795,28 @@ def test_ids_no_post_has_find_nothing_and_other_errors(indexer: Indexer, caps: C
             code, description = read_error(answer)
             assert (code, description.split(":")[0]) == ("203", "Function not available"), (name, description)
     # Ids with words: the words are searched, the ids ignored (Sonarr's aggregated id + title).
-    both = read_feed(get(indexer, f"/api?t=tvsearch&cat={SONARR_CATS}&apikey={key}&tvdbid=121361&rid=24493"
-                                  f"&q=Show%20Name&season=1&ep=2"), caps)
+    both = read_feed(
+        get(
+            indexer,
+            f"/api?t=tvsearch&cat={SONARR_CATS}&apikey={key}&tvdbid=121361&rid=24493&q=Show%20Name&season=1&ep=2",
+        ),
+        caps,
+    )
     assert both.titles == [EP, EP_SD]
-    assert read_feed(get(indexer, f"/api?t=movie&apikey={key}&imdbid=0848228&q=Film%20Title%202019"),
-                     caps).titles == [FILM]
+    assert read_feed(get(indexer, f"/api?t=movie&apikey={key}&imdbid=0848228&q=Film%20Title%202019"), caps).titles == [
+        FILM
+    ]
     assert read_error(get(indexer, f"/api?t=nope&apikey={key}"))[0] == "202"
     # A wrong key: 100-199 is "invalid API key" to Sonarr, Radarr, Prowlarr and NZBHydra2.
     assert read_error(get(indexer, f"/api?t=tvsearch&cat={SONARR_CATS}&apikey=seedapi_wrong"))[0] == "100"
 
 
 def test_per_key_limits_answer_429_with_retry_after(indexer: Indexer, caps: Caps) -> None:
-    created = json.loads(indexer.datacenter.flask("apikeys", "create", "limited", "--requests-per-day", "4",
-                                                  "--grabs-per-day", "1", "--json"))
+    created = json.loads(
+        indexer.datacenter.flask(
+            "apikeys", "create", "limited", "--requests-per-day", "4", "--grabs-per-day", "1", "--json"
+        )
+    )
     key = created["key"]
     search = f"/api?t=search&cat=2000&extended=1&apikey={key}&q=Film%20Title%202019&offset=0&limit=100"
 
@@ -715,7 +824,10 @@ def test_per_key_limits_answer_429_with_retry_after(indexer: Indexer, caps: Caps
     assert feed.titles == [FILM]
     # NZBHydra2 takes apimax and grabmax as the indexer's limits.
     assert (feed.apilimits.get("apimax"), feed.apilimits.get("grabmax"), feed.apilimits.get("grabcurrent")) == (
-        "4", "1", "0")
+        "4",
+        "1",
+        "0",
+    )
     used = int(feed.apilimits["apicurrent"])
     assert used == 1
 

@@ -2,6 +2,7 @@
 get on the real posts indexed end to end (INN 2 -> two edge nodes -> API -> workers ->
 PostgreSQL), and each newznab error code; the RSS read by feedparser, the NZB by the `nzb`
 package."""
+
 from __future__ import annotations
 
 import json
@@ -62,9 +63,14 @@ def test_newznab_over_https_on_the_indexed_real_posts(dc, news, real_posts):
     grabs = [a.get("value") for a in item.iter(f"{NEWZNAB}attr") if a.get("name") == "grabs"]
     assert grabs == ["1"]
 
-    for params, code in [({"t": "search"}, "100"), ({"t": "search", "apikey": "seedapi_x"}, "100"), ({}, "200"),
-                         ({"t": "search", "apikey": key, "limit": "x"}, "201"), ({"t": "nope", "apikey": key}, "202"),
-                         ({"t": "get", "apikey": key, "id": "42"}, "300")]:
+    for params, code in [
+        ({"t": "search"}, "100"),
+        ({"t": "search", "apikey": "seedapi_x"}, "100"),
+        ({}, "200"),
+        ({"t": "search", "apikey": key, "limit": "x"}, "201"),
+        ({"t": "nope", "apikey": key}, "202"),
+        ({"t": "get", "apikey": key, "id": "42"}, "300"),
+    ]:
         status, kind, body = fetch(dc, **params)
         root = ET.fromstring(body)
         assert (status, root.tag, root.get("code")) == (200, "error", code), (params, body[:200])

@@ -4,6 +4,7 @@ edge node -> API -> workers -> PostgreSQL), found through the newznab API over H
 through t=get: the exported NZB lists exactly the original's files, and per file its segments'
 numbers, bytes and message-ids (as posted: the sabnzbd post's ids are made up, its NZB's are file
 references no server takes). The `nzb` package reads both."""
+
 from __future__ import annotations
 
 import json
@@ -34,12 +35,15 @@ NEWZNAB = "{http://www.newznab.com/DTD/2010/feeds/attributes/}"
 def fetch(dc, **params) -> bytes:
     context = ssl.create_default_context(cafile=dc.api.cafile)
     try:
-        with urllib.request.urlopen(f"{dc.api.url}/api?{urllib.parse.urlencode(params)}", context=context,
-                                    timeout=30) as response:
+        with urllib.request.urlopen(
+            f"{dc.api.url}/api?{urllib.parse.urlencode(params)}", context=context, timeout=30
+        ) as response:
             assert response.status == 200
             return response.read()
     except urllib.error.HTTPError as exc:
-        raise AssertionError(f"{params.get('t')}: HTTP {exc.code}; the API's log ends:\n{dc.api.output()[-3000:]}") from exc
+        raise AssertionError(
+            f"{params.get('t')}: HTTP {exc.code}; the API's log ends:\n{dc.api.output()[-3000:]}"
+        ) from exc
 
 
 def server_additions(news) -> int:
@@ -63,8 +67,13 @@ def test_real_posts_at_their_real_sizes_come_back_as_the_same_nzb(dc, news):
         # Posted in order on one connection, the i-th article is the group's number i + 2, whose
         # Xref is as long as article 1's plus its extra digits.
         start = len(articles)
-        posted = post_articles(load_nzb(NZB_DIR / name), GROUP, namespace="fullsize", full_size=True,
-                               server_adds=lambda i, start=start: added + len(str(start + i + 2)) - 1)
+        posted = post_articles(
+            load_nzb(NZB_DIR / name),
+            GROUP,
+            namespace="fullsize",
+            full_size=True,
+            server_adds=lambda i, start=start: added + len(str(start + i + 2)) - 1,
+        )
         articles += posted
         # The original, file by file: its name, and per segment (number, bytes, message-id as posted).
         expected[name] = {}
@@ -72,7 +81,8 @@ def test_real_posts_at_their_real_sizes_come_back_as_the_same_nzb(dc, news):
             truth = article.truth
             file_name = truth.file_subject.split('"')[1]
             expected[name].setdefault(file_name, set()).add(
-                (truth.segment, truth.nzb_bytes, truth.message_id.strip("<>")))
+                (truth.segment, truth.nzb_bytes, truth.message_id.strip("<>"))
+            )
     assert inject(news.inn.host, news.inn.feed_port, articles, conns=1).accepted == len(articles)
 
     dc.add_groups(GROUP)

@@ -14,6 +14,7 @@ NZBGet is set up as the shared docs' recipe (`../shared/docs/nzbget.md`) has it:
 run in a fresh directory, the control port on 127.0.0.1 with a random password, no web UI,
 ParCheck=force, HealthCheck=none, Unpack=no.
 """
+
 from __future__ import annotations
 
 import base64
@@ -81,20 +82,35 @@ def fill(news: News, tmp_path_factory) -> dict[str, Posted]:
     news.inn.add_group(GROUP)
     token = secrets.token_hex(4)  # a name and message-ids of this run only
     name = f"Roundtrip.Proof.{token}.2026"
-    release = make_release(tmp_path_factory.mktemp("release"), name, seed=25, size=RELEASE_SIZE, volumes=VOLUMES,
-                           part_size=PART_SIZE, par2_redundancy=REDUNDANCY)
+    release = make_release(
+        tmp_path_factory.mktemp("release"),
+        name,
+        seed=25,
+        size=RELEASE_SIZE,
+        volumes=VOLUMES,
+        part_size=PART_SIZE,
+        par2_redundancy=REDUNDANCY,
+    )
     articles = post_files(release.files, GROUP, POSTER, namespace=token, part_size=PART_SIZE)
     # The episode keeps its scene name from run to run (a search by season and episode finds it
     # among the other posts by what its name says); its message-ids are this run's.
-    show = make_release(tmp_path_factory.mktemp("show"), SHOW, seed=34, size=SHOW_SIZE, volumes=SHOW_VOLUMES,
-                        part_size=PART_SIZE)
+    show = make_release(
+        tmp_path_factory.mktemp("show"), SHOW, seed=34, size=SHOW_SIZE, volumes=SHOW_VOLUMES, part_size=PART_SIZE
+    )
     show_articles = post_files(show.files, GROUP, POSTER, namespace=f"{token}.show", part_size=PART_SIZE)
-    other = [a for a in generate(OTHER_TRAFFIC, Config(seed=25, groups=(GROUP,), namespace=f"roundtrip.{token}",
-                                                       kind="general")) if not a.lost]
+    other = [
+        a
+        for a in generate(
+            OTHER_TRAFFIC, Config(seed=25, groups=(GROUP,), namespace=f"roundtrip.{token}", kind="general")
+        )
+        if not a.lost
+    ]
     everything = mixed_with(show_articles, mixed_with(articles, other, seed=25), seed=34)
     assert news.inn.post(everything) == len(everything)
-    return {"proof": Posted(release, articles, f"roundtrip proof {token} 2026"),
-            "show": Posted(show, show_articles, "round trip show")}
+    return {
+        "proof": Posted(release, articles, f"roundtrip proof {token} 2026"),
+        "show": Posted(show, show_articles, "round trip show"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +124,7 @@ def show(fill: dict[str, Posted]) -> Posted:
 
 
 # -- the indexer, as a client of its newznab API -------------------------------------------------
+
 
 def index_group(dc: DataCenter, news: News) -> None:
     """The group planned in ranges that cut the release, read by two edge nodes, stored."""
@@ -128,8 +145,9 @@ def https_get(dc: DataCenter, url: str) -> tuple[str, bytes]:
         return response.headers.get_content_type(), response.read()
 
 
-def nzb_through_newznab(dc: DataCenter, posted: Posted, search: dict[str, str | int] | None = None,
-                        category: int | None = None) -> bytes:
+def nzb_through_newznab(
+    dc: DataCenter, posted: Posted, search: dict[str, str | int] | None = None, category: int | None = None
+) -> bytes:
     """Searches the release (by its name's words, or as `search` says), finds it the only item
     (in `category`, when given), and fetches the NZB its item's enclosure names."""
     key = json.loads(dc.flask("apikeys", "create", "nzbget", "--json"))["key"]
@@ -163,8 +181,11 @@ def check_nzb(nzb: bytes, posted: Posted) -> None:
     """The NZB lists every posted file, in posting order, with every article by its message-id."""
     files = nzb_files(nzb)
     assert list(files) == [f.name for f in posted.release.files]
-    listed = {(name, int(s.get("number"))): s.text for name, element in files.items()
-              for s in element.iter(f"{{{NZB_NS}}}segment")}
+    listed = {
+        (name, int(s.get("number"))): s.text
+        for name, element in files.items()
+        for s in element.iter(f"{{{NZB_NS}}}segment")
+    }
     assert listed == {(a.truth.filename, a.truth.part): a.message_id.strip("<>") for a in posted.articles}
 
 
@@ -183,6 +204,7 @@ def without_segment(nzb: bytes, filename: str, number: int) -> bytes:
 
 # -- NZBGet --------------------------------------------------------------------------------------
 
+
 class NZBGet:
     """A headless NZBGet server (`nzbget -c CONF -s`) in a fresh directory, reading one news
     server, controlled over JSON-RPC on 127.0.0.1 with a random password."""
@@ -193,56 +215,66 @@ class NZBGet:
         (self.port,) = free_ports(1)
         self.password = secrets.token_hex(16)
         self.config = self.directory / "nzbget.conf"
-        self.config.write_text("\n".join([
-            f"MainDir={self.directory}",
-            "DestDir=${MainDir}/dst",
-            "InterDir=${MainDir}/inter",
-            "NzbDir=${MainDir}/nzb",
-            "QueueDir=${MainDir}/queue",
-            "TempDir=${MainDir}/tmp",
-            "ScriptDir=${MainDir}/scripts",
-            "LockFile=${MainDir}/nzbget.lock",
-            "LogFile=${MainDir}/nzbget.log",
-            "WebDir=",
-            "ConfigTemplate=/usr/share/nzbget/webui/nzbget.conf",
-            "Server1.Active=yes",
-            "Server1.Name=inn",
-            "Server1.Level=0",
-            "Server1.Host=127.0.0.1",
-            f"Server1.Port={news_port}",
-            "Server1.Username=",
-            "Server1.Password=",
-            "Server1.Encryption=no",
-            "Server1.Connections=2",
-            "Server1.JoinGroup=no",
-            "ControlIP=127.0.0.1",
-            f"ControlPort={self.port}",
-            "ControlUsername=nzbget",
-            f"ControlPassword={self.password}",
-            "DaemonUsername=root",
-            "UMask=022",
-            "UpdateCheck=none",
-            "AppendCategoryDir=no",
-            "NzbDirInterval=0",
-            "DupeCheck=no",
-            "DiskSpace=0",
-            "ArticleRetries=0",
-            "ArticleInterval=1",
-            "ArticleTimeout=10",
-            "OutputMode=log",
-            "WriteLog=append",
-            "CrcCheck=yes",
-            "ParCheck=force",
-            "ParRepair=yes",
-            "ParScan=extended",
-            "HealthCheck=none",
-            "Unpack=no",
-        ]) + "\n")
+        self.config.write_text(
+            "\n".join(
+                [
+                    f"MainDir={self.directory}",
+                    "DestDir=${MainDir}/dst",
+                    "InterDir=${MainDir}/inter",
+                    "NzbDir=${MainDir}/nzb",
+                    "QueueDir=${MainDir}/queue",
+                    "TempDir=${MainDir}/tmp",
+                    "ScriptDir=${MainDir}/scripts",
+                    "LockFile=${MainDir}/nzbget.lock",
+                    "LogFile=${MainDir}/nzbget.log",
+                    "WebDir=",
+                    "ConfigTemplate=/usr/share/nzbget/webui/nzbget.conf",
+                    "Server1.Active=yes",
+                    "Server1.Name=inn",
+                    "Server1.Level=0",
+                    "Server1.Host=127.0.0.1",
+                    f"Server1.Port={news_port}",
+                    "Server1.Username=",
+                    "Server1.Password=",
+                    "Server1.Encryption=no",
+                    "Server1.Connections=2",
+                    "Server1.JoinGroup=no",
+                    "ControlIP=127.0.0.1",
+                    f"ControlPort={self.port}",
+                    "ControlUsername=nzbget",
+                    f"ControlPassword={self.password}",
+                    "DaemonUsername=root",
+                    "UMask=022",
+                    "UpdateCheck=none",
+                    "AppendCategoryDir=no",
+                    "NzbDirInterval=0",
+                    "DupeCheck=no",
+                    "DiskSpace=0",
+                    "ArticleRetries=0",
+                    "ArticleInterval=1",
+                    "ArticleTimeout=10",
+                    "OutputMode=log",
+                    "WriteLog=append",
+                    "CrcCheck=yes",
+                    "ParCheck=force",
+                    "ParRepair=yes",
+                    "ParScan=extended",
+                    "HealthCheck=none",
+                    "Unpack=no",
+                ]
+            )
+            + "\n"
+        )
         self.output = self.directory / "stdout.log"
         with open(self.output, "wb") as out:
-            self.proc = subprocess.Popen([NZBGET, "-c", str(self.config), "-s"], cwd=self.directory,
-                                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                [NZBGET, "-c", str(self.config), "-s"],
+                cwd=self.directory,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         auth = base64.b64encode(f"nzbget:{self.password}".encode()).decode()
         self._headers = {"Authorization": f"Basic {auth}", "Content-Type": "application/json"}
 
@@ -256,8 +288,11 @@ class NZBGet:
         return self.output.read_text(errors="replace")
 
     def rpc(self, method: str, *params):
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/jsonrpc", headers=self._headers,
-                                         data=json.dumps({"method": method, "params": list(params)}).encode())
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/jsonrpc",
+            headers=self._headers,
+            data=json.dumps({"method": method, "params": list(params)}).encode(),
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             answer = json.loads(response.read())
         assert answer.get("error") is None, answer
@@ -286,8 +321,12 @@ class NZBGet:
 
     def wait_done(self, nzb_id: int) -> dict:
         """The job's history entry: a job enters history once downloaded, par-checked and moved."""
-        wait_until(lambda: self.history_entry(nzb_id) is not None, DOWNLOAD_TIMEOUT,
-                   lambda: f"nzbget's job {nzb_id} in history; its output: {self.log()[-3000:]}", interval=0.2)
+        wait_until(
+            lambda: self.history_entry(nzb_id) is not None,
+            DOWNLOAD_TIMEOUT,
+            lambda: f"nzbget's job {nzb_id} in history; its output: {self.log()[-3000:]}",
+            interval=0.2,
+        )
         return self.history_entry(nzb_id)
 
     def job_log(self, nzb_id: int) -> list[str]:
@@ -316,8 +355,9 @@ def download(nzb: bytes, name: str, news: News) -> tuple[dict, list[str], dict[s
         destination = Path(entry["DestDir"])
         details = f"{entry['Status']}: {messages}"
         assert destination.parent == nzbget.directory / "dst", details
-        written = {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
-                   for path in destination.iterdir() if path.is_file()}
+        written = {
+            path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in destination.iterdir() if path.is_file()
+        }
     return entry, messages, written
 
 
@@ -328,6 +368,7 @@ def check_success(entry: dict, messages: list[str]) -> None:
 
 
 # -- the cases ----------------------------------------------------------------------------------
+
 
 def test_nzbget_downloads_a_release_found_through_newznab_byte_for_byte(dc, news, posted):
     index_group(dc, news)
@@ -366,8 +407,9 @@ def test_nzbget_repairs_a_volume_whose_article_the_nzb_leaves_out(dc, news, post
 
 def test_nzbget_downloads_a_tv_episode_found_by_tvsearch(dc, news, show):
     index_group(dc, news)
-    nzb = nzb_through_newznab(dc, show, {"t": "tvsearch", "q": "Round Trip Show", "season": 3, "ep": 4,
-                                         "cat": TV_HD}, category=TV_HD)
+    nzb = nzb_through_newznab(
+        dc, show, {"t": "tvsearch", "q": "Round Trip Show", "season": 3, "ep": 4, "cat": TV_HD}, category=TV_HD
+    )
     check_nzb(nzb, show)
 
     entry, messages, written = download(nzb, show.release.name, news)

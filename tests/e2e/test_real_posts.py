@@ -4,6 +4,7 @@ the API and the Celery workers into PostgreSQL, in batches of 4,000 lines and of
 `flask seed range` in batches of 500 lines. Each post comes out as one post of the catalog
 (app.services.ingest.posts) holding exactly its files, each file exactly its segments, nothing
 dropped, named as the post names itself."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -17,6 +18,7 @@ from tests.fixtures.api_server import start_api, stop_api
 
 pytestmark = pytest.mark.services
 
+
 def check_posts(dc: DataCenter, truth: dict[str, dict], group: str = GROUP, names: dict[str, str] = NAMES) -> None:
     """Each NZB of `truth` ({message-id: (file name, segment)} of what was posted) is one post of
     the group holding exactly its files and segments, named names[nzb]."""
@@ -25,7 +27,9 @@ def check_posts(dc: DataCenter, truth: dict[str, dict], group: str = GROUP, name
         "SELECT f.message_id, f.part, fi.key AS file, fi.name, coalesce(rp.post_key, r.key) AS post"
         " FROM fragments_with_ids f JOIN files fi ON fi.group_id = f.group_id AND fi.key = f.file_key"
         " JOIN releases r ON r.group_id = fi.group_id AND r.key = fi.release_key"
-        " LEFT JOIN release_posts rp ON rp.group_id = r.group_id AND rp.key = r.key WHERE f.group_id = :g", g=group_id)
+        " LEFT JOIN release_posts rp ON rp.group_id = r.group_id AND rp.key = r.key WHERE f.group_id = :g",
+        g=group_id,
+    )
     by_id = {row.message_id: row for row in rows}
     problems = []
     for nzb, segments in truth.items():
@@ -72,10 +76,12 @@ def test_real_posts_read_by_two_nodes_over_ranges_that_cut_them_are_whole(dc, ne
     dc.wait_finished()
     check_posts(dc, real_posts)
     # The run proves something only if posts were cut: by ranges, and ranges read by both nodes.
-    cut = dc.value("SELECT count(*) FROM (SELECT coalesce(rp.post_key, r.key) FROM release_chunks c"
-                   " JOIN releases r ON r.group_id = c.group_id AND r.key = c.release_key"
-                   " LEFT JOIN release_posts rp ON rp.group_id = r.group_id AND rp.key = r.key"
-                   " GROUP BY 1 HAVING count(DISTINCT c.range_id) > 1) AS cut")
+    cut = dc.value(
+        "SELECT count(*) FROM (SELECT coalesce(rp.post_key, r.key) FROM release_chunks c"
+        " JOIN releases r ON r.group_id = c.group_id AND r.key = c.release_key"
+        " LEFT JOIN release_posts rp ON rp.group_id = r.group_id AND rp.key = r.key"
+        " GROUP BY 1 HAVING count(DISTINCT c.range_id) > 1) AS cut"
+    )
     assert cut >= 3
     done = [{e["range"] for e in node.named("done")} for node in nodes]
     assert all(done), done
@@ -91,8 +97,9 @@ def test_real_posts_in_batches_of_500_lines_read_by_nodes_are_whole(dc, news, re
         with ProviderProxy(news.inn.host, news.inn.reader_port) as proxy:
             dc.plan(proxy, GROUP, range_size=3_000)
             tokens = {name: dc.create_node(name) for name in ("edge-a", "edge-b")}
-            nodes = [dc.edge(name, dc.node_env(token, proxy.port), "--exit-when-idle")
-                     for name, token in tokens.items()]
+            nodes = [
+                dc.edge(name, dc.node_env(token, proxy.port), "--exit-when-idle") for name, token in tokens.items()
+            ]
             for node in nodes:
                 assert node.wait(120) == 0, node.log()
         dc.wait_finished()
@@ -108,8 +115,15 @@ def test_real_posts_in_batches_of_500_lines_fetched_by_the_data_center_are_whole
     with ProviderProxy(news.inn.host, news.inn.reader_port) as proxy:
         dc.plan(proxy, GROUP, range_size=100_000)
         for (range_id,) in dc.rows("SELECT id FROM seed_ranges ORDER BY id"):
-            dc.flask("range", str(range_id), CHUNK_SIZE="250", BATCH_CHUNKS="2", NNTP_HOST="127.0.0.1",
-                     NNTP_PORT=str(proxy.port), NNTP_SSL="0")
+            dc.flask(
+                "range",
+                str(range_id),
+                CHUNK_SIZE="250",
+                BATCH_CHUNKS="2",
+                NNTP_HOST="127.0.0.1",
+                NNTP_PORT=str(proxy.port),
+                NNTP_SSL="0",
+            )
     assert dc.value("SELECT max(batch_to - batch_from + 1) FROM seed_batches") == 500
     dc.wait_finished()
     check_posts(dc, real_posts)

@@ -1,6 +1,7 @@
 """The reliability suite: the whole system through `edge run` nodes while things go wrong. Each
 case ends with the same ground-truth check (tests/e2e/truth.py): nothing lost, nothing twice,
 floods dropped and counted, holes reported and nothing invented, releases whole."""
+
 from __future__ import annotations
 
 import os
@@ -21,16 +22,25 @@ SLOW = 2_000  # overview lines per second and connection while a case needs node
 
 
 def batches_of(dc, range_id: int) -> list[tuple]:
-    return [tuple(r) for r in dc.rows("SELECT b.batch_from, b.batch_to, n.name FROM seed_batches b"
-                                      " LEFT JOIN seed_nodes n ON n.id = b.node_id WHERE b.range_id = :id"
-                                      " ORDER BY b.batch_from", id=range_id)]
+    return [
+        tuple(r)
+        for r in dc.rows(
+            "SELECT b.batch_from, b.batch_to, n.name FROM seed_batches b"
+            " LEFT JOIN seed_nodes n ON n.id = b.node_id WHERE b.range_id = :id"
+            " ORDER BY b.batch_from",
+            id=range_id,
+        )
+    ]
 
 
 def settled_leases(dc, quiet: float = 1.0, timeout: float = 30) -> dict:
     """The leased ranges, once their rows stayed the same for `quiet` seconds."""
+
     def leased():
-        return {r.id: r for r in dc.rows("SELECT id, first_id, next_id, last_id FROM seed_ranges"
-                                         " WHERE status = 'leased'")}
+        return {
+            r.id: r for r in dc.rows("SELECT id, first_id, next_id, last_id FROM seed_ranges WHERE status = 'leased'")
+        }
+
     deadline = time.monotonic() + timeout
     rows = leased()
     while time.monotonic() < deadline:
@@ -56,8 +66,13 @@ def test_a_node_killed_mid_range_loses_its_lease_and_another_resumes_the_range(d
         b = dc.edge("edge-b", dc.node_env(tokens["edge-b"], proxy.port))
         # Beat's lease expiry, every second here: the dead node's leases pass on after LEASE_TIMEOUT.
         expired: set[int] = set()
-        wait_until(lambda: set(held) <= expired, LEASE_TIMEOUT + 20, "the dead node's leases to expire",
-                   interval=1, tick=lambda: expired.update(dc.call("leases.expire")))
+        wait_until(
+            lambda: set(held) <= expired,
+            LEASE_TIMEOUT + 20,
+            "the dead node's leases to expire",
+            interval=1,
+            tick=lambda: expired.update(dc.call("leases.expire")),
+        )
         wait_until(dc.ranges_done, 60, "every range done")
         b.signal(signal.SIGTERM)
         assert b.wait(10) == 143, b.log()
@@ -66,8 +81,7 @@ def test_a_node_killed_mid_range_loses_its_lease_and_another_resumes_the_range(d
         assert lease["next_id"] == seed_range.next_id, "the range did not resume where the dead node left it"
         nodes = [name for first, last, name in batches_of(dc, range_id)]
         assert set(nodes) <= {"edge-a", "edge-b"} and nodes[-1] == "edge-b"
-        assert nodes.count("edge-a") == sum(1 for first, _, _ in batches_of(dc, range_id)
-                                            if first < seed_range.next_id)
+        assert nodes.count("edge-a") == sum(1 for first, _, _ in batches_of(dc, range_id) if first < seed_range.next_id)
     dc.wait_finished()
     check_ground_truth(dc.engine, news.truths())
 
@@ -119,8 +133,15 @@ def test_the_same_batch_twice_and_batches_out_of_order_are_stored_once(dc, news)
         assert hand.call("POST", f"/ranges/{range_id}/release")[0] == 200  # the nodes finish it
         # A node whose answers get lost on the way back sends those batches again.
         with AnswerLosingRelay(dc.api.url, dc.api.cafile, lose={1, 3}) as relay:
-            a = dc.edge("edge-a", {**dc.node_env(tokens["edge-a"], proxy.port), "COORDINATOR_URL": relay.url,
-                                   "COORDINATOR_CAFILE": relay.cafile}, "--exit-when-idle")
+            a = dc.edge(
+                "edge-a",
+                {
+                    **dc.node_env(tokens["edge-a"], proxy.port),
+                    "COORDINATOR_URL": relay.url,
+                    "COORDINATOR_CAFILE": relay.cafile,
+                },
+                "--exit-when-idle",
+            )
             b = dc.edge("edge-b", dc.node_env(tokens["edge-b"], proxy.port), "--exit-when-idle")
             for node in (a, b):
                 assert node.wait(90) == 0, node.log()
@@ -131,8 +152,9 @@ def test_the_same_batch_twice_and_batches_out_of_order_are_stored_once(dc, news)
         # Every batch the relay saw, posted again in reverse order: already there, nothing changes.
         hand_a = Hand(dc.api, tokens["edge-a"])
         for posted in reversed(relay.posts):
-            status, answer = hand_a.call("POST", posted.path.removeprefix("/api/v1/seed"), body=posted.body,
-                                         headers=posted.headers)
+            status, answer = hand_a.call(
+                "POST", posted.path.removeprefix("/api/v1/seed"), body=posted.body, headers=posted.headers
+            )
             assert (status, answer["status"]) == (200, "already_accepted")
         for batch in (second, first):
             assert hand.post(range_id, batch)[1]["status"] == "already_accepted"
@@ -149,16 +171,20 @@ def test_redis_stopped_while_nodes_post_then_restarted(dc, news):
         try:
             before = dc.value("SELECT count(*) FROM seed_batches")
             # The API still takes batches: they are durable, their tasks wait for the requeue sweep.
-            wait_until(lambda: dc.value("SELECT count(*) FROM seed_batches") >= before + 4, 30,
-                       "batches accepted while Redis is down")
+            wait_until(
+                lambda: dc.value("SELECT count(*) FROM seed_batches") >= before + 4,
+                30,
+                "batches accepted while Redis is down",
+            )
         finally:
             dc.redis_server.start()
         assert dc.value("SELECT count(*) FROM seed_batches WHERE state = 'accepted'") >= 4
         proxy.lines_per_sec = None
         for node in nodes:
             assert node.wait(90) == 0, node.log()
-    assert not any(e for node in nodes for e in node.named("retry") if e.get("call") == "batch"), \
+    assert not any(e for node in nodes for e in node.named("retry") if e.get("call") == "batch"), (
         "a batch was refused while Redis was down"
+    )
     dc.wait_finished(sweep=True)
     check_ground_truth(dc.engine, news.truths())
 
@@ -167,14 +193,18 @@ def test_postgres_restarted_during_ingest(dc, news, engine):
     with news.provider(lines_per_sec=SLOW) as proxy:
         tokens = dc.prepare(proxy)
         with dc.stores_held():
-            nodes = [dc.edge(name, dc.node_env(token, proxy.port), "--exit-when-idle")
-                     for name, token in tokens.items()]
+            nodes = [
+                dc.edge(name, dc.node_env(token, proxy.port), "--exit-when-idle") for name, token in tokens.items()
+            ]
             dc.wait_stores_stuck()
             dc.postgres.run("stop")  # both workers lose their connection in the middle of a store
             try:
                 # Down until a node has had a batch refused for it (and retries it).
-                wait_until(lambda: any(e.get("call") == "batch" for node in nodes for e in node.named("retry")), 30,
-                           "a node retrying a batch")
+                wait_until(
+                    lambda: any(e.get("call") == "batch" for node in nodes for e in node.named("retry")),
+                    30,
+                    "a node retrying a batch",
+                )
             finally:
                 dc.postgres.run("start")
                 engine.dispose()  # the harness's own pool is stale now
@@ -189,8 +219,9 @@ def test_a_worker_killed_mid_task(dc, news):
     with news.provider() as proxy:
         tokens = dc.prepare(proxy)
         with dc.stores_held():
-            nodes = [dc.edge(name, dc.node_env(token, proxy.port), "--exit-when-idle")
-                     for name, token in tokens.items()]
+            nodes = [
+                dc.edge(name, dc.node_env(token, proxy.port), "--exit-when-idle") for name, token in tokens.items()
+            ]
             dc.wait_stores_stuck()
             # One loses its pool process (its task goes back to the queue), the other dies whole
             # (its task stays unacknowledged: the requeue sweep sends the batch again).
@@ -202,8 +233,11 @@ def test_a_worker_killed_mid_task(dc, news):
         dc.start_worker("e2e-ingest-2")
     dc.wait_finished(sweep=True)
     # The worker noticed its pool process die (and gave the task back), in its own time.
-    wait_until(lambda: "signal 9 (SIGKILL)" in dc.workers["e2e-ingest-1"].output(), 30,
-               "the worker to report its pool process killed")
+    wait_until(
+        lambda: "signal 9 (SIGKILL)" in dc.workers["e2e-ingest-1"].output(),
+        30,
+        "the worker to report its pool process killed",
+    )
     check_ground_truth(dc.engine, news.truths())
 
 

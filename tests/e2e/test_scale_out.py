@@ -2,6 +2,7 @@
 workers over HTTPS, two Celery workers on the ingest queue and one on gather/control, two
 `edge run` nodes on both groups through a provider with holes. The catalog equals the ground
 truth, and releases split across batches and ranges come out whole."""
+
 from __future__ import annotations
 
 import json
@@ -18,13 +19,16 @@ pytestmark = pytest.mark.services
 
 def test_two_nodes_on_both_groups_store_exactly_the_ground_truth(dc, news):
     dc.flask("groups", "add", FRENCH, PS2)
-    tokens = {name: json.loads(dc.flask("nodes", "create", name, "--json"))["token"]
-              for name in ("edge-paris", "edge-lyon")}
+    tokens = {
+        name: json.loads(dc.flask("nodes", "create", name, "--json"))["token"] for name in ("edge-paris", "edge-lyon")
+    }
     with news.provider() as proxy:
-        planned = json.loads(dc.flask("plan", "--days", "3650", "--json", NNTP_HOST="127.0.0.1",
-                                      NNTP_PORT=str(proxy.port), NNTP_SSL="0"))
+        planned = json.loads(
+            dc.flask("plan", "--days", "3650", "--json", NNTP_HOST="127.0.0.1", NNTP_PORT=str(proxy.port), NNTP_SSL="0")
+        )
         assert sorted((p["group"], p["first_id"], p["last_id"]) for p in planned) == sorted(
-            (g, news.groups[g].low, news.groups[g].high) for g in GROUPS)
+            (g, news.groups[g].low, news.groups[g].high) for g in GROUPS
+        )
         nodes = [dc.edge(name, dc.node_env(token, proxy.port), "--exit-when-idle") for name, token in tokens.items()]
         for node in nodes:
             assert node.wait(120) == 0, node.log()
@@ -55,13 +59,13 @@ def test_two_nodes_on_both_groups_store_exactly_the_ground_truth(dc, news):
     spoilers = {
         "articles lost": "DELETE FROM fragments WHERE article = (SELECT min(article) FROM fragments)",
         "stored more than once": "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
-                                 " SELECT group_id, article + 1000000, file_key, part, bytes, host_id, message_local"
-                                 " FROM fragments WHERE article = (SELECT max(article) FROM fragments)",
+        " SELECT group_id, article + 1000000, file_key, part, bytes, host_id, message_local"
+        " FROM fragments WHERE article = (SELECT max(article) FROM fragments)",
         "missing articles": "UPDATE seed_ranges SET missing = missing + 1 WHERE id = 1",
         "the executable rule counts": "UPDATE rule_counts SET fragments = fragments + 1"
-                                      " WHERE rule = 'executable' AND range_id = 2",
+        " WHERE rule = 'executable' AND range_id = 2",
         "parts_seen": "UPDATE releases SET parts_seen = parts_seen - 1"
-                      " WHERE key = (SELECT min(key) FROM releases WHERE parts_seen > 1)",
+        " WHERE key = (SELECT min(key) FROM releases WHERE parts_seen > 1)",
         "not all gathered": "UPDATE seed_batches SET state = 'stored' WHERE id = 3",
     }
     with dc.engine.connect() as conn:
@@ -73,4 +77,3 @@ def test_two_nodes_on_both_groups_store_exactly_the_ground_truth(dc, news):
         transaction.rollback()
     for words in spoilers:
         assert words in str(spoiled.value), words
-

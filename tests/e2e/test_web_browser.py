@@ -7,6 +7,7 @@ NZB through its link (the file the browser saved is read by the `nzb` package an
 original post's articles); an API-key user gets the search and not the status; an API key in
 the URL works without a login. Screenshots of the pages are checked as PNG files of the window's
 size with something drawn."""
+
 from __future__ import annotations
 
 import base64
@@ -41,10 +42,12 @@ LOG_OUT = (By.CSS_SELECTOR, "header form.logout button")
 def spki_hash(certificate: str) -> str:
     """The base64 SHA-256 of the certificate's public key (SubjectPublicKeyInfo, DER), as
     chromium's --ignore-certificate-errors-spki-list takes it."""
-    public_key = subprocess.run(["openssl", "x509", "-in", certificate, "-pubkey", "-noout"],
-                                check=True, capture_output=True).stdout
-    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=public_key,
-                         check=True, capture_output=True).stdout
+    public_key = subprocess.run(
+        ["openssl", "x509", "-in", certificate, "-pubkey", "-noout"], check=True, capture_output=True
+    ).stdout
+    der = subprocess.run(
+        ["openssl", "pkey", "-pubin", "-outform", "der"], input=public_key, check=True, capture_output=True
+    ).stdout
     return base64.b64encode(hashlib.sha256(der).digest()).decode()
 
 
@@ -62,12 +65,20 @@ def browser(api_server, tmp_path):
     downloads.mkdir()
     options = webdriver.ChromeOptions()
     options.binary_location = program("chromium")
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     f"--window-size={WIDTH},{HEIGHT}", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
-                     f"--ignore-certificate-errors-spki-list={spki_hash(api_server.cafile)}"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        f"--window-size={WIDTH},{HEIGHT}",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--ignore-certificate-errors-spki-list={spki_hash(api_server.cafile)}",
+    ):
         options.add_argument(argument)
-    options.add_experimental_option("prefs", {"download.default_directory": str(downloads),
-                                              "download.prompt_for_download": False})
+    options.add_experimental_option(
+        "prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False}
+    )
     driver = webdriver.Chrome(options=options, service=Service(program("chromedriver")))
     try:
         driver.set_page_load_timeout(60)
@@ -91,10 +102,10 @@ def catalog(clean_db):
 
 def on_page(driver, path: str, element_id: str) -> None:
     """Waits for the browser to show path (its query aside) with the element of this id."""
+
     def shown() -> bool:
         try:
-            return (driver.current_url.split("?")[0].endswith(path)
-                    and bool(driver.find_elements(By.ID, element_id)))
+            return driver.current_url.split("?")[0].endswith(path) and bool(driver.find_elements(By.ID, element_id))
         except WebDriverException:  # the page changing under the look
             return False
 
@@ -111,8 +122,9 @@ def log_in(driver, key: str) -> None:
 def check_screenshot(driver, path: Path) -> None:
     """A screenshot of the page as a PNG: the size of the window's viewport, and not one flat
     colour (a page drawn with text and tables)."""
-    viewport = driver.execute_script("return [window.innerWidth * devicePixelRatio,"
-                                     " window.innerHeight * devicePixelRatio]")
+    viewport = driver.execute_script(
+        "return [window.innerWidth * devicePixelRatio, window.innerHeight * devicePixelRatio]"
+    )
     assert driver.save_screenshot(str(path))
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
@@ -122,9 +134,9 @@ def check_screenshot(driver, path: Path) -> None:
     pixels = bytearray()
     position = 8
     while position < len(data):
-        length, kind = struct.unpack(">I4s", data[position:position + 8])
+        length, kind = struct.unpack(">I4s", data[position : position + 8])
         if kind == b"IDAT":
-            pixels += data[position + 8:position + 8 + length]
+            pixels += data[position + 8 : position + 8 + length]
         position += 12 + length
     rows = zlib.decompress(bytes(pixels))
     assert len(set(rows)) > 16  # many different byte values: drawn, not blank
@@ -136,11 +148,16 @@ def check_stored_chart(driver) -> None:
     legend giving each group's articles (those its catalog holds)."""
     chart = driver.find_element(By.ID, "stored-chart")
     assert chart.is_displayed() and chart.size["width"] > WIDTH // 2, chart.size
-    lines = {line.get_attribute("data-group"): line
-             for line in chart.find_elements(By.CSS_SELECTOR, "svg polyline[data-group]")}
+    lines = {
+        line.get_attribute("data-group"): line
+        for line in chart.find_elements(By.CSS_SELECTOR, "svg polyline[data-group]")
+    }
     with session_scope() as s:
-        stored = dict(s.execute(text("SELECT g.name, count(*) FROM fragments f JOIN groups g ON g.id = f.group_id"
-                                     " GROUP BY g.name")).all())
+        stored = dict(
+            s.execute(
+                text("SELECT g.name, count(*) FROM fragments f JOIN groups g ON g.id = f.group_id GROUP BY g.name")
+            ).all()
+        )
     assert set(lines) == set(stored) == {"alt.binaries.multimedia", "alt.binaries.teevee"}
     colours = set()
     for group, line in lines.items():
@@ -183,14 +200,19 @@ def test_an_operator_logs_in_sees_the_progress_searches_and_downloads_an_nzb(api
     box.submit()
     on_page(browser, "/search", "results")
     assert browser.find_element(By.ID, "total").text == "2 posts found"
-    names = [cell.text.split("\n")[0] for cell in browser.find_elements(By.CSS_SELECTOR, "#results td.name:first-child")]
+    names = [
+        cell.text.split("\n")[0] for cell in browser.find_elements(By.CSS_SELECTOR, "#results td.name:first-child")
+    ]
     assert names == [WALKING_DEAD, WALKING_DEAD]
     check_screenshot(browser, tmp_path / "search.png")
 
     browser.find_elements(By.CSS_SELECTOR, "a.nzb")[0].click()
     saved = browser.downloads / f"{WALKING_DEAD}.nzb"
-    wait_until(lambda: saved.exists() and not list(browser.downloads.glob("*.crdownload")), timeout=30,
-               what=lambda: f"the NZB saved; the download folder holds {sorted(browser.downloads.iterdir())}")
+    wait_until(
+        lambda: saved.exists() and not list(browser.downloads.glob("*.crdownload")),
+        timeout=30,
+        what=lambda: f"the NZB saved; the download folder holds {sorted(browser.downloads.iterdir())}",
+    )
     downloaded = Nzb.from_file(saved)
     assert segment_ids(downloaded) == segment_ids(Nzb.from_file(WALKING_DEAD_NZB))
 

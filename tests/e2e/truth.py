@@ -16,6 +16,7 @@ run, `check_ground_truth` compares that with everything the data center stored:
 
 Problems are collected and reported together, so a failing case says everything that is wrong.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -57,8 +58,11 @@ class GroupTruth:
     @cached_property
     def seen(self) -> dict[int, Truth]:
         """The articles a node can read: posted, not hidden, not garbled."""
-        return {n: t for n, t in self.articles.items()
-                if n not in self.hidden and n not in self.garbled and self.low <= n <= self.high}
+        return {
+            n: t
+            for n, t in self.articles.items()
+            if n not in self.hidden and n not in self.garbled and self.low <= n <= self.high
+        }
 
     @cached_property
     def kept(self) -> dict[int, Truth]:
@@ -145,24 +149,34 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
         problems.append(f"{name}: {message}")
 
     # -- ranges: every one done, together tiling the group's articles, their counts right ----
-    ranges = _rows(conn, "SELECT id, first_id, last_id, next_id, status, batches, articles, missing, rejected,"
-                         " dropped FROM seed_ranges WHERE group_id = :g ORDER BY first_id", g=group_id)
+    ranges = _rows(
+        conn,
+        "SELECT id, first_id, last_id, next_id, status, batches, articles, missing, rejected,"
+        " dropped FROM seed_ranges WHERE group_id = :g ORDER BY first_id",
+        g=group_id,
+    )
     if not ranges:
         problem("no ranges")
         return None
-    not_done = [(r.id, r.status, r.next_id, r.last_id) for r in ranges
-                if r.status != "done" or r.next_id != r.last_id + 1]
+    not_done = [
+        (r.id, r.status, r.next_id, r.last_id) for r in ranges if r.status != "done" or r.next_id != r.last_id + 1
+    ]
     if not_done:
         problem(f"ranges not done to their end (id, status, next_id, last_id): {not_done}")
     spans = [(r.first_id, r.last_id) for r in ranges]
-    if spans[0][0] != truth.low or spans[-1][1] != truth.high or any(
-            a[1] + 1 != b[0] for a, b in zip(spans, spans[1:])):
+    if (
+        spans[0][0] != truth.low
+        or spans[-1][1] != truth.high
+        or any(a[1] + 1 != b[0] for a, b in zip(spans, spans[1:]))
+    ):
         problem(f"the ranges do not tile {truth.low}-{truth.high}: {spans}")
     for r in ranges:
         expected_missing = truth.missing_between(r.first_id, r.last_id)
         if r.missing != expected_missing:
-            problem(f"range {r.id} ({r.first_id}-{r.last_id}) reports {r.missing} missing articles, "
-                    f"the provider lacks {expected_missing}")
+            problem(
+                f"range {r.id} ({r.first_id}-{r.last_id}) reports {r.missing} missing articles, "
+                f"the provider lacks {expected_missing}"
+            )
         seen = sum(1 for n in truth.seen if r.first_id <= n <= r.last_id)
         if r.articles != seen:
             problem(f"range {r.id} counts {r.articles} articles, the provider showed {seen}")
@@ -174,24 +188,36 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
         problem(f"{rejected} lines rejected, {truth.rejected} were garbage")
 
     # -- batches: each range tiled by its batches, end to end, once ----------------------------
-    batches = _rows(conn, "SELECT b.range_id, b.batch_from, b.batch_to, b.state FROM seed_batches b"
-                          " JOIN seed_ranges r ON r.id = b.range_id WHERE r.group_id = :g"
-                          " ORDER BY b.range_id, b.batch_from", g=group_id)
+    batches = _rows(
+        conn,
+        "SELECT b.range_id, b.batch_from, b.batch_to, b.state FROM seed_batches b"
+        " JOIN seed_ranges r ON r.id = b.range_id WHERE r.group_id = :g"
+        " ORDER BY b.range_id, b.batch_from",
+        g=group_id,
+    )
     by_range = defaultdict(list)
     for b in batches:
         by_range[b.range_id].append((b.batch_from, b.batch_to))
     for r in ranges:
         tiles = by_range.get(r.id, [])
-        if not tiles or tiles[0][0] != r.first_id or tiles[-1][1] != r.last_id or any(
-                a[1] + 1 != b[0] for a, b in zip(tiles, tiles[1:])):
+        if (
+            not tiles
+            or tiles[0][0] != r.first_id
+            or tiles[-1][1] != r.last_id
+            or any(a[1] + 1 != b[0] for a, b in zip(tiles, tiles[1:]))
+        ):
             problem(f"range {r.id} ({r.first_id}-{r.last_id}) is not tiled by its batches: {tiles}")
         if len(tiles) != r.batches:
             problem(f"range {r.id} counts {r.batches} batches, {len(tiles)} are stored")
 
     # -- fragments: the kept articles, each once, at its number --------------------------------
-    fragments = _rows(conn, "SELECT f.article, f.message_id, f.part, f.bytes, f.file_key, fi.release_key"
-                            " FROM fragments_with_ids f LEFT JOIN files fi ON fi.group_id = f.group_id AND fi.key = f.file_key"
-                            " WHERE f.group_id = :g", g=group_id)
+    fragments = _rows(
+        conn,
+        "SELECT f.article, f.message_id, f.part, f.bytes, f.file_key, fi.release_key"
+        " FROM fragments_with_ids f LEFT JOIN files fi ON fi.group_id = f.group_id AND fi.key = f.file_key"
+        " WHERE f.group_id = :g",
+        g=group_id,
+    )
     ids = Counter(f.message_id for f in fragments)
     twice = [m for m, n in ids.items() if n > 1]
     if twice:
@@ -203,15 +229,21 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
         problem(f"{len(lost)} articles that were never posted are stored (invented), e.g. {sorted(lost)[:5]}")
     unexpected = stored - set(expected)
     if unexpected:
-        problem(f"{len(unexpected)} stored articles should not be (floods, hidden or garbled), "
-                f"e.g. {sorted(unexpected)[:5]}")
+        problem(
+            f"{len(unexpected)} stored articles should not be (floods, hidden or garbled), "
+            f"e.g. {sorted(unexpected)[:5]}"
+        )
     absent = set(expected) - stored
     if absent:
-        problem(f"{len(absent)} articles lost, e.g. {sorted(absent, key=expected.get)[:5]} at "
-                f"{sorted(expected[m] for m in absent)[:5]}")
-    misplaced = [(f.article, f.message_id) for f in fragments
-                 if f.message_id in expected and (expected[f.message_id] != f.article
-                                                  or truth.kept[f.article].part != f.part)]
+        problem(
+            f"{len(absent)} articles lost, e.g. {sorted(absent, key=expected.get)[:5]} at "
+            f"{sorted(expected[m] for m in absent)[:5]}"
+        )
+    misplaced = [
+        (f.article, f.message_id)
+        for f in fragments
+        if f.message_id in expected and (expected[f.message_id] != f.article or truth.kept[f.article].part != f.part)
+    ]
     if misplaced:
         problem(f"{len(misplaced)} fragments at the wrong number or part, e.g. {misplaced[:5]}")
     orphans = [f.article for f in fragments if f.release_key is None]
@@ -219,15 +251,20 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
         problem(f"{len(orphans)} fragments without their file, e.g. {orphans[:5]}")
 
     # -- rule counts: per batch, the kept ones equal the fragments, the executable the floods --
-    counts = _rows(conn, "SELECT c.range_id, c.batch_from, c.rule, c.fragments FROM rule_counts c"
-                         " WHERE c.group_id = :g", g=group_id)
+    counts = _rows(
+        conn,
+        "SELECT c.range_id, c.batch_from, c.rule, c.fragments FROM rule_counts c WHERE c.group_id = :g",
+        g=group_id,
+    )
     per_batch: dict[tuple[int, int], dict[str, int]] = defaultdict(dict)
     for c in counts:
         per_batch[(c.range_id, c.batch_from)][c.rule] = c.fragments
     batch_keys = {(b.range_id, b.batch_from) for b in batches}
     if set(per_batch) != batch_keys or any(set(v) != {"", EXECUTABLE} for v in per_batch.values()):
-        problem(f"rule counts are not one '' and one {EXECUTABLE!r} row per batch: "
-                f"{len(per_batch)} batches counted, {len(batch_keys)} stored")
+        problem(
+            f"rule counts are not one '' and one {EXECUTABLE!r} row per batch: "
+            f"{len(per_batch)} batches counted, {len(batch_keys)} stored"
+        )
     executable = sum(v.get(EXECUTABLE, 0) for v in per_batch.values())
     if executable != len(truth.floods):
         problem(f"the executable rule counts {executable} articles, {len(truth.floods)} floods were served")
@@ -236,17 +273,29 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
         inside = bisect.bisect_right(articles, b.batch_to) - bisect.bisect_left(articles, b.batch_from)
         kept = per_batch.get((b.range_id, b.batch_from), {}).get("")
         if kept != inside:
-            problem(f"batch {b.batch_from}-{b.batch_to} of range {b.range_id} counts {kept} kept articles, "
-                    f"{inside} are stored")
+            problem(
+                f"batch {b.batch_from}-{b.batch_to} of range {b.range_id} counts {kept} kept articles, "
+                f"{inside} are stored"
+            )
 
     # -- releases: each posted release is one row, whole across batches and ranges ------------
-    releases = {r.key: r for r in _rows(
-        conn, "SELECT key, files_seen, parts_expected, parts_seen, bytes FROM releases WHERE group_id = :g",
-        g=group_id)}
-    chunks = _rows(conn, "SELECT release_key, batch_from, range_id FROM release_chunks WHERE group_id = :g",
-                   g=group_id)
-    files = {f.key: f for f in _rows(conn, "SELECT key, release_key, name, parts, file_index, file_count"
-                                            " FROM files WHERE group_id = :g", g=group_id)}
+    releases = {
+        r.key: r
+        for r in _rows(
+            conn,
+            "SELECT key, files_seen, parts_expected, parts_seen, bytes FROM releases WHERE group_id = :g",
+            g=group_id,
+        )
+    }
+    chunks = _rows(conn, "SELECT release_key, batch_from, range_id FROM release_chunks WHERE group_id = :g", g=group_id)
+    files = {
+        f.key: f
+        for f in _rows(
+            conn,
+            "SELECT key, release_key, name, parts, file_index, file_count FROM files WHERE group_id = :g",
+            g=group_id,
+        )
+    }
     parts_of = {key: f.parts for key, f in files.items()}
 
     # -- files: each posted file once, its details as posted ------------------------------------
@@ -298,8 +347,14 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
         problem(f"{len(set(releases) ^ set(fragments_of_db))} releases stored without fragments or missing")
     # Posts (releases joined by app.services.ingest.posts): each posted release one post, each
     # post one posted release (a false join of two posts is as wrong as a split).
-    post_of = dict(_rows(conn, "SELECT r.key, coalesce(p.post_key, r.key) FROM releases r LEFT JOIN release_posts p"
-                               " ON p.group_id = r.group_id AND p.key = r.key WHERE r.group_id = :g", g=group_id))
+    post_of = dict(
+        _rows(
+            conn,
+            "SELECT r.key, coalesce(p.post_key, r.key) FROM releases r LEFT JOIN release_posts p"
+            " ON p.group_id = r.group_id AND p.key = r.key WHERE r.group_id = :g",
+            g=group_id,
+        )
+    )
     posts_of_truth: dict[tuple, set[int]] = defaultdict(set)
     truth_of_post: dict[int, set[tuple]] = defaultdict(set)
     for key, identities in truth_of_db.items():
@@ -320,19 +375,30 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
         posted_parts = sum(len(articles) for articles in whole)
         expected_parts = sum(parts_of.get(k) or 0 for k in files_of_db[key])
         if (row.parts_seen, row.files_seen, row.bytes, row.parts_expected) != (
-                fragments_of_db[key], len(files_of_db[key]), bytes_of_db[key], expected_parts) \
-                or row.parts_seen != posted_parts:
-            problem(f"release {key}: parts_seen {row.parts_seen} files_seen {row.files_seen} bytes {row.bytes} "
-                    f"parts_expected {row.parts_expected}; its fragments: {fragments_of_db[key]} in "
-                    f"{len(files_of_db[key])} files, {bytes_of_db[key]} bytes, {expected_parts} parts expected; "
-                    f"posted and shown: {posted_parts}")
+            fragments_of_db[key],
+            len(files_of_db[key]),
+            bytes_of_db[key],
+            expected_parts,
+        ) or row.parts_seen != posted_parts:
+            problem(
+                f"release {key}: parts_seen {row.parts_seen} files_seen {row.files_seen} bytes {row.bytes} "
+                f"parts_expected {row.parts_expected}; its fragments: {fragments_of_db[key]} in "
+                f"{len(files_of_db[key])} files, {bytes_of_db[key]} bytes, {expected_parts} parts expected; "
+                f"posted and shown: {posted_parts}"
+            )
     over_batches = Counter(c.release_key for c in chunks)
     over_ranges = defaultdict(set)
     for c in chunks:
         over_ranges[c.release_key].add(c.range_id)
     return GroupReport(
-        group=name, fragments=len(fragments), floods=executable, missing=sum(r.missing for r in ranges),
-        rejected=rejected, ranges=len(ranges), batches=len(batches), releases=len(releases),
+        group=name,
+        fragments=len(fragments),
+        floods=executable,
+        missing=sum(r.missing for r in ranges),
+        rejected=rejected,
+        ranges=len(ranges),
+        batches=len(batches),
+        releases=len(releases),
         releases_over_batches=sum(1 for n in over_batches.values() if n > 1),
         releases_over_ranges=sum(1 for v in over_ranges.values() if len(v) > 1),
     )

@@ -1,4 +1,5 @@
 """The batch codec: msgpack and JSON, gzip or not, both directions, size cap, malformed bodies."""
+
 import gzip
 import json
 import tracemalloc
@@ -10,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge.digest.batch import (
-    JSON_TYPE, MSGPACK_TYPE, TABLES, BatchFormatError, BatchTooLarge, decode_batch, encode_batch, validate_batch,
+    JSON_TYPE,
+    MSGPACK_TYPE,
+    TABLES,
+    BatchFormatError,
+    BatchTooLarge,
+    decode_batch,
+    encode_batch,
+    validate_batch,
 )
 from edge.digest.gather import Gatherer
 from edge.digest.rules import RuleSet
@@ -21,9 +29,19 @@ INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 
 
 def small_batch() -> dict:
-    gatherer = Gatherer("alt.binaries.test", rules=RuleSet.from_data([{"name": "r", "field": "subject", "pattern": "zzz"}]))
-    gatherer.add_chunk(2**40, 2**40 + 9, [block(overview_line(2**40 + n, f'Rel [{n % 2 + 1}/2] - "Rel.part{n % 2 + 1}.rar" yEnc ({n // 2 + 1}/5)')
-                                                for n in range(9))])
+    gatherer = Gatherer(
+        "alt.binaries.test", rules=RuleSet.from_data([{"name": "r", "field": "subject", "pattern": "zzz"}])
+    )
+    gatherer.add_chunk(
+        2**40,
+        2**40 + 9,
+        [
+            block(
+                overview_line(2**40 + n, f'Rel [{n % 2 + 1}/2] - "Rel.part{n % 2 + 1}.rar" yEnc ({n // 2 + 1}/5)')
+                for n in range(9)
+            )
+        ],
+    )
     return gatherer.build()
 
 
@@ -35,7 +53,11 @@ def test_round_trip(fmt, compressed):
     assert encoding == ("gzip" if compressed else None)
     assert decode_batch(body, content_type, encoding) == as_received(batch)
     assert batch["fragments"]["message_id"][0] == b"<1099511627776@example.net>"  # bytes until encoded
-    assert batch["rules"][""][1] == 2 and batch["rules"]["r"] == [0, 0, 0, 0] and batch["missing"] == [[2**40 + 9, 2**40 + 9]]
+    assert (
+        batch["rules"][""][1] == 2
+        and batch["rules"]["r"] == [0, 0, 0, 0]
+        and batch["missing"] == [[2**40 + 9, 2**40 + 9]]
+    )
 
 
 def test_gzip_bodies_are_standard_gzip():
@@ -63,10 +85,15 @@ def batches(draw):
         "chunks": draw(st.lists(st.lists(INT64, min_size=4, max_size=4), max_size=4)),
         "missing": draw(st.lists(st.lists(INT64, min_size=2, max_size=2), max_size=4)),
         **{name: table(columns) for name, columns in TABLES.items()},
-        "rules": {"": draw(st.lists(INT64, min_size=4, max_size=4)),
-                  **draw(st.dictionaries(st.text(max_size=10), st.lists(INT64, min_size=4, max_size=4), max_size=3))},
-        "stats": {"lines": draw(INT64), "bad_dates": draw(INT64),
-                  "rejected": draw(st.dictionaries(st.text(max_size=10), INT64, max_size=3))},
+        "rules": {
+            "": draw(st.lists(INT64, min_size=4, max_size=4)),
+            **draw(st.dictionaries(st.text(max_size=10), st.lists(INT64, min_size=4, max_size=4), max_size=3)),
+        },
+        "stats": {
+            "lines": draw(INT64),
+            "bad_dates": draw(INT64),
+            "rejected": draw(st.dictionaries(st.text(max_size=10), INT64, max_size=3)),
+        },
     }
 
 
@@ -95,50 +122,56 @@ def test_too_large_plain_body():
     assert decode_batch(body, content_type, None, max_decoded=len(body))["version"] == 1
 
 
-@pytest.mark.parametrize(("body", "content_type", "encoding"), [
-    (b"\x00\x01garbage", MSGPACK_TYPE, None),
-    (b"{not json", JSON_TYPE, None),
-    (b'{"version": NaN}', JSON_TYPE, None),
-    (b"\x1f\x8b\x08\x00garbage", MSGPACK_TYPE, "gzip"),
-    (gzip.compress(msgpack.packb({"version": 1}))[:-6], MSGPACK_TYPE, "gzip"),
-    (gzip.compress(msgpack.packb(small_batch())) + b"tail", MSGPACK_TYPE, "gzip"),
-    (msgpack.packb(small_batch()), "text/plain", None),
-    (msgpack.packb(small_batch()), MSGPACK_TYPE, "br"),
-    (msgpack.packb([1, 2]), MSGPACK_TYPE, None),
-    (b'{"version": "\xff"}', JSON_TYPE, None),
-])
+@pytest.mark.parametrize(
+    ("body", "content_type", "encoding"),
+    [
+        (b"\x00\x01garbage", MSGPACK_TYPE, None),
+        (b"{not json", JSON_TYPE, None),
+        (b'{"version": NaN}', JSON_TYPE, None),
+        (b"\x1f\x8b\x08\x00garbage", MSGPACK_TYPE, "gzip"),
+        (gzip.compress(msgpack.packb({"version": 1}))[:-6], MSGPACK_TYPE, "gzip"),
+        (gzip.compress(msgpack.packb(small_batch())) + b"tail", MSGPACK_TYPE, "gzip"),
+        (msgpack.packb(small_batch()), "text/plain", None),
+        (msgpack.packb(small_batch()), MSGPACK_TYPE, "br"),
+        (msgpack.packb([1, 2]), MSGPACK_TYPE, None),
+        (b'{"version": "\xff"}', JSON_TYPE, None),
+    ],
+)
 def test_malformed_bodies(body, content_type, encoding):
     with pytest.raises(BatchFormatError):
         decode_batch(body, content_type, encoding)
 
 
-@pytest.mark.parametrize("spoil", [
-    lambda b: b.update(version=2),
-    lambda b: b.update(group=""),
-    lambda b: b.update(first=b["last"] + 1),
-    lambda b: b.update(last=2**63),
-    lambda b: b["files"].pop("name"),
-    lambda b: b["files"]["key"].append(1),
-    lambda b: b["fragments"]["article"].__setitem__(0, True),
-    lambda b: b["fragments"]["article"].__setitem__(0, "1"),
-    lambda b: b["fragments"]["message_id"].__setitem__(0, None),
-    lambda b: b["releases"]["file_count"].__setitem__(0, 2**64),
-    lambda b: b["fragments"]["part"].__setitem__(0, True),
-    lambda b: b["fragments"]["part"].__setitem__(0, False),
-    lambda b: b["fragments"]["part"].__setitem__(0, None),
-    lambda b: b["fragments"]["part"].__setitem__(0, 1.0),
-    lambda b: b["fragments"]["bytes"].__setitem__(0, -(2**63) - 1),
-    lambda b: b["files"]["date"].__setitem__(0, 2**63),
-    lambda b: (b["files"]["date"].__setitem__(0, None), b["files"]["index"].__setitem__(0, False)),
-    lambda b: b["files"]["name"].__setitem__(0, b"x.rar"),
-    lambda b: b["chunks"].append([1, 2, 3, True]),
-    lambda b: b["rules"][""].__setitem__(0, 2**63),
-    lambda b: b["stats"]["rejected"].update(x=None),
-    lambda b: b["chunks"].append([1, 2, 3]),
-    lambda b: b["rules"].pop(""),
-    lambda b: b["rules"].update(x=[1, 2, 3]),
-    lambda b: b["stats"].pop("rejected"),
-])
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda b: b.update(version=2),
+        lambda b: b.update(group=""),
+        lambda b: b.update(first=b["last"] + 1),
+        lambda b: b.update(last=2**63),
+        lambda b: b["files"].pop("name"),
+        lambda b: b["files"]["key"].append(1),
+        lambda b: b["fragments"]["article"].__setitem__(0, True),
+        lambda b: b["fragments"]["article"].__setitem__(0, "1"),
+        lambda b: b["fragments"]["message_id"].__setitem__(0, None),
+        lambda b: b["releases"]["file_count"].__setitem__(0, 2**64),
+        lambda b: b["fragments"]["part"].__setitem__(0, True),
+        lambda b: b["fragments"]["part"].__setitem__(0, False),
+        lambda b: b["fragments"]["part"].__setitem__(0, None),
+        lambda b: b["fragments"]["part"].__setitem__(0, 1.0),
+        lambda b: b["fragments"]["bytes"].__setitem__(0, -(2**63) - 1),
+        lambda b: b["files"]["date"].__setitem__(0, 2**63),
+        lambda b: (b["files"]["date"].__setitem__(0, None), b["files"]["index"].__setitem__(0, False)),
+        lambda b: b["files"]["name"].__setitem__(0, b"x.rar"),
+        lambda b: b["chunks"].append([1, 2, 3, True]),
+        lambda b: b["rules"][""].__setitem__(0, 2**63),
+        lambda b: b["stats"]["rejected"].update(x=None),
+        lambda b: b["chunks"].append([1, 2, 3]),
+        lambda b: b["rules"].pop(""),
+        lambda b: b["rules"].update(x=[1, 2, 3]),
+        lambda b: b["stats"].pop("rejected"),
+    ],
+)
 def test_structure_is_checked(spoil):
     batch = small_batch()
     spoil(batch)

@@ -1,4 +1,5 @@
 """The digest's per-process caches stay bounded and change no result; the collector's pause."""
+
 import gc
 import sys
 import threading
@@ -30,8 +31,8 @@ def digest(lines, chunk=1000, per_batch=3, rules=None, watch=None, group=GROUP):
     for batch_start in range(0, len(lines), chunk * per_batch):
         gatherer = Gatherer(group, rules=rules() if rules else RuleSet())
         for start in range(batch_start, min(len(lines), batch_start + chunk * per_batch), chunk):
-            chunk_lines = lines[start:start + chunk]
-            blocks = [block(chunk_lines[at:at + BLOCK_LINES]) for at in range(0, len(chunk_lines), BLOCK_LINES)]
+            chunk_lines = lines[start : start + chunk]
+            blocks = [block(chunk_lines[at : at + BLOCK_LINES]) for at in range(0, len(chunk_lines), BLOCK_LINES)]
             gatherer.add_chunk(FIRST + start, FIRST + start + chunk - 1, blocks)
             if watch:
                 watch()
@@ -51,9 +52,19 @@ def tiny_caches(monkeypatch):
 
 
 @pytest.mark.parametrize("group", [GROUP, EBOOKS])
-@pytest.mark.parametrize("rules", [RuleSet, lambda: RuleSet(executable=False), lambda: RuleSet.from_data(
-    [{"name": "k", "field": "subject", "pattern": "rar", "action": "keep"},
-     {"name": "d", "field": "poster", "pattern": "^[a-m]", "action": "drop"}])])
+@pytest.mark.parametrize(
+    "rules",
+    [
+        RuleSet,
+        lambda: RuleSet(executable=False),
+        lambda: RuleSet.from_data(
+            [
+                {"name": "k", "field": "subject", "pattern": "rar", "action": "keep"},
+                {"name": "d", "field": "poster", "pattern": "^[a-m]", "action": "drop"},
+            ]
+        ),
+    ],
+)
 def test_overflowing_caches_change_no_batch(rules, group, monkeypatch):
     lines = lines_of(4, 9000, group)
     clear_caches()
@@ -65,9 +76,19 @@ def test_overflowing_caches_change_no_batch(rules, group, monkeypatch):
         patched.setattr(subjects_module, "_CLEANED_MAX", 2)
         clear_caches()
         sizes = []
-        got = digest(lines, rules=rules, group=group, watch=lambda: sizes.append(
-            (len(gather_module._COUNTER_TAILS), len(gather_module._SUBJECTS), len(overview_module._SIZES),
-             len(subjects_module._CLEANED))))
+        got = digest(
+            lines,
+            rules=rules,
+            group=group,
+            watch=lambda: sizes.append(
+                (
+                    len(gather_module._COUNTER_TAILS),
+                    len(gather_module._SUBJECTS),
+                    len(overview_module._SIZES),
+                    len(subjects_module._CLEANED),
+                )
+            ),
+        )
     clear_caches()
     assert got == expected
     # Each cache stays within its bound plus what one block adds (at most one entry for each line).
@@ -87,8 +108,9 @@ def test_the_caches_stay_bounded_over_a_long_range(monkeypatch):
     largest = [0, 0, 0]
 
     def watch():
-        for at, size in enumerate((len(gather_module._COUNTER_TAILS), len(gather_module._SUBJECTS),
-                                   len(overview_module._SIZES))):
+        for at, size in enumerate(
+            (len(gather_module._COUNTER_TAILS), len(gather_module._SUBJECTS), len(overview_module._SIZES))
+        ):
             largest[at] = max(largest[at], size)
 
     for seed in (1, 2, 3):
@@ -145,6 +167,7 @@ def test_threads_digesting_with_tiny_caches(tiny_caches, group, frequent_switche
 
 
 # -- the collector -----------------------------------------------------------------------------
+
 
 def test_pauses_nest_across_threads_and_the_collector_runs_again():
     assert gc.isenabled()

@@ -1,5 +1,6 @@
 """SEED_IMPL: one switch for the compiled parts (edge.digest.compiled). Each case runs in a new
 process, since the choice is made once, when the first module with a compiled part is imported."""
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,7 @@ def _run(code: str, impl: str | None) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if key != "SEED_IMPL"}
     if impl is not None:
         env["SEED_IMPL"] = impl
-    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
 
 
 def _choices(impl: str | None, prelude: str = "") -> dict:

@@ -6,6 +6,7 @@ should alter batches (a format change) updates these hashes on purpose, with the
 version and docs/batch-format.md. Files, releases and release chunks come in key order; the data
 center stores them in that order whatever order they come in, so this is version 1 of the format.
 """
+
 import hashlib
 import json
 from functools import cache
@@ -47,21 +48,46 @@ def generated(group: str, count: int, seed: int, lost_rate: float = 0.0) -> tupl
 @cache
 def odd_lines() -> tuple[bytes, ...]:
     """Real subjects, 8-bit text, odd dates and counters, and lines every reject reason catches."""
-    real = [json.loads(line)["subject"] for line in
-            (Path(__file__).parent / "data" / "real_subjects.jsonl").read_text("utf-8").splitlines()]
-    subjects = real + [
-        "A text post (no counter)", '"x.rar" yEnc (2/3) (by someone)', '"x.rar" yEnc (3/3) (by someone)', "(1/2)",
-        "", "(", "((1/2)", "x (1/2)(3/4)", 'Re: "a.exe" yEnc (1/1)', '"b.exe" yEnc ( 1 / 2 )', '"c.nfo" yEnc (1/1)',
-        'Émile Zola - Germinal [1/1] - "Émile Zola - Germinal.epub" yEnc (1/1)'.encode("latin-1"),
-        "Café [2/3] - \"Café.part2.rar\" yEnc (1/9)", '[1/3] - "d.exe" yEnc (1/1)', '[2/3] - "d.par2" yEnc (1/1)',
-        "File 3 of 12: \"name.epub\" yEnc (1/5)", '"e.exe" yEnc (1/1) 12,5 MB',
-        "(3/12) \"name.r01\" - 12,34 MB - yEnc (1/50)",
+    real = [
+        json.loads(line)["subject"]
+        for line in (Path(__file__).parent / "data" / "real_subjects.jsonl").read_text("utf-8").splitlines()
     ]
-    dates = [b"Sat, 01 Nov 2025 07:27:27 +0000", b"1 Nov 2025 07:27:27 -0130", b"not a date", b"",
-             b"Sat, 01 Nov 2025 07:27 GMT", b"Sat, 01 Nov 2025 07:27:27 +0000 (UTC)",
-             b"Mon, 31 Feb 2025 00:00:00 +0000"]
-    posters = [b"Poster <p@example.net>", "Bibliothécaire <b@x>".encode(), "Bibliothécaire <b@x>".encode("latin-1"),
-               b"anonymous@x", b""]
+    subjects = real + [
+        "A text post (no counter)",
+        '"x.rar" yEnc (2/3) (by someone)',
+        '"x.rar" yEnc (3/3) (by someone)',
+        "(1/2)",
+        "",
+        "(",
+        "((1/2)",
+        "x (1/2)(3/4)",
+        'Re: "a.exe" yEnc (1/1)',
+        '"b.exe" yEnc ( 1 / 2 )',
+        '"c.nfo" yEnc (1/1)',
+        'Émile Zola - Germinal [1/1] - "Émile Zola - Germinal.epub" yEnc (1/1)'.encode("latin-1"),
+        'Café [2/3] - "Café.part2.rar" yEnc (1/9)',
+        '[1/3] - "d.exe" yEnc (1/1)',
+        '[2/3] - "d.par2" yEnc (1/1)',
+        'File 3 of 12: "name.epub" yEnc (1/5)',
+        '"e.exe" yEnc (1/1) 12,5 MB',
+        '(3/12) "name.r01" - 12,34 MB - yEnc (1/50)',
+    ]
+    dates = [
+        b"Sat, 01 Nov 2025 07:27:27 +0000",
+        b"1 Nov 2025 07:27:27 -0130",
+        b"not a date",
+        b"",
+        b"Sat, 01 Nov 2025 07:27 GMT",
+        b"Sat, 01 Nov 2025 07:27:27 +0000 (UTC)",
+        b"Mon, 31 Feb 2025 00:00:00 +0000",
+    ]
+    posters = [
+        b"Poster <p@example.net>",
+        "Bibliothécaire <b@x>".encode(),
+        "Bibliothécaire <b@x>".encode("latin-1"),
+        b"anonymous@x",
+        b"",
+    ]
     lines, number = [], FIRST
     for round_ in range(3):
         for index, subject in enumerate(subjects):
@@ -70,16 +96,29 @@ def odd_lines() -> tuple[bytes, ...]:
             message_id = b"<m%d.%d@x>" % (round_, index)
             if index % 11 == 0:
                 message_id = "<é%d.%d@x>".encode("latin-1") % (round_, index)
-            lines.append(overview_line(number, subject, poster=posters[(index + round_) % len(posters)],
-                                       date=dates[(index * 3 + round_) % len(dates)], message_id=message_id,
-                                       size=1000 + index))
+            lines.append(
+                overview_line(
+                    number,
+                    subject,
+                    poster=posters[(index + round_) % len(posters)],
+                    date=dates[(index * 3 + round_) % len(dates)],
+                    message_id=message_id,
+                    size=1000 + index,
+                )
+            )
             number += 1 + (index % 7 == 0)
-    lines[5:5] = [b"garbage", overview_line(number + 10**6), overview_line(FIRST + 3, message_id=b""),
-                  overview_line(FIRST + 4).replace(b"Poster", b"Pos\0ter"), b"12x\tsubject\tp\td\t<m@x>\t\t5\t1\tx",
-                  b"%d\ts\tp\td\t<big@x>\t\t%d\t1\tx" % (FIRST + 5, 2**63),
-                  overview_line(FIRST + 6, b"w " * 1100), overview_line(FIRST + 7, poster=b"p" * 2049),
-                  overview_line(FIRST + 8, message_id=b"<" + b"m" * 250 + b"@x>"),
-                  overview_line(FIRST + 9, b"s" * 20_000)[:16 * 1024]]
+    lines[5:5] = [
+        b"garbage",
+        overview_line(number + 10**6),
+        overview_line(FIRST + 3, message_id=b""),
+        overview_line(FIRST + 4).replace(b"Poster", b"Pos\0ter"),
+        b"12x\tsubject\tp\td\t<m@x>\t\t5\t1\tx",
+        b"%d\ts\tp\td\t<big@x>\t\t%d\t1\tx" % (FIRST + 5, 2**63),
+        overview_line(FIRST + 6, b"w " * 1100),
+        overview_line(FIRST + 7, poster=b"p" * 2049),
+        overview_line(FIRST + 8, message_id=b"<" + b"m" * 250 + b"@x>"),
+        overview_line(FIRST + 9, b"s" * 20_000)[: 16 * 1024],
+    ]
     lines.append(overview_line(FIRST + 1, '"late.rar" yEnc (1/1)'))  # out of order, a number again
     return tuple(lines)
 
@@ -91,9 +130,11 @@ def batch_hashes(lines, group, rules, chunk, per_batch, block_lines) -> list[str
     for batch_start in range(0, len(lines), chunk * per_batch):
         gatherer = Gatherer(group, LAYOUT, rules)
         for start in range(batch_start, min(len(lines), batch_start + chunk * per_batch), chunk):
-            chunk_lines = lines[start:start + chunk]
-            blocks = [b"".join(line + b"\r\n" for line in chunk_lines[at:at + block_lines])
-                      for at in range(0, len(chunk_lines), block_lines)]
+            chunk_lines = lines[start : start + chunk]
+            blocks = [
+                b"".join(line + b"\r\n" for line in chunk_lines[at : at + block_lines])
+                for at in range(0, len(chunk_lines), block_lines)
+            ]
             gatherer.add_chunk(FIRST + start, FIRST + start + chunk - 1, blocks)
         hashes.append(hashlib.sha256(msgpack.packb(gatherer.build(), use_bin_type=True)).hexdigest()[:16])
     return hashes

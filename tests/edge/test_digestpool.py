@@ -1,5 +1,6 @@
 """Digest worker processes (edge.node.digestpool): real spawned processes, against the digest in this
 process, and the ways a worker or its hand-over can fail."""
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,13 @@ def lines(first: int, last: int) -> list[bytes]:
         elif release % 3 == 0:
             out.append(overview_line(number, f'Film.{release}.2025 - "Film.{release}.2025.exe" yEnc ({part + 1}/12)'))
         else:
-            out.append(overview_line(number, f'[{part % 3 + 1}/3] - "Book.{release}.part{part % 3 + 1}.rar" yEnc '
-                                             f'({part // 3 + 1}/4)', size=1000 + number % 500))
+            out.append(
+                overview_line(
+                    number,
+                    f'[{part % 3 + 1}/3] - "Book.{release}.part{part % 3 + 1}.rar" yEnc ({part // 3 + 1}/4)',
+                    size=1000 + number % 500,
+                )
+            )
     return out
 
 
@@ -48,7 +54,7 @@ class Source:
         for sent, start in enumerate(range(0, len(chunk), self.per_block)):
             if self.fail_after_blocks is not None and sent == self.fail_after_blocks:
                 raise ConnectionError("the source broke off")
-            yield b"".join(chunk[start:start + self.per_block])
+            yield b"".join(chunk[start : start + self.per_block])
 
     def chunks(self, spans):
         for first, last in spans:
@@ -113,8 +119,7 @@ def test_a_worker_killed_with_a_batch_in_hand_fails_that_batch_only(pool):
         for index, chunk in enumerate(Source().chunks(spans)):
             if index == 2:
                 os.kill(victim, signal.SIGKILL)
-                wait_until(lambda: not worker.process.is_alive(), timeout=10, what="the worker's death",
-                           interval=0.01)
+                wait_until(lambda: not worker.process.is_alive(), timeout=10, what="the worker's death", interval=0.01)
             yield chunk
 
     with pytest.raises(DigestWorkerLost, match=str(victim)):
@@ -201,10 +206,22 @@ def test_python_dash_m_edge_spawns_its_workers_without_running_the_program_again
     import subprocess
     import sys
 
-    env = {"PATH": os.environ.get("PATH", ""), "COORDINATOR_URL": "http://127.0.0.1:1", "COORDINATOR_INSECURE": "1",
-           "NODE_TOKEN": "seed_x", "COORDINATOR_GIVE_UP": "1.5", "DIGEST_PROCESSES": "2"}
-    done = subprocess.run([sys.executable, "-m", "edge", "run", "--progress", "json"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "COORDINATOR_URL": "http://127.0.0.1:1",
+        "COORDINATOR_INSECURE": "1",
+        "NODE_TOKEN": "seed_x",
+        "COORDINATOR_GIVE_UP": "1.5",
+        "DIGEST_PROCESSES": "2",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "edge", "run", "--progress", "json"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 4, done.stderr
     assert '"digest_processes": 2' in done.stderr
     assert "usage:" not in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -235,8 +252,9 @@ def test_a_batch_waiting_for_a_worker_is_refused_when_the_pool_closes():
 
     waiting = threading.Thread(target=waiter)
     waiting.start()
-    wait_until(lambda: waiting in pool._cond.waited, timeout=10, what="the second batch waiting for a worker",
-               interval=0.01)
+    wait_until(
+        lambda: waiting in pool._cond.waited, timeout=10, what="the second batch waiting for a worker", interval=0.01
+    )
     pool.close()
     waiting.join(5)
     assert refused == ["the digest pool is closed"]

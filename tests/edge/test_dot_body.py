@@ -1,6 +1,7 @@
 """The multi-line reply reader (RFC 3977 3.1.1) on replies cut into pieces anywhere: every line
 comes out once, unstuffed, the terminator is found wherever the cuts fall, and what follows
 it is kept."""
+
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -38,8 +39,11 @@ def read(data: bytes, cuts: list[int]) -> tuple[bytes, bytes]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(line_text, max_size=30), st.lists(st.integers(min_value=0), max_size=12),
-       st.sampled_from([b"", b"211 next reply\r\n"]))
+@given(
+    st.lists(line_text, max_size=30),
+    st.lists(st.integers(min_value=0), max_size=12),
+    st.sampled_from([b"", b"211 next reply\r\n"]),
+)
 def test_every_line_comes_out_once_unstuffed_wherever_the_reply_is_cut(lines, cuts, after):
     for twins in (False, True):  # the dot lines found in C (edge/digest/_overview.c), then in Python
         with python_twins() if twins else nullcontext():
@@ -56,23 +60,32 @@ def test_the_compiled_dot_search_equals_the_python_one(data):
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.binary(max_size=80).map(lambda raw: raw.replace(b"a", b"\n").replace(b"b", b"\r")),
-       st.integers(min_value=0, max_value=12))
+@given(
+    st.binary(max_size=80).map(lambda raw: raw.replace(b"a", b"\n").replace(b"b", b"\r")),
+    st.integers(min_value=0, max_value=12),
+)
 def test_the_compiled_long_line_search_equals_the_python_one(data, longest):
     assert nntp._compiled is not None
     assert nntp._compiled.long_line(data, longest) == nntp._long_line_python(data, longest)
 
 
 # Lines of any length, some past MAX_KEPT_LINE (as anyone can post): cut to it, the others whole.
-long_lines = st.one_of(line_text, st.builds(lambda head, n, c: head + c * n, st.sampled_from([b"1\t", b".", b""]),
-                                            st.integers(0, 3 * nntp.MAX_KEPT_LINE), st.sampled_from([b"x", b".", b"\r"])))
+long_lines = st.one_of(
+    line_text,
+    st.builds(
+        lambda head, n, c: head + c * n,
+        st.sampled_from([b"1\t", b".", b""]),
+        st.integers(0, 3 * nntp.MAX_KEPT_LINE),
+        st.sampled_from([b"x", b".", b"\r"]),
+    ),
+)
 
 
 def kept(line: bytes) -> bytes:
     """A line as the reader gives it: cut to MAX_KEPT_LINE as it came on the wire (a line starting
     with a dot has one more there)."""
     stuffed = b"." + line if line.startswith(b".") else line
-    cut = stuffed[:nntp.MAX_KEPT_LINE]
+    cut = stuffed[: nntp.MAX_KEPT_LINE]
     return cut[1:] if line.startswith(b".") else cut
 
 

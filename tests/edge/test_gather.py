@@ -1,4 +1,5 @@
 """Gathering a batch: files with their fragments, releases, stable keys, rules, release chunks."""
+
 import itertools
 import json
 import threading
@@ -36,7 +37,7 @@ def gather(lines, chunk=2000, per_batch=10, rules=None, first=FIRST, group=GROUP
     for batch_start in range(0, len(lines), span):
         gatherer = Gatherer(group, rules=rules if rules is not None else RuleSet(executable=False))
         for start in range(batch_start, min(len(lines), batch_start + span), chunk):
-            gatherer.add_chunk(first + start, first + start + chunk - 1, [block(lines[start:start + chunk])])
+            gatherer.add_chunk(first + start, first + start + chunk - 1, [block(lines[start : start + chunk])])
         batches.append(as_received(gatherer.build()))
     return batches
 
@@ -54,8 +55,11 @@ def test_files_and_releases_are_what_was_posted():
     for batch in batches:
         release_of = dict(zip(batch["files"]["key"], batch["files"]["release"]))
         assert len(release_of) == len(batch["files"]["key"])  # details once per batch
-        assert sorted(batch["releases"]["key"]) == sorted(batch["release_chunks"]["release"]) \
-            == sorted(set(batch["releases"]["key"]))  # one release chunk per release and batch
+        assert (
+            sorted(batch["releases"]["key"])
+            == sorted(batch["release_chunks"]["release"])
+            == sorted(set(batch["releases"]["key"]))
+        )  # one release chunk per release and batch
         for key, part, _article, size, message_id in fragments(batch):
             truth = truths[message_id]
             assert (part, size) == (truth.part, truth.bytes)
@@ -93,25 +97,51 @@ def test_the_executable_rule_drops_the_floods_and_counts_them():
     floods = [t for t in truths.values() if t.is_flood]
     assert kept == {t.message_id for t in truths.values() if not t.is_flood}
     dropped = batch["rules"]["executable"]
-    assert dropped == [len({t.release_key for t in floods}), len({(t.release_key, t.file_index) for t in floods}),
-                       len(floods), sum(t.bytes for t in floods)]
+    assert dropped == [
+        len({t.release_key for t in floods}),
+        len({(t.release_key, t.file_index) for t in floods}),
+        len(floods),
+        sum(t.bytes for t in floods),
+    ]
     kept_counts = batch["rules"][""]
-    assert kept_counts == [len(batch["releases"]["key"]), len(batch["files"]["key"]), len(kept),
-                           sum(batch["fragments"]["bytes"])]
-    assert batch["stats"] == {"lines": len(lines), "rejected": dict.fromkeys(batch["stats"]["rejected"], 0),
-                              "bad_dates": 0}
+    assert kept_counts == [
+        len(batch["releases"]["key"]),
+        len(batch["files"]["key"]),
+        len(kept),
+        sum(batch["fragments"]["bytes"]),
+    ]
+    assert batch["stats"] == {
+        "lines": len(lines),
+        "rejected": dict.fromkeys(batch["stats"]["rejected"], 0),
+        "bad_dates": 0,
+    }
 
 
 def test_release_chunks_sum_what_the_batch_saw():
-    lines = [overview_line(FIRST + i, f'Show.S01E01 [{i % 2 + 1}/2] - "Show.S01E01.part{i % 2 + 1}.rar" yEnc ({i // 2 + 1}/3)',
-                           date=b"Sat, 01 Nov 2025 07:27:%02d +0000" % i, size=1000 + i) for i in range(6)]
+    lines = [
+        overview_line(
+            FIRST + i,
+            f'Show.S01E01 [{i % 2 + 1}/2] - "Show.S01E01.part{i % 2 + 1}.rar" yEnc ({i // 2 + 1}/3)',
+            date=b"Sat, 01 Nov 2025 07:27:%02d +0000" % i,
+            size=1000 + i,
+        )
+        for i in range(6)
+    ]
     first, second = gather(lines, chunk=2, per_batch=2)
-    assert first["release_chunks"] == {"release": [first["releases"]["key"][0]], "files": [2], "fragments": [4],
-                                       "bytes": [4006], "first_date": [1761982020], "last_date": [1761982023]}
+    assert first["release_chunks"] == {
+        "release": [first["releases"]["key"][0]],
+        "files": [2],
+        "fragments": [4],
+        "bytes": [4006],
+        "first_date": [1761982020],
+        "last_date": [1761982023],
+    }
     assert second["release_chunks"]["fragments"] == [2] and second["releases"]["key"] == first["releases"]["key"]
     assert first["files"]["parts"] == [3, 3] and first["files"]["count"] == [2, 2]
-    assert sorted(first["files"]["subject"]) == ['Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc',
-                                                 'Show.S01E01 [2/2] - "Show.S01E01.part2.rar" yEnc']
+    assert sorted(first["files"]["subject"]) == [
+        'Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc',
+        'Show.S01E01 [2/2] - "Show.S01E01.part2.rar" yEnc',
+    ]
     assert first["releases"]["name"] == ["Show.S01E01"] and first["releases"]["file_count"] == [2]
 
 
@@ -134,20 +164,28 @@ def test_missing_numbers_and_bad_lines():
     batch = as_received(gatherer.build())
     assert batch["chunks"] == [[FIRST, FIRST + 9, 8, 3], [FIRST + 10, FIRST + 19, 0, 0]]
     assert batch["missing"] == [[FIRST + 2, FIRST + 4], [FIRST + 7, FIRST + 8], [FIRST + 10, FIRST + 19]]
-    assert batch["stats"]["rejected"] == {**dict.fromkeys(REJECT_REASONS, 0), "too_few_fields": 1,
-                                          "empty_message_id": 1, "out_of_range": 1}
+    assert batch["stats"]["rejected"] == {
+        **dict.fromkeys(REJECT_REASONS, 0),
+        "too_few_fields": 1,
+        "empty_message_id": 1,
+        "out_of_range": 1,
+    }
     assert batch["stats"]["lines"] == 8 and (batch["first"], batch["last"]) == (FIRST, FIRST + 19)
 
 
-@pytest.mark.parametrize("numbers_per_block", [
-    [[0, 1, 2, 2, 3]],  # twice in a row, one block
-    [[0, 1, 2], [2, 3]],  # across blocks
-    [[0, 2, 1, 3, 1]],  # out of order
-    [range(0, 3), range(1, 4)],  # clean blocks that overlap
-])
+@pytest.mark.parametrize(
+    "numbers_per_block",
+    [
+        [[0, 1, 2, 2, 3]],  # twice in a row, one block
+        [[0, 1, 2], [2, 3]],  # across blocks
+        [[0, 2, 1, 3, 1]],  # out of order
+        [range(0, 3), range(1, 4)],  # clean blocks that overlap
+    ],
+)
 def test_an_article_listed_twice_is_kept_once(numbers_per_block):
     """A broken server may list an article twice: kept once, the repeat counted as rejected, so
     the file's and release's counts hold each article once."""
+
     def line(n):
         return overview_line(FIRST + n, f'Show [1/1] - "show.rar" yEnc ({n + 1}/4)', size=100 + n)
 
@@ -217,11 +255,17 @@ def test_the_documented_example_is_what_the_code_builds():
     example = json.loads(doc.split("```json\n")[1].split("```")[0])
     first = 6_000_000_001
     lines = [
-        overview_line(first, 'Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc (1/3)', poster=b"P <p@x>",
-                      message_id=b"<a1@x>"),
+        overview_line(
+            first, 'Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc (1/3)', poster=b"P <p@x>", message_id=b"<a1@x>"
+        ),
         overview_line(first + 1, '"Film.2024.exe" yEnc (1/1)', poster=b"Q <q@x>", message_id=b"<b1@x>", size=300000),
-        overview_line(first + 2, 'Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc (2/3)', poster=b"P <p@x>",
-                      message_id=b"<a2@x>", date=b"Sat, 01 Nov 2025 07:28:27 +0000"),
+        overview_line(
+            first + 2,
+            'Show.S01E01 [1/2] - "Show.S01E01.part1.rar" yEnc (2/3)',
+            poster=b"P <p@x>",
+            message_id=b"<a2@x>",
+            date=b"Sat, 01 Nov 2025 07:28:27 +0000",
+        ),
         b"garbage",
     ]
     gatherer = Gatherer(GROUP)
@@ -238,24 +282,49 @@ def test_message_ids_stay_bytes_until_encoded():
     assert as_received(batch)["fragments"]["message_id"] == ["<a@x>", "<é@x>"]
 
 
-@pytest.mark.parametrize(("numbers_per_block", "missing"), [
-    ([range(0, 5), range(5, 10)], []),  # clean blocks, every number in order
-    ([range(0, 5), range(6, 10)], [[FIRST + 5, FIRST + 5]]),  # a gap between clean blocks
-    ([range(5, 10), range(0, 5)], []),  # blocks out of order: every number all the same
-    ([range(1, 5), range(5, 10)], [[FIRST, FIRST]]),  # the chunk's first number never came
-    ([range(0, 5), range(5, 9)], [[FIRST + 9, FIRST + 9]]),  # nor its last
-    ([range(0, 5), [], range(5, 10)], []),  # an empty block between
-    ([range(0, 5), [4, 5, 6, 7, 8, 9]], []),  # a number twice
-])
+@pytest.mark.parametrize(
+    ("numbers_per_block", "missing"),
+    [
+        ([range(0, 5), range(5, 10)], []),  # clean blocks, every number in order
+        ([range(0, 5), range(6, 10)], [[FIRST + 5, FIRST + 5]]),  # a gap between clean blocks
+        ([range(5, 10), range(0, 5)], []),  # blocks out of order: every number all the same
+        ([range(1, 5), range(5, 10)], [[FIRST, FIRST]]),  # the chunk's first number never came
+        ([range(0, 5), range(5, 9)], [[FIRST + 9, FIRST + 9]]),  # nor its last
+        ([range(0, 5), [], range(5, 10)], []),  # an empty block between
+        ([range(0, 5), [4, 5, 6, 7, 8, 9]], []),  # a number twice
+    ],
+)
 def test_missing_numbers_across_clean_blocks(numbers_per_block, missing):
     gatherer = Gatherer(GROUP)
-    gatherer.add_chunk(FIRST, FIRST + 9, [block(overview_line(FIRST + n) for n in numbers)
-                                          for numbers in numbers_per_block])
+    gatherer.add_chunk(
+        FIRST, FIRST + 9, [block(overview_line(FIRST + n) for n in numbers) for numbers in numbers_per_block]
+    )
     assert gatherer.build()["missing"] == missing
 
 
-_SUBJECT_PIECES = [b"(", b")", b"1/2)", b" (3/4)", b'"', b"[", b"]", b" yEnc", b" ", b"a.rar", b"x.exe", b"y.par2",
-                   b"\xe9", b"\xc3\xa9", b"Re: ", b" - ", b"[1/2] - ", b"File 1 of 2: ", b"(1/1)", b"\\::", b"12,5 MB"]
+_SUBJECT_PIECES = [
+    b"(",
+    b")",
+    b"1/2)",
+    b" (3/4)",
+    b'"',
+    b"[",
+    b"]",
+    b" yEnc",
+    b" ",
+    b"a.rar",
+    b"x.exe",
+    b"y.par2",
+    b"\xe9",
+    b"\xc3\xa9",
+    b"Re: ",
+    b" - ",
+    b"[1/2] - ",
+    b"File 1 of 2: ",
+    b"(1/1)",
+    b"\\::",
+    b"12,5 MB",
+]
 
 
 @st.composite
@@ -265,9 +334,15 @@ def odd_lines(draw):
         number += draw(st.sampled_from([1, 1, 1, 2, 0]))
         subject = b"".join(draw(st.lists(st.sampled_from(_SUBJECT_PIECES), max_size=8)))
         poster = draw(st.sampled_from([b"A <a@x>", b"B <b@x>", b"\xe9 <c@x>"]))
-        lines.append(overview_line(number, subject, poster=poster,
-                                   date=draw(st.sampled_from([b"Sat, 01 Nov 2025 07:27:27 +0000", b"bad", b""])),
-                                   size=draw(st.integers(min_value=0, max_value=2**40))))
+        lines.append(
+            overview_line(
+                number,
+                subject,
+                poster=poster,
+                date=draw(st.sampled_from([b"Sat, 01 Nov 2025 07:27:27 +0000", b"bad", b""])),
+                size=draw(st.integers(min_value=0, max_value=2**40)),
+            )
+        )
     return lines
 
 
@@ -275,10 +350,15 @@ def odd_lines(draw):
 @given(odd_lines(), st.sampled_from(["executable", "none", "operator"]))
 def test_block_boundaries_change_nothing(lines, rules):
     """The same lines in one block, or one block per line, make the same batch."""
-    operator_rules = [{"name": "a", "field": "poster", "pattern": "^A"},
-                      {"name": "k", "field": "subject", "pattern": "rar", "action": "keep"}]
-    rule_sets = {"executable": lambda: RuleSet(), "none": lambda: RuleSet(executable=False),
-                 "operator": lambda: RuleSet.from_data(operator_rules)}
+    operator_rules = [
+        {"name": "a", "field": "poster", "pattern": "^A"},
+        {"name": "k", "field": "subject", "pattern": "rar", "action": "keep"},
+    ]
+    rule_sets = {
+        "executable": lambda: RuleSet(),
+        "none": lambda: RuleSet(executable=False),
+        "operator": lambda: RuleSet.from_data(operator_rules),
+    }
     batches = []
     for blocks in ([block(lines)], [block([line]) for line in lines]):
         gatherer = Gatherer(GROUP, rules=rule_sets[rules]())
@@ -316,7 +396,9 @@ def test_the_compiled_numbering_hands_odd_blocks_back():
     number_lines = gather_module._number_lines
     read = gather_module._counter_after_paren
     assert number_lines([b"a (1/2)", b"b (2/2) x"], [b"P", b"P"], tails, read, numbers) == (
-        [0, 1], [(1, 2, b""), (2, 2, b" x")])
+        [0, 1],
+        [(1, 2, b""), (2, 2, b" x")],
+    )
     assert numbers == {(b"P", b"a ", b""): 0, (b"P", b"b ", b" x"): 1}
     assert number_lines([b"a (1/2)", b"no counter"], [b"P", b"P"], tails, read, numbers) is None
     assert number_lines([b"a (1/2)", b"(x) y"], [b"P", b"P"], tails, read, numbers) is None  # "x) y": no counter
@@ -333,8 +415,17 @@ def test_the_compiled_numbering_takes_a_line_like_the_one_before_only_when_its_w
     tails, numbers = {}, defaultdict(itertools.count().__next__)
     number_lines = gather_module._number_lines
     read = gather_module._counter_after_paren
-    subjects = [b"x.rar (1/3)", b"x.rar (2/3)", b"x.rar (3/3) more", b"x.rar (1/3) more", b"x.rar (2/3)",
-                b"x.rar (3/3)", b"y.rar (1/3)", b"x.ra (2/3)", b"x.rar (2/3)"]
+    subjects = [
+        b"x.rar (1/3)",
+        b"x.rar (2/3)",
+        b"x.rar (3/3) more",
+        b"x.rar (1/3) more",
+        b"x.rar (2/3)",
+        b"x.rar (3/3)",
+        b"y.rar (1/3)",
+        b"x.ra (2/3)",
+        b"x.rar (2/3)",
+    ]
     posters = [b"P", b"P", b"P", b"P", b"Q", b"P", b"P", b"P", bytes(b"P")]
     found, counters = number_lines(subjects, posters, tails, read, numbers)
     assert found == [0, 0, 1, 1, 2, 0, 3, 4, 0]
@@ -415,8 +506,18 @@ def _rows_both_ways(subjects, first_dates, last_dates, releases):
         found = []
         for rkey, numbers in releases:
             prefix = gather_module._FILE_KEY_PREFIX + rkey.to_bytes(8, "big", signed=True)
-            columns = (numbers, gather_module._file_keys(numbers, subjects, prefix), subjects, first_dates, last_dates,
-                       counters, first_lines, rkey, "Poster", keys)
+            columns = (
+                numbers,
+                gather_module._file_keys(numbers, subjects, prefix),
+                subjects,
+                first_dates,
+                last_dates,
+                counters,
+                first_lines,
+                rkey,
+                "Poster",
+                keys,
+            )
             if compiled:
                 rows = gather_module._compiled_file_rows(*columns, parse_date, _zoned_day_start)
                 assert rows is not None
@@ -434,7 +535,7 @@ def _subject(filename, index=None, subject="the subject"):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(max_size=300), min_size=1, max_size=6), st.integers(-2**63, 2**63 - 1))
+@given(st.lists(st.text(max_size=300), min_size=1, max_size=6), st.integers(-(2**63), 2**63 - 1))
 def test_the_compiled_file_rows_give_the_keys_file_key_gives(names, rkey):
     """The keys the rows and file_keys get, for names of any length: file_key's, in C as in Python."""
     subjects = [_subject(name or None, index=i) for i, name in enumerate(names)]
@@ -445,24 +546,41 @@ def test_the_compiled_file_rows_give_the_keys_file_key_gives(names, rkey):
 
 
 RAW_DATES = [
-    b"Sat, 01 Nov 2025 07:27:27 +0000", b"Sat, 01 Nov 2025 07:27:28 +0000", b"01 Nov 2025 23:59:59 -0130",
-    b"Sun, 02 Nov 2025 00:00:00 +1400", b"Sat, 01 Nov 2025 99:99:99 +0000", b"Thu, 01 Jan 1970 00:00:00 +0001",
-    b"Wed, 31 Dec 1969 23:59:59 +0000", b"Sat, 01 Nov 2025 07:27:27 GMT", b"Sat, 01 Nov 2025 07:27:27",
-    b"not a date at all, 07:27:27 +0000", b"Foo, 99 Abc 2025 07:27:27 +0000", b"Sat, 01 Nov 2025 07:27:27 +00x0",
-    b"", b"garbage", b" 07:27:27 +0000 ", b"1 nov 25 7:27:27 +0000", b"Sat, 01 Nov 99999 07:27:27 +0000",
-    "Sa, 01 Nov 2025 07:27:27 +0000".encode("utf-16-le"), b"Sat, 01 Nov 2025 07:27:27 +0000\xff",
+    b"Sat, 01 Nov 2025 07:27:27 +0000",
+    b"Sat, 01 Nov 2025 07:27:28 +0000",
+    b"01 Nov 2025 23:59:59 -0130",
+    b"Sun, 02 Nov 2025 00:00:00 +1400",
+    b"Sat, 01 Nov 2025 99:99:99 +0000",
+    b"Thu, 01 Jan 1970 00:00:00 +0001",
+    b"Wed, 31 Dec 1969 23:59:59 +0000",
+    b"Sat, 01 Nov 2025 07:27:27 GMT",
+    b"Sat, 01 Nov 2025 07:27:27",
+    b"not a date at all, 07:27:27 +0000",
+    b"Foo, 99 Abc 2025 07:27:27 +0000",
+    b"Sat, 01 Nov 2025 07:27:27 +00x0",
+    b"",
+    b"garbage",
+    b" 07:27:27 +0000 ",
+    b"1 nov 25 7:27:27 +0000",
+    b"Sat, 01 Nov 99999 07:27:27 +0000",
+    "Sa, 01 Nov 2025 07:27:27 +0000".encode("utf-16-le"),
+    b"Sat, 01 Nov 2025 07:27:27 +0000\xff",
 ]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(RAW_DATES), st.sampled_from(RAW_DATES), st.integers(0, 2)),
-                min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(RAW_DATES), st.sampled_from(RAW_DATES), st.integers(0, 2)), min_size=1, max_size=8
+    )
+)
 def test_the_compiled_file_rows_read_dates_and_merge_rows_as_python_does(files):
     """Dates of every kind (the fast path's shape, other shapes, unreadable, before 1970, far
     out), files reposted under another subject (the same name: one row, its dates widened)."""
     subjects = [_subject(f"name{name}.rar", subject=f"subject {i}") for i, (_, _, name) in enumerate(files)]
-    compiled, python = _rows_both_ways(subjects, [f[0] for f in files], [f[1] for f in files],
-                                       [(7, list(range(len(files))))])
+    compiled, python = _rows_both_ways(
+        subjects, [f[0] for f in files], [f[1] for f in files], [(7, list(range(len(files))))]
+    )
     assert compiled == python
 
 
@@ -476,8 +594,20 @@ def test_the_compiled_file_rows_hand_odd_input_back():
 
     def rows(numbers, subjects, first_lines=(0,), counters=((1, 1, b""),), keys=None):
         keys = gather_module._file_keys([0], good, prefix) if keys is None else keys
-        return file_rows(numbers, keys, subjects, date, date, list(counters), list(first_lines), 1, "P", [None],
-                         parse_date, _zoned_day_start)
+        return file_rows(
+            numbers,
+            keys,
+            subjects,
+            date,
+            date,
+            list(counters),
+            list(first_lines),
+            1,
+            "P",
+            [None],
+            parse_date,
+            _zoned_day_start,
+        )
 
     assert rows([0], good) is not None
     assert rows([1], good) is None  # no such file
@@ -507,14 +637,19 @@ def test_the_compiled_file_rows_survive_a_date_reader_that_changes_their_lists()
     dates = [b"d"] * 3  # not the fast path's shape: parse_date reads them
     prefix = gather_module._FILE_KEY_PREFIX + (7).to_bytes(8, "big")
     keys = gather_module._file_keys([0, 1, 2], subjects, prefix)
-    assert gather_module._compiled_file_rows([0, 1, 2], keys, subjects, dates, dates, counters, [0, 1, 2], 7, "P",
-                                             [None] * 3, emptying, _zoned_day_start) is None
+    assert (
+        gather_module._compiled_file_rows(
+            [0, 1, 2], keys, subjects, dates, dates, counters, [0, 1, 2], 7, "P", [None] * 3, emptying, _zoned_day_start
+        )
+        is None
+    )
     date = [b"Mon, 01 Jan 2024 00:00:00 +0000"]
     one = [_subject("a.rar")]
 
     def rows(day_start):
-        return gather_module._compiled_file_rows([0], [1], one, date, date, [(1, 1, b"")], [0], 7, "P", [None],
-                                                 lambda raw: None, day_start)[0][0][5]
+        return gather_module._compiled_file_rows(
+            [0], [1], one, date, date, [(1, 1, b"")], [0], 7, "P", [None], lambda raw: None, day_start
+        )[0][0][5]
 
     assert rows(_zoned_day_start) == 1704067200
     assert rows(lambda day, zone: 1000) == 1000  # not the day start the other look-up gave

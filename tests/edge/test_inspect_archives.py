@@ -2,6 +2,7 @@
 7-Zip: tests/edge/data/inspect/README.md) and on hostile ones: every prefix of every sample, bytes
 flipped at random, and headers crafted with absurd sizes and counts read without an exception,
 in bounded time, with what was malformed counted."""
+
 from __future__ import annotations
 
 import random
@@ -32,12 +33,24 @@ SAMPLES = {
     "rar3-vols.part1.rar": ("rar4", False, False, [("vols/bigfile.txt", 205000, False)], 0),
     "rar5-vols.part1.rar": ("rar5", False, False, [("vols/bigfile.txt", 205000, False)], 0),
     "rar3-old.r00": ("rar4", False, False, [("vols/bigfile.txt", 205000, False)], 0),
-    "7z-plain.7z": ("7z", False, True, [(FILM, 144, False), ("Ünïcödé name.txt", 3, False), ("setup.exe", 9, False)], 0),
+    "7z-plain.7z": (
+        "7z",
+        False,
+        True,
+        [(FILM, 144, False), ("Ünïcödé name.txt", 3, False), ("setup.exe", 9, False)],
+        0,
+    ),
     "7z-plain-header.7z": ("7z", False, True, [("Inner.Archive.rar", 5, False), (FILM, 144, False)], 2),
     "7z-encrypted-files.7z": ("7z", False, True, [(FILM, 144, True), ("setup.exe", 9, True)], 1),
     "7z-encrypted-headers.7z": ("7z", True, False, [], 1),
     "7z-volumes.7z.001": ("7z", False, False, [], 0),
-    "zip-plain.zip": ("zip", False, True, [(FILM, 144, False), ("Ünïcödé name.txt", 3, False), ("setup.exe", 9, False)], 0),
+    "zip-plain.zip": (
+        "zip",
+        False,
+        True,
+        [(FILM, 144, False), ("Ünïcödé name.txt", 3, False), ("setup.exe", 9, False)],
+        0,
+    ),
     "zip-zipcrypto.zip": ("zip", False, True, [("Inner.Archive.rar", 5, True), (FILM, 144, True)], 1),
     "zip-aes.zip": ("zip", False, True, [(FILM, 144, True)], 1),
 }
@@ -88,6 +101,7 @@ def test_what_is_no_archive_is_none():
 
 # --- hostile bytes -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_every_prefix_of_a_sample_reads_without_error(name):
     data = (DATA / name).read_bytes()
@@ -120,7 +134,9 @@ def rar4_block(kind: int, flags: int, body: bytes) -> bytes:
     return struct.pack("<H", zlib.crc32(header) & 0xFFFF) + header
 
 
-def rar4_file(name: bytes, packed: int, unpacked: int, flags: int = 0x8000, high: tuple[int, int] | None = None) -> bytes:
+def rar4_file(
+    name: bytes, packed: int, unpacked: int, flags: int = 0x8000, high: tuple[int, int] | None = None
+) -> bytes:
     body = struct.pack("<IIBIIBBHI", packed & 0xFFFFFFFF, unpacked & 0xFFFFFFFF, 3, 0, 0, 29, 0x30, len(name), 0)
     if high is not None:
         body += struct.pack("<II", *high)
@@ -138,7 +154,7 @@ def test_rar4_headers_with_absurd_sizes():
     assert [(f.name, f.size) for f in info.files] == [("c.mkv", None)] and info.malformed == {"absurd_size": 1}
     # a name longer than its header, a header shorter than its fields, a bad CRC
     bad_name = bytearray(rar4_file(b"d.mkv", 0, 0))
-    bad_name[7 + 19:7 + 21] = struct.pack("<H", 60_000)
+    bad_name[7 + 19 : 7 + 21] = struct.pack("<H", 60_000)
     assert read_archive(archives.RAR4_MARK + main + bytes(bad_name)).malformed == {"bad_header": 1}
     short = rar4_block(0x74, 0x8000, b"\0" * 10)
     assert read_archive(archives.RAR4_MARK + main + short).malformed == {"bad_header": 1}
@@ -215,8 +231,38 @@ def test_7z_headers_with_absurd_offsets_and_counts():
     assert read_archive(seven_zip(files)).malformed == {"bad_header": 1}
     folders = bytes([0x01, 0x04, 0x07, 0x0B, 0xFF]) + struct.pack("<Q", 2**40)
     assert read_archive(seven_zip(folders)).malformed == {"bad_header": 1}
-    encoded = (bytes([0x17, 0x06, 0x00, 0x01, 0x09, 0x05, 0x00, 0x07, 0x0B, 0x01, 0x00, 0x01, 0x23, 0x03, 0x01, 0x01,
-                      0x05, 0x5D, 0x00, 0x00, 0x01, 0x00, 0x0C, 0xFF]) + struct.pack("<Q", 2**40) + b"\x00\x00")
+    encoded = (
+        bytes(
+            [
+                0x17,
+                0x06,
+                0x00,
+                0x01,
+                0x09,
+                0x05,
+                0x00,
+                0x07,
+                0x0B,
+                0x01,
+                0x00,
+                0x01,
+                0x23,
+                0x03,
+                0x01,
+                0x01,
+                0x05,
+                0x5D,
+                0x00,
+                0x00,
+                0x01,
+                0x00,
+                0x0C,
+                0xFF,
+            ]
+        )
+        + struct.pack("<Q", 2**40)
+        + b"\x00\x00"
+    )
     assert read_archive(seven_zip(encoded, packed=b"\0" * 5)).malformed == {"header_too_large": 1}
     # a header cut before its end, and one whose CRC does not match
     assert read_archive(seven_zip(bytes([0x01, 0x05]))).malformed == {"bad_header": 1}
@@ -229,7 +275,7 @@ def test_a_7z_header_claiming_a_huge_dictionary_still_unpacks_within_bounds():
     data = bytearray((DATA / "7z-plain.7z").read_bytes())
     header_at = 32 + struct.unpack_from("<Q", data, 12)[0]
     props = data.index(bytes.fromhex("030101"), header_at) + 4  # method id, then the 5 property bytes
-    data[props + 1:props + 5] = b"\xff\xff\xff\xff"  # a 4 GiB dictionary
+    data[props + 1 : props + 5] = b"\xff\xff\xff\xff"  # a 4 GiB dictionary
     header = bytes(data[header_at:])
     data[28:32] = struct.pack("<I", zlib.crc32(header))
     data[8:12] = struct.pack("<I", zlib.crc32(bytes(data[12:32])))
@@ -238,7 +284,11 @@ def test_a_7z_header_claiming_a_huge_dictionary_still_unpacks_within_bounds():
 
 
 def zip_entry(name: bytes, packed: int, flags: int = 0, data: bytes = b"") -> bytes:
-    return struct.pack("<4sHHHHHIIIHH", archives.ZIP_LOCAL, 20, flags, 0, 0, 0, 0, packed, packed, len(name), 0) + name + data
+    return (
+        struct.pack("<4sHHHHHIIIHH", archives.ZIP_LOCAL, 20, flags, 0, 0, 0, 0, packed, packed, len(name), 0)
+        + name
+        + data
+    )
 
 
 def test_zip_headers_with_absurd_sizes_counts_and_data_descriptors():
@@ -264,14 +314,16 @@ def test_a_first_article_of_real_multi_volume_archives(tmp_path):
     rng = random.Random(9)
     for index in range(200):
         (source / f"Track.{index:03d}.flac").write_bytes(rng.randbytes(rng.randrange(100, 20_000)))
-    subprocess.run(["7z", "a", "-bd", "-bso0", "-tzip", "-mx0", "-pX", str(tmp_path / "many.zip"), "."],
-                   cwd=source, check=True)
+    subprocess.run(
+        ["7z", "a", "-bd", "-bso0", "-tzip", "-mx0", "-pX", str(tmp_path / "many.zip"), "."], cwd=source, check=True
+    )
     info = read_archive((tmp_path / "many.zip").read_bytes()[:700_000])
     assert 20 < len(info.files) <= 200 and all(f.encrypted for f in info.files) and info.password == 1
     assert {f.name for f in info.files} <= {p.name for p in source.iterdir()}
     (source / "big.bin").write_bytes(rng.randbytes(2_000_000))
-    subprocess.run(["7z", "a", "-bd", "-bso0", "-mx0", "-v1m", str(tmp_path / "vol.7z"), "big.bin"], cwd=source,
-                   check=True)
+    subprocess.run(
+        ["7z", "a", "-bd", "-bso0", "-mx0", "-v1m", str(tmp_path / "vol.7z"), "big.bin"], cwd=source, check=True
+    )
     volumes = sorted(tmp_path.glob("vol.7z.*"))
     first = volumes[0].read_bytes()[:700_000]
     alone = read_archive(first)

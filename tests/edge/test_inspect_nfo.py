@@ -1,6 +1,7 @@
 """edge.inspect.nfo: an .nfo's text in CP437, UTF-8 or UTF-16, capped; the ids of IMDb, TVDB,
 TVmaze and TMDB it links to; the release it names; the password sites it points at. Long hostile
 lines cost time in proportion to their length."""
+
 from __future__ import annotations
 
 import time
@@ -9,9 +10,11 @@ from edge.inspect import nfo
 from edge.inspect.nfo import decode_nfo, read_nfo
 
 # An NFO as groups draw them: CP437 box drawing around the fields.
-ART = ("╔══════════════════════════════════════════╗\r\n"
-       "║  ▄▄▄  The Film (2019)                    ║\r\n"
-       "╚══════════════════════════════════════════╝\r\n").encode("cp437")
+ART = (
+    "╔══════════════════════════════════════════╗\r\n"
+    "║  ▄▄▄  The Film (2019)                    ║\r\n"
+    "╚══════════════════════════════════════════╝\r\n"
+).encode("cp437")
 FILM_NFO = ART + (
     b"  Release ..: The.Film.2019.1080p.BluRay.x264-GRP\r\n"
     b"  Source ...: Blu-ray\r\n"
@@ -47,10 +50,12 @@ def test_the_text_is_capped_and_a_character_cut_at_the_cap_is_dropped():
 
 
 def test_tv_ids_in_their_usual_urls():
-    text = (b"TVDB: http://thetvdb.com/?tab=series&id=79349&lid=7\n"
-            b"http://www.tvmaze.com/shows/82/game-of-thrones\n"
-            b"https://www.themoviedb.org/tv/1399-game-of-thrones\n"
-            b"imdb: tt0944947\n")
+    text = (
+        b"TVDB: http://thetvdb.com/?tab=series&id=79349&lid=7\n"
+        b"http://www.tvmaze.com/shows/82/game-of-thrones\n"
+        b"https://www.themoviedb.org/tv/1399-game-of-thrones\n"
+        b"imdb: tt0944947\n"
+    )
     found = read_nfo(text)
     assert (found.tvdb, found.tvmaze, found.tmdb, found.tmdb_kind, found.imdb) == (79349, 82, 1399, "tv", 944947)
     assert read_nfo(b"https://thetvdb.com/?tab=episode&seriesid=81189&id=349232").tvdb == 81189
@@ -77,21 +82,33 @@ def test_a_release_line_wins_over_other_dotted_names():
 
 
 def test_password_sites_are_the_urls_by_a_password_word():
-    text = (b"IMDb: https://www.imdb.com/title/tt0111161/\n"
-            b"Password: visit http://getpass.example.com now\n"
-            b"Passwords at:\n"
-            b"   www.unlock-it.example/r/123\n"
-            b"Our site: https://www.group.example.org\n"
-            b"http://password-site.example/x\n")
-    assert read_nfo(text).password_urls == ["http://getpass.example.com", "www.unlock-it.example/r/123",
-                                            "http://password-site.example/x"]
+    text = (
+        b"IMDb: https://www.imdb.com/title/tt0111161/\n"
+        b"Password: visit http://getpass.example.com now\n"
+        b"Passwords at:\n"
+        b"   www.unlock-it.example/r/123\n"
+        b"Our site: https://www.group.example.org\n"
+        b"http://password-site.example/x\n"
+    )
+    assert read_nfo(text).password_urls == [
+        "http://getpass.example.com",
+        "www.unlock-it.example/r/123",
+        "http://password-site.example/x",
+    ]
     many = b"".join(b"pw: http://p%d.example\n" % i for i in range(20))
     assert len(read_nfo(many).password_urls) == nfo.MAX_PASSWORD_URLS
 
 
 def test_hostile_lines_cost_time_in_proportion():
-    for line in (b"thetvdb.com/" * 5_000, b"(a.b" * 16_000, b"a.b-" * 16_000, b"www." * 16_000,
-                 b"pass: " + b"http://x" * 8_000, b"tt" + b"1" * 60_000, b"imdb.com/title/tt" * 3_500):
+    for line in (
+        b"thetvdb.com/" * 5_000,
+        b"(a.b" * 16_000,
+        b"a.b-" * 16_000,
+        b"www." * 16_000,
+        b"pass: " + b"http://x" * 8_000,
+        b"tt" + b"1" * 60_000,
+        b"imdb.com/title/tt" * 3_500,
+    ):
         started = time.perf_counter()
         read_nfo(line)
         assert time.perf_counter() - started < 2, line[:20]

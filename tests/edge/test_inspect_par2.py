@@ -2,6 +2,7 @@
 Latin-1, a release of simnews.yencpost), and packets that lie (lengths past the data or absurd,
 bad MD5s, other sets, unknown types, too many files, long names): skipped and counted, the scan
 always moving forward."""
+
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,9 @@ EXPECTED = {
 }
 
 
-def packet(kind: bytes, body: bytes, set_id: bytes = SET_ID, *, length: int | None = None,
-           digest: bytes | None = None) -> bytes:
+def packet(
+    kind: bytes, body: bytes, set_id: bytes = SET_ID, *, length: int | None = None, digest: bytes | None = None
+) -> bytes:
     body += b"\0" * (-len(body) % 4)
     rest = set_id + kind + body
     size = 32 + len(rest) if length is None else length
@@ -58,8 +60,9 @@ def test_the_first_article_of_an_index_is_enough_and_a_cut_one_counts_the_cut_pa
 
 
 def test_a_release_made_by_par2_create_lists_its_volumes(tmp_path):
-    release = make_release(tmp_path, "Some.Release.2024.1080p.WEB.h264-GRP", seed=5, size=400_000, volumes=4,
-                           part_size=100_000)
+    release = make_release(
+        tmp_path, "Some.Release.2024.1080p.WEB.h264-GRP", seed=5, size=400_000, volumes=4, part_size=100_000
+    )
     index = release.par2_files[0]
     assert index.name == "Some.Release.2024.1080p.WEB.h264-GRP.par2"
     found = read_par2(index.path.read_bytes())
@@ -74,24 +77,29 @@ def test_a_release_made_by_par2_create_lists_its_volumes(tmp_path):
 
 def test_packets_that_lie_are_skipped_and_counted():
     good = description(b"a" * 16, b"good.mkv")
-    data = b"".join([
-        main_packet([b"a" * 16]),
-        packet(par2.FILE_DESCRIPTION, b"x" * 60, length=2**63),  # past the data
-        packet(par2.FILE_DESCRIPTION, b"x" * 60, length=30),  # under a header
-        packet(par2.FILE_DESCRIPTION, b"x" * 60, length=70),  # not a multiple of 4
-        packet(par2.FILE_DESCRIPTION, b"x" * 60, digest=b"\0" * 16),  # bad md5
-        packet(b"PAR 2.0\0Whatever", b"x" * 8),  # unknown type
-        packet(par2.FILE_DESCRIPTION, b"b" * 16 + b"M" * 32 + struct.pack("<Q", 5) + b"other.mkv", set_id=b"T" * 16),
-        packet(par2.FILE_DESCRIPTION, b"c" * 20),  # body too short
-        description(b"d" * 16, b"absurd.mkv", size=2**60),
-        good, good, good,  # repeats, as every volume repeats them
-        b"garbage between packets",
-        packet(b"PAR 2.0\0RecvSlic", b"r" * 4096),  # known and skipped quietly
-    ])
+    data = b"".join(
+        [
+            main_packet([b"a" * 16]),
+            packet(par2.FILE_DESCRIPTION, b"x" * 60, length=2**63),  # past the data
+            packet(par2.FILE_DESCRIPTION, b"x" * 60, length=30),  # under a header
+            packet(par2.FILE_DESCRIPTION, b"x" * 60, length=70),  # not a multiple of 4
+            packet(par2.FILE_DESCRIPTION, b"x" * 60, digest=b"\0" * 16),  # bad md5
+            packet(b"PAR 2.0\0Whatever", b"x" * 8),  # unknown type
+            packet(
+                par2.FILE_DESCRIPTION, b"b" * 16 + b"M" * 32 + struct.pack("<Q", 5) + b"other.mkv", set_id=b"T" * 16
+            ),
+            packet(par2.FILE_DESCRIPTION, b"c" * 20),  # body too short
+            description(b"d" * 16, b"absurd.mkv", size=2**60),
+            good,
+            good,
+            good,  # repeats, as every volume repeats them
+            b"garbage between packets",
+            packet(b"PAR 2.0\0RecvSlic", b"r" * 4096),  # known and skipped quietly
+        ]
+    )
     found = read_par2(data)
     assert [(f.name, f.size) for f in found.files] == [("good.mkv", 100)]
-    assert found.skipped == {"truncated": 1, "bad_length": 2, "bad_md5": 1, "unknown": 1, "other_set": 1,
-                             "bad_body": 2}
+    assert found.skipped == {"truncated": 1, "bad_length": 2, "bad_md5": 1, "unknown": 1, "other_set": 1, "bad_body": 2}
 
 
 def test_a_main_packet_that_lies_about_its_count_is_skipped():
@@ -132,7 +140,9 @@ def test_packets_that_overlap_are_hashed_within_a_budget():
     # A main packet's header every 64 bytes, each claiming the rest of the data with a wrong MD5:
     # hashing each would cost the square of the data's size; the reader stops at twice its size.
     size = 320 * 1024
-    headers = b"".join(par2.HEADER.pack(par2.MAGIC, (size - 64 * i) // 4 * 4, b"\0" * 16, b"s" * 16, par2.MAIN)
-                       for i in range(size // 64))
+    headers = b"".join(
+        par2.HEADER.pack(par2.MAGIC, (size - 64 * i) // 4 * 4, b"\0" * 16, b"s" * 16, par2.MAIN)
+        for i in range(size // 64)
+    )
     found = read_par2(headers)
     assert found.skipped == {"bad_md5": 2, "hash_budget": 1} and found.files == []

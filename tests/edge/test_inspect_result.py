@@ -1,6 +1,7 @@
 """edge.inspect.result: which files of a post to read, and a post's articles (yEnc-encoded as
 posting tools encode them) turned into the result a node posts back, within the bounds the data
 center checks and the same through JSON and msgpack."""
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,12 @@ from edge.inspect.result import inspect_post, wanted_files
 from simnews.yencpost import PART_SIZE, yenc_body
 
 DATA = Path(__file__).parent / "data" / "inspect"
-NFO = ("╔═══════════════╗\r\n║ The Film 2019 ║\r\n╚═══════════════╝\r\n".encode("cp437")
-       + b"Release: The.Film.2019.1080p.BluRay.x264-GRP\r\n"
-       + b"IMDb: https://www.imdb.com/title/tt0111161/\r\n"
-       + b"Password at http://getpass.example.com\r\n")
+NFO = (
+    "╔═══════════════╗\r\n║ The Film 2019 ║\r\n╚═══════════════╝\r\n".encode("cp437")
+    + b"Release: The.Film.2019.1080p.BluRay.x264-GRP\r\n"
+    + b"IMDb: https://www.imdb.com/title/tt0111161/\r\n"
+    + b"Password at http://getpass.example.com\r\n"
+)
 
 
 def first_article(data: bytes, name: str, part_size: int = PART_SIZE) -> bytes:
@@ -33,14 +36,20 @@ def first_article(data: bytes, name: str, part_size: int = PART_SIZE) -> bytes:
 def article(data: bytes, name: str, part: int, part_size: int = PART_SIZE) -> bytes:
     parts = max(1, -(-len(data) // part_size))
     begin = (part - 1) * part_size
-    return yenc_body(data[begin:begin + part_size], name, part, parts, begin + 1, len(data), zlib.crc32(data))
+    return yenc_body(data[begin : begin + part_size], name, part, parts, begin + 1, len(data), zlib.crc32(data))
 
 
 # --- which files -------------------------------------------------------------------------------
 
+
 def test_the_nfo_the_par2_index_and_the_first_volume_are_wanted_small_ones_first():
     names = [f"Film.part{i:02d}.rar" for i in range(1, 30)] + [
-        "Film.vol00+01.par2", "Film.vol01+02.par2", "Film.par2", "film.nfo", "Film.sfv"]
+        "Film.vol00+01.par2",
+        "Film.vol01+02.par2",
+        "Film.par2",
+        "film.nfo",
+        "Film.sfv",
+    ]
     assert wanted_files(names) == ["film.nfo", "Film.par2", "Film.part01.rar"]
 
 
@@ -72,12 +81,15 @@ def test_obfuscated_names_give_the_smallest_file_or_the_first():
 
 # --- a post inspected --------------------------------------------------------------------------
 
+
 def test_a_rar_post_with_par2_and_nfo():
     par2_index = (DATA / "par2-names.par2").read_bytes()
     volume = (DATA / "rar3-comment-psw.rar").read_bytes()
-    bodies = {"film.nfo": first_article(NFO, "film.nfo"),
-              "names.par2": first_article(par2_index, "names.par2"),
-              "Film.part01.rar": first_article(volume, "Film.part01.rar")}
+    bodies = {
+        "film.nfo": first_article(NFO, "film.nfo"),
+        "names.par2": first_article(par2_index, "names.par2"),
+        "Film.part01.rar": first_article(volume, "Film.part01.rar"),
+    }
     found = inspect_post(bodies, missing=1)
     assert found.name == "The.Film.2019.1080p.BluRay.x264-GRP" and found.imdb == 111161
     assert found.nfo is not None and found.nfo.startswith("╔═══")
@@ -91,9 +103,11 @@ def test_a_rar_post_with_par2_and_nfo():
 
 def test_content_is_recognised_whatever_the_names_say():
     """Obfuscated names: the bytes tell what each file is."""
-    bodies = {"a1b2c3": first_article((DATA / "7z-encrypted-headers.7z").read_bytes(), "a1b2c3"),
-              "d4e5f6": first_article((DATA / "par2-names.par2").read_bytes(), "d4e5f6"),
-              "0a0b0c": first_article(b"nothing known" * 10, "0a0b0c")}
+    bodies = {
+        "a1b2c3": first_article((DATA / "7z-encrypted-headers.7z").read_bytes(), "a1b2c3"),
+        "d4e5f6": first_article((DATA / "par2-names.par2").read_bytes(), "d4e5f6"),
+        "0a0b0c": first_article(b"nothing known" * 10, "0a0b0c"),
+    }
     found = inspect_post(bodies)
     assert found.password == 1 and found.flags == ["encrypted_headers"]
     assert len([f for f in found.files if f.source == "par2"]) == 3
@@ -101,8 +115,10 @@ def test_content_is_recognised_whatever_the_names_say():
 
 
 def test_inner_archives_and_executables():
-    bodies = {"x.7z": first_article((DATA / "7z-plain-header.7z").read_bytes(), "x.7z"),
-              "y.zip": first_article((DATA / "zip-plain.zip").read_bytes(), "y.zip")}
+    bodies = {
+        "x.7z": first_article((DATA / "7z-plain-header.7z").read_bytes(), "x.7z"),
+        "y.zip": first_article((DATA / "zip-plain.zip").read_bytes(), "y.zip"),
+    }
     found = inspect_post(bodies)
     assert found.password == 2 and found.flags == ["executable"]
     assert [a.kind for a in found.archives] == ["7z", "zip"]
@@ -113,7 +129,7 @@ def test_bodies_refused_or_broken_are_counted_and_the_rest_read():
     good = first_article(volume, "a.rar")
     bodies = {
         "a.rar": good,
-        "b.rar": good[:len(good) // 2],  # cut short
+        "b.rar": good[: len(good) // 2],  # cut short
         "c.rar": good.replace(b"end=%d" % len(volume), b"end=%d" % (len(volume) * 3)),  # a lying size
         "d.rar": good.replace(b"pcrc32=%08x" % zlib.crc32(volume), b"pcrc32=00000000"),  # a bad CRC: still read
         "e.rar": b"=ybegin " + b"x" * 100,
@@ -122,8 +138,13 @@ def test_bodies_refused_or_broken_are_counted_and_the_rest_read():
     found = inspect_post(bodies, max_body=150)
     assert found.malformed == {"too_large": 5, "yenc_bad_header": 1}
     found = inspect_post(bodies)
-    assert found.malformed == {"yenc_truncated": 1, "yenc_size_mismatch": 1, "yenc_crc": 1, "yenc_bad_header": 1,
-                               "unrecognised": 1}
+    assert found.malformed == {
+        "yenc_truncated": 1,
+        "yenc_size_mismatch": 1,
+        "yenc_crc": 1,
+        "yenc_bad_header": 1,
+        "unrecognised": 1,
+    }
     assert [(f.name, f.encrypted) for f in found.files] == [("stest1.txt", True), ("stest2.txt", True)]
 
 
@@ -152,9 +173,11 @@ def test_a_body_that_is_not_yenc_is_taken_as_it_is():
 
 
 def test_to_dict_is_plain_data_within_the_data_centers_bounds():
-    bodies = {"film.nfo": first_article(NFO + b"x" * 100_000, "film.nfo"),
-              "names.par2": first_article((DATA / "par2-names.par2").read_bytes(), "names.par2"),
-              "a.7z": first_article((DATA / "7z-encrypted-files.7z").read_bytes(), "a.7z")}
+    bodies = {
+        "film.nfo": first_article(NFO + b"x" * 100_000, "film.nfo"),
+        "names.par2": first_article((DATA / "par2-names.par2").read_bytes(), "names.par2"),
+        "a.7z": first_article((DATA / "7z-encrypted-files.7z").read_bytes(), "a.7z"),
+    }
     out = inspect_post(bodies).to_dict()
     assert json.loads(json.dumps(out)) == out
     assert msgpack.unpackb(msgpack.packb(out)) == out
@@ -182,9 +205,13 @@ def test_every_sample_posted_alone_inspects_without_error(name):
 
 
 def test_a_result_of_the_most_files_with_the_longest_names_stays_under_4_mib_of_json():
-    long_names = result.PostInspection(files=[
-        result.InspectedFile(name=f"{index:05d}" + "☃" * 1019, size=2**47, source="par2", hash16k="0" * 32)
-        for index in range(result.MAX_FILES)], nfo="\u2592" * 65536)
+    long_names = result.PostInspection(
+        files=[
+            result.InspectedFile(name=f"{index:05d}" + "☃" * 1019, size=2**47, source="par2", hash16k="0" * 32)
+            for index in range(result.MAX_FILES)
+        ],
+        nfo="\u2592" * 65536,
+    )
     out = long_names.to_dict()
     assert len(json.dumps(out)) < 4 * 1024 * 1024
     assert 0 < len(out["files"]) < result.MAX_FILES and out["files_left_out"] == result.MAX_FILES - len(out["files"])
@@ -193,9 +220,11 @@ def test_a_result_of_the_most_files_with_the_longest_names_stays_under_4_mib_of_
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(sorted(p.name for p in DATA.iterdir() if p.name != "README.md")),
-       st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=6),
-       st.sampled_from(["x.nfo", "x.rar", "x.par2", "x.7z.001"]))
+@given(
+    st.sampled_from(sorted(p.name for p in DATA.iterdir() if p.name != "README.md")),
+    st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=6),
+    st.sampled_from(["x.nfo", "x.rar", "x.par2", "x.7z.001"]),
+)
 def test_yenc_bodies_of_samples_with_bytes_changed_never_raise(name, changes, label):
     body = bytearray(first_article((DATA / name).read_bytes(), label))
     for position, value in changes:
@@ -215,13 +244,16 @@ def test_files_read_from_their_start_carry_the_hash_their_par2_set_lists(tmp_pat
     real name by the MD5 of its first 16 KiB and its size."""
     from simnews.yencpost import make_release
 
-    release = make_release(tmp_path, "Real.Name.2024.1080p.WEB.h264-GRP", seed=3, size=300_000, volumes=2,
-                           part_size=100_000)
+    release = make_release(
+        tmp_path, "Real.Name.2024.1080p.WEB.h264-GRP", seed=3, size=300_000, volumes=2, part_size=100_000
+    )
     index = next(f for f in release.par2_files if ".vol" not in f.name)
     volume = release.files[0]
     data = volume.path.read_bytes()
-    bodies = {"a1b2c3": first_article(index.path.read_bytes(), "a1b2c3"),
-              "d4e5f6": first_article(data, "d4e5f6", part_size=50_000)}
+    bodies = {
+        "a1b2c3": first_article(index.path.read_bytes(), "a1b2c3"),
+        "d4e5f6": first_article(data, "d4e5f6", part_size=50_000),
+    }
     found = inspect_post(bodies)
     listed = {f.hash16k: (f.name, f.size) for f in found.files if f.source == "par2"}
     read = {r.name: r for r in found.read}

@@ -1,6 +1,7 @@
 """edge.inspect.yenc: bodies encoded as posting tools encode them (simnews.yencpost) come back
 byte for byte with their place in the file; a body that lies about its sizes, is cut short or is
 too large is refused with YencError and a reason; a wrong CRC is told, not refused."""
+
 from __future__ import annotations
 
 import random
@@ -18,8 +19,11 @@ from simnews.yencpost import encode_lines, yenc_body
 
 
 def single_part(data: bytes, name: str = "file.nfo", line_ending: bytes = b"\r\n") -> bytes:
-    lines = [b"=ybegin line=128 size=%d name=%s" % (len(data), name.encode()), *encode_lines(data),
-             b"=yend size=%d crc32=%08x" % (len(data), zlib.crc32(data))]
+    lines = [
+        b"=ybegin line=128 size=%d name=%s" % (len(data), name.encode()),
+        *encode_lines(data),
+        b"=yend size=%d crc32=%08x" % (len(data), zlib.crc32(data)),
+    ]
     return b"".join(line + line_ending for line in lines)
 
 
@@ -29,8 +33,12 @@ def test_a_multi_part_body_decodes_with_its_place_in_the_file():
     body = yenc_body(chunk, "Some.Release.part01.rar", 2, 3, 700_001, len(blob), zlib.crc32(blob))
     decoded = decode(body)
     assert decoded.data == chunk
-    assert (decoded.name, decoded.size, decoded.begin, decoded.end) == ("Some.Release.part01.rar", 2_100_000,
-                                                                        700_001, 1_400_000)
+    assert (decoded.name, decoded.size, decoded.begin, decoded.end) == (
+        "Some.Release.part01.rar",
+        2_100_000,
+        700_001,
+        1_400_000,
+    )
     assert (decoded.part, decoded.total, decoded.crc_ok) == (2, 3, True)
 
 
@@ -38,14 +46,20 @@ def test_a_single_part_body_is_the_whole_file_and_its_crc32_is_checked():
     data = bytes(range(256)) * 40
     decoded = decode(single_part(data, "Ünïcödé.nfo"))
     assert decoded.data == data and decoded.name == "Ünïcödé.nfo"
-    assert (decoded.begin, decoded.end, decoded.size, decoded.part, decoded.crc_ok) == (1, len(data), len(data),
-                                                                                      None, True)
+    assert (decoded.begin, decoded.end, decoded.size, decoded.part, decoded.crc_ok) == (
+        1,
+        len(data),
+        len(data),
+        None,
+        True,
+    )
 
 
 def test_lf_line_ends_text_before_the_header_and_a_latin1_name_are_read():
     data = b"\x00\r\n=.\t x" * 100
     body = b"some text a poster put first\n\n" + single_part(data, "x", line_ending=b"\n").replace(
-        b"name=x", b"name=caf\xe9.nfo")
+        b"name=x", b"name=caf\xe9.nfo"
+    )
     assert looks_like_yenc(body)
     decoded = decode(body)
     assert decoded.data == data and decoded.name == "café.nfo"
@@ -70,8 +84,9 @@ def test_escapes_across_every_chunk_boundary_decode_as_one_stream():
 
 def test_a_wrong_crc_is_told_not_refused():
     data = b"payload" * 100
-    body = yenc_body(data, "f.par2", 1, 1, 1, len(data), 0).replace(b"pcrc32=%08x" % zlib.crc32(data),
-                                                                   b"pcrc32=deadbeef")
+    body = yenc_body(data, "f.par2", 1, 1, 1, len(data), 0).replace(
+        b"pcrc32=%08x" % zlib.crc32(data), b"pcrc32=deadbeef"
+    )
     decoded = decode(body)
     assert decoded.data == data and decoded.crc_ok is False
 
@@ -83,6 +98,7 @@ def test_without_a_crc_crc_ok_is_none():
 
 
 # --- hostile bodies ------------------------------------------------------------------------------
+
 
 def refused(body: bytes, **kwargs) -> str:
     with pytest.raises(YencError) as caught:
@@ -156,10 +172,17 @@ def test_a_usual_article_decodes_fast():
 
 def test_long_data_lines_and_a_single_part_body_with_a_ypart_line():
     data = random.Random(5).randbytes(20_000)
-    long_lines = b"".join(line + b"\r\n" for line in [
-        b"=ybegin line=9000 size=%d name=long.bin" % len(data), *encode_lines(data, 9000),
-        b"=yend size=%d crc32=%08x" % (len(data), zlib.crc32(data))])
+    long_lines = b"".join(
+        line + b"\r\n"
+        for line in [
+            b"=ybegin line=9000 size=%d name=long.bin" % len(data),
+            *encode_lines(data, 9000),
+            b"=yend size=%d crc32=%08x" % (len(data), zlib.crc32(data)),
+        ]
+    )
     assert decode(long_lines).data == data
-    with_part = single_part(data).replace(b"name=file.nfo\r\n", b"name=file.nfo\r\n=ypart begin=1 end=%d\r\n" % len(data))
+    with_part = single_part(data).replace(
+        b"name=file.nfo\r\n", b"name=file.nfo\r\n=ypart begin=1 end=%d\r\n" % len(data)
+    )
     decoded = decode(with_part)
     assert decoded.data == data and (decoded.begin, decoded.end, decoded.part) == (1, len(data), None)

@@ -1,5 +1,6 @@
 """The NNTP client against the scripted server (GZIP, drops, silence, big numbers) and INN 2
 (plain, TLS, STARTTLS, AUTHINFO, COMPRESS DEFLATE)."""
+
 import socket
 import ssl
 import tracemalloc
@@ -8,8 +9,18 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from edge.digest.nntp import (
-    INFLATE_STEP, MAX_KEPT_LINE, MAX_LINE, MAX_OVER_BYTES_PER_ARTICLE, RECV_SIZE, NNTPClient, NNTPConnectionError,
-    NNTPError, NNTPProtocolError, NNTPReplyError, NNTPTimeout, connect,
+    INFLATE_STEP,
+    MAX_KEPT_LINE,
+    MAX_LINE,
+    MAX_OVER_BYTES_PER_ARTICLE,
+    RECV_SIZE,
+    NNTPClient,
+    NNTPConnectionError,
+    NNTPError,
+    NNTPProtocolError,
+    NNTPReplyError,
+    NNTPTimeout,
+    connect,
 )
 from edge.digest.overview import DEFAULT_LAYOUT, new_reject_counts, parse_block, parse_date
 from simnews.generator import Config, generate, make_article
@@ -29,13 +40,18 @@ def received(client: NNTPClient, first: int, last: int) -> bytes:
 
 # -- the scripted server -------------------------------------------------------------------
 
-@pytest.mark.parametrize("options", [
-    {},
-    {"deflate": True},
-    {"gzip": "after"},
-    {"gzip": "inside"},
-    {"gzip": "after", "gzip_wrapper": "gzip"},
-], ids=["plain", "deflate", "gzip-terminator-after", "gzip-terminator-inside", "gzip-wrapper"])
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"deflate": True},
+        {"gzip": "after"},
+        {"gzip": "inside"},
+        {"gzip": "after", "gzip_wrapper": "gzip"},
+    ],
+    ids=["plain", "deflate", "gzip-terminator-after", "gzip-terminator-inside", "gzip-wrapper"],
+)
 def test_overview_in_every_encoding(options):
     with ScriptedServer({GROUP: LINES}, **options) as server, connect(server.host, server.port, timeout=5) as client:
         assert client.compression == ("deflate" if "deflate" in options else "gzip" if "gzip" in options else None)
@@ -47,8 +63,11 @@ def test_overview_in_every_encoding(options):
         assert client.article_date(BASE + 1) == parse_date(b"Sat, 01 Nov 2025 07:27:27 +0000")
 
 
-@pytest.mark.parametrize("options", [{}, {"deflate": True}, {"gzip": "after"}, {"gzip": "inside"}],
-                         ids=["plain", "deflate", "gzip-terminator-after", "gzip-terminator-inside"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"deflate": True}, {"gzip": "after"}, {"gzip": "inside"}],
+    ids=["plain", "deflate", "gzip-terminator-after", "gzip-terminator-inside"],
+)
 def test_over_long_lines_are_cut_and_rejected_and_the_rest_of_the_reply_is_read(options):
     """Anyone can post an article with a subject of megabytes: its line is cut to MAX_KEPT_LINE
     (and the digest rejects it by its reason), the lines around it come whole, in every encoding;
@@ -73,7 +92,10 @@ def test_over_long_lines_are_cut_and_rejected_and_the_rest_of_the_reply_is_read(
 
 
 def test_gzip_is_asked_only_where_deflate_is_missing():
-    with ScriptedServer({GROUP: LINES}, deflate=True, gzip="after") as server, connect(server.host, server.port) as client:
+    with (
+        ScriptedServer({GROUP: LINES}, deflate=True, gzip="after") as server,
+        connect(server.host, server.port) as client,
+    ):
         assert client.compression == "deflate"
         assert "XFEATURE COMPRESS GZIP" not in server.commands
 
@@ -140,7 +162,10 @@ def test_a_connection_dropped_mid_compressed_response_raises():
 
 
 def test_a_silent_server_times_out():
-    with ScriptedServer({GROUP: LINES}, stall_over=True) as server, connect(server.host, server.port, timeout=0.5) as client:
+    with (
+        ScriptedServer({GROUP: LINES}, stall_over=True) as server,
+        connect(server.host, server.port, timeout=0.5) as client,
+    ):
         client.group(GROUP)
         with pytest.raises(NNTPTimeout):
             received(client, BASE, BASE + 10)
@@ -148,17 +173,22 @@ def test_a_silent_server_times_out():
         NNTPClient(server.host, server.port, timeout=0.5)
 
 
-@pytest.mark.parametrize("behaviour, match", [
-    ("endless", "lines or"),
-    ("long_line", "goes on past"),
-    ("out_of_range", "outside the range"),
-])
+@pytest.mark.parametrize(
+    "behaviour, match",
+    [
+        ("endless", "lines or"),
+        ("long_line", "goes on past"),
+        ("out_of_range", "outside the range"),
+    ],
+)
 def test_a_hostile_reply_is_a_protocol_error_in_bounded_memory(behaviour, match):
     """A reply that never ends, has a line over the limit or lines numbered past the range asked
     for is cut off as soon as it shows, with the connection closed; the memory used meanwhile is
     bounded by the range asked for (1000 articles), not by what the server sends."""
-    with HostileServer(behaviour, {GROUP: (BASE, BASE + 9999)}) as server, \
-            connect(server.host, server.port, timeout=5) as client:
+    with (
+        HostileServer(behaviour, {GROUP: (BASE, BASE + 9999)}) as server,
+        connect(server.host, server.port, timeout=5) as client,
+    ):
         client.group(GROUP)
         tracemalloc.start()
         try:
@@ -175,8 +205,10 @@ def test_a_hostile_reply_is_a_protocol_error_in_bounded_memory(behaviour, match)
 
 
 def test_a_reply_stalled_mid_line_times_out():
-    with HostileServer("stall", {GROUP: (BASE, BASE + 9999)}) as server, \
-            connect(server.host, server.port, timeout=0.5) as client:
+    with (
+        HostileServer("stall", {GROUP: (BASE, BASE + 9999)}) as server,
+        connect(server.host, server.port, timeout=0.5) as client,
+    ):
         client.group(GROUP)
         with pytest.raises(NNTPTimeout):
             received(client, BASE, BASE + 999)
@@ -231,9 +263,14 @@ def test_server_date_and_garbage_lines():
 
 # -- INN 2 ---------------------------------------------------------------------------------
 
+
 def _post(inn, group: str, count: int = 30) -> list:
-    articles = [make_article([group], f'[{i}/{count}] - "inn.test.part{i:02d}.rar" yEnc (1/1)',
-                             f"<inn{i}.{group}@test.invalid>") for i in range(1, count + 1)]
+    articles = [
+        make_article(
+            [group], f'[{i}/{count}] - "inn.test.part{i:02d}.rar" yEnc (1/1)', f"<inn{i}.{group}@test.invalid>"
+        )
+        for i in range(1, count + 1)
+    ]
     assert inn.post(articles) == count
     return articles
 
@@ -246,8 +283,10 @@ def test_inn_plain(inn, fresh_group):
         info = client.group(fresh_group)
         assert info.count == 30
         lines = received(client, info.first, info.last).split(b"\r\n")[:-1]
-        assert [line.split(b"\t")[1] for line in lines][:2] == [b'[1/30] - "inn.test.part01.rar" yEnc (1/1)',
-                                                                 b'[2/30] - "inn.test.part02.rar" yEnc (1/1)']
+        assert [line.split(b"\t")[1] for line in lines][:2] == [
+            b'[1/30] - "inn.test.part01.rar" yEnc (1/1)',
+            b'[2/30] - "inn.test.part02.rar" yEnc (1/1)',
+        ]
         assert client.article_date(info.first) == int(datetime(2025, 6, 1, tzinfo=timezone.utc).timestamp())
 
 

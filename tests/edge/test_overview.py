@@ -1,4 +1,5 @@
 """The overview parser: fields by format, 64-bit numbers, malformed lines counted, dates."""
+
 import calendar
 import email.utils
 
@@ -8,8 +9,17 @@ from hypothesis import strategies as st
 
 from edge.digest import overview
 from edge.digest.overview import (
-    DEFAULT_LAYOUT, MAX_ARTICLE_BYTES, MAX_INT64, MAX_KEPT_LINE, MAX_MESSAGE_ID_BYTES, MAX_TEXT_BYTES, OverviewLayout, decode_text, new_reject_counts,
-    parse_block, parse_date,
+    DEFAULT_LAYOUT,
+    MAX_ARTICLE_BYTES,
+    MAX_INT64,
+    MAX_KEPT_LINE,
+    MAX_MESSAGE_ID_BYTES,
+    MAX_TEXT_BYTES,
+    OverviewLayout,
+    decode_text,
+    new_reject_counts,
+    parse_block,
+    parse_date,
 )
 from tests.edge.helpers import block, overview_line, python_twins
 
@@ -19,8 +29,10 @@ INN = OverviewLayout.from_format(INN_FORMAT)
 
 def test_layout_follows_the_servers_format():
     assert (INN.subject, INN.poster, INN.date, INN.message_id, INN.bytes, INN.min_fields) == (1, 2, 3, 4, 6, 7)
-    assert OverviewLayout.from_format(["Subject:", "From:", "Date:", "Message-ID:", "References:",
-                                       ":bytes", ":lines"]) == DEFAULT_LAYOUT
+    assert (
+        OverviewLayout.from_format(["Subject:", "From:", "Date:", "Message-ID:", "References:", ":bytes", ":lines"])
+        == DEFAULT_LAYOUT
+    )
     reordered = OverviewLayout.from_format(["From:", "Subject:", "Message-ID:", "Date:", ":bytes"])
     line = b"7\tposter\tsubject\t<m@x>\tSat, 01 Nov 2025 07:27:27 +0000\t99"
     columns = parse_block(line + b"\r\n", reordered, new_reject_counts())
@@ -31,35 +43,39 @@ def test_layout_follows_the_servers_format():
 
 def test_clean_block_in_columns_with_64_bit_numbers():
     numbers = [2**32 + 5, 6_000_000_000, MAX_INT64]
-    columns = parse_block(block(overview_line(n, size=MAX_ARTICLE_BYTES) for n in numbers), INN,
-                          rejects := new_reject_counts())
+    columns = parse_block(
+        block(overview_line(n, size=MAX_ARTICLE_BYTES) for n in numbers), INN, rejects := new_reject_counts()
+    )
     assert columns.numbers == numbers and columns.sizes == [MAX_ARTICLE_BYTES] * 3
     assert columns.message_ids == [b"<%d@example.net>" % n for n in numbers]
     assert sum(rejects.values()) == 0
 
 
-@pytest.mark.parametrize(("line", "reason"), [
-    (overview_line(1).replace(b"\t4\t", b"\t\0\t"), "nul_byte"),
-    (b"1\tsubject\tposter\tdate\t<m@x>", "too_few_fields"),
-    (b"", "too_few_fields"),
-    (overview_line(1).replace(b"1\t", b"x1\t", 1), "bad_number"),
-    (overview_line(0), "bad_number"),
-    (overview_line(2**63), "bad_number"),
-    (overview_line(1, size=2**63), "bad_number"),
-    (overview_line(1).replace(b"\t716800\t", b"\t\t"), "bad_number"),
-    (overview_line(1).replace(b"1\t", b" 1\t", 1), "bad_number"),
-    (overview_line(1, message_id=b""), "empty_message_id"),
-    (overview_line(10**6), "out_of_range"),
-    (overview_line(1, message_id=b"<" + b"m" * (MAX_MESSAGE_ID_BYTES - 7) + b"@x.net>"), "message_id_too_long"),
-    (overview_line(1, subject=b"w " * (MAX_TEXT_BYTES // 2) + b"x"), "subject_too_long"),
-    (overview_line(1, subject=" ".join(f"w{i}" for i in range(200_000))), "subject_too_long"),
-    (overview_line(1, poster=b"P" * MAX_TEXT_BYTES + b" <p@example.net>"), "poster_too_long"),
-    (overview_line(2**40, subject=b"s" * 900_000), "subject_too_long"),
-    # Cut by the NNTP client at MAX_KEPT_LINE: the field it was cut in is the one too long.
-    (overview_line(7, subject=b"s" * 900_000)[:MAX_KEPT_LINE], "subject_too_long"),
-    (overview_line(7, poster=b"p" * 900_000)[:MAX_KEPT_LINE], "poster_too_long"),
-    (overview_line(7).replace(b"\t\t716800", b"\t" + b"r" * 90_000 + b"\t716800")[:MAX_KEPT_LINE], "line_too_long"),
-])
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (overview_line(1).replace(b"\t4\t", b"\t\0\t"), "nul_byte"),
+        (b"1\tsubject\tposter\tdate\t<m@x>", "too_few_fields"),
+        (b"", "too_few_fields"),
+        (overview_line(1).replace(b"1\t", b"x1\t", 1), "bad_number"),
+        (overview_line(0), "bad_number"),
+        (overview_line(2**63), "bad_number"),
+        (overview_line(1, size=2**63), "bad_number"),
+        (overview_line(1).replace(b"\t716800\t", b"\t\t"), "bad_number"),
+        (overview_line(1).replace(b"1\t", b" 1\t", 1), "bad_number"),
+        (overview_line(1, message_id=b""), "empty_message_id"),
+        (overview_line(10**6), "out_of_range"),
+        (overview_line(1, message_id=b"<" + b"m" * (MAX_MESSAGE_ID_BYTES - 7) + b"@x.net>"), "message_id_too_long"),
+        (overview_line(1, subject=b"w " * (MAX_TEXT_BYTES // 2) + b"x"), "subject_too_long"),
+        (overview_line(1, subject=" ".join(f"w{i}" for i in range(200_000))), "subject_too_long"),
+        (overview_line(1, poster=b"P" * MAX_TEXT_BYTES + b" <p@example.net>"), "poster_too_long"),
+        (overview_line(2**40, subject=b"s" * 900_000), "subject_too_long"),
+        # Cut by the NNTP client at MAX_KEPT_LINE: the field it was cut in is the one too long.
+        (overview_line(7, subject=b"s" * 900_000)[:MAX_KEPT_LINE], "subject_too_long"),
+        (overview_line(7, poster=b"p" * 900_000)[:MAX_KEPT_LINE], "poster_too_long"),
+        (overview_line(7).replace(b"\t\t716800", b"\t" + b"r" * 90_000 + b"\t716800")[:MAX_KEPT_LINE], "line_too_long"),
+    ],
+)
 def test_malformed_lines_are_counted_and_skipped(line, reason):
     good = [overview_line(n) for n in (1, 2, 3)]
     rejects = new_reject_counts()
@@ -72,9 +88,12 @@ def test_malformed_lines_are_counted_and_skipped(line, reason):
 def test_text_at_the_limit_is_kept_and_one_byte_past_it_is_rejected(twins):
     at = MAX_TEXT_BYTES
     mid = MAX_MESSAGE_ID_BYTES
-    lines = [overview_line(1, subject=b"s" * at, poster=b"p" * at, message_id=b"<" + b"m" * (mid - 8) + b"@x.net>"),
-             overview_line(2, subject=b"s" * (at + 1)), overview_line(3, poster=b"p" * (at + 1)),
-             overview_line(4, message_id=b"<" + b"m" * (mid - 7) + b"@x.net>")]
+    lines = [
+        overview_line(1, subject=b"s" * at, poster=b"p" * at, message_id=b"<" + b"m" * (mid - 8) + b"@x.net>"),
+        overview_line(2, subject=b"s" * (at + 1)),
+        overview_line(3, poster=b"p" * (at + 1)),
+        overview_line(4, message_id=b"<" + b"m" * (mid - 7) + b"@x.net>"),
+    ]
     rejects = new_reject_counts()
     if twins:
         with python_twins():
@@ -104,16 +123,31 @@ def _field(alphabet=_FIELD_ALPHABET):
 def overview_lines(draw):
     number = draw(st.integers(min_value=-5, max_value=2**64))
     size = draw(st.integers(min_value=0, max_value=2**64))
-    fields = [str(number).encode() if draw(st.booleans()) else draw(_field()), draw(_field()), draw(_field()),
-              draw(_field()), draw(_field()), b"", str(size).encode(), b"4", b"Xref: h g:1"]
-    fields = fields[:draw(st.integers(min_value=0, max_value=len(fields)))] + draw(st.lists(_field(), max_size=2))
+    fields = [
+        str(number).encode() if draw(st.booleans()) else draw(_field()),
+        draw(_field()),
+        draw(_field()),
+        draw(_field()),
+        draw(_field()),
+        b"",
+        str(size).encode(),
+        b"4",
+        b"Xref: h g:1",
+    ]
+    fields = fields[: draw(st.integers(min_value=0, max_value=len(fields)))] + draw(st.lists(_field(), max_size=2))
     line = b"\t".join(fields)
     if draw(st.booleans()) and draw(st.booleans()):
         at = draw(st.integers(min_value=0, max_value=len(line)))
         line = line[:at] + b"\0" + line[at:]
-    good = (len(fields) >= INN.min_fields and b"\0" not in line and fields[0].isdigit()
-            and 0 < int(fields[0]) <= MAX_INT64 and fields[6].isdigit() and int(fields[6]) <= MAX_ARTICLE_BYTES
-            and fields[4] != b"")
+    good = (
+        len(fields) >= INN.min_fields
+        and b"\0" not in line
+        and fields[0].isdigit()
+        and 0 < int(fields[0]) <= MAX_INT64
+        and fields[6].isdigit()
+        and int(fields[6]) <= MAX_ARTICLE_BYTES
+        and fields[4] != b""
+    )
     return line, good
 
 
@@ -129,8 +163,9 @@ def test_fuzzed_lines_never_raise_and_rejects_equal_the_bad_lines(lines):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.binary(max_size=80).filter(lambda line: b"\r\n" not in line and not line.endswith(b"\r")),
-                max_size=30))
+@given(
+    st.lists(st.binary(max_size=80).filter(lambda line: b"\r\n" not in line and not line.endswith(b"\r")), max_size=30)
+)
 def test_random_bytes_never_raise(lines):
     rejects = new_reject_counts()
     columns = parse_block(block(lines), INN, rejects)
@@ -150,8 +185,7 @@ def _stdlib_date(raw: bytes) -> int | None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(min_value=0, max_value=4_000_000_000), st.integers(min_value=-1439, max_value=1439),
-       st.booleans())
+@given(st.integers(min_value=0, max_value=4_000_000_000), st.integers(min_value=-1439, max_value=1439), st.booleans())
 def test_dates_read_by_hand_equal_the_standard_parser(seconds, offset_minutes, weekday):
     raw = email.utils.formatdate(seconds, localtime=False).encode()  # "Sat, 01 Nov 2025 07:27:27 -0000"
     sign = b"+" if offset_minutes >= 0 else b"-"
@@ -161,22 +195,25 @@ def test_dates_read_by_hand_equal_the_standard_parser(seconds, offset_minutes, w
     assert parse_date(raw) == _stdlib_date(raw)
 
 
-@pytest.mark.parametrize(("raw", "seconds"), [
-    (b"Sat, 01 Nov 2025 07:27:27 +0000", 1761982047),
-    (b"Sat, 01 Nov 2025 08:27:27 +0100", 1761982047),
-    (b"1 Nov 2025 07:27 GMT", 1761982020),
-    (b"Sat, 01 Nov 2025 07:27:27", 1761982047),  # no zone: UTC
-    (b"garbage", None),
-    (b"", None),
-    (b"Mon, 99 Foo 2025 07:27:27 +0000", None),
-    # A clock is read as written, whether it is in range or not.
-    (b"Sat, 01 Nov 2025 99:99:99 -9999", 1761955200 + 99 * 3600 + 99 * 60 + 99 + 99 * 3600 + 99 * 60),
-    (b"Sat, 01 Nov 2025 00:00:00 -0000", 1761955200),
-    # A date without the usual clock is read by the standard parser.
-    (b"Sat, 01 Nov 2025 07:27:27 +01x0", _stdlib_date(b"Sat, 01 Nov 2025 07:27:27 +01x0")),
-    (b"Sat, 01 Nov 2025 07:27:2x +0100", None),
-    (b"Sat, 01 Nov 2025 07-27:27 +0100", None),
-])
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [
+        (b"Sat, 01 Nov 2025 07:27:27 +0000", 1761982047),
+        (b"Sat, 01 Nov 2025 08:27:27 +0100", 1761982047),
+        (b"1 Nov 2025 07:27 GMT", 1761982020),
+        (b"Sat, 01 Nov 2025 07:27:27", 1761982047),  # no zone: UTC
+        (b"garbage", None),
+        (b"", None),
+        (b"Mon, 99 Foo 2025 07:27:27 +0000", None),
+        # A clock is read as written, whether it is in range or not.
+        (b"Sat, 01 Nov 2025 99:99:99 -9999", 1761955200 + 99 * 3600 + 99 * 60 + 99 + 99 * 3600 + 99 * 60),
+        (b"Sat, 01 Nov 2025 00:00:00 -0000", 1761955200),
+        # A date without the usual clock is read by the standard parser.
+        (b"Sat, 01 Nov 2025 07:27:27 +01x0", _stdlib_date(b"Sat, 01 Nov 2025 07:27:27 +01x0")),
+        (b"Sat, 01 Nov 2025 07:27:2x +0100", None),
+        (b"Sat, 01 Nov 2025 07-27:27 +0100", None),
+    ],
+)
 def test_dates(raw, seconds):
     assert parse_date(raw) == seconds
 
@@ -203,8 +240,17 @@ def odd_blocks(draw):
         digits = str(number).encode()
         if draw(st.integers(min_value=0, max_value=9)) == 0:
             digits = b"0" + digits  # a leading zero: another length, the same number
-        fields = [digits, b"subject (1/2)", b"poster", b"Sat, 01 Nov 2025 07:27:27 +0000", b"<%d@x>" % number, b"",
-                  b"%d" % draw(st.integers(min_value=0, max_value=2**63)), b"4", b"Xref: h g:1"]
+        fields = [
+            digits,
+            b"subject (1/2)",
+            b"poster",
+            b"Sat, 01 Nov 2025 07:27:27 +0000",
+            b"<%d@x>" % number,
+            b"",
+            b"%d" % draw(st.integers(min_value=0, max_value=2**63)),
+            b"4",
+            b"Xref: h g:1",
+        ]
         if draw(st.integers(min_value=0, max_value=5)) == 0:
             at = draw(st.integers(min_value=1, max_value=len(fields) - 1))
             fields[at] += draw(st.sampled_from(_ODD_PIECES))
@@ -227,9 +273,20 @@ def test_the_compiled_part_is_built_and_reads_clean_blocks():
     """ops/setup builds edge/digest/_overview.c; a clean block is cut by it (not handed back)."""
     assert overview._compiled is not None
     data = block(overview_line(n) for n in range(2**40, 2**40 + 3))
-    found = overview._compiled.clean_columns(data, INN.subject, INN.poster, INN.date, INN.message_id, INN.bytes,
-                                             INN.min_fields, 1, MAX_INT64, MAX_ARTICLE_BYTES, MAX_TEXT_BYTES,
-                                             MAX_MESSAGE_ID_BYTES)
+    found = overview._compiled.clean_columns(
+        data,
+        INN.subject,
+        INN.poster,
+        INN.date,
+        INN.message_id,
+        INN.bytes,
+        INN.min_fields,
+        1,
+        MAX_INT64,
+        MAX_ARTICLE_BYTES,
+        MAX_TEXT_BYTES,
+        MAX_MESSAGE_ID_BYTES,
+    )
     assert found is not None and found[0] == range(2**40, 2**40 + 3) and found[6] is True
     assert found[4] == [b"<%d@example.net>" % n for n in range(2**40, 2**40 + 3)] and found[5] == [716800] * 3
 
@@ -252,11 +309,17 @@ def test_the_compiled_columns_equal_the_python_ones(data, lowest, highest):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.binary(max_size=60).filter(lambda line: b"\r\n" not in line), max_size=20),
-       st.sampled_from([b"\r\n", b"\n", b""]))
+@given(
+    st.lists(st.binary(max_size=60).filter(lambda line: b"\r\n" not in line), max_size=20),
+    st.sampled_from([b"\r\n", b"\n", b""]),
+)
 def test_the_compiled_columns_equal_the_python_ones_on_random_bytes(lines, end):
     data = b"\r\n".join(lines) + end
-    for layout in (INN, DEFAULT_LAYOUT, OverviewLayout.from_format(["From:", "Subject:", "Message-ID:", "Date:", ":bytes"])):
+    for layout in (
+        INN,
+        DEFAULT_LAYOUT,
+        OverviewLayout.from_format(["From:", "Subject:", "Message-ID:", "Date:", ":bytes"]),
+    ):
         compiled, python = _both_ways(data, layout, 1, MAX_INT64)
         assert compiled == python
 
@@ -279,7 +342,9 @@ def test_the_compiled_columns_on_edges_of_the_fast_path():
         block([overview_line(1).replace(b"1\t", b"99999999999999999999\t", 1)]),  # past 2^64
         block([overview_line(1, size=MAX_ARTICLE_BYTES + 1)]),
         block([overview_line(1, message_id=b"")]),
-        b"\r\n", b"\r\n\r\n", b"\t\t\t\t\t\t\r\n",
+        b"\r\n",
+        b"\r\n\r\n",
+        b"\t\t\t\t\t\t\r\n",
     ]
     for data in cases:
         for lowest, highest in ((1, MAX_INT64), (6, 6), (5, 7), (8, 4)):

@@ -5,6 +5,7 @@ Each corpus line is a subject quoted verbatim by a public source (cited in `sour
 person reads in it: the file name, the file counter and the segment counter. The score comes from
 the same function as the command's, so the test and `edge parse-subjects --score` agree.
 """
+
 import json
 from pathlib import Path
 
@@ -23,8 +24,11 @@ def corpus_lines() -> list[str]:
 
 
 def misses_text(score: dict, field: str) -> str:
-    lines = [f"  {json.dumps(miss['subject'], ensure_ascii=False)}: expected {miss['expected']!r}, got {miss['got']!r}"
-             for miss in score["misses"] if miss["field"] == field]
+    lines = [
+        f"  {json.dumps(miss['subject'], ensure_ascii=False)}: expected {miss['expected']!r}, got {miss['got']!r}"
+        for miss in score["misses"]
+        if miss["field"] == field
+    ]
     return "\n".join(lines)
 
 
@@ -40,8 +44,9 @@ def test_the_corpus_is_well_formed():
         for index, count in (("file_index", "file_count"), ("part", "parts")):
             pair = (record[index], record[count])
             # A counter is read whole or not at all.
-            assert pair == (None, None) or all(type(value) is int and value >= 0 for value in pair), \
+            assert pair == (None, None) or all(type(value) is int and value >= 0 for value in pair), (
                 f"line {number}: {index}/{count} {pair}"
+            )
         assert isinstance(record["source"], str) and record["source"].strip(), f"line {number} cites no source"
     assert len(subjects) >= 300
 
@@ -50,8 +55,11 @@ def test_the_corpus_cites_its_sources_precisely():
     # A repository file is cited as owner/repo:path@commit, anything else by its address or the issue.
     for number, line in enumerate(corpus_lines(), 1):
         source = json.loads(line)["source"]
-        assert (source.startswith("https://") or source == "issue 24"
-                or (":" in source and "@" in source.rpartition(":")[2])), f"line {number}: {source}"
+        assert (
+            source.startswith("https://")
+            or source == "issue 24"
+            or (":" in source and "@" in source.rpartition(":")[2])
+        ), f"line {number}: {source}"
 
 
 @pytest.fixture(scope="module")
@@ -63,23 +71,46 @@ def test_file_names_of_real_subjects(score):
     # Compared on the counts: the rounded percentage could pass a share just under the bar.
     assert score["filename_right"] * 100 >= REQUIRED_PCT * score["total"], (
         f"file names {score['filename_right']}/{score['total']} ({score['filename_pct']}%) are right, "
-        f"{REQUIRED_PCT}% must be; the misses:\n" + misses_text(score, "filename"))
+        f"{REQUIRED_PCT}% must be; the misses:\n" + misses_text(score, "filename")
+    )
 
 
 def test_file_counters_of_real_subjects(score):
     assert score["counter_right"] * 100 >= REQUIRED_PCT * score["total"], (
         f"file counters {score['counter_right']}/{score['total']} ({score['counter_pct']}%) are right, "
-        f"{REQUIRED_PCT}% must be; the misses:\n" + misses_text(score, "counter"))
+        f"{REQUIRED_PCT}% must be; the misses:\n" + misses_text(score, "counter")
+    )
 
 
 # A small corpus for the command: the first line expects what the digest reads, the second a
 # wrong file name, the third a wrong file counter and a wrong segment counter.
-RIGHT = {"subject": '[01/12] - "Some.Release.part01.rar" yEnc (1/137)', "filename": "Some.Release.part01.rar",
-         "file_index": 1, "file_count": 12, "part": 1, "parts": 137, "source": "tests/edge/test_cli.py"}
-WRONG_NAME = {"subject": '"b2d3075d94af88c6742b1fdfc34b225e.10" yEnc (1/20)', "filename": "not.this.name",
-              "file_index": None, "file_count": None, "part": 1, "parts": 20, "source": "issue 24"}
-WRONG_COUNTERS = {"subject": '[02/12] - "Some.Release.part02.rar" yEnc (5/137)', "filename": "Some.Release.part02.rar",
-                  "file_index": 3, "file_count": 12, "part": None, "parts": None, "source": "made here"}
+RIGHT = {
+    "subject": '[01/12] - "Some.Release.part01.rar" yEnc (1/137)',
+    "filename": "Some.Release.part01.rar",
+    "file_index": 1,
+    "file_count": 12,
+    "part": 1,
+    "parts": 137,
+    "source": "tests/edge/test_cli.py",
+}
+WRONG_NAME = {
+    "subject": '"b2d3075d94af88c6742b1fdfc34b225e.10" yEnc (1/20)',
+    "filename": "not.this.name",
+    "file_index": None,
+    "file_count": None,
+    "part": 1,
+    "parts": 20,
+    "source": "issue 24",
+}
+WRONG_COUNTERS = {
+    "subject": '[02/12] - "Some.Release.part02.rar" yEnc (5/137)',
+    "filename": "Some.Release.part02.rar",
+    "file_index": 3,
+    "file_count": 12,
+    "part": None,
+    "parts": None,
+    "source": "made here",
+}
 
 
 def write_corpus(path: Path, lines: list[str]) -> str:
@@ -90,8 +121,9 @@ def write_corpus(path: Path, lines: list[str]) -> str:
 @pytest.fixture
 def small_corpus(tmp_path) -> str:
     # A blank line in the middle is skipped, not counted.
-    return write_corpus(tmp_path / "corpus.jsonl", [json.dumps(RIGHT), "", json.dumps(WRONG_NAME),
-                                                    json.dumps(WRONG_COUNTERS)])
+    return write_corpus(
+        tmp_path / "corpus.jsonl", [json.dumps(RIGHT), "", json.dumps(WRONG_NAME), json.dumps(WRONG_COUNTERS)]
+    )
 
 
 def test_score_in_text(small_corpus, capsys):
@@ -114,11 +146,20 @@ def test_score_as_json(small_corpus, capsys):
     assert main(["parse-subjects", "--score", small_corpus, "--json"]) == 0
     score = json.loads(capsys.readouterr().out)
     assert score == {
-        "total": 3, "filename_right": 2, "filename_pct": 66.67, "counter_right": 2, "counter_pct": 66.67,
-        "segment_right": 2, "segment_pct": 66.67,
+        "total": 3,
+        "filename_right": 2,
+        "filename_pct": 66.67,
+        "counter_right": 2,
+        "counter_pct": 66.67,
+        "segment_right": 2,
+        "segment_pct": 66.67,
         "misses": [
-            {"field": "filename", "subject": WRONG_NAME["subject"], "expected": "not.this.name",
-             "got": "b2d3075d94af88c6742b1fdfc34b225e.10"},
+            {
+                "field": "filename",
+                "subject": WRONG_NAME["subject"],
+                "expected": "not.this.name",
+                "got": "b2d3075d94af88c6742b1fdfc34b225e.10",
+            },
             {"field": "counter", "subject": WRONG_COUNTERS["subject"], "expected": [3, 12], "got": [2, 12]},
             {"field": "segment", "subject": WRONG_COUNTERS["subject"], "expected": None, "got": [5, 137]},
         ],
@@ -130,12 +171,15 @@ def test_the_command_prints_what_the_test_computes(capsys):
     assert json.loads(capsys.readouterr().out) == score_subjects(corpus_lines())
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("{not json", "not JSON"),
-    (json.dumps({"filename": "a.rar"}), "no subject"),
-    (json.dumps(["a list"]), "not a JSON object"),
-    (json.dumps({"subject": "x.rar (1/2)", "file_index": "1"}), "file_index is '1'"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("{not json", "not JSON"),
+        (json.dumps({"filename": "a.rar"}), "no subject"),
+        (json.dumps(["a list"]), "not a JSON object"),
+        (json.dumps({"subject": "x.rar (1/2)", "file_index": "1"}), "file_index is '1'"),
+    ],
+)
 def test_a_bad_corpus_line_is_named(tmp_path, capsys, bad, message):
     path = write_corpus(tmp_path / "bad.jsonl", [json.dumps(RIGHT), bad, json.dumps(RIGHT)])
     assert main(["parse-subjects", "--score", path]) == 2

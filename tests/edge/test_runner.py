@@ -1,5 +1,6 @@
 """The range loop's posting ahead (edge.digest.runner.run_range's post_ahead) and the node's digest turns
 (edge.node.node.DigestTurns): plain threads and an in-memory source, no server."""
+
 from __future__ import annotations
 
 import threading
@@ -60,8 +61,12 @@ class Hooks(RangeHooks):
     """The hooks a test gives as functions; those not given keep RangeHooks' defaults."""
 
     def __init__(self, digest_slot=None, should_stop=None, on_digested=None, progress=None):
-        for name, hook in (("digest_slot", digest_slot), ("should_stop", should_stop),
-                           ("on_digested", on_digested), ("progress", progress)):
+        for name, hook in (
+            ("digest_slot", digest_slot),
+            ("should_stop", should_stop),
+            ("on_digested", on_digested),
+            ("progress", progress),
+        ):
             if hook is not None:
                 setattr(self, name, hook)
 
@@ -111,8 +116,12 @@ def test_on_digested_follows_the_last_batch_digested_before_its_post(post_ahead)
         turns.append(len(turns))
         yield
 
-    state = run(sink, post_ahead=post_ahead, digest_slot=slot,
-                on_digested=lambda: digested.append((len(turns), list(sink.asked))))
+    state = run(
+        sink,
+        post_ahead=post_ahead,
+        digest_slot=slot,
+        on_digested=lambda: digested.append((len(turns), list(sink.asked))),
+    )
     ((turns_then, asked_then),) = digested
     assert turns_then == 4 and BIG + 300 not in asked_then  # the last batch not handed over yet
     if not post_ahead:
@@ -200,8 +209,9 @@ def test_digest_turns_go_to_the_longest_held_range_first():
     waiters = [threading.Thread(target=waiter, args=(n,)) for n in (9, 3, 7)]  # ask in this order
     for thread in waiters:
         thread.start()
-    wait_until(lambda: turns._waiting == {3, 7, 9}, timeout=5, what="the three ranges waiting for a turn",
-               interval=0.01)
+    wait_until(
+        lambda: turns._waiting == {3, 7, 9}, timeout=5, what="the three ranges waiting for a turn", interval=0.01
+    )
     release_first.set()
     for thread in waiters:
         thread.join(5)
@@ -225,8 +235,9 @@ def test_a_range_leased_later_waits_for_the_first_turn_of_one_leased_before_it()
     late = [threading.Thread(target=ranged, args=(n,)) for n in (2, 1)]
     for thread in late:
         thread.start()
-    wait_until(lambda: set(late) <= turns._cond.waited, timeout=5, what="ranges 1 and 2 waiting for a turn",
-               interval=0.01)
+    wait_until(
+        lambda: set(late) <= turns._cond.waited, timeout=5, what="ranges 1 and 2 waiting for a turn", interval=0.01
+    )
     assert order == []  # range 0 has not asked yet: nobody goes before it
     turns.forget(0)  # it ended before its first turn (failed, given back)
     for thread in late:

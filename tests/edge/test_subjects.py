@@ -1,4 +1,5 @@
 """The subject parser on real subjects (tests/edge/data) and on the generator's ground truth."""
+
 import json
 import re
 from pathlib import Path
@@ -10,11 +11,20 @@ from hypothesis import strategies as st
 from edge.digest.overview import decode_text
 from edge.digest import subjects
 from edge.digest.subjects import (
-    ParsedSubject, base_name, extension, file_subject, find_segment_counter, parse_pieces, parse_subject,
+    ParsedSubject,
+    base_name,
+    extension,
+    file_subject,
+    find_segment_counter,
+    parse_pieces,
+    parse_subject,
 )
 from simnews.generator import Config, generate
 
-REAL = [json.loads(line) for line in (Path(__file__).parent / "data" / "real_subjects.jsonl").read_text("utf-8").splitlines()]
+REAL = [
+    json.loads(line)
+    for line in (Path(__file__).parent / "data" / "real_subjects.jsonl").read_text("utf-8").splitlines()
+]
 FIELDS = ("filename", "part", "parts", "file_index", "file_count", "release")
 
 
@@ -36,15 +46,21 @@ def test_generator_ground_truth(kind):
         truth = article.truth
         intended = truth.intended
         parsed = parse_subject(decode_text(truth.subject))
-        assert tuple(parsed) == (intended.filename, intended.part, intended.parts, intended.file_index,
-                                 intended.file_count, intended.release), truth.subject
+        assert tuple(parsed) == (
+            intended.filename,
+            intended.part,
+            intended.parts,
+            intended.file_index,
+            intended.file_count,
+            intended.release,
+        ), truth.subject
         checked += 1
     assert checked == 6000
 
 
 def test_segment_counter_is_the_last_one():
     assert find_segment_counter('[1/5] "a.rar" yEnc (3/9) (12/40)') == (25, 32, 12, 40)
-    assert find_segment_counter(b'x (1/2) (not one)') == (2, 7, 1, 2)
+    assert find_segment_counter(b"x (1/2) (not one)") == (2, 7, 1, 2)
     assert find_segment_counter("no counter (here)") is None
     assert find_segment_counter("") is None
 
@@ -65,8 +81,16 @@ def test_obfuscated_names_are_grouped_by_the_text_around_the_counters():
 
 
 def test_par2_volumes_and_numbered_archives_share_the_base_name():
-    names = ["X.Y-Z.par2", "X.Y-Z.vol00+01.par2", "X.Y-Z.vol31-63.PAR2", "X.Y-Z.part001.rar", "X.Y-Z.r00",
-             "X.Y-Z.7z.001", "X.Y-Z.nfo", "X.Y-Z.sfv"]
+    names = [
+        "X.Y-Z.par2",
+        "X.Y-Z.vol00+01.par2",
+        "X.Y-Z.vol31-63.PAR2",
+        "X.Y-Z.part001.rar",
+        "X.Y-Z.r00",
+        "X.Y-Z.7z.001",
+        "X.Y-Z.nfo",
+        "X.Y-Z.sfv",
+    ]
     assert {base_name(name) for name in names} == {"X.Y-Z"}
     assert base_name("Release.Name.2023") == "Release.Name.2023"
     assert extension("Setup.EXE") == "exe" and extension("x.r07") == "r07" and extension("noext") == ""
@@ -95,13 +119,18 @@ def in_python(subject: str) -> ParsedSubject:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(["", "Name", "Name.2024", "Re: x", "a (1/2)", "x 3 of 4", "[FR]", "Some yEnc", "Name -"]),
-       st.one_of(st.none(), st.tuples(st.integers(0, 999), st.integers(0, 999))),
-       st.sampled_from(["a.rar", "Name.part01.rar", "Name.2024.exe", "x.vol00+01.par2", "8d7f0a1c9b2e4f6a8d7f", "b c"]),
-       st.sampled_from(["", " 12345", " - 1,2 MB"]))
+@given(
+    st.sampled_from(["", "Name", "Name.2024", "Re: x", "a (1/2)", "x 3 of 4", "[FR]", "Some yEnc", "Name -"]),
+    st.one_of(st.none(), st.tuples(st.integers(0, 999), st.integers(0, 999))),
+    st.sampled_from(["a.rar", "Name.part01.rar", "Name.2024.exe", "x.vol00+01.par2", "8d7f0a1c9b2e4f6a8d7f", "b c"]),
+    st.sampled_from(["", " 12345", " - 1,2 MB"]),
+)
 def test_the_shortcut_gives_what_the_steps_give(front, counter, filename, after):
-    text = " ".join(piece for piece in (front, f"[{counter[0]}/{counter[1]}] -" if counter else "",
-                                        f'"{filename}" yEnc (1/2){after}') if piece)
+    text = " ".join(
+        piece
+        for piece in (front, f"[{counter[0]}/{counter[1]}] -" if counter else "", f'"{filename}" yEnc (1/2){after}')
+        if piece
+    )
     assert parse_subject(text) == by_steps(text)
 
 
@@ -116,25 +145,52 @@ def test_the_compiled_shortcut_decides_ascii_text_only():
     assert subjects._usual_subject is not None
     cuts = subjects._CUT_SUFFIXES, subjects._cuts
     assert subjects._usual_subject('[1/2] - "a.part1.rar" yEnc', *cuts) == ("a.part1.rar", 1, 2, "a")
-    assert subjects._usual_subject('Name.2024 [03/12] - "Name.2024.r01" yEnc', *cuts) == ("Name.2024.r01", 3, 12,
-                                                                                          "Name.2024")
+    assert subjects._usual_subject('Name.2024 [03/12] - "Name.2024.r01" yEnc', *cuts) == (
+        "Name.2024.r01",
+        3,
+        12,
+        "Name.2024",
+    )
     assert subjects._usual_subject('Other [03/12] - "Name.r01" yEnc', *cuts) is False  # the steps read it
     assert subjects._usual_subject('[1/2] - "é.rar" yEnc', *cuts) is None  # not ASCII: the Python decides
     assert subjects._usual_subject('"a.rar" yEnc', {"rar": None}, subjects._cuts)[3] == "a"  # None: not known yet
 
 
 _LAZY_USUAL_SHAPE = re.compile(r'(?:([^"\[\]]*?) )?(?:\[(\d{1,6})/(\d{1,6})\] - )?"([^"]+)" yEnc')
-_SHAPE_PIECES = ['"', "[", "]", " ", "-", "/", "1", "42", "٣", "a", "B.c", "\n", " - ", " yEnc", "[1/2] - ",
-                 "[012/300] - ", "[1234567/2] - ", "[1/2]", " [3/4] - ", "yEnc"]
+_SHAPE_PIECES = [
+    '"',
+    "[",
+    "]",
+    " ",
+    "-",
+    "/",
+    "1",
+    "42",
+    "٣",
+    "a",
+    "B.c",
+    "\n",
+    " - ",
+    " yEnc",
+    "[1/2] - ",
+    "[012/300] - ",
+    "[1234567/2] - ",
+    "[1/2]",
+    " [3/4] - ",
+    "yEnc",
+]
 
 
-_SHAPE_FRONT = st.one_of(st.just(""), st.text('ab .-:1٣\n[]"', max_size=8),
-                         st.text("ab .-1", max_size=8).map(lambda front: front + " "))
-_SHAPE_COUNTER = st.one_of(st.sampled_from(["", "[1/2] - ", "[012/300] - ", "[1234567/2] - ", "[٣/1] - ", "[1/2]- ",
-                                            "[1/2/3] - "]),
-                           st.lists(st.sampled_from(_SHAPE_PIECES), max_size=3).map("".join))
-_SHAPE_NAME = st.one_of(st.text("ab.[]/ -1", max_size=8),
-                        st.lists(st.sampled_from(_SHAPE_PIECES), max_size=4).map("".join))
+_SHAPE_FRONT = st.one_of(
+    st.just(""), st.text('ab .-:1٣\n[]"', max_size=8), st.text("ab .-1", max_size=8).map(lambda front: front + " ")
+)
+_SHAPE_COUNTER = st.one_of(
+    st.sampled_from(["", "[1/2] - ", "[012/300] - ", "[1234567/2] - ", "[٣/1] - ", "[1/2]- ", "[1/2/3] - "]),
+    st.lists(st.sampled_from(_SHAPE_PIECES), max_size=3).map("".join),
+)
+_SHAPE_NAME = st.one_of(
+    st.text("ab.[]/ -1", max_size=8), st.lists(st.sampled_from(_SHAPE_PIECES), max_size=4).map("".join)
+)
 
 
 @settings(max_examples=2000, deadline=None)
@@ -153,12 +209,28 @@ def test_the_usual_shape_matches_as_its_lazy_form_did(front, counter, name, quot
 
 
 _ASCII_PIECES = [piece for piece in _SHAPE_PIECES if piece.isascii()] + [
-    ".rar", ".part01.rar", ".vol00+01.par2", ".r00", ".7z.001", "Name", "yEnc ", "\t", "-:|", "<a>", "0/0"]
+    ".rar",
+    ".part01.rar",
+    ".vol00+01.par2",
+    ".r00",
+    ".7z.001",
+    "Name",
+    "yEnc ",
+    "\t",
+    "-:|",
+    "<a>",
+    "0/0",
+]
 
 
 @settings(max_examples=3000, deadline=None)
-@given(_SHAPE_FRONT, _SHAPE_COUNTER, st.one_of(_SHAPE_NAME, st.lists(st.sampled_from(_ASCII_PIECES), max_size=5).map(
-    "".join)), st.booleans(), st.booleans())
+@given(
+    _SHAPE_FRONT,
+    _SHAPE_COUNTER,
+    st.one_of(_SHAPE_NAME, st.lists(st.sampled_from(_ASCII_PIECES), max_size=5).map("".join)),
+    st.booleans(),
+    st.booleans(),
+)
 def test_the_compiled_shortcut_gives_what_the_python_one_gives(front, counter, name, quoted, stem_in_front):
     """edge/digest/_overview.c usual_subject against the regex and base_name it stands for, on texts of
     the usual shape and near it (the name's base in front, as NZB style posts it; ASCII, and
@@ -184,10 +256,62 @@ _PLAIN_FORMS = {
 }
 # Pieces of what these forms look at, with every letter that IGNORECASE matches beside ASCII
 # (KELVIN SIGN, İ, ı, ſ), and other digits and word characters.
-_NOISE_PIECES = ["y", "Y", "e", "E", "n", "N", "c", "C", "yEnc", "YENC", "yenc 123", " ", "\t", "\n", "1", "22", "٣",
-                 "²", ".", ",", "k", "K", "\u212a", "m", "G", "t", "T", "i", "I", "\u0130", "\u0131", "B", "b",
-                 "bytes", "BYTES", "s", "S", "\u017f", "-", ":", "|", "~", "_", "a", "é", "MB", "GiB", " 12 ", "x", "ǅ",
-                 "3\u212aB", "4 K\u0130B", "5m\u0131b", "6 byte\u017f"]
+_NOISE_PIECES = [
+    "y",
+    "Y",
+    "e",
+    "E",
+    "n",
+    "N",
+    "c",
+    "C",
+    "yEnc",
+    "YENC",
+    "yenc 123",
+    " ",
+    "\t",
+    "\n",
+    "1",
+    "22",
+    "٣",
+    "²",
+    ".",
+    ",",
+    "k",
+    "K",
+    "\u212a",
+    "m",
+    "G",
+    "t",
+    "T",
+    "i",
+    "I",
+    "\u0130",
+    "\u0131",
+    "B",
+    "b",
+    "bytes",
+    "BYTES",
+    "s",
+    "S",
+    "\u017f",
+    "-",
+    ":",
+    "|",
+    "~",
+    "_",
+    "a",
+    "é",
+    "MB",
+    "GiB",
+    " 12 ",
+    "x",
+    "ǅ",
+    "3\u212aB",
+    "4 K\u0130B",
+    "5m\u0131b",
+    "6 byte\u017f",
+]
 
 
 @settings(max_examples=3000, deadline=None)

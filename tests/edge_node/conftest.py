@@ -1,5 +1,6 @@
 """The edge node against the real services: `edge run` installed as the edge image installs it
 (a bare virtualenv with only the edge package), gunicorn over HTTPS, Celery workers, INN 2."""
+
 from __future__ import annotations
 
 import itertools
@@ -43,8 +44,8 @@ def dockerfile_steps() -> list[tuple[str, ...]]:
         elif install := re.fullmatch(r"RUN\s+(pip install [^&\\]+?)\s*", line):
             steps.append(("pip", install.group(1)))
     assert [kind for kind, *_ in steps].count("pip") >= 1 and any(
-        kind == "copy" and source.rstrip("/") == "edge" for kind, source, *_ in steps), \
-        "ops/Dockerfile.edge no longer copies and pip-installs the edge"
+        kind == "copy" and source.rstrip("/") == "edge" for kind, source, *_ in steps
+    ), "ops/Dockerfile.edge no longer copies and pip-installs the edge"
     return steps
 
 
@@ -54,8 +55,9 @@ def copy_build_context(source: Path, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target)
         return
-    patterns = [line.strip() for line in DOCKERIGNORE.read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip() for line in DOCKERIGNORE.read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
     names = {pattern.removeprefix("**/") for pattern in patterns}
     shutil.copytree(source, target, ignore=shutil.ignore_patterns(*names))
 
@@ -78,8 +80,9 @@ def edge_bin(tmp_path_factory) -> Path:
         command = [argument.strip("'\"") for argument in step[0].split()]
         # The image's absolute paths (/src/...) are this directory's.
         command = [str(root) + argument if argument.startswith("/") else argument for argument in command]
-        subprocess.run([env_dir / "bin" / "python", "-m", *command, "-q", "--disable-pip-version-check"],
-                       check=True, cwd=root)
+        subprocess.run(
+            [env_dir / "bin" / "python", "-m", *command, "-q", "--disable-pip-version-check"], check=True, cwd=root
+        )
     return env_dir / "bin" / "edge"
 
 
@@ -110,9 +113,13 @@ def post_articles(inn, group: str, count: int) -> Posted:
     assert inn.post(articles) == len(articles)
     with connect(inn.host, inn.reader_port, compress=False) as client:
         info = client.group(group)
-    return Posted(group, info.first, info.last,
-                  kept={a.message_id for a in articles if not a.truth.is_flood},
-                  dropped={a.message_id for a in articles if a.truth.is_flood})
+    return Posted(
+        group,
+        info.first,
+        info.last,
+        kept={a.message_id for a in articles if not a.truth.is_flood},
+        dropped={a.message_id for a in articles if a.truth.is_flood},
+    )
 
 
 def plan(group: str, spans: list[tuple[int, int]], node_name: str | None = None) -> tuple[str, list[int]]:
@@ -125,14 +132,18 @@ def plan(group: str, spans: list[tuple[int, int]], node_name: str | None = None)
 
 
 def all_batches_stored(engine) -> bool:
-    (row,) = query(engine, "SELECT count(*) FILTER (WHERE state NOT IN ('stored', 'gathered')), count(*)"
-                           " FROM seed_batches")
+    (row,) = query(
+        engine, "SELECT count(*) FILTER (WHERE state NOT IN ('stored', 'gathered')), count(*) FROM seed_batches"
+    )
     return row[0] == 0 and row[1] > 0
 
 
 def stored_message_ids(engine, group: str) -> list[str]:
-    rows = query(engine, "SELECT f.message_id FROM fragments_with_ids f JOIN groups g ON g.id = f.group_id"
-                         " WHERE g.name = :group", group=group)
+    rows = query(
+        engine,
+        "SELECT f.message_id FROM fragments_with_ids f JOIN groups g ON g.id = f.group_id WHERE g.name = :group",
+        group=group,
+    )
     return [r[0] for r in rows]
 
 

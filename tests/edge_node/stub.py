@@ -1,5 +1,6 @@
 """A coordinator in front of the real one, over HTTPS, that misbehaves when told to: answers 503
 to batches, or drops the connection without an answer, then forwards everything."""
+
 from __future__ import annotations
 
 import time
@@ -10,8 +11,14 @@ UNAVAILABLE = Reply(503, b'{"error": "unavailable", "message": "try later"}', "a
 
 
 class FlakyCoordinator(HttpsRelay):
-    def __init__(self, upstream_url: str, upstream_cafile: str, *, batch_failures: list[str] | None = None,
-                 batch_delay: float = 0.0):
+    def __init__(
+        self,
+        upstream_url: str,
+        upstream_cafile: str,
+        *,
+        batch_failures: list[str] | None = None,
+        batch_delay: float = 0.0,
+    ):
         """batch_failures: what the next batch posts get, in order: "503" or "drop" (then forwarded);
         "503-forever" as the last item answers 503 to every batch from then on. batch_delay: seconds
         each batch post waits before it is forwarded (a slow coordinator)."""

@@ -1,5 +1,6 @@
 """bench/edge.py runs end to end on a small group and ends with its figures as JSON (speed is not
 asserted here: the benchmark's own run is)."""
+
 import json
 import shutil
 import subprocess
@@ -17,8 +18,27 @@ def test_bench_prints_its_figures_last():
     inn_dir = tempfile.mkdtemp(prefix="eb.", dir="/tmp")
     shutil.rmtree(inn_dir)  # the benchmark makes its INN there
     try:
-        result = subprocess.run([sys.executable, str(BENCH), "--articles", "3000", "--connections", "1,2",
-                                 "--ranges", "3", "--leases", "2", "--post-seconds", "0.01", "--inn-dir", inn_dir], capture_output=True, text=True, timeout=600)
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(BENCH),
+                "--articles",
+                "3000",
+                "--connections",
+                "1,2",
+                "--ranges",
+                "3",
+                "--leases",
+                "2",
+                "--post-seconds",
+                "0.01",
+                "--inn-dir",
+                inn_dir,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         subprocess.run([str(BENCH.parents[1] / "ops" / "inn"), "stop", inn_dir], capture_output=True)
         shutil.rmtree(inn_dir, ignore_errors=True)
@@ -32,5 +52,7 @@ def test_bench_prints_its_figures_last():
     # The same articles as three ranges, two held at once: every line is digested once, and there
     # is one batch for each range.
     assert [(run["connections"], run["ranges"]) for run in figures["range_runs"]] == [(1, 3), (2, 3)]
-    assert all(run["lines"] == 3000 and run["batches"] == 3 and run["vs_one_range"] > 0 for run in figures["range_runs"])
+    assert all(
+        run["lines"] == 3000 and run["batches"] == 3 and run["vs_one_range"] > 0 for run in figures["range_runs"]
+    )
     assert "where the digest thread's time goes" in result.stdout

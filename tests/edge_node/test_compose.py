@@ -6,6 +6,7 @@ Two schemas, both offline: the one Debian's docker-compose package ships (ops/se
 through jsonschema, and the current specification's that check-jsonschema ships
 (`--builtin-schema vendor.compose-spec`, as ops/test runs it). Debian's docker-compose also
 interpolates the files (`config`), which checks the required variables."""
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,13 @@ def compose_config(name: str, env: dict[str, str], tmp_path: Path) -> subprocess
     .env must not decide the test)."""
     empty = tmp_path / "empty.env"
     empty.write_text("")
-    return subprocess.run(["docker-compose", "--env-file", str(empty), "-f", str(REPO / name), "config"],
-                          env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["docker-compose", "--env-file", str(empty), "-f", str(REPO / name), "config"],
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -66,8 +72,13 @@ def test_the_file_follows_the_compose_specification(validator, name):
 
 def test_the_files_follow_the_current_compose_specification():
     checker = Path(sys.executable).with_name("check-jsonschema")
-    result = subprocess.run([str(checker), "--builtin-schema", "vendor.compose-spec", *FILES], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(checker), "--builtin-schema", "vendor.compose-spec", *FILES],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -78,8 +89,12 @@ def test_the_schema_check_catches_mistakes(validator, compose, tmp_path):
     path = tmp_path / "compose.yaml"
     path.write_text(yaml.safe_dump(broken))
     checker = Path(sys.executable).with_name("check-jsonschema")
-    result = subprocess.run([str(checker), "--builtin-schema", "vendor.compose-spec", str(path)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(checker), "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1 and "stop_grace_periode" in result.stdout + result.stderr
 
 
@@ -107,9 +122,11 @@ def test_the_api_and_workers_start_after_the_migration_and_the_services_they_nee
     assert services["migrate"]["command"] == ["alembic", "upgrade", "head"]
     assert services["migrate"]["restart"] == "no"
     for name in ("api", *WORKERS, "beat"):
-        assert services[name]["depends_on"] == {"migrate": {"condition": "service_completed_successfully"},
-                                                "postgres": {"condition": "service_healthy"},
-                                                "redis": {"condition": "service_healthy"}}, name
+        assert services[name]["depends_on"] == {
+            "migrate": {"condition": "service_completed_successfully"},
+            "postgres": {"condition": "service_healthy"},
+            "redis": {"condition": "service_healthy"},
+        }, name
 
 
 def test_every_service_has_a_health_check(compose, edge):
@@ -127,7 +144,8 @@ def test_every_service_has_a_health_check(compose, edge):
         assert f"-n {node}@%h" in " ".join(services[worker]["command"])
         assert "inspect ping" in checks[worker] and f"-d {node}@$${{HOSTNAME}}" in checks[worker], checks[worker]
     assert "celerybeat-schedule" in checks["beat"] and "-s /tmp/celerybeat-schedule" in " ".join(
-        services["beat"]["command"])
+        services["beat"]["command"]
+    )
     assert "/healthcheck" in checks["flower"]
     assert "/livez" in checks["edge"] and "COORDINATOR_CAFILE" in checks["edge"]
 
@@ -143,7 +161,8 @@ def test_images_are_pinned_to_exact_versions(compose, edge):
         # The base is a build argument, the public image by default, at an exact version.
         assert re.search(r"^ARG BASE=python:3\.11\.\d+-slim-bookworm$", text, re.M), dockerfile
         assert re.findall(r"^FROM (\S+)", text, re.M) and all(
-            base == "$BASE" for base in re.findall(r"^FROM (\S+)", text, re.M)), dockerfile
+            base == "$BASE" for base in re.findall(r"^FROM (\S+)", text, re.M)
+        ), dockerfile
 
 
 def test_the_api_has_time_to_finish_its_requests_when_stopped(compose):
@@ -205,15 +224,18 @@ def test_each_lock_pins_every_dependency_the_project_declares(lock):
     assert lock in re.search(r"for lock in ([a-z ]+);", (REPO / "ops/lock").read_text()).group(1).split()
     pinned = {requirement_name(line): line for line in text.splitlines() if re.match(r"[A-Za-z0-9]", line)}
     assert all(re.match(r"\S+==\S+", line) for line in pinned.values()), "every line of the lock pins a version"
-    assert all("--hash=sha256:" in entry for entry in re.split(r"\n(?=[A-Za-z0-9])", text) if re.match(r"[A-Za-z0-9]", entry))
+    assert all(
+        "--hash=sha256:" in entry for entry in re.split(r"\n(?=[A-Za-z0-9])", text) if re.match(r"[A-Za-z0-9]", entry)
+    )
     declared = set()
     for pyproject, extras in LOCKS[lock]:
         project = tomllib.loads((REPO / pyproject).read_text())["project"]
         for requirement in project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]:
             declared.add(requirement_name(requirement))
     missing = declared - set(pinned) - {"seed-edge"}  # the edge distribution comes from this tree
-    assert not missing, (f"ops/requirements-{lock}.txt lacks {sorted(missing)}: make it again with ops/lock"
-                         " (docs/deploy.md)")
+    assert not missing, (
+        f"ops/requirements-{lock}.txt lacks {sorted(missing)}: make it again with ops/lock (docs/deploy.md)"
+    )
     assert "seed-edge" not in pinned and "usenet-seed" not in pinned
 
 
@@ -234,15 +256,19 @@ def test_the_replica_runs_with_its_profile_and_the_catalog_reads_from_it_when_to
     assert yaml.safe_load(plain.stdout)["services"]["postgres-replica"]["profiles"] == ["replica"]
     assert yaml.safe_load(plain.stdout)["services"]["api"]["environment"]["DATABASE_READ_URL"] == ""
     read_url = "postgresql+psycopg://seed:x@postgres-replica:5432/seed"
-    result = compose_config("compose.yaml", {**DATA_CENTER_SECRETS, "COMPOSE_PROFILES": "replica",
-                                             "DATABASE_READ_URL": read_url}, tmp_path)
+    result = compose_config(
+        "compose.yaml", {**DATA_CENTER_SECRETS, "COMPOSE_PROFILES": "replica", "DATABASE_READ_URL": read_url}, tmp_path
+    )
     assert result.returncode == 0, result.stderr
     services = yaml.safe_load(result.stdout)["services"]
     replica = services["postgres-replica"]
     assert replica["image"] == services["postgres"]["image"]
     script = replica["entrypoint"][-1]
-    assert "pg_basebackup -h postgres -U seed" in script and " -R " in script and script.rstrip().endswith("exec postgres")
-    assert any("/docker-entrypoint-initdb.d/allow-replication.sh" in str(volume)
-               for volume in services["postgres"]["volumes"])
+    assert (
+        "pg_basebackup -h postgres -U seed" in script and " -R " in script and script.rstrip().endswith("exec postgres")
+    )
+    assert any(
+        "/docker-entrypoint-initdb.d/allow-replication.sh" in str(volume) for volume in services["postgres"]["volumes"]
+    )
     for name in ("api", *WORKERS):
         assert services[name]["environment"]["DATABASE_READ_URL"] == read_url

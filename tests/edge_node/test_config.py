@@ -1,4 +1,5 @@
 """The node's settings: environment, flags over it, and clear errors."""
+
 from __future__ import annotations
 
 import argparse
@@ -64,25 +65,34 @@ def test_secrets_have_no_flag():
     assert "--coordinator-url" in options
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"COORDINATOR_URL": "seed.example.net"}, "COORDINATOR_URL must be an https:// URL with a host"),
-    ({"COORDINATOR_URL": "ftp://seed.example.net"}, "COORDINATOR_URL must be an https:// URL with a host"),
-    ({"COORDINATOR_URL": "http://seed.example.net"}, "COORDINATOR_URL is plain http://"),
-    ({"COORDINATOR_URL": "http://seed.example.net", "COORDINATOR_INSECURE": "0"}, "COORDINATOR_URL is plain http://"),
-    ({"COORDINATOR_INSECURE": "maybe"}, "COORDINATOR_INSECURE must be a boolean"),
-    ({"COORDINATOR_URL": "https://x:99999"}, "COORDINATOR_URL has a bad port"),
-    ({"NODE_TOKEN": "two words"}, "NODE_TOKEN must be the node token"),
-    ({"NNTP_CONNECTIONS": "0"}, "NNTP_CONNECTIONS must be between 1 and 256, got 0"),
-    ({"NNTP_PORT": "nntp"}, "NNTP_PORT must be an integer, got 'nntp'"),
-    ({"NNTP_SSL": "maybe"}, "NNTP_SSL must be a boolean"),
-    ({"NNTP_TIMEOUT": "-1"}, "NNTP_TIMEOUT must be a positive number of seconds"),
-    ({"COORDINATOR_GIVE_UP": "nan"}, "COORDINATOR_GIVE_UP must be a positive number of seconds"),
-    ({"BATCH_FORMAT": "xml"}, "BATCH_FORMAT must be one of msgpack, json"),
-    ({"COORDINATOR_CAFILE": "/nonexistent/ca.pem"}, "COORDINATOR_CAFILE '/nonexistent/ca.pem' is not a readable file"),
-    ({"NNTP_SSL": "1", "NNTP_STARTTLS": "1"}, "NNTP_SSL and NNTP_STARTTLS exclude each other"),
-    ({"NNTP_PASSWORD": "secret"}, "NNTP_PASSWORD is set but NNTP_USER is not"),
-    ({"NNTP_CAFILE": "/nonexistent/ca.pem"}, "NNTP_CAFILE '/nonexistent/ca.pem' is not a readable file"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"COORDINATOR_URL": "seed.example.net"}, "COORDINATOR_URL must be an https:// URL with a host"),
+        ({"COORDINATOR_URL": "ftp://seed.example.net"}, "COORDINATOR_URL must be an https:// URL with a host"),
+        ({"COORDINATOR_URL": "http://seed.example.net"}, "COORDINATOR_URL is plain http://"),
+        (
+            {"COORDINATOR_URL": "http://seed.example.net", "COORDINATOR_INSECURE": "0"},
+            "COORDINATOR_URL is plain http://",
+        ),
+        ({"COORDINATOR_INSECURE": "maybe"}, "COORDINATOR_INSECURE must be a boolean"),
+        ({"COORDINATOR_URL": "https://x:99999"}, "COORDINATOR_URL has a bad port"),
+        ({"NODE_TOKEN": "two words"}, "NODE_TOKEN must be the node token"),
+        ({"NNTP_CONNECTIONS": "0"}, "NNTP_CONNECTIONS must be between 1 and 256, got 0"),
+        ({"NNTP_PORT": "nntp"}, "NNTP_PORT must be an integer, got 'nntp'"),
+        ({"NNTP_SSL": "maybe"}, "NNTP_SSL must be a boolean"),
+        ({"NNTP_TIMEOUT": "-1"}, "NNTP_TIMEOUT must be a positive number of seconds"),
+        ({"COORDINATOR_GIVE_UP": "nan"}, "COORDINATOR_GIVE_UP must be a positive number of seconds"),
+        ({"BATCH_FORMAT": "xml"}, "BATCH_FORMAT must be one of msgpack, json"),
+        (
+            {"COORDINATOR_CAFILE": "/nonexistent/ca.pem"},
+            "COORDINATOR_CAFILE '/nonexistent/ca.pem' is not a readable file",
+        ),
+        ({"NNTP_SSL": "1", "NNTP_STARTTLS": "1"}, "NNTP_SSL and NNTP_STARTTLS exclude each other"),
+        ({"NNTP_PASSWORD": "secret"}, "NNTP_PASSWORD is set but NNTP_USER is not"),
+        ({"NNTP_CAFILE": "/nonexistent/ca.pem"}, "NNTP_CAFILE '/nonexistent/ca.pem' is not a readable file"),
+    ],
+)
 def test_bad_values_are_named(env, message):
     with pytest.raises(ConfigError) as error:
         load_config(env={**REQUIRED, **env})
@@ -127,8 +137,9 @@ def test_plain_http_needs_coordinator_insecure_and_is_then_warned_about():
     with pytest.raises(ConfigError) as error:
         load_config(flags, env=REQUIRED)
     assert str(error.value).startswith("--coordinator-url is plain http://")
-    insecure = load_config(env={**REQUIRED, "COORDINATOR_URL": "http://seed.example.net:8080",
-                                "COORDINATOR_INSECURE": "1"})
+    insecure = load_config(
+        env={**REQUIRED, "COORDINATOR_URL": "http://seed.example.net:8080", "COORDINATOR_INSECURE": "1"}
+    )
     assert (insecure.coordinator_url, insecure.coordinator_insecure) == ("http://seed.example.net:8080", True)
     assert "unencrypted" in insecure.warnings[0]
     assert load_config(env=REQUIRED).warnings == ()
@@ -138,10 +149,23 @@ def test_plain_http_needs_coordinator_insecure_and_is_then_warned_about():
 
 def _edge_run(tmp_path, **env) -> subprocess.CompletedProcess:
     # A server the node could use (nothing listens there): it asks the coordinator first.
-    env = {"PATH": os.environ.get("PATH", ""), "NODE_TOKEN": "seed_x", "COORDINATOR_GIVE_UP": "1",
-           "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(free_port()), "NNTP_SSL": "0", **env}
-    return subprocess.run([sys.executable, "-m", "edge", "run", "--progress", "json"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "NODE_TOKEN": "seed_x",
+        "COORDINATOR_GIVE_UP": "1",
+        "NNTP_HOST": "127.0.0.1",
+        "NNTP_PORT": str(free_port()),
+        "NNTP_SSL": "0",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "edge", "run", "--progress", "json"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_edge_run_refuses_a_plain_http_coordinator_unless_told(tmp_path):
@@ -150,7 +174,8 @@ def test_edge_run_refuses_a_plain_http_coordinator_unless_told(tmp_path):
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.strip() == (
         "edge run: COORDINATOR_URL is plain http://, which would send the node token unencrypted: use https://,"
-        " or set COORDINATOR_INSECURE=1 on a test network")
+        " or set COORDINATOR_INSECURE=1 on a test network"
+    )
     # Told so, the node runs: it asks the coordinator (nothing listens there) and gives up (exit 4).
     ran = _edge_run(tmp_path, COORDINATOR_URL=url, COORDINATOR_INSECURE="1")
     assert ran.returncode == 4, ran.stderr

@@ -1,5 +1,6 @@
 """The coordinator client against a scripted HTTP server: what is retried, what is not, and how
 each answer is told apart; and the backoff it waits with."""
+
 from __future__ import annotations
 
 import json
@@ -10,15 +11,35 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from edge.node.coordinator import (KEEP_IDLE, BadAnswer, Conflict, Coordinator, Refused, Unauthorized, Unavailable,
-                              Unreachable, parse_lease)
+from edge.node.coordinator import (
+    KEEP_IDLE,
+    BadAnswer,
+    Conflict,
+    Coordinator,
+    Refused,
+    Unauthorized,
+    Unavailable,
+    Unreachable,
+    parse_lease,
+)
 from edge.node.retry import Backoff, Stopped
 from tests.fixtures.ports import free_port
 from tests.fixtures.waiting import wait_until
 
-LEASE = {"range": {"id": 3, "group": "alt.binaries.test", "first_id": 2**32, "last_id": 2**32 + 99,
-                   "next_id": 2**32 + 10, "spooled": False},
-         "chunk_size": 20, "batch_chunks": 2, "lease_timeout": 900, "rules": []}
+LEASE = {
+    "range": {
+        "id": 3,
+        "group": "alt.binaries.test",
+        "first_id": 2**32,
+        "last_id": 2**32 + 99,
+        "next_id": 2**32 + 10,
+        "spooled": False,
+    },
+    "chunk_size": 20,
+    "batch_chunks": 2,
+    "lease_timeout": 900,
+    "rules": [],
+}
 
 
 class Scripted:
@@ -79,11 +100,20 @@ def client(url, **options) -> Coordinator:
 
 
 def test_5xx_and_dropped_connections_are_retried_until_the_batch_is_taken(scripted):
-    server = scripted("drop", (503, {"error": "unavailable", "message": "later"}), (502, b"<html>bad gateway"),
-                      (202, {"status": "accepted", "next_id": 5}))
+    server = scripted(
+        "drop",
+        (503, {"error": "unavailable", "message": "later"}),
+        (502, b"<html>bad gateway"),
+        (202, {"status": "accepted", "next_id": 5}),
+    )
     retries = []
-    answer = client(server.url).post_batch(3, b"\x1f\x8b body", "application/msgpack", "gzip",
-                                           on_retry=lambda call, reason, delay: retries.append((call, reason)))
+    answer = client(server.url).post_batch(
+        3,
+        b"\x1f\x8b body",
+        "application/msgpack",
+        "gzip",
+        on_retry=lambda call, reason, delay: retries.append((call, reason)),
+    )
     assert answer == {"status": "accepted", "next_id": 5}
     assert [call for call, _ in retries] == ["batch"] * 3
     assert "503 unavailable" in retries[1][1] and "502 http_error" in retries[2][1]
@@ -100,9 +130,13 @@ def test_a_busy_coordinator_is_come_back_to_when_it_says_and_is_not_given_up_on(
     busy = (429, {"error": "busy", "message": "behind"}, {"Retry-After": "0.2"})
     server = scripted(busy, busy, busy, (202, {"status": "accepted", "next_id": 5}))
     waits = []
-    answer = client(server.url, give_up=0.1).post_batch(3, b"body", "application/msgpack", "gzip",
-                                                        on_retry=lambda call, reason, delay: waits.append(
-                                                            (call, reason, delay)))
+    answer = client(server.url, give_up=0.1).post_batch(
+        3,
+        b"body",
+        "application/msgpack",
+        "gzip",
+        on_retry=lambda call, reason, delay: waits.append((call, reason, delay)),
+    )
     assert answer == {"status": "accepted", "next_id": 5}
     assert [(call, reason) for call, reason, _ in waits] == [("batch", "429 busy")] * 3
     assert all(0.2 <= delay <= 0.3 for _, _, delay in waits), waits
@@ -129,11 +163,19 @@ def test_lease_answers(scripted):
     assert (lease.range_id, lease.next_id, lease.chunk_size, lease.batch_chunks) == (3, 2**32 + 10, 20, 2)
 
 
-@pytest.mark.parametrize("broken", [
-    {}, {"range": None}, {**LEASE, "chunk_size": "20"}, {**LEASE, "chunk_size": 0},
-    {**LEASE, "range": {**LEASE["range"], "next_id": 2**32 + 200}}, {**LEASE, "range": {**LEASE["range"], "group": ""}},
-    {**LEASE, "rules": {"a": 1}}, {**LEASE, "range": {**LEASE["range"], "id": True}},
-])
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {},
+        {"range": None},
+        {**LEASE, "chunk_size": "20"},
+        {**LEASE, "chunk_size": 0},
+        {**LEASE, "range": {**LEASE["range"], "next_id": 2**32 + 200}},
+        {**LEASE, "range": {**LEASE["range"], "group": ""}},
+        {**LEASE, "rules": {"a": 1}},
+        {**LEASE, "range": {**LEASE["range"], "id": True}},
+    ],
+)
 def test_a_lease_answer_that_makes_no_sense_is_refused(broken):
     with pytest.raises(BadAnswer):
         parse_lease(broken)
@@ -152,8 +194,11 @@ def test_a_call_with_a_deadline_gives_up_and_the_node_gives_up_after_give_up(scr
 
 def test_a_stop_ends_the_retries_but_not_the_release(scripted):
     stop = threading.Event()
-    server = scripted((503, {"error": "unavailable", "message": "x"}), (503, {"error": "unavailable", "message": "x"}),
-                      (200, {"status": "planned", "next_id": 7}))
+    server = scripted(
+        (503, {"error": "unavailable", "message": "x"}),
+        (503, {"error": "unavailable", "message": "x"}),
+        (200, {"status": "planned", "next_id": 7}),
+    )
     coordinator = client(server.url, stop=stop)
     stop.set()
     with pytest.raises(Stopped):

@@ -3,6 +3,7 @@ coordinator that fails for a while, a lease taken away (409), NNTP connections c
 a restart that finds its chunks in the spool directory, no NNTP settings, and ranges still
 leased by a dead node when --exit-when-idle finds nothing to do. (A hostile Usenet server:
 test_hostile_server.py.)"""
+
 from __future__ import annotations
 
 import signal
@@ -19,7 +20,14 @@ from app.services.leases import expire_leases
 from edge.digest.settings import NNTPSettings, TLSMode
 from simnews.proxy import ProviderProxy
 from tests.app.factories import make_node
-from tests.edge_node.conftest import BATCH_CHUNKS, CHUNK_SIZE, all_batches_stored, plan, post_articles, stored_message_ids
+from tests.edge_node.conftest import (
+    BATCH_CHUNKS,
+    CHUNK_SIZE,
+    all_batches_stored,
+    plan,
+    post_articles,
+    stored_message_ids,
+)
 from tests.edge_node.stub import FlakyCoordinator
 from tests.fixtures.ports import free_port
 from tests.fixtures.queries import query
@@ -31,8 +39,15 @@ ARTICLES = 6000
 
 def through_proxy(api_url: str, cafile: str, token: str, proxy_port: int, **extra) -> dict[str, str]:
     """A node reading INN through the provider-like proxy (plain NNTP: the proxy rewrites lines)."""
-    return {"COORDINATOR_URL": api_url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": cafile,
-            "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(proxy_port), "NNTP_SSL": "0", **extra}
+    return {
+        "COORDINATOR_URL": api_url,
+        "NODE_TOKEN": token,
+        "COORDINATOR_CAFILE": cafile,
+        "NNTP_HOST": "127.0.0.1",
+        "NNTP_PORT": str(proxy_port),
+        "NNTP_SSL": "0",
+        **extra,
+    }
 
 
 def assert_stored_once(engine, posted) -> None:
@@ -69,13 +84,22 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("digest_processes", ["0", "2"])
-def test_sigterm_mid_range_gives_the_range_back_at_its_next_id(edge_api, inn, fresh_group, clean_db, run_edge,
-                                                               digest_processes):
+def test_sigterm_mid_range_gives_the_range_back_at_its_next_id(
+    edge_api, inn, fresh_group, clean_db, run_edge, digest_processes
+):
     posted = post_articles(inn, fresh_group, ARTICLES)
     token, (range_id,) = plan(fresh_group, [(posted.low, posted.high)])
     with ProviderProxy(inn.host, inn.reader_port, lines_per_sec=1000) as proxy:
-        edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="2",
-                                      DIGEST_PROCESSES=digest_processes))
+        edge = run_edge(
+            through_proxy(
+                edge_api.url,
+                edge_api.cafile,
+                token,
+                proxy.port,
+                NNTP_CONNECTIONS="2",
+                DIGEST_PROCESSES=digest_processes,
+            )
+        )
         edge.wait_for(lambda e: e["event"] == "batch")
         signalled = time.monotonic()
         edge.signal(signal.SIGTERM)
@@ -84,8 +108,9 @@ def test_sigterm_mid_range_gives_the_range_back_at_its_next_id(edge_api, inn, fr
     assert stopped < 5, f"took {stopped:.1f} s to stop"
     accepted_to = max(b["last"] for b in edge.named("batch"))
     assert accepted_to < posted.high, "the range was finished before the signal"
-    (status, next_id, node_id), = query(clean_db, "SELECT status, next_id, node_id FROM seed_ranges WHERE id = :id",
-                                        id=range_id)
+    ((status, next_id, node_id),) = query(
+        clean_db, "SELECT status, next_id, node_id FROM seed_ranges WHERE id = :id", id=range_id
+    )
     assert (status, next_id, node_id) == ("planned", accepted_to + 1, None)
     assert [(e["range"], e["next_id"]) for e in edge.named("release")] == [(range_id, accepted_to + 1)]
     assert edge.named("stop")[-1]["exit_code"] == 143
@@ -97,8 +122,9 @@ def test_a_node_killed_takes_its_digest_processes_with_it(edge_api, inn, fresh_g
     posted = post_articles(inn, fresh_group, ARTICLES)
     token, _ = plan(fresh_group, [(posted.low, posted.high)])
     with ProviderProxy(inn.host, inn.reader_port, lines_per_sec=1000) as proxy:
-        edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="2",
-                                      DIGEST_PROCESSES="2"))
+        edge = run_edge(
+            through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="2", DIGEST_PROCESSES="2")
+        )
         edge.wait_for(lambda e: e["event"] == "batch")
         workers = descendants(edge.proc.pid)
         assert len(workers) >= 2, edge.log()  # two digest workers (and the resource tracker)
@@ -107,14 +133,21 @@ def test_a_node_killed_takes_its_digest_processes_with_it(edge_api, inn, fresh_g
     assert edge.named("start")[0]["digest_processes"] == 2
 
 
-def test_a_coordinator_failing_for_a_while_loses_no_batch(edge_api, celery_worker, inn, fresh_group, clean_db,
-                                                          run_edge):
+def test_a_coordinator_failing_for_a_while_loses_no_batch(
+    edge_api, celery_worker, inn, fresh_group, clean_db, run_edge
+):
     posted = post_articles(inn, fresh_group, ARTICLES)
     token, (range_id,) = plan(fresh_group, [(posted.low, posted.high)])
     failures = ["drop", "503", "503", "503"]
     with FlakyCoordinator(edge_api.url, edge_api.cafile, batch_failures=list(failures)) as flaky:
-        env = {"COORDINATOR_URL": flaky.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": flaky.cafile,
-               "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0"}
+        env = {
+            "COORDINATOR_URL": flaky.url,
+            "NODE_TOKEN": token,
+            "COORDINATOR_CAFILE": flaky.cafile,
+            "NNTP_HOST": inn.host,
+            "NNTP_PORT": str(inn.reader_port),
+            "NNTP_SSL": "0",
+        }
         edge = run_edge(env, "--exit-when-idle")
         assert edge.wait(120) == 0, edge.log()
     retries = [e for e in edge.named("retry") if e.get("call") == "batch"]
@@ -126,7 +159,8 @@ def test_a_coordinator_failing_for_a_while_loses_no_batch(edge_api, celery_worke
 
 
 def test_while_a_range_s_last_batch_is_posted_the_next_range_is_leased_and_fetched(
-        edge_api, celery_worker, inn, fresh_group, clean_db, run_edge):
+    edge_api, celery_worker, inn, fresh_group, clean_db, run_edge
+):
     """A slow coordinator: each batch post takes seconds. With MAX_LEASES=1 the node leases the
     next range as soon as a range's lines are all digested (its chunks are fetched while the post
     goes on), but holds no more than one range more than MAX_LEASES: the third range waits for
@@ -137,9 +171,18 @@ def test_while_a_range_s_last_batch_is_posted_the_next_range_is_leased_and_fetch
     token, ranges = plan(fresh_group, spans)
     assert len(ranges) == 3
     with FlakyCoordinator(edge_api.url, edge_api.cafile, batch_delay=2.0) as slow:
-        edge = run_edge({"COORDINATOR_URL": slow.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": slow.cafile,
-                         "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0",
-                         "MAX_LEASES": "1"}, "--exit-when-idle")
+        edge = run_edge(
+            {
+                "COORDINATOR_URL": slow.url,
+                "NODE_TOKEN": token,
+                "COORDINATOR_CAFILE": slow.cafile,
+                "NNTP_HOST": inn.host,
+                "NNTP_PORT": str(inn.reader_port),
+                "NNTP_SSL": "0",
+                "MAX_LEASES": "1",
+            },
+            "--exit-when-idle",
+        )
         assert edge.wait(120) == 0, edge.log()
     events = [(e["event"], e.get("range")) for e in edge.events if e["event"] in ("lease", "batch", "done")]
     at = {event: events.index(event) for event in events}
@@ -152,7 +195,8 @@ def test_while_a_range_s_last_batch_is_posted_the_next_range_is_leased_and_fetch
 
 
 def test_after_nothing_to_do_the_coordinator_is_asked_again_only_when_the_node_is_empty(
-        edge_api, celery_worker, inn, fresh_group, clean_db, run_edge):
+    edge_api, celery_worker, inn, fresh_group, clean_db, run_edge
+):
     """A 204 is not asked again each time one of the node's ranges ends (their ends bring the
     coordinator no work), only after POLL_INTERVAL or once the node holds no range. A slow
     coordinator (half a second for each batch) and ranges of 1, 2, 3 and 4 batches spread the
@@ -166,9 +210,19 @@ def test_after_nothing_to_do_the_coordinator_is_asked_again_only_when_the_node_i
     spans[-1] = (spans[-1][0], max(spans[-1][1], posted.high))
     token, ranges = plan(fresh_group, spans)
     with FlakyCoordinator(edge_api.url, edge_api.cafile, batch_delay=0.5) as slow:
-        edge = run_edge({"COORDINATOR_URL": slow.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": slow.cafile,
-                         "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0",
-                         "MAX_LEASES": "3", "POLL_INTERVAL": "600"}, "--exit-when-idle")
+        edge = run_edge(
+            {
+                "COORDINATOR_URL": slow.url,
+                "NODE_TOKEN": token,
+                "COORDINATOR_CAFILE": slow.cafile,
+                "NNTP_HOST": inn.host,
+                "NNTP_PORT": str(inn.reader_port),
+                "NNTP_SSL": "0",
+                "MAX_LEASES": "3",
+                "POLL_INTERVAL": "600",
+            },
+            "--exit-when-idle",
+        )
         assert edge.wait(120) == 0, edge.log()
     assert sorted(e["range"] for e in edge.named("done")) == sorted(ranges)
     # There is one 204 while ranges were still held; the node asked again once none was left, and
@@ -178,8 +232,9 @@ def test_after_nothing_to_do_the_coordinator_is_asked_again_only_when_the_node_i
     assert_stored_once(clean_db, posted)
 
 
-def test_a_lease_taken_away_drops_the_range_and_the_node_goes_on(edge_api, celery_worker, inn, fresh_group,
-                                                                 clean_db, run_edge):
+def test_a_lease_taken_away_drops_the_range_and_the_node_goes_on(
+    edge_api, celery_worker, inn, fresh_group, clean_db, run_edge
+):
     posted = post_articles(inn, fresh_group, ARTICLES)
     middle = posted.low + 5 * CHUNK_SIZE
     token, (taken, kept) = plan(fresh_group, [(posted.low, middle - 1), (middle, posted.high)])
@@ -188,13 +243,25 @@ def test_a_lease_taken_away_drops_the_range_and_the_node_goes_on(edge_api, celer
         other_id = other.id
     # One slow connection: the first range's second batch comes seconds after its first.
     with ProviderProxy(inn.host, inn.reader_port, lines_per_sec=1000) as proxy:
-        edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="1",
-                                      MAX_LEASES="1", POLL_INTERVAL="0.5"), "--exit-when-idle")
+        edge = run_edge(
+            through_proxy(
+                edge_api.url,
+                edge_api.cafile,
+                token,
+                proxy.port,
+                NNTP_CONNECTIONS="1",
+                MAX_LEASES="1",
+                POLL_INTERVAL="0.5",
+            ),
+            "--exit-when-idle",
+        )
         edge.wait_for(lambda e: e["event"] == "batch" and e["range"] == taken)
         # Another node takes the range over (as after an expired lease).
         with session_scope() as s:
-            taken_over = s.execute(text("UPDATE seed_ranges SET node_id = :node WHERE id = :id AND status = 'leased'"),
-                                   {"node": other_id, "id": taken})
+            taken_over = s.execute(
+                text("UPDATE seed_ranges SET node_id = :node WHERE id = :id AND status = 'leased'"),
+                {"node": other_id, "id": taken},
+            )
             assert taken_over.rowcount == 1
         # With nothing left for it, the node waits while the other node holds its range.
         edge.wait_for(lambda e: e["event"] == "idle" and "still leased" in e["reason"], timeout=120)
@@ -204,7 +271,7 @@ def test_a_lease_taken_away_drops_the_range_and_the_node_goes_on(edge_api, celer
     assert [e["range"] for e in edge.named("done")] == [kept]
     rows = dict(query(clean_db, "SELECT id, status FROM seed_ranges"))
     assert rows == {taken: "leased", kept: "done"}
-    (next_id,), = query(clean_db, "SELECT next_id FROM seed_ranges WHERE id = :id", id=taken)
+    ((next_id,),) = query(clean_db, "SELECT next_id FROM seed_ranges WHERE id = :id", id=taken)
     assert next_id == max(b["last"] for b in edge.named("batch") if b["range"] == taken) + 1
     # The other node finishes it: the plan has nothing leased or planned, and the node exits.
     with session_scope() as s:
@@ -212,28 +279,37 @@ def test_a_lease_taken_away_drops_the_range_and_the_node_goes_on(edge_api, celer
     assert edge.wait(60) == 0, edge.log()
 
 
-def test_connections_cut_mid_reply_are_reopened_and_nothing_is_lost(edge_api, celery_worker, inn, fresh_group,
-                                                                     clean_db, run_edge):
+def test_connections_cut_mid_reply_are_reopened_and_nothing_is_lost(
+    edge_api, celery_worker, inn, fresh_group, clean_db, run_edge
+):
     posted = post_articles(inn, fresh_group, ARTICLES)
     token, _ = plan(fresh_group, [(posted.low, posted.high)])
     with ProviderProxy(inn.host, inn.reader_port, drop_after_lines=400, drops=4) as proxy:
-        edge = run_edge(through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="3"),
-                        "--exit-when-idle")
+        edge = run_edge(
+            through_proxy(edge_api.url, edge_api.cafile, token, proxy.port, NNTP_CONNECTIONS="3"), "--exit-when-idle"
+        )
         assert edge.wait(120) == 0, edge.log()
         assert proxy.dropped == 4
     assert len(edge.named("nntp_retry")) >= 4
     assert_stored_once(clean_db, posted)
 
 
-def test_a_spooled_range_is_read_from_the_coordinators_stream(edge_api, celery_worker, settings, inn, fresh_group,
-                                                              clean_db, run_edge):
+def test_a_spooled_range_is_read_from_the_coordinators_stream(
+    edge_api, celery_worker, settings, inn, fresh_group, clean_db, run_edge
+):
     posted = post_articles(inn, fresh_group, ARTICLES)
     token, (range_id,) = plan(fresh_group, [(posted.low, posted.high + 700)])
     nntp = NNTPSettings(host=inn.host, port=inn.reader_port, tls=TLSMode.NONE)
     spool_range(replace(settings, nntp=nntp, chunk_size=CHUNK_SIZE), range_id)
     # No Usenet server at all: every chunk must come from the stream.
-    env = {"COORDINATOR_URL": edge_api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": edge_api.cafile,
-           "NNTP_HOST": "127.0.0.1", "NNTP_PORT": str(free_port()), "NNTP_SSL": "0"}
+    env = {
+        "COORDINATOR_URL": edge_api.url,
+        "NODE_TOKEN": token,
+        "COORDINATOR_CAFILE": edge_api.cafile,
+        "NNTP_HOST": "127.0.0.1",
+        "NNTP_PORT": str(free_port()),
+        "NNTP_SSL": "0",
+    }
     edge = run_edge(env, "--exit-when-idle")
     assert edge.wait(120) == 0, edge.log()
     assert not edge.named("spool_fallback") and not edge.named("nntp_retry")
@@ -242,20 +318,31 @@ def test_a_spooled_range_is_read_from_the_coordinators_stream(edge_api, celery_w
     assert_stored_once(clean_db, posted)
 
 
-def test_a_restarted_node_takes_its_fetched_chunks_from_the_spool_directory(edge_api, celery_worker, inn,
-                                                                            fresh_group, clean_db, run_edge, tmp_path):
+def test_a_restarted_node_takes_its_fetched_chunks_from_the_spool_directory(
+    edge_api, celery_worker, inn, fresh_group, clean_db, run_edge, tmp_path
+):
     posted = post_articles(inn, fresh_group, ARTICLES)
     token, (range_id,) = plan(fresh_group, [(posted.low, posted.high)])
     chunks = -(-(posted.high - posted.low + 1) // CHUNK_SIZE)
     spool_dir = tmp_path / "spool"
     # First run: the coordinator takes no batch, so every chunk fetched stays in the spool.
     with FlakyCoordinator(edge_api.url, edge_api.cafile, batch_failures=["503-forever"]) as flaky:
-        env = {"COORDINATOR_URL": flaky.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": flaky.cafile,
-               "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0",
-               "SPOOL_DIR": str(spool_dir), "MAX_CHUNKS_IN_FLIGHT": str(chunks)}
+        env = {
+            "COORDINATOR_URL": flaky.url,
+            "NODE_TOKEN": token,
+            "COORDINATOR_CAFILE": flaky.cafile,
+            "NNTP_HOST": inn.host,
+            "NNTP_PORT": str(inn.reader_port),
+            "NNTP_SSL": "0",
+            "SPOOL_DIR": str(spool_dir),
+            "MAX_CHUNKS_IN_FLIGHT": str(chunks),
+        }
         first = run_edge(env)
-        wait_until(lambda: len(list(spool_dir.glob("*/*.over"))) == chunks, timeout=60,
-                   what=lambda: f"every chunk in the local spool; the node's log:\n{first.log()}")
+        wait_until(
+            lambda: len(list(spool_dir.glob("*/*.over"))) == chunks,
+            timeout=60,
+            what=lambda: f"every chunk in the local spool; the node's log:\n{first.log()}",
+        )
         first.signal(signal.SIGTERM)
         assert first.wait(10) == 143, first.log()
     assert query(clean_db, "SELECT status FROM seed_ranges") == [("planned",)]
@@ -270,8 +357,9 @@ def test_a_restarted_node_takes_its_fetched_chunks_from_the_spool_directory(edge
     assert_stored_once(clean_db, posted)
 
 
-def test_without_nntp_host_only_spooled_ranges_are_taken(edge_api, celery_worker, settings, inn, fresh_group,
-                                                          clean_db, run_edge):
+def test_without_nntp_host_only_spooled_ranges_are_taken(
+    edge_api, celery_worker, settings, inn, fresh_group, clean_db, run_edge
+):
     """No NNTP settings at all: the node says so at start, works on the spooled range and gives the
     other back at once, unfailed and untouched (another node with a server will fetch it), instead
     of retrying a placeholder host."""
@@ -280,8 +368,10 @@ def test_without_nntp_host_only_spooled_ranges_are_taken(edge_api, celery_worker
     token, (spooled, unspooled) = plan(fresh_group, [(posted.low, middle - 1), (middle, posted.high)])
     nntp = NNTPSettings(host=inn.host, port=inn.reader_port, tls=TLSMode.NONE)
     spool_range(replace(settings, nntp=nntp, chunk_size=CHUNK_SIZE), spooled)
-    edge = run_edge({"COORDINATOR_URL": edge_api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": edge_api.cafile},
-                    "--exit-when-idle")
+    edge = run_edge(
+        {"COORDINATOR_URL": edge_api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": edge_api.cafile},
+        "--exit-when-idle",
+    )
     assert edge.wait(60) == 0, edge.log()
     assert "NNTP_HOST is not set" in edge.named("start")[0]["warning"]
     assert [e["range"] for e in edge.named("skipped")] == [unspooled]
@@ -292,18 +382,31 @@ def test_without_nntp_host_only_spooled_ranges_are_taken(edge_api, celery_worker
     assert rows[spooled][0] == "done"
 
 
-def test_exit_when_idle_waits_for_ranges_leased_by_another_node(edge_api, celery_worker, inn, fresh_group, clean_db,
-                                                                run_edge):
+def test_exit_when_idle_waits_for_ranges_leased_by_another_node(
+    edge_api, celery_worker, inn, fresh_group, clean_db, run_edge
+):
     """A range leased by a node that died is not done: --exit-when-idle waits for its lease to
     lapse, then works on it, and exits once the plan has nothing leased or planned."""
     posted = post_articles(inn, fresh_group, ARTICLES)
     token, (range_id,) = plan(fresh_group, [(posted.low, posted.high)])
     with session_scope() as s:
         dead, _ = make_node(s, "edge-dead")
-        s.execute(text("UPDATE seed_ranges SET status = 'leased', node_id = :node, leased_at = now(),"
-                       " touched_at = now() WHERE id = :id"), {"node": dead.id, "id": range_id})
-    env = {"COORDINATOR_URL": edge_api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": edge_api.cafile,
-           "NNTP_HOST": inn.host, "NNTP_PORT": str(inn.reader_port), "NNTP_SSL": "0", "POLL_INTERVAL": "0.5"}
+        s.execute(
+            text(
+                "UPDATE seed_ranges SET status = 'leased', node_id = :node, leased_at = now(),"
+                " touched_at = now() WHERE id = :id"
+            ),
+            {"node": dead.id, "id": range_id},
+        )
+    env = {
+        "COORDINATOR_URL": edge_api.url,
+        "NODE_TOKEN": token,
+        "COORDINATOR_CAFILE": edge_api.cafile,
+        "NNTP_HOST": inn.host,
+        "NNTP_PORT": str(inn.reader_port),
+        "NNTP_SSL": "0",
+        "POLL_INTERVAL": "0.5",
+    }
     edge = run_edge(env, "--exit-when-idle")
     waiting = edge.wait_for(lambda e: e["event"] == "idle" and "still leased" in e["reason"], timeout=30)
     assert "(1)" in waiting["reason"]

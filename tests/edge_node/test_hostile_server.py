@@ -3,6 +3,7 @@ reply, a reply stalled mid-line, a line over the limit, lines numbered outside t
 480 and a refused STARTTLS. Each run ends in bounded time and memory (the node's peak RSS is
 printed), with the right exit code, and every range it held is given back: failed with its
 reason when the server cannot serve it, as it was when the server refuses the node's settings."""
+
 from __future__ import annotations
 
 import itertools
@@ -54,26 +55,42 @@ def run_measured(edge, timeout: float) -> tuple[int, float, float]:
 
 
 def node_env(api, token: str, server: HostileServer, **extra) -> dict[str, str]:
-    return {"COORDINATOR_URL": api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": api.cafile,
-            "NNTP_HOST": server.host, "NNTP_PORT": str(server.port), "NNTP_SSL": "0", "NNTP_TIMEOUT": "1",
-            "NNTP_CONNECTIONS": "2", "DIGEST_PROCESSES": "0", **extra}
+    return {
+        "COORDINATOR_URL": api.url,
+        "NODE_TOKEN": token,
+        "COORDINATOR_CAFILE": api.cafile,
+        "NNTP_HOST": server.host,
+        "NNTP_PORT": str(server.port),
+        "NNTP_SSL": "0",
+        "NNTP_TIMEOUT": "1",
+        "NNTP_CONNECTIONS": "2",
+        "DIGEST_PROCESSES": "0",
+        **extra,
+    }
 
 
 def ranges_of(engine, ids: list[int]) -> dict[int, tuple]:
-    rows = query(engine, "SELECT id, status, node_id, next_id, failures, last_failure FROM seed_ranges"
-                         " WHERE id = ANY(:ids)", ids=ids)
+    rows = query(
+        engine,
+        "SELECT id, status, node_id, next_id, failures, last_failure FROM seed_ranges WHERE id = ANY(:ids)",
+        ids=ids,
+    )
     return {row[0]: tuple(row[1:]) for row in rows}
 
 
-@pytest.mark.parametrize("behaviour, reason", [
-    ("endless", "lines or"),
-    ("stall", "no answer within"),
-    ("long_line", "goes on past"),
-    ("out_of_range", "outside the range"),
-    ("unavailable", "503"),
-])
-def test_a_range_the_server_cannot_serve_fails_and_is_given_back(edge_api, clean_db, run_edge, hostile_group,
-                                                                  behaviour, reason):
+@pytest.mark.parametrize(
+    "behaviour, reason",
+    [
+        ("endless", "lines or"),
+        ("stall", "no answer within"),
+        ("long_line", "goes on past"),
+        ("out_of_range", "outside the range"),
+        ("unavailable", "503"),
+    ],
+)
+def test_a_range_the_server_cannot_serve_fails_and_is_given_back(
+    edge_api, clean_db, run_edge, hostile_group, behaviour, reason
+):
     token, (range_id,) = plan(hostile_group, [(FIRST, FIRST + ARTICLES - 1)])
     with HostileServer(behaviour, {hostile_group: (FIRST, FIRST + ARTICLES - 1)}) as server:
         edge = run_edge(node_env(edge_api, token, server), "--exit-when-idle")
@@ -86,19 +103,23 @@ def test_a_range_the_server_cannot_serve_fails_and_is_given_back(edge_api, clean
     assert failed["range"] == range_id and reason in failed["reason"], failed
     assert [e["range"] for e in edge.named("release")] == [range_id]
     assert not edge.named("batch")
-    (status, node_id, next_id, failures, last_failure), = ranges_of(clean_db, [range_id]).values()
+    ((status, node_id, next_id, failures, last_failure),) = ranges_of(clean_db, [range_id]).values()
     assert (status, node_id, next_id, failures) == ("planned", None, FIRST, 1)
     assert reason in last_failure
     # Bounded tries: three for each chunk fetched at most, never a loop.
     assert server.overs <= 3 * (ARTICLES // CHUNK_SIZE), server.overs
 
 
-@pytest.mark.parametrize("behaviour, extra, message", [
-    ("login_required", {}, "login"),
-    ("no_starttls", {"NNTP_STARTTLS": "1"}, "STARTTLS"),
-])
+@pytest.mark.parametrize(
+    "behaviour, extra, message",
+    [
+        ("login_required", {}, "login"),
+        ("no_starttls", {"NNTP_STARTTLS": "1"}, "STARTTLS"),
+    ],
+)
 def test_a_server_that_refuses_the_settings_stops_the_node_with_its_ranges_given_back(
-        edge_api, clean_db, run_edge, hostile_group, behaviour, extra, message):
+    edge_api, clean_db, run_edge, hostile_group, behaviour, extra, message
+):
     """Exit 6, and every range the node leased (it leases up to MAX_LEASES at once, some maybe
     while it is already stopping) is planned again, unfailed: another node may well serve it."""
     spans = [(FIRST + i * CHUNK_SIZE, FIRST + (i + 1) * CHUNK_SIZE - 1) for i in range(3)]
@@ -115,7 +136,8 @@ def test_a_server_that_refuses_the_settings_stops_the_node_with_its_ranges_given
     assert leased and leased <= set(ids)
     assert sorted(e["range"] for e in edge.named("release")) == sorted(leased)
     assert {r: row[:4] for r, row in ranges_of(clean_db, ids).items()} == {
-        r: ("planned", None, first, 0) for r, (first, _) in zip(ids, spans)}
+        r: ("planned", None, first, 0) for r, (first, _) in zip(ids, spans)
+    }
 
 
 def test_a_server_never_reached_at_start_is_fatal_after_bounded_tries():

@@ -6,6 +6,7 @@ what its .nfo says, with the files its par2 lists; a missing article is counted 
 still posted; an endless body is cut and counted; SIGTERM gives back what the node holds; a
 server that fails gets its inspections given back; a node with INSPECT=0 leases none; a result
 for an inspection another node holds now (409) is dropped."""
+
 from __future__ import annotations
 
 import itertools
@@ -26,8 +27,15 @@ from app.services import leases
 from edge.digest.nntp import NNTPClient, NNTPConnectionError, NNTPProtocolError, NNTPReplyTooLong, NNTPTimeout, connect
 from edge.inspect import yenc
 from edge.node.config import ConfigError, load_config
-from edge.node.coordinator import (MAX_RESULTS_BODY, BadAnswer, Conflict, Coordinator, InspectionLease, Refused,
-                                   parse_inspections)
+from edge.node.coordinator import (
+    MAX_RESULTS_BODY,
+    BadAnswer,
+    Conflict,
+    Coordinator,
+    InspectionLease,
+    Refused,
+    parse_inspections,
+)
 from edge.node.inspector import Inspector
 from simnews.generator import Article, make_article
 from simnews.scripted import ScriptedServer, _dot_stuffed, _Session, overview_lines
@@ -42,13 +50,16 @@ from tests.fixtures.waiting import wait_until
 
 RELEASE = "Real.Movie.2019.1080p.BluRay.x264-GRP"
 IMDB = 133093
-NFO = (f"            Real Movie (2019)\r\n\r\n  Release....: {RELEASE}\r\n"
-       f"  IMDb.......: https://www.imdb.com/title/tt0{IMDB}/\r\n  Size.......: 400 KB\r\n").encode()
+NFO = (
+    f"            Real Movie (2019)\r\n\r\n  Release....: {RELEASE}\r\n"
+    f"  IMDb.......: https://www.imdb.com/title/tt0{IMDB}/\r\n  Size.......: 400 KB\r\n"
+).encode()
 POSTER = "poster <poster@example.net>"
 _names = itertools.count(1)
 
 
 # -- the posts -------------------------------------------------------------------------------
+
 
 @dataclass
 class Obfuscated:
@@ -71,7 +82,7 @@ def obfuscated_release(directory: Path, group: str, seed: int = 5) -> Obfuscated
     posted.mkdir()
     paths = []
     for file in release.files:
-        target = posted / (stem + file.name[len(RELEASE):])
+        target = posted / (stem + file.name[len(RELEASE) :])
         shutil.copyfile(file.path, target)
         paths.append(target)
     nfo = posted / f"{stem}.nfo"
@@ -106,19 +117,31 @@ def node_token(name: str | None = None) -> str:
 
 
 def inspection_rows(engine) -> list:
-    return query(engine, "SELECT i.id, i.state, i.node_id, i.inner_name, i.files, i.imdb, i.password,"
-                         " i.articles_read, i.articles_missing, i.bytes_read, p.name AS post_name"
-                         " FROM post_inspections i JOIN posts p ON p.group_id = i.group_id AND p.key = i.post_key"
-                         " ORDER BY i.id")
+    return query(
+        engine,
+        "SELECT i.id, i.state, i.node_id, i.inner_name, i.files, i.imdb, i.password,"
+        " i.articles_read, i.articles_missing, i.bytes_read, p.name AS post_name"
+        " FROM post_inspections i JOIN posts p ON p.group_id = i.group_id AND p.key = i.post_key"
+        " ORDER BY i.id",
+    )
 
 
 def node_env(api, token: str, host: str, port: int, **extra: str) -> dict[str, str]:
-    return {"COORDINATOR_URL": api.url, "NODE_TOKEN": token, "COORDINATOR_CAFILE": api.cafile,
-            "NNTP_HOST": host, "NNTP_PORT": str(port), "NNTP_SSL": "0", "POLL_INTERVAL": "1",
-            "DIGEST_PROCESSES": "0", **extra}
+    return {
+        "COORDINATOR_URL": api.url,
+        "NODE_TOKEN": token,
+        "COORDINATOR_CAFILE": api.cafile,
+        "NNTP_HOST": host,
+        "NNTP_PORT": str(port),
+        "NNTP_SSL": "0",
+        "POLL_INTERVAL": "1",
+        "DIGEST_PROCESSES": "0",
+        **extra,
+    }
 
 
 # -- a scripted server that answers BODY -----------------------------------------------------
+
 
 class BodyServer(ScriptedServer):
     """The scripted server (simnews.scripted) answering BODY <message-id> from `bodies`: the body
@@ -167,7 +190,7 @@ class BodyServer(ScriptedServer):
             data = f"222 0 {message_id} body follows\r\n".encode() + _dot_stuffed(answer.split(b"\r\n")[:-1]) + b".\r\n"
             step = self.trickle or len(data)
             for start in range(0, len(data), step):
-                session.send(data[start:start + step])
+                session.send(data[start : start + step])
         return True
 
 
@@ -176,6 +199,7 @@ def client_of(server: ScriptedServer, timeout: float = 5.0) -> NNTPClient:
 
 
 # -- BODY: the NNTP client -------------------------------------------------------------------
+
 
 @pytest.mark.services
 def test_body_reads_what_inn_keeps_dot_stuffing_undone(inn, fresh_group, tmp_path):
@@ -193,8 +217,16 @@ def test_body_reads_what_inn_keeps_dot_stuffing_undone(inn, fresh_group, tmp_pat
         # An article INN lacks: None, and the connection goes on.
         assert client.body(f"<{uuid.uuid4().hex}@nowhere.invalid>", 4096) is None
         # A message-id that is not <...> of printable ASCII is never sent: the connection goes on.
-        for bad in ("no-brackets@x", "<a b@x>", "<a@x>\r\nQUIT", "<a@x>\nGROUP x", "<>", "<a<b@x>", "<é@x>",
-                    "<" + "a" * 300 + "@x>"):
+        for bad in (
+            "no-brackets@x",
+            "<a b@x>",
+            "<a@x>\r\nQUIT",
+            "<a@x>\nGROUP x",
+            "<>",
+            "<a<b@x>",
+            "<é@x>",
+            "<" + "a" * 300 + "@x>",
+        ):
             with pytest.raises(ValueError):
                 client.body(bad, 4096)
         assert client.body(text.message_id, 4096) == kept_body(text)
@@ -208,8 +240,17 @@ def test_body_reads_what_inn_keeps_dot_stuffing_undone(inn, fresh_group, tmp_pat
 
 def test_body_is_bounded_whatever_the_server_sends():
     plain = b"line one\r\n.starts with a dot\r\n..\r\n" + b"x" * 5000 + b"\r\n"
-    with BodyServer({"<endless@x>": "endless", "<stall@x>": "stall", "<gz@x>": "gzip", "<old@x>": "423",
-                     "<plain@x>": plain, "<empty@x>": b""}, trickle=7) as server:
+    with BodyServer(
+        {
+            "<endless@x>": "endless",
+            "<stall@x>": "stall",
+            "<gz@x>": "gzip",
+            "<old@x>": "423",
+            "<plain@x>": plain,
+            "<empty@x>": b"",
+        },
+        trickle=7,
+    ) as server:
         client = client_of(server, timeout=0.5)
         # Sent 7 bytes at a time: the terminator and the stuffed dots are found across the cuts.
         assert client.body("<plain@x>", 6000) == plain
@@ -232,9 +273,19 @@ def test_body_is_bounded_whatever_the_server_sends():
 
 # -- the coordinator client and the settings -------------------------------------------------
 
-ANSWER = {"inspections": [{"id": 12, "group": "alt.binaries.misc", "post_key": -4411, "name": "8f3a",
-                           "files": [{"name": "8f3a.par2", "message_id": "<p@h>", "bytes": 10428}]}],
-          "lease_timeout": 900, "max_bytes": 2097152}
+ANSWER = {
+    "inspections": [
+        {
+            "id": 12,
+            "group": "alt.binaries.misc",
+            "post_key": -4411,
+            "name": "8f3a",
+            "files": [{"name": "8f3a.par2", "message_id": "<p@h>", "bytes": 10428}],
+        }
+    ],
+    "lease_timeout": 900,
+    "max_bytes": 2097152,
+}
 
 
 def test_an_inspection_lease_answer_is_checked():
@@ -243,13 +294,20 @@ def test_an_inspection_lease_answer_is_checked():
     # A coordinator cannot make the node read more than 16 MiB of one post.
     assert parse_inspections({**ANSWER, "max_bytes": 2**40})[0].max_bytes == 16 * 1024 * 1024
     entry = ANSWER["inspections"][0]
-    for bad in ([], {"inspections": "all"}, {**ANSWER, "max_bytes": 0}, {**ANSWER, "lease_timeout": "soon"},
-                {"inspections": [{**entry, "id": "12"}]}, {"inspections": [{**entry, "id": True}]},
-                {"inspections": [{**entry, "files": None}]}, {"inspections": [{**entry, "files": ["x"]}]},
-                {"inspections": [{**entry, "files": [{"name": "a", "message_id": 5}]}]},
-                {"inspections": [{**entry, "files": [{"name": "a", "message_id": "<a@b>", "bytes": -1}]}]},
-                {"inspections": [{k: v for k, v in entry.items() if k != "group"}]},
-                {"inspections": [entry] * 101}):
+    for bad in (
+        [],
+        {"inspections": "all"},
+        {**ANSWER, "max_bytes": 0},
+        {**ANSWER, "lease_timeout": "soon"},
+        {"inspections": [{**entry, "id": "12"}]},
+        {"inspections": [{**entry, "id": True}]},
+        {"inspections": [{**entry, "files": None}]},
+        {"inspections": [{**entry, "files": ["x"]}]},
+        {"inspections": [{**entry, "files": [{"name": "a", "message_id": 5}]}]},
+        {"inspections": [{**entry, "files": [{"name": "a", "message_id": "<a@b>", "bytes": -1}]}]},
+        {"inspections": [{k: v for k, v in entry.items() if k != "group"}]},
+        {"inspections": [entry] * 101},
+    ):
         with pytest.raises(BadAnswer):
             parse_inspections(bad)
 
@@ -304,8 +362,9 @@ class RecordingRelay(HttpsRelay):
         if self.older and path.endswith("/inspections/results"):
             with self.lock:
                 self.calls.append((path.removeprefix("/api/v1/seed"), 0))
-            return Reply(404, b'{"error": "not_found", "message": "The requested URL was not found"}',
-                         "application/json")
+            return Reply(
+                404, b'{"error": "not_found", "message": "The requested URL was not found"}', "application/json"
+            )
         return None
 
     def after_forwarding(self, path: str, headers: dict[str, str], body: bytes, status: int) -> None:
@@ -316,8 +375,17 @@ class RecordingRelay(HttpsRelay):
 def hashed_posts_queued(count: int) -> None:
     """`count` hashed posts of headers only, stored and queued for inspection."""
     hashes = [uuid.uuid4().hex for _ in range(count)]
-    store_groups({"alt.binaries.misc": [line for n, h in enumerate(hashes) for line in app_lines(
-        h, [f"{h}.par2", f"{h}.part01.rar", f"{h}.nfo"], [b"a <a@x.example>"], first=3 * n)]})
+    store_groups(
+        {
+            "alt.binaries.misc": [
+                line
+                for n, h in enumerate(hashes)
+                for line in app_lines(
+                    h, [f"{h}.par2", f"{h}.part01.rar", f"{h}.nfo"], [b"a <a@x.example>"], first=3 * n
+                )
+            ]
+        }
+    )
 
 
 def test_results_posted_together_as_few_calls_as_the_body_limit_allows(edge_api, clean_db):
@@ -329,10 +397,15 @@ def test_results_posted_together_as_few_calls_as_the_body_limit_allows(edge_api,
         def listing(width: int) -> dict:  # 10,000 files: 2.3 MB of JSON at width 200, 4.8 MB at 450
             return {"files": [{"name": f"{n:05d}" + "x" * width, "size": n} for n in range(10_000)]}
 
-        answers = coordinator.post_inspections([(first, listing(200)), (second, listing(200)), (third, listing(450)),
-                                                (first, listing(200))])
+        answers = coordinator.post_inspections(
+            [(first, listing(200)), (second, listing(200)), (third, listing(450)), (first, listing(200))]
+        )
     assert [(a.id, a.status, a.taken) for a in answers] == [
-        (first, "stored", True), (second, "stored", True), (third, "too_large", False), (first, "already_stored", True)]
+        (first, "stored", True),
+        (second, "stored", True),
+        (third, "too_large", False),
+        (first, "already_stored", True),
+    ]
     posted = [size for path, size in relay.calls if path == "/inspections/results"]
     assert len(posted) == 3 and all(size <= MAX_RESULTS_BODY for size in posted), relay.calls
     states = dict(query(clean_db, "SELECT id, state FROM post_inspections"))
@@ -345,11 +418,18 @@ def test_an_older_coordinator_is_sent_results_one_by_one(edge_api, clean_db, tmp
     stored_as_indexed(group, posted.articles)
     events: list[tuple[str, dict]] = []
     stop = threading.Event()
-    with BodyServer({a.message_id: article_body(a) for a in posted.articles}) as server, \
-            RecordingRelay(edge_api, older=True) as relay:
+    with (
+        BodyServer({a.message_id: article_body(a) for a in posted.articles}) as server,
+        RecordingRelay(edge_api, older=True) as relay,
+    ):
         coordinator = Coordinator(relay.url, node_token(), cafile=relay.cafile, stop=stop)
-        inspector = Inspector(coordinator, lambda: client_of(server), stop=stop, poll_interval=0.2,
-                              on_event=lambda name, **fields: events.append((name, fields)))
+        inspector = Inspector(
+            coordinator,
+            lambda: client_of(server),
+            stop=stop,
+            poll_interval=0.2,
+            on_event=lambda name, **fields: events.append((name, fields)),
+        )
         inspector.start()
         try:
             assert wait_until(lambda: inspector.counts.inspected == 1, timeout=30, what=lambda: str(events))
@@ -368,9 +448,11 @@ def test_an_older_coordinator_is_sent_results_one_by_one(edge_api, clean_db, tmp
 
 # -- the node end to end ---------------------------------------------------------------------
 
+
 @pytest.mark.services
-def test_a_node_inspects_the_obfuscated_post_it_indexed(edge_api, celery_worker, inn, fresh_group, clean_db,
-                                                         run_edge, tmp_path):
+def test_a_node_inspects_the_obfuscated_post_it_indexed(
+    edge_api, celery_worker, inn, fresh_group, clean_db, run_edge, tmp_path
+):
     posted = obfuscated_release(tmp_path, fresh_group)
     assert inn.post(posted.articles) == len(posted.articles)
     with connect(inn.host, inn.reader_port, compress=False) as client:
@@ -381,12 +463,16 @@ def test_a_node_inspects_the_obfuscated_post_it_indexed(edge_api, celery_worker,
     assert edge.wait_for(lambda e: e["event"] == "start")["inspect"] is True
     # The node digests the range, the workers store and join it (the hashed post is queued), and
     # the node's inspector leases it, reads its articles from INN and posts what they tell.
-    assert wait_until(lambda: scalar(clean_db, "SELECT count(*) FROM post_inspections WHERE state = 'done'") == 1,
-                      timeout=120, what=lambda: f"the post inspected; node log:\n{edge.log()}")
+    assert wait_until(
+        lambda: scalar(clean_db, "SELECT count(*) FROM post_inspections WHERE state = 'done'") == 1,
+        timeout=120,
+        what=lambda: f"the post inspected; node log:\n{edge.log()}",
+    )
     (row,) = inspection_rows(clean_db)
     assert (row.inner_name, row.imdb, row.password) == (RELEASE, IMDB, 0)
     assert {(f["name"], f["size"], f["source"]) for f in row.files} == {
-        (name, size, "par2") for name, size in posted.volumes.items()}
+        (name, size, "par2") for name, size in posted.volumes.items()
+    }
     read = [posted.article(s) for s in (".nfo", ".par2", ".part01.rar")]
     assert (row.articles_read, row.articles_missing) == (3, 0)
     assert row.bytes_read == sum(len(kept_body(a)) for a in read)
@@ -397,18 +483,28 @@ def test_a_node_inspects_the_obfuscated_post_it_indexed(edge_api, celery_worker,
 
     (inspected,) = edge.named("inspected")
     assert (inspected["told_name"], inspected["files"], inspected["articles_read"], inspected["status"]) == (
-        RELEASE, 2, 3, "stored")
+        RELEASE,
+        2,
+        3,
+        "stored",
+    )
     edge.signal(signal.SIGTERM)
     assert edge.wait(30) == 143, edge.log()
     counts = edge.named("stop")[0]["inspections"]
     assert {k: counts[k] for k in ("leased", "inspected", "articles_read", "articles_missing", "dropped")} == {
-        "leased": 1, "inspected": 1, "articles_read": 3, "articles_missing": 0, "dropped": 0}
+        "leased": 1,
+        "inspected": 1,
+        "articles_read": 3,
+        "articles_missing": 0,
+        "dropped": 0,
+    }
     assert counts["bytes_read"] == row.bytes_read
 
 
 @pytest.mark.services
-def test_a_missing_article_is_counted_and_the_inspection_still_posted(edge_api, inn, fresh_group, clean_db,
-                                                                      run_edge, tmp_path):
+def test_a_missing_article_is_counted_and_the_inspection_still_posted(
+    edge_api, inn, fresh_group, clean_db, run_edge, tmp_path
+):
     posted = obfuscated_release(tmp_path, fresh_group)
     volume = posted.article(".part01.rar")
     # INN gets all but the first volume: its BODY is answered 430.
@@ -419,7 +515,13 @@ def test_a_missing_article_is_counted_and_the_inspection_still_posted(edge_api, 
     edge = run_edge(node_env(edge_api, node_token(), inn.host, inn.reader_port), "--exit-when-idle")
     assert edge.wait(60) == 0, edge.log()
     (row,) = inspection_rows(clean_db)
-    assert (row.state, row.articles_read, row.articles_missing, row.imdb, row.inner_name) == ("done", 2, 1, IMDB, RELEASE)
+    assert (row.state, row.articles_read, row.articles_missing, row.imdb, row.inner_name) == (
+        "done",
+        2,
+        1,
+        IMDB,
+        RELEASE,
+    )
     assert {f["name"] for f in row.files} == set(posted.volumes)
     assert edge.named("inspected")[0]["articles_missing"] == 1
     assert edge.named("stop")[0]["inspections"]["articles_missing"] == 1
@@ -440,7 +542,13 @@ def test_an_endless_body_is_cut_and_counted_and_the_node_goes_on(edge_api, clean
     # (the volume on a new connection), and the post is renamed by the .nfo.
     assert set(server.asked) == {posted.article(s).message_id for s in (".nfo", ".par2", ".part01.rar")}
     (row,) = inspection_rows(clean_db)
-    assert (row.state, row.articles_read, row.articles_missing, row.imdb, row.post_name) == ("done", 2, 0, IMDB, RELEASE)
+    assert (row.state, row.articles_read, row.articles_missing, row.imdb, row.post_name) == (
+        "done",
+        2,
+        0,
+        IMDB,
+        RELEASE,
+    )
     assert row.files is None  # the par2 index never came whole
     (inspected,) = edge.named("inspected")
     assert inspected["malformed"] >= 1
@@ -522,8 +630,13 @@ def test_a_result_for_an_inspection_another_node_holds_now_is_dropped(edge_api, 
     stop = threading.Event()
     with BodyServer(bodies) as server:
         mine = Coordinator(edge_api.url, node_token(), cafile=edge_api.cafile, stop=stop)
-        inspector = Inspector(mine, lambda: client_of(server), stop=stop, poll_interval=0.2,
-                              on_event=lambda name, **fields: events.append((name, fields)))
+        inspector = Inspector(
+            mine,
+            lambda: client_of(server),
+            stop=stop,
+            poll_interval=0.2,
+            on_event=lambda name, **fields: events.append((name, fields)),
+        )
         inspector.start()
         try:
             # The inspector waits for the .nfo's body; meanwhile its lease lapses and another

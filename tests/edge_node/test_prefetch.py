@@ -1,6 +1,7 @@
 """The prefetcher with an in-memory NNTP server: order, the in-flight cap, no starving, lost
 connections, group switches, refusals, the local spool and stopping. (The real thing, INN
 through the provider-like proxy, is in test_failures.py and bench/edge.py.)"""
+
 from __future__ import annotations
 
 import threading
@@ -69,7 +70,7 @@ class FakeClient:
         yield b"".join(lines[: len(lines) // 2])
         if cut:
             raise NNTPConnectionError("connection closed by the server")
-        yield b"".join(lines[len(lines) // 2:])
+        yield b"".join(lines[len(lines) // 2 :])
 
     def close(self):
         pass
@@ -84,8 +85,9 @@ def make_prefetcher():
     made = []
 
     def make(server, connections=2, in_flight=4, **options) -> Prefetcher:
-        prefetcher = Prefetcher(server.connect, connections, in_flight, stop=threading.Event(), backoff_cap=0.01,
-                                **options)
+        prefetcher = Prefetcher(
+            server.connect, connections, in_flight, stop=threading.Event(), backoff_cap=0.01, **options
+        )
         made.append(prefetcher)
         return prefetcher
 
@@ -113,13 +115,16 @@ def test_one_connection_takes_the_first_leased_range_first_and_switches_group(ma
     first = prefetcher.source(1, "a").chunks(chunk_spans(1, 60, 20))
     second = prefetcher.source(2, "b").chunks(chunk_spans(1, 60, 20))
     results = {}
-    threads = [threading.Thread(target=lambda name, it: results.__setitem__(name, list(it)), args=args)
-               for args in (("a", first), ("b", second))]
+    threads = [
+        threading.Thread(target=lambda name, it: results.__setitem__(name, list(it)), args=args)
+        for args in (("a", first), ("b", second))
+    ]
     threads[0].start()
     assert server.asked.acquire(timeout=5)  # range a is open: its first chunk is asked for
     threads[1].start()
-    wait_until(lambda: second.state.waiting, timeout=5, what="range b's loop waiting for its first chunk",
-               interval=0.01)
+    wait_until(
+        lambda: second.state.waiting, timeout=5, what="range b's loop waiting for its first chunk", interval=0.01
+    )
     server.gate.set()
     for thread in threads:
         thread.join(5)
@@ -135,8 +140,7 @@ def test_chunks_in_flight_are_capped_but_a_waiting_range_is_never_starved(make_p
     next(slow)  # takes one chunk, then takes nothing more for now
     # Once the cap's worth is fetched, no connection takes another chunk of a range whose loop
     # does not wait: the count below is final.
-    wait_until(lambda: len(slow.state.results) == 4, timeout=5, what="the cap's worth of chunks fetched",
-               interval=0.01)
+    wait_until(lambda: len(slow.state.results) == 4, timeout=5, what="the cap's worth of chunks fetched", interval=0.01)
     assert len(server.overs) == 1 + 4  # the one taken, and the cap
     late = list(prefetcher.source(2, "b").chunks(chunk_spans(1, 300, 100)))  # beyond the cap, as it waits
     assert [first for first, _, _ in late] == [1, 101, 201]
@@ -208,8 +212,12 @@ def test_a_range_closed_before_any_chunk_was_taken_gives_its_slots_back(make_pre
     wait_until(lambda: len(server.overs) == 2, timeout=5, what="the cap's worth fetched", interval=0.01)
     dropped.close()
     kept = prefetcher.source(2, "b").chunks(chunk_spans(1, 300, 100))
-    wait_until(lambda: len([o for o in server.overs if o[0] == "b"]) == 2, timeout=5,
-               what="the cap's worth of b fetched", interval=0.01)
+    wait_until(
+        lambda: len([o for o in server.overs if o[0] == "b"]) == 2,
+        timeout=5,
+        what="the cap's worth of b fetched",
+        interval=0.01,
+    )
     assert len([n for _, _, blocks in kept for n in numbers(blocks)]) == 300
     assert [o for o in server.overs if o[0] == "a"] == [("a", 1, 100), ("a", 101, 200)]
 
@@ -224,17 +232,28 @@ def test_a_range_loop_waiting_for_its_turn_to_digest_has_its_chunks_fetched_mean
     class Hooks(RangeHooks):
         @contextmanager
         def digest_slot(self):
-            fetched_before_the_turn.append(wait_until(lambda: len(server.overs) == 4, timeout=3, interval=0.01,
-                                                      what="the range's chunks fetched before its turn"))
+            fetched_before_the_turn.append(
+                wait_until(
+                    lambda: len(server.overs) == 4,
+                    timeout=3,
+                    interval=0.01,
+                    what="the range's chunks fetched before its turn",
+                )
+            )
             yield
 
     batches = []
     job = RangeJob(group="g", next_id=1, last_id=400, chunk_size=100, batch_chunks=4)
-    state = run_range(job, prefetcher.source(1, "g"), type("Sink", (), {"submit": lambda _, b: batches.append(b)})(),
-                      Hooks())
+    state = run_range(
+        job, prefetcher.source(1, "g"), type("Sink", (), {"submit": lambda _, b: batches.append(b)})(), Hooks()
+    )
     assert fetched_before_the_turn == [True]
-    assert state.done and len(batches[0]["fragments"]["article"]) + sum(
-        counts[2] for rule, counts in batches[0]["rules"].items() if rule) == 400
+    assert (
+        state.done
+        and len(batches[0]["fragments"]["article"])
+        + sum(counts[2] for rule, counts in batches[0]["rules"].items() if rule)
+        == 400
+    )
 
 
 def test_the_node_s_range_loop_opens_its_range_when_it_asks_for_the_chunks(make_prefetcher):

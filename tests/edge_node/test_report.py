@@ -1,4 +1,5 @@
 """What the operator sees: one JSON object per event, or a live table with events above it."""
+
 from __future__ import annotations
 
 import io

@@ -1,5 +1,6 @@
 """The node's spool directory, and a spooled range read from the coordinator's stream (with a
 stand-in coordinator: the real one is in test_failures.py)."""
+
 from __future__ import annotations
 
 import io
@@ -116,8 +117,10 @@ def test_a_broken_stream_is_read_again_from_where_it_broke():
     frames = [frame(a, b) for a, b in chunk_spans(1, 100, 20)]
     coordinator = StandInCoordinator(frames, cut_after=[len(frames[0]) + 30, len(frames[0]) + len(frames[1]) + 5])
     events = []
-    got = read(SpoolStreamSource(coordinator, 1, FallbackSource, lambda name, **f: events.append(name)),
-               chunk_spans(1, 100, 20))
+    got = read(
+        SpoolStreamSource(coordinator, 1, FallbackSource, lambda name, **f: events.append(name)),
+        chunk_spans(1, 100, 20),
+    )
     assert [(a, b) for a, b, _ in got] == chunk_spans(1, 100, 20)
     assert coordinator.opened == 3 and events == ["retry", "retry"]
 
@@ -130,12 +133,15 @@ def test_chunks_that_do_not_line_up_come_from_the_fallback():
     assert fallback.asked == [(21, 40), (41, 60)]
 
 
-@pytest.mark.parametrize("coordinator", [StandInCoordinator([], spooled=False),
-                                         StandInCoordinator([frame(1, 20)])])  # 404, or the stream ends early
+@pytest.mark.parametrize(
+    "coordinator", [StandInCoordinator([], spooled=False), StandInCoordinator([frame(1, 20)])]
+)  # 404, or the stream ends early
 def test_without_a_whole_spool_the_rest_is_fetched(coordinator):
     fallback = FallbackSource()
     events = []
-    got = read(SpoolStreamSource(coordinator, 1, lambda: fallback, lambda name, **f: events.append(name)),
-               chunk_spans(1, 40, 20))
+    got = read(
+        SpoolStreamSource(coordinator, 1, lambda: fallback, lambda name, **f: events.append(name)),
+        chunk_spans(1, 40, 20),
+    )
     assert [(a, b) for a, b, _ in got] == [(1, 20), (21, 40)]
     assert fallback.asked[-1] == (21, 40) and events == ["spool_fallback"]

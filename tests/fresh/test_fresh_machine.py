@@ -18,6 +18,7 @@ is a free one chosen here, through the variables `ops/run --help` lists. The pac
 services do not start as they install (with no init system, invoke-rc.d blocks them): the
 project runs private instances of its own.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,16 @@ echo $? > /out/test.rc
 def project_tarball(path: Path) -> None:
     """The project's files as a clone of this tree has them (tracked and not ignored), with their
     modes, from the working tree (committed inside, so that it is a clone's clean work tree)."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            check=True, capture_output=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     with tarfile.open(path, "w") as tar:
         for name in sorted(n for n in listed if n):
             if (REPO / name).is_file():
@@ -71,8 +80,21 @@ def project_tarball(path: Path) -> None:
 
 
 # apt's and dpkg's progress, left out of what a failure shows.
-APT_NOISE = ("Selecting ", "Preparing ", "Unpacking ", "Setting up ", "Processing triggers", "debconf:", "(Reading ",
-             "Adding ", "Created symlink", "invoke-rc.d:", "update-alternatives:", "Creating config", "Done.")
+APT_NOISE = (
+    "Selecting ",
+    "Preparing ",
+    "Unpacking ",
+    "Setting up ",
+    "Processing triggers",
+    "debconf:",
+    "(Reading ",
+    "Adding ",
+    "Created symlink",
+    "invoke-rc.d:",
+    "update-alternatives:",
+    "Creating config",
+    "Done.",
+)
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -90,13 +112,37 @@ def test_the_readme_commands_work_on_a_bare_debian_as_root_under_root(tmp_path):
     project_tarball(inputs / "project.tar")
     for cache in ("apt", "pip"):
         (CACHE / cache).mkdir(parents=True, exist_ok=True)
-    ports = {name: str(free_port()) for name in ("PG_PORT", "REDIS_PORT", "INN_READER_PORT", "INN_FEED_PORT",
-                                                  "INN_TLS_PORT", "API_PORT", "FLOWER_PORT")}
+    ports = {
+        name: str(free_port())
+        for name in (
+            "PG_PORT",
+            "REDIS_PORT",
+            "INN_READER_PORT",
+            "INN_FEED_PORT",
+            "INN_TLS_PORT",
+            "API_PORT",
+            "FLOWER_PORT",
+        )
+    }
     assert len(set(ports.values())) == len(ports)
     name = f"seed-fresh-{os.getpid()}"
-    command = [*PODMAN, "run", "--rm", "--name", name, *LIMITS, "--network=host",
-               "-v", f"{inputs}:/in:ro", "-v", f"{out}:/out",
-               "-v", f"{CACHE / 'apt'}:/var/cache/apt/archives", "-v", f"{CACHE / 'pip'}:/root/.cache/pip"]
+    command = [
+        *PODMAN,
+        "run",
+        "--rm",
+        "--name",
+        name,
+        *LIMITS,
+        "--network=host",
+        "-v",
+        f"{inputs}:/in:ro",
+        "-v",
+        f"{out}:/out",
+        "-v",
+        f"{CACHE / 'apt'}:/var/cache/apt/archives",
+        "-v",
+        f"{CACHE / 'pip'}:/root/.cache/pip",
+    ]
     for key, value in ports.items():
         command += ["-e", f"{key}={value}"]
     try:
@@ -105,8 +151,9 @@ def test_the_readme_commands_work_on_a_bare_debian_as_root_under_root(tmp_path):
         remove_container(name)
 
     assert (out / "root.mode").read_text().strip() == "700"
-    assert (out / "run.rc").exists() and (out / "run.rc").read_text().strip() == "0", \
+    assert (out / "run.rc").exists() and (out / "run.rc").read_text().strip() == "0", (
         f"ops/run failed on a fresh machine:\n{tail(out / 'run.log')}"
+    )
     run_log = (out / "run.log").read_text()
     assert "the catalog holds" in run_log and "the catalog holds 0 posts" not in run_log, tail(out / "run.log")
     # The demo's TV episode found as Sonarr searches, and its NZB's every article read back from

@@ -1,4 +1,5 @@
 """A few lines of raw-socket NNTP for these tests (they must not depend on the edge's client)."""
+
 from __future__ import annotations
 
 import socket

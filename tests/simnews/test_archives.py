@@ -3,6 +3,7 @@ index, verified by par2; and the inspection proof: every hostile case, posted be
 a posting tool posts them (yEnc, simnews.yencpost.post_files) and read as a node reads them
 (edge.inspect.result.inspect_post on the first article's body), comes back promptly, without an
 exception, with the problem counted in the result's ``malformed`` and the good files still read."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,18 @@ from edge.inspect.archives import read_archive
 from edge.inspect.result import PostInspection, inspect_post
 from simnews import archives
 from simnews.archives import (
-    AFTER, BEFORE, PAR2_LISTED, ZIP_GOOD, par2_huge_lengths, par2_index, par2_loop, rar4_stored, rar_absurd_sizes,
-    sevenzip_absurd, yenc_lying_sizes, zip_absurd,
+    AFTER,
+    BEFORE,
+    PAR2_LISTED,
+    ZIP_GOOD,
+    par2_huge_lengths,
+    par2_index,
+    par2_loop,
+    rar4_stored,
+    rar_absurd_sizes,
+    sevenzip_absurd,
+    yenc_lying_sizes,
+    zip_absurd,
 )
 from simnews.yencpost import YencTruth, article_body, post_files, yenc_body
 
@@ -52,15 +63,21 @@ def first_articles(directory: Path, files: dict[str, bytes]) -> dict[str, bytes]
 
 def good_files() -> dict[str, bytes]:
     """What every hostile post holds beside its hostile file: a rar, a par2 index, an .nfo."""
-    return {f"{RELEASE}.part01.rar": rar4_stored([FILM, SAMPLE]),
-            f"{RELEASE}.par2": par2_index([FILM, (f"{RELEASE}.nfo", NFO)]),
-            f"{RELEASE}.nfo": NFO}
+    return {
+        f"{RELEASE}.part01.rar": rar4_stored([FILM, SAMPLE]),
+        f"{RELEASE}.par2": par2_index([FILM, (f"{RELEASE}.nfo", NFO)]),
+        f"{RELEASE}.nfo": NFO,
+    }
 
 
 def assert_good_files_read(found: PostInspection) -> None:
     listed = {(f.source, f.name, f.size) for f in found.files}
-    assert {("rar4", FILM[0], len(FILM[1])), ("rar4", SAMPLE[0], len(SAMPLE[1])),
-            ("par2", FILM[0], len(FILM[1])), ("par2", f"{RELEASE}.nfo", len(NFO))} <= listed
+    assert {
+        ("rar4", FILM[0], len(FILM[1])),
+        ("rar4", SAMPLE[0], len(SAMPLE[1])),
+        ("par2", FILM[0], len(FILM[1])),
+        ("par2", f"{RELEASE}.nfo", len(NFO)),
+    } <= listed
     assert found.name == RELEASE and found.imdb == 111161
 
 
@@ -85,18 +102,19 @@ def test_rar4_stored_blocks_are_as_rar_writes_them() -> None:
     position, blocks = 7, []
     while position < len(data):
         crc, kind, flags, size = struct.unpack_from("<HBHH", data, position)
-        header = data[position:position + size]
+        header = data[position : position + size]
         assert zlib.crc32(header[2:]) & 0xFFFF == crc  # HEAD_CRC: from HEAD_TYPE to the header's end
         blocks.append((kind, flags, header))
         position += size
         if kind == 0x74:
-            packed, unpacked, host, file_crc, _, version, method, name_size, attributes = \
-                struct.unpack_from("<IIBIIBBHI", header, 7)
+            packed, unpacked, host, file_crc, _, version, method, name_size, attributes = struct.unpack_from(
+                "<IIBIIBBHI", header, 7
+            )
             name, content = FILES[len(blocks) - 2]
             assert flags & 0x8000 and (packed, unpacked) == (len(content), len(content))
             assert (host, version, method, attributes) == (2, 29, 0x30, 0x20)
-            assert file_crc == zlib.crc32(content) and data[position:position + packed] == content
-            raw = header[32:32 + name_size]
+            assert file_crc == zlib.crc32(content) and data[position : position + packed] == content
+            raw = header[32 : 32 + name_size]
             assert raw.decode("utf-8") == name.replace("/", "\\") and bool(flags & 0x0200) is (not name.isascii())
             position += packed
     assert position == len(data)
@@ -108,11 +126,17 @@ def test_rar4_stored_is_listed_and_extracted_by_7zip(tmp_path: Path) -> None:
     archive = tmp_path / "stored.rar"
     archive.write_bytes(rar4_stored(FILES))
     listing = subprocess.run(["7z", "l", "-slt", str(archive)], capture_output=True, text=True, check=True).stdout
-    entries = [dict(line.split(" = ", 1) for line in block.splitlines() if " = " in line)
-               for block in listing.split("\n\n") if "\nMethod = " in "\n" + block]
-    assert [(e["Path"], int(e["Size"]), e["Method"]) for e in entries] == \
-        [(name, len(content), "m0:16") for name, content in FILES]  # m0: stored (RAR's 0x30)
-    assert {e["Modified"][:19] for e in entries} == {"2024-01-01 12:00:00"} and {e["Host OS"] for e in entries} == {"Win32"}
+    entries = [
+        dict(line.split(" = ", 1) for line in block.splitlines() if " = " in line)
+        for block in listing.split("\n\n")
+        if "\nMethod = " in "\n" + block
+    ]
+    assert [(e["Path"], int(e["Size"]), e["Method"]) for e in entries] == [
+        (name, len(content), "m0:16") for name, content in FILES
+    ]  # m0: stored (RAR's 0x30)
+    assert {e["Modified"][:19] for e in entries} == {"2024-01-01 12:00:00"} and {e["Host OS"] for e in entries} == {
+        "Win32"
+    }
     subprocess.run(["7z", "t", "-bso0", str(archive)], check=True)  # every file's CRC checked
     subprocess.run(["7z", "x", "-bso0", f"-o{tmp_path / 'out'}", str(archive)], check=True)
     for name, content in FILES:
@@ -122,7 +146,9 @@ def test_rar4_stored_is_listed_and_extracted_by_7zip(tmp_path: Path) -> None:
 def test_rar4_stored_is_read_by_the_inspection() -> None:
     info = read_archive(rar4_stored(FILES))
     assert info is not None and info.kind == "rar4" and info.complete and info.malformed == {}
-    assert [(f.name, f.size, f.encrypted) for f in info.files] == [(name, len(content), False) for name, content in FILES]
+    assert [(f.name, f.size, f.encrypted) for f in info.files] == [
+        (name, len(content), False) for name, content in FILES
+    ]
     assert (info.volume, info.solid, info.encrypted_headers, info.password) == (False, False, False, 0)
     assert info.executables == ["Setup/setup.exe"]
 
@@ -131,8 +157,10 @@ def test_a_rar_holding_setup_exe_posted_is_flagged_executable() -> None:
     data = rar4_stored([FILM, ("setup.exe", b"MZ" + bytes(500))])
     found = inspect_post({"x.rar": yenc_body(data, "Some.Film.rar", 1, 1, 1, len(data), zlib.crc32(data))})
     assert found.flags == ["executable"] and found.password == 0 and found.malformed == {}
-    assert [(f.source, f.name, f.size, f.encrypted) for f in found.files] == \
-        [("rar4", FILM[0], len(FILM[1]), False), ("rar4", "setup.exe", 502, False)]
+    assert [(f.source, f.name, f.size, f.encrypted) for f in found.files] == [
+        ("rar4", FILM[0], len(FILM[1]), False),
+        ("rar4", "setup.exe", 502, False),
+    ]
     assert rar4_stored([FILM]) and inspect_post({"y.rar": rar4_stored([FILM])}).flags == []
 
 
@@ -150,7 +178,9 @@ def test_par2_index_is_verified_by_par2_and_read_by_the_inspection(tmp_path: Pat
     assert verified.returncode == 0, verified.stdout + verified.stderr
     found = par2_reader.read_par2(par2_index(files))
     assert found.skipped == {} and found.creator == "simnews.archives" and found.slice_size == 4096
-    assert sorted((f.name, f.size) for f in found.files) == sorted((n, len(c)) for n, c in files if c)  # empty: left out
+    assert sorted((f.name, f.size) for f in found.files) == sorted(
+        (n, len(c)) for n, c in files if c
+    )  # empty: left out
 
 
 # --- the hostile cases ---------------------------------------------------------------------------
@@ -231,9 +261,15 @@ ARCHIVE_FILES: dict[str, tuple[list[tuple[str, int | None]], bool]] = {
     "zip-local-size-past-article.zip": ([(ZIP_GOOD[0][0], 50), ("Zip.Lie.bin", 27)], False),
     "zip-name-size-past-article.zip": ([(ZIP_GOOD[0][0], 50)], False),
 }
-MAKERS: list[Callable[[], dict[str, bytes]]] = [par2_huge_lengths, par2_loop, rar_absurd_sizes, sevenzip_absurd,
-                                                zip_absurd]
+MAKERS: list[Callable[[], dict[str, bytes]]] = [
+    par2_huge_lengths,
+    par2_loop,
+    rar_absurd_sizes,
+    sevenzip_absurd,
+    zip_absurd,
+]
 HOSTILE = {case: data for make in MAKERS for case, data in make().items()}
+
 
 def test_every_case_has_its_expectation() -> None:
     assert set(yenc_lying_sizes()) == set(YENC_EXPECTED)

@@ -3,6 +3,7 @@ subjects that name each post, and, through a real INN 2 with ops/inn's mixed sto
 posts' bodies kept whole while the overview-only sample keeps none; a trash INN turned mixed; the
 check ops/run ends with (an NZB's every article read back, CRCs checked; a search the API does not
 serve told plainly)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -44,6 +45,7 @@ def made(tmp_path_factory) -> tuple[list[demo.Posted], list[Article]]:
 
 
 # -- without a server ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("sample", ALL, ids=[s.name for s in ALL])
 def test_each_name_reads_as_the_kind_and_category_it_stands_for(sample: demo.Sample):
@@ -108,14 +110,19 @@ def test_new_namespaces_make_new_message_ids_and_keep_the_names(made, tmp_path):
 
 
 def feed(*titles: str) -> bytes:
-    items = "".join(f'<item><title>{t}</title><enclosure url="https://x/api?t=get&amp;id={i}" length="1"'
-                    f' type="application/x-nzb"/></item>' for i, t in enumerate(titles))
+    items = "".join(
+        f'<item><title>{t}</title><enclosure url="https://x/api?t=get&amp;id={i}" length="1"'
+        f' type="application/x-nzb"/></item>'
+        for i, t in enumerate(titles)
+    )
     return f'<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>{items}</channel></rss>'.encode()
 
 
 def test_the_check_takes_the_first_item_and_its_enclosure():
-    assert demo.first_enclosure(feed("First", "Second"), "https://x/api?t=tvsearch&q=a") == \
-        ("First", "https://x/api?t=get&id=0")
+    assert demo.first_enclosure(feed("First", "Second"), "https://x/api?t=tvsearch&q=a") == (
+        "First",
+        "https://x/api?t=get&id=0",
+    )
 
 
 def test_the_check_says_plainly_when_the_api_does_not_serve_the_search():
@@ -132,6 +139,7 @@ def test_the_check_says_plainly_when_the_api_does_not_serve_the_search():
 
 # -- through INN 2 ---------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def mixed_inn() -> Iterator[InnServer]:
     with running_inn(demo.GROUPS, storage="mixed", cnfs_mb=64) as server:
@@ -141,9 +149,25 @@ def mixed_inn() -> Iterator[InnServer]:
 def post_with_the_command(inn: InnServer, namespace: str, truth: Path) -> dict:
     """The demo posted by `python -m simnews.demo`, as ops/run posts it; its --truth record."""
     completed = subprocess.run(
-        [sys.executable, "-m", "simnews.demo", "--port", str(inn.feed_port), "--namespace", namespace,
-         "--date", START.isoformat(), "--days", "1", "--truth", str(truth)],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "simnews.demo",
+            "--port",
+            str(inn.feed_port),
+            "--namespace",
+            namespace,
+            "--date",
+            START.isoformat(),
+            "--days",
+            "1",
+            "--truth",
+            str(truth),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr
     summary = json.loads(completed.stdout)
     record = json.loads(truth.read_text())
@@ -201,7 +225,7 @@ def nzb_of(posts: list[dict]) -> bytes:
         for file in post["files"]:
             element = ET.SubElement(root, f"{{{ns}}}file", subject=f'"{file["name"]}" yEnc (1/{file["parts"]})')
             segments = ET.SubElement(element, f"{{{ns}}}segments")
-            for number, message_id in enumerate(post["message_ids"][first:first + file["parts"]], 1):
+            for number, message_id in enumerate(post["message_ids"][first : first + file["parts"]], 1):
                 ET.SubElement(segments, f"{{{ns}}}segment", number=str(number)).text = message_id.strip("<>")
             first += file["parts"]
     return ET.tostring(root)
@@ -212,8 +236,11 @@ def test_the_check_reads_every_article_an_nzb_names_and_tells_one_missing(mixed_
     record = post_with_the_command(mixed_inn, "checked", tmp_path / "demo.json")
     show = next(p for p in record["posts"] if p["name"] == "Demo.Show.S01E02.720p.HDTV.x264-SEED")
     files, articles, size = demo.check_nzb(nzb_of([show]), mixed_inn.host, mixed_inn.reader_port)
-    assert (files, articles, size) == (len(show["files"]), len(show["message_ids"]),
-                                       sum(f["size"] for f in show["files"]))
+    assert (files, articles, size) == (
+        len(show["files"]),
+        len(show["message_ids"]),
+        sum(f["size"] for f in show["files"]),
+    )
     sample = next(p for p in record["posts"] if not p["real"])
     with pytest.raises(demo.DemoCheckError, match="430"):
         demo.check_nzb(nzb_of([sample]), mixed_inn.host, mixed_inn.reader_port)
@@ -247,6 +274,7 @@ def test_a_trash_inn_turned_mixed_keeps_the_bodies_of_what_is_posted_after(tmp_p
                 # What trash took stays overview only, listed as before.
                 assert body(nntp, old["message_ids"][0])[0].startswith(b"430")
             for group in demo.GROUPS:
-                posted = {mid for r in (before, after) for p in r["posts"] if p["group"] == group
-                          for mid in p["message_ids"]}
+                posted = {
+                    mid for r in (before, after) for p in r["posts"] if p["group"] == group for mid in p["message_ids"]
+                }
                 assert posted <= overview_ids(nntp, group)

@@ -1,4 +1,5 @@
 """The generator alone: determinism, the catalog mix, subjects and their intended parse, the truth file."""
+
 from __future__ import annotations
 
 import re
@@ -138,8 +139,9 @@ def test_crossposts_dates_and_lost_articles():
 
 
 def test_truth_round_trip(tmp_path):
-    articles = list(generate(3_000, Config(seed=9, groups=("alt.binaries.e-book.french", "alt.binaries.test"),
-                                           lost_rate=0.1)))
+    articles = list(
+        generate(3_000, Config(seed=9, groups=("alt.binaries.e-book.french", "alt.binaries.test"), lost_rate=0.1))
+    )
     path = tmp_path / "truth.jsonl"
     with path.open("w", encoding="utf-8") as out:
         passed = [a.message_id for a in write_truth(articles, out)]

@@ -1,4 +1,5 @@
 """Generated articles through a real INN 2: posted with simnews.inject, read back with XOVER."""
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,32 @@ def test_articles_come_back_through_xover_as_the_truth_says(inn, fresh_group):
 def test_the_inject_command_writes_a_truth_file_that_matches_the_server(inn, fresh_group, tmp_path):
     truth_path = tmp_path / "truth.jsonl"
     completed = subprocess.run(
-        [sys.executable, "-m", "simnews.inject", "--port", str(inn.feed_port), "--count", "2000",
-         "--groups", fresh_group, "--namespace", fresh_group, "--seed", "3", "--lost-rate", "0.01",
-         "--truth", str(truth_path), "--conns", "2"],
-        capture_output=True, text=True, timeout=60, check=True)
+        [
+            sys.executable,
+            "-m",
+            "simnews.inject",
+            "--port",
+            str(inn.feed_port),
+            "--count",
+            "2000",
+            "--groups",
+            fresh_group,
+            "--namespace",
+            fresh_group,
+            "--seed",
+            "3",
+            "--lost-rate",
+            "0.01",
+            "--truth",
+            str(truth_path),
+            "--conns",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     truth = load_truth(str(truth_path))
     lost = sum(t.lost for t in truth.values())

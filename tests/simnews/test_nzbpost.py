@@ -4,6 +4,7 @@ through a real INN 2, read back with the edge's own NNTP client.
 The NZBs are tests/data/nzb/ (verbatim copies of the real posts given to the project; its
 README.md tells each one's origin).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,17 @@ from edge.digest.nntp import connect
 from simnews.generator import Config, _DateFormatter, generate
 from simnews.inject import inject
 from simnews.nzbpost import (
-    MAX_MESSAGE_ID, NZBError, NZBTruth, file_counter, header_bytes, is_valid_message_id, load_nzb, mixed_with,
-    post_articles, posted_message_id, segment_subject,
+    MAX_MESSAGE_ID,
+    NZBError,
+    NZBTruth,
+    file_counter,
+    header_bytes,
+    is_valid_message_id,
+    load_nzb,
+    mixed_with,
+    post_articles,
+    posted_message_id,
+    segment_subject,
 )
 from simnews.ports import free_ports
 
@@ -50,10 +60,18 @@ def write_nzb(tmp_path: Path, files: str, name: str = "made.nzb", head: str = NZ
     return path
 
 
-def nzb_file(subject: str, segments: str, *, poster: str = "poster@example.net", date: str = "1700000000",
-             groups: str = "<group>alt.binaries.test</group>") -> str:
-    return (f'<file poster="{poster}" date="{date}" subject="{subject}"><groups>{groups}</groups>'
-            f"<segments>{segments}</segments></file>\n")
+def nzb_file(
+    subject: str,
+    segments: str,
+    *,
+    poster: str = "poster@example.net",
+    date: str = "1700000000",
+    groups: str = "<group>alt.binaries.test</group>",
+) -> str:
+    return (
+        f'<file poster="{poster}" date="{date}" subject="{subject}"><groups>{groups}</groups>'
+        f"<segments>{segments}</segments></file>\n"
+    )
 
 
 def headers(raw: bytes) -> list[bytes]:
@@ -65,6 +83,7 @@ def header(raw: bytes, name: bytes) -> bytes:
 
 
 # --- loading -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", ALL, ids=lambda p: p.stem)
 def test_each_nzb_loads_with_the_files_and_segments_of_the_readme(path):
@@ -104,15 +123,23 @@ def test_load_agrees_with_the_raw_xml(path):
         assert file.groups == tuple(re.findall(r"<group>([^<]+)</group>", chunk))
         segments = re.findall(r"<segment\s([^>]*)>([^<]*)</segment>", chunk)
         assert len(segments) == len(file.segments)
-        expected = sorted((int(re.search(r'number="(\d+)"', a).group(1)), int(re.search(r'bytes="(\d+)"', a).group(1)),
-                           html.unescape(mid)) for a, mid in segments)
+        expected = sorted(
+            (
+                int(re.search(r'number="(\d+)"', a).group(1)),
+                int(re.search(r'bytes="(\d+)"', a).group(1)),
+                html.unescape(mid),
+            )
+            for a, mid in segments
+        )
         assert [(s.number, s.bytes, s.message_id) for s in file.segments] == expected
     assert sum(len(f.segments) for f in post.files) == len(re.findall(r"<segment\s", text))
 
 
 def test_an_nzb_without_the_namespace_reads_the_same(tmp_path):
-    files = nzb_file("&quot;a.rar&quot; yEnc (1/2)",
-                     '<segment bytes="10" number="2">b@x</segment><segment bytes="20" number="1">a@x</segment>')
+    files = nzb_file(
+        "&quot;a.rar&quot; yEnc (1/2)",
+        '<segment bytes="10" number="2">b@x</segment><segment bytes="20" number="1">a@x</segment>',
+    )
     with_ns = load_nzb(write_nzb(tmp_path, files))
     without = load_nzb(write_nzb(tmp_path, files, "bare.nzb", '<?xml version="1.0"?>\n<nzb>\n'))
     assert with_ns.files == without.files
@@ -120,19 +147,24 @@ def test_an_nzb_without_the_namespace_reads_the_same(tmp_path):
     assert without.files[0].subject == '"a.rar" yEnc (1/2)'
 
 
-@pytest.mark.parametrize(("content", "wanted"), [
-    ("this is not XML", "not XML"),
-    ('<?xml version="1.0"?><html><body/></html>', "not an NZB"),
-    (NZB_HEAD + "</nzb>", "no <file>"),
-    (NZB_HEAD + nzb_file("s", '<segment bytes="10">a@x</segment>') + "</nzb>", "number is missing"),
-    (NZB_HEAD + nzb_file("s", '<segment bytes="10" number="one">a@x</segment>') + "</nzb>", "not an integer"),
-    (NZB_HEAD + nzb_file("s", '<segment number="1">a@x</segment>') + "</nzb>", "bytes is missing"),
-    (NZB_HEAD + nzb_file("s", '<segment bytes="1.5" number="1">a@x</segment>') + "</nzb>", "not an integer"),
-    (NZB_HEAD + nzb_file("s", '<segment bytes="-3" number="1">a@x</segment>') + "</nzb>", "below 0"),
-    (NZB_HEAD + nzb_file("s", '<segment bytes="3" number="1"> </segment>') + "</nzb>", "no message-id"),
-    (NZB_HEAD + nzb_file("s", '<segment bytes="3" number="1">a@x</segment>', date="yesterday") + "</nzb>",
-     "date is not an integer"),
-])
+@pytest.mark.parametrize(
+    ("content", "wanted"),
+    [
+        ("this is not XML", "not XML"),
+        ('<?xml version="1.0"?><html><body/></html>', "not an NZB"),
+        (NZB_HEAD + "</nzb>", "no <file>"),
+        (NZB_HEAD + nzb_file("s", '<segment bytes="10">a@x</segment>') + "</nzb>", "number is missing"),
+        (NZB_HEAD + nzb_file("s", '<segment bytes="10" number="one">a@x</segment>') + "</nzb>", "not an integer"),
+        (NZB_HEAD + nzb_file("s", '<segment number="1">a@x</segment>') + "</nzb>", "bytes is missing"),
+        (NZB_HEAD + nzb_file("s", '<segment bytes="1.5" number="1">a@x</segment>') + "</nzb>", "not an integer"),
+        (NZB_HEAD + nzb_file("s", '<segment bytes="-3" number="1">a@x</segment>') + "</nzb>", "below 0"),
+        (NZB_HEAD + nzb_file("s", '<segment bytes="3" number="1"> </segment>') + "</nzb>", "no message-id"),
+        (
+            NZB_HEAD + nzb_file("s", '<segment bytes="3" number="1">a@x</segment>', date="yesterday") + "</nzb>",
+            "date is not an integer",
+        ),
+    ],
+)
 def test_broken_nzbs_raise_nzberror_with_the_path(tmp_path, content, wanted):
     path = tmp_path / "broken.nzb"
     path.write_text(content, encoding="utf-8")
@@ -148,6 +180,7 @@ def test_a_missing_nzb_raises_nzberror(tmp_path):
 
 
 # --- subjects ----------------------------------------------------------------------------------
+
 
 def test_the_last_segment_counter_is_set_keeping_its_padding():
     assert segment_subject('[34/48] - "x.r22" yEnc (01/66)', 7, 66) == '[34/48] - "x.r22" yEnc (07/66)'
@@ -180,10 +213,17 @@ def test_every_segment_becomes_one_article_with_its_subject_and_truth(path):
         assert isinstance(truth, NZBTruth) and not article.lost
         file = post.files[truth.file_index]
         segment = next(s for s in file.segments if s.number == truth.segment)
-        assert (truth.name, truth.nzb_path, truth.file_subject, truth.poster) == (post.name, post.path, file.subject,
-                                                                                  file.poster)
-        assert (truth.segments, truth.nzb_bytes, truth.nzb_message_id) == (len(file.segments), segment.bytes,
-                                                                           segment.message_id)
+        assert (truth.name, truth.nzb_path, truth.file_subject, truth.poster) == (
+            post.name,
+            post.path,
+            file.subject,
+            file.poster,
+        )
+        assert (truth.segments, truth.nzb_bytes, truth.nzb_message_id) == (
+            len(file.segments),
+            segment.bytes,
+            segment.message_id,
+        )
         assert truth.subject == segment_subject(file.subject, segment.number, len(file.segments)).encode()
         assert header(article.raw, b"Subject") == truth.subject
         assert header(article.raw, b"From") == file.poster.encode()
@@ -191,8 +231,9 @@ def test_every_segment_becomes_one_article_with_its_subject_and_truth(path):
         assert header(article.raw, b"Newsgroups") == ",".join(file.groups).encode()
         assert header(article.raw, b"Message-ID") == article.message_id.encode() == truth.message_id.encode()
         assert truth.bytes == len(article.raw) < 1_000  # small bodies: never the NZB's bytes
-        assert article.raw.split(b"\r\n\r\n", 1)[1].startswith(b"=ybegin part=%d total=%d " % (
-            segment.number, len(file.segments)))
+        assert article.raw.split(b"\r\n\r\n", 1)[1].startswith(
+            b"=ybegin part=%d total=%d " % (segment.number, len(file.segments))
+        )
 
 
 def test_subjects_of_a_real_post_count_its_segments():
@@ -209,9 +250,14 @@ def test_subjects_of_a_real_post_count_its_segments():
 
 def test_no_cr_lf_or_nul_ever_goes_into_a_header(tmp_path):
     assert header_bytes("a\r\nb\0c\td\u0095") == b"a  b c\td\xc2\x95"
-    path = write_nzb(tmp_path, nzb_file("two&#13;&#10;lines&#10;&quot;x.rar&quot; yEnc (1/1)",
-                                        '<segment bytes="900" number="1">a@x.example</segment>',
-                                        poster="Someone&#13;&#10;Bcc: &lt;s@x&gt;"))
+    path = write_nzb(
+        tmp_path,
+        nzb_file(
+            "two&#13;&#10;lines&#10;&quot;x.rar&quot; yEnc (1/1)",
+            '<segment bytes="900" number="1">a@x.example</segment>',
+            poster="Someone&#13;&#10;Bcc: &lt;s@x&gt;",
+        ),
+    )
     articles = [a for full in (False, True) for a in post_articles(load_nzb(path), full_size=full)]
     articles += [a for p in ALL for a in post_articles(load_nzb(p))]
     for article in articles:
@@ -224,13 +270,32 @@ def test_no_cr_lf_or_nul_ever_goes_into_a_header(tmp_path):
 
 # --- message-ids -------------------------------------------------------------------------------
 
+
 def test_message_id_validity():
-    for good in ("1353357073.38975.1@eu.news.astraweb.com", "7a729338dfe5482e8692eb8dfae64d79@ngPost",
-                 "WkDiEy2wT9GD@1469191673.73366j2ZZTZEsTPGqzA", "a+b$c@[127.0.0.1]", "x@y"):
+    for good in (
+        "1353357073.38975.1@eu.news.astraweb.com",
+        "7a729338dfe5482e8692eb8dfae64d79@ngPost",
+        "WkDiEy2wT9GD@1469191673.73366j2ZZTZEsTPGqzA",
+        "a+b$c@[127.0.0.1]",
+        "x@y",
+    ):
         assert is_valid_message_id(good), good
-    for bad in ("no-at-sign", "two@at@signs", "with space@host", "tab\t@host", "<a@b>", "a>b@c", "é@host",
-                "a..b@host", ".a@host", "a@", "@host", "a@host.", "file=C:\\x\\y.rar|part=1|start=0|size=3",
-                "x" * (MAX_MESSAGE_ID - 3) + "@y"):
+    for bad in (
+        "no-at-sign",
+        "two@at@signs",
+        "with space@host",
+        "tab\t@host",
+        "<a@b>",
+        "a>b@c",
+        "é@host",
+        "a..b@host",
+        ".a@host",
+        "a@",
+        "@host",
+        "a@host.",
+        "file=C:\\x\\y.rar|part=1|start=0|size=3",
+        "x" * (MAX_MESSAGE_ID - 3) + "@y",
+    ):
         assert not is_valid_message_id(bad), bad
     assert is_valid_message_id("x" * (MAX_MESSAGE_ID - 4) + "@y")  # 250 bytes with its brackets
 
@@ -280,6 +345,7 @@ def test_bad_namespaces_and_groups_are_refused():
 
 # --- order and bodies --------------------------------------------------------------------------
 
+
 def posted_files(articles) -> list[int]:
     """The file indexes in posting order, checking that each file's segments go in a row, ascending."""
     order: list[int] = []
@@ -315,10 +381,13 @@ def test_the_posting_order_of_the_economist_ends_with_its_later_nfo():
 
 
 def test_files_of_one_date_go_by_their_counter(tmp_path):
-    files = "".join(nzb_file(f"[{n:02d}/03] - &quot;f{n}.rar&quot; yEnc (1/1)",
-                             f'<segment bytes="5" number="1">f{n}@x</segment>') for n in (3, 1, 2))
-    files += nzb_file("&quot;early.nfo&quot; yEnc (1/1)", '<segment bytes="5" number="1">e@x</segment>',
-                      date="1600000000")
+    files = "".join(
+        nzb_file(f"[{n:02d}/03] - &quot;f{n}.rar&quot; yEnc (1/1)", f'<segment bytes="5" number="1">f{n}@x</segment>')
+        for n in (3, 1, 2)
+    )
+    files += nzb_file(
+        "&quot;early.nfo&quot; yEnc (1/1)", '<segment bytes="5" number="1">e@x</segment>', date="1600000000"
+    )
     files += nzb_file("&quot;uncounted.par2&quot; yEnc (1/1)", '<segment bytes="5" number="1">u@x</segment>')
     articles = post_articles(load_nzb(write_nzb(tmp_path, files)))
     assert [a.message_id for a in articles] == ["<e@x>", "<f1@x>", "<f2@x>", "<f3@x>", "<u@x>"]
@@ -348,8 +417,9 @@ def test_full_size_articles_are_exactly_the_segments_bytes():
 
 
 def test_full_size_is_exact_from_the_header_up(tmp_path):
-    segments = "".join(f'<segment bytes="{n}" number="{i}">s{i}@x</segment>'
-                       for i, n in enumerate(range(150, 1_400), start=1))
+    segments = "".join(
+        f'<segment bytes="{n}" number="{i}">s{i}@x</segment>' for i, n in enumerate(range(150, 1_400), start=1)
+    )
     post = load_nzb(write_nzb(tmp_path, nzb_file("&quot;tiny.bin&quot; yEnc (1/1250)", segments)))
     natural = {a.message_id: a.raw for a in post_articles(post)}
     assert all(500 < len(raw) < 800 for raw in natural.values())
@@ -384,9 +454,9 @@ def test_mixed_with_keeps_each_stream_in_order_and_depends_on_the_seed():
 
 # --- the command line --------------------------------------------------------------------------
 
+
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "simnews.nzbpost", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", "simnews.nzbpost", *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("case", ["no port", "no nzb", "port", "not xml", "missing", "namespace", "group"])
@@ -419,6 +489,7 @@ def test_the_command_says_so_when_nothing_listens():
 
 # --- through INN 2 -----------------------------------------------------------------------------
 
+
 def overview(inn, group: str) -> list[list[bytes]]:
     """The group's overview lines as fields, read with the edge's client over plain TCP."""
     with connect(inn.host, inn.reader_port) as client:
@@ -428,8 +499,9 @@ def overview(inn, group: str) -> list[list[bytes]]:
 
 
 def test_two_real_posts_come_back_through_inn_with_the_rest_of_the_groups_traffic(inn, fresh_group):
-    post = [a for path in (ECONOMIST, SABNZBD) for a in post_articles(load_nzb(path), fresh_group,
-                                                                       namespace=fresh_group)]
+    post = [
+        a for path in (ECONOMIST, SABNZBD) for a in post_articles(load_nzb(path), fresh_group, namespace=fresh_group)
+    ]
     assert len(post) == 72 + 41
     traffic = list(generate(300, Config(seed=24, groups=(fresh_group,), namespace=fresh_group)))
     mixed = mixed_with(post, traffic, seed=24)
@@ -457,8 +529,10 @@ def test_two_real_posts_come_back_through_inn_with_the_rest_of_the_groups_traffi
     economist = {a.message_id for a in post if a.truth.nzb_path == str(ECONOMIST)}
     assert len(economist) == 72 and all(f".{fresh_group}@" in mid for mid in economist)
     assert sum(mid.endswith(f".{fresh_group}@ngPost>") for mid in economist) == 71  # all but the nfo
-    assert sum(by_id[a.message_id][1] == b'"\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c.par2" (1/1)'
-               for a in post) == 1
+    assert (
+        sum(by_id[a.message_id][1] == b'"\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c.par2" (1/1)' for a in post)
+        == 1
+    )
 
 
 def test_one_nzb_posts_twice_under_two_namespaces_and_once_under_one(inn, fresh_group):
@@ -478,8 +552,11 @@ def test_every_real_post_is_accepted_by_inn_and_full_size_articles_keep_the_nzbs
     rows = overview(inn, fresh_group)
     assert {row[4].decode(): row[1] for row in rows} == {a.message_id: a.truth.subject for a in articles}
 
-    nfo = [a for a in post_articles(load_nzb(ECONOMIST), fresh_group, namespace=fresh_group + ".full", full_size=True)
-           if a.truth.file_subject.endswith('.nfo" yEnc (1/1)')]
+    nfo = [
+        a
+        for a in post_articles(load_nzb(ECONOMIST), fresh_group, namespace=fresh_group + ".full", full_size=True)
+        if a.truth.file_subject.endswith('.nfo" yEnc (1/1)')
+    ]
     assert len(nfo) == 1 and len(nfo[0].raw) == nfo[0].truth.nzb_bytes == 2797
     assert inn.post(nfo) == 1
     size = next(int(row[6]) for row in overview(inn, fresh_group) if row[4].decode() == nfo[0].message_id)
@@ -487,16 +564,24 @@ def test_every_real_post_is_accepted_by_inn_and_full_size_articles_keep_the_nzbs
 
 
 def test_the_command_posts_nzbs_and_reports_them(inn, fresh_group):
-    completed = run_cli("--port", str(inn.feed_port), "--group", fresh_group, "--namespace", fresh_group,
-                        str(ECONOMIST), str(SABNZBD))
+    completed = run_cli(
+        "--port", str(inn.feed_port), "--group", fresh_group, "--namespace", fresh_group, str(ECONOMIST), str(SABNZBD)
+    )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
     assert report == {
-        "posted": 113, "accepted": 113, "rejected": 0,
-        "posts": [{"name": load_nzb(ECONOMIST).name, "path": str(ECONOMIST), "files": 37, "segments": 72},
-                  {"name": None, "path": str(SABNZBD), "files": 19, "segments": 41}],
+        "posted": 113,
+        "accepted": 113,
+        "rejected": 0,
+        "posts": [
+            {"name": load_nzb(ECONOMIST).name, "path": str(ECONOMIST), "files": 37, "segments": 72},
+            {"name": None, "path": str(SABNZBD), "files": 19, "segments": 41},
+        ],
     }
     rows = overview(inn, fresh_group)
-    expected = {a.message_id: a.truth.subject for p in (ECONOMIST, SABNZBD)
-                for a in post_articles(load_nzb(p), fresh_group, namespace=fresh_group)}
+    expected = {
+        a.message_id: a.truth.subject
+        for p in (ECONOMIST, SABNZBD)
+        for a in post_articles(load_nzb(p), fresh_group, namespace=fresh_group)
+    }
     assert {row[4].decode(): row[1] for row in rows} == expected

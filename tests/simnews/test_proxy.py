@@ -1,4 +1,5 @@
 """The provider-emulating proxy in front of the real INN: shifted numbers, throughput cap, limits, drops."""
+
 from __future__ import annotations
 
 import threading
@@ -50,10 +51,14 @@ def test_article_numbers_are_shifted_past_2_32_both_ways(inn, proxied_group, pro
         assert [int(row[0]) for row in rows] == list(range(SHIFT + 1, SHIFT + 11))
         assert [row[1:8] for row in rows] == [row[1:8] for row in inn_rows]
         assert [row[8] for row in rows] == [
-            b"Xref: testnews.localdomain %s:%d" % (proxied_group.encode(), SHIFT + i) for i in range(1, 11)]
+            b"Xref: testnews.localdomain %s:%d" % (proxied_group.encode(), SHIFT + i) for i in range(1, 11)
+        ]
 
         assert [int(row[0]) for row in nntp.over(f"{SHIFT + ARTICLES - 2}-")] == [
-            SHIFT + ARTICLES - 2, SHIFT + ARTICLES - 1, SHIFT + ARTICLES]
+            SHIFT + ARTICLES - 2,
+            SHIFT + ARTICLES - 1,
+            SHIFT + ARTICLES,
+        ]
         assert nntp.over("1-5000") == []  # below the shift: nothing, and no error
         assert nntp.over(f"{SHIFT}") == []
         assert nntp.over(f"{SHIFT + 10**12}-") == []  # far above anything INN holds
@@ -97,8 +102,10 @@ def test_throughput_cap_per_connection(inn, proxied_group, proxy_factory):
 
     # the cap is per connection: two connections side by side each get it
     results = []
-    threads = [threading.Thread(target=lambda r=r: results.append(timed_over(proxy.port, inn.host, proxied_group, r)))
-               for r in ("1-10000", "10001-20000")]
+    threads = [
+        threading.Thread(target=lambda r=r: results.append(timed_over(proxy.port, inn.host, proxied_group, r)))
+        for r in ("1-10000", "10001-20000")
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -1,5 +1,6 @@
 """simnews.yencpost: yEnc 1.3 bodies (round trip, escapes, line edges, CRCs), the release of rar-like
 volumes with its par2 set, and the articles as a posting tool sends them."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -12,7 +13,14 @@ import zlib
 import pytest
 
 from simnews.yencpost import (
-    YencError, article_body, decode_yenc, encode_lines, make_release, parse_yenc, post_files, yenc_body,
+    YencError,
+    article_body,
+    decode_yenc,
+    encode_lines,
+    make_release,
+    parse_yenc,
+    post_files,
+    yenc_body,
 )
 
 # The input bytes that come out as each critical character ((byte + 42) mod 256 is the output).
@@ -62,20 +70,23 @@ def test_critical_bytes_are_escaped_wherever_they_fall():
     assert sum(b"=@" in line or b"=J" in line or b"=M" in line or b"=}" in line for line in lines) > len(lines) * 0.9
 
 
-@pytest.mark.parametrize(("data", "first", "second"), [
-    # a TAB as the 128th character is a line's last: escaped, the line is 129 characters
-    (bytes([PLAIN] * 127 + [TAB, PLAIN]), b"*" * 127 + b"=I", b"*"),
-    # a space as the very last character of the data, on a short last line
-    (bytes([PLAIN] * 130 + [SPACE]), b"*" * 128, b"**=`"),
-    # an always-critical character as the 128th: the pair is not split, the line is 129
-    (bytes([PLAIN] * 127 + [EQUALS, PLAIN]), b"*" * 127 + b"=}", b"*"),
-    # the 129th character falls to the next line, where a dot, TAB or space first is escaped
-    (bytes([PLAIN] * 128 + [DOT, PLAIN]), b"*" * 128, b"=n*"),
-    (bytes([PLAIN] * 128 + [TAB]), b"*" * 128, b"=I"),
-    (bytes([PLAIN] * 128 + [SPACE] + [PLAIN] * 200), b"*" * 128, b"=`" + b"*" * 126),
-    # a TAB or space inside a line is data, as is a dot
-    (bytes([PLAIN, TAB, SPACE, DOT, PLAIN]), b"*\t .*", None),
-])
+@pytest.mark.parametrize(
+    ("data", "first", "second"),
+    [
+        # a TAB as the 128th character is a line's last: escaped, the line is 129 characters
+        (bytes([PLAIN] * 127 + [TAB, PLAIN]), b"*" * 127 + b"=I", b"*"),
+        # a space as the very last character of the data, on a short last line
+        (bytes([PLAIN] * 130 + [SPACE]), b"*" * 128, b"**=`"),
+        # an always-critical character as the 128th: the pair is not split, the line is 129
+        (bytes([PLAIN] * 127 + [EQUALS, PLAIN]), b"*" * 127 + b"=}", b"*"),
+        # the 129th character falls to the next line, where a dot, TAB or space first is escaped
+        (bytes([PLAIN] * 128 + [DOT, PLAIN]), b"*" * 128, b"=n*"),
+        (bytes([PLAIN] * 128 + [TAB]), b"*" * 128, b"=I"),
+        (bytes([PLAIN] * 128 + [SPACE] + [PLAIN] * 200), b"*" * 128, b"=`" + b"*" * 126),
+        # a TAB or space inside a line is data, as is a dot
+        (bytes([PLAIN, TAB, SPACE, DOT, PLAIN]), b"*\t .*", None),
+    ],
+)
 def test_line_edges(data, first, second):
     lines = encode_lines(data)
     assert lines[0] == first
@@ -108,7 +119,12 @@ def test_the_body_keywords_and_crcs():
     part = parse_yenc(body)
     assert (part.name, part.part, part.total, part.line, part.file_size) == ("name with spaces.bin", 2, 3, 128, 9_999)
     assert (part.begin, part.end, part.pcrc32, part.crc32, part.data) == (
-        701, 5_700, zlib.crc32(data), zlib.crc32(whole), data)
+        701,
+        5_700,
+        zlib.crc32(data),
+        zlib.crc32(whole),
+        data,
+    )
     assert re.search(rb"pcrc32=[0-9a-f]{8} crc32=[0-9a-f]{8}\r\n$", body)
 
 
@@ -118,7 +134,7 @@ def test_a_damaged_body_is_refused():
     line = lines[2]
     # one data character changed (one that is no part of an escape pair): the CRC no longer matches
     at = next(i for i in range(1, len(line)) if line[i] != ord("=") and line[i - 1] != ord("="))
-    changed = line[:at] + (b"B" if line[at] == ord("A") else b"A") + line[at + 1:]
+    changed = line[:at] + (b"B" if line[at] == ord("A") else b"A") + line[at + 1 :]
     with pytest.raises(YencError, match="CRC"):
         decode_yenc(b"\r\n".join(lines[:2] + [changed] + lines[3:]))
     # one data line lost: the size no longer matches
@@ -173,8 +189,9 @@ def test_the_par2_set_repairs_a_lost_article(tmp_path):
 def test_post_files_makes_articles_as_a_posting_tool_does(tmp_path):
     release = make_release(tmp_path, "Post.Test", seed=7, size=250_000, volumes=2, part_size=50_000)
     date = dt.datetime(2026, 3, 1, 12, 30, 5, tzinfo=dt.timezone.utc)
-    articles = post_files(release.files, "alt.binaries.test", "Poster <p@example.net>", namespace="t1",
-                          part_size=50_000, date=date)
+    articles = post_files(
+        release.files, "alt.binaries.test", "Poster <p@example.net>", namespace="t1", part_size=50_000, date=date
+    )
     count = len(release.files)
     assert len({a.message_id for a in articles}) == len(articles)
     rebuilt: dict[str, bytearray] = {}
@@ -195,7 +212,13 @@ def test_post_files_makes_articles_as_a_posting_tool_does(tmp_path):
         assert body.endswith(b"\r\n") and not body.endswith(b"\r\n.\r\n")
         part = parse_yenc(body)
         assert (part.name, part.part, part.total, part.begin, part.end, part.file_size) == (
-            truth.filename, truth.part, truth.parts, truth.begin, truth.end, truth.file_size)
+            truth.filename,
+            truth.part,
+            truth.parts,
+            truth.begin,
+            truth.end,
+            truth.file_size,
+        )
         assert truth.bytes == len(article.raw)
         rebuilt.setdefault(truth.filename, bytearray()).extend(part.data)
         assert part.crc32 == zlib.crc32(next(f for f in release.files if f.name == truth.filename).path.read_bytes())
@@ -203,12 +226,17 @@ def test_post_files_makes_articles_as_a_posting_tool_does(tmp_path):
     # each 125,000-byte volume is three parts of at most 50,000 bytes; par2 files are one part each
     volume_parts = [a.truth for a in articles if a.truth.filename == "Post.Test.part01.rar"]
     assert [(t.part, t.parts, t.begin, t.end) for t in volume_parts] == [
-        (1, 3, 1, 50_000), (2, 3, 50_001, 100_000), (3, 3, 100_001, 125_000)]
-    assert all(a.truth.parts == 1 for a in articles if a.truth.filename.endswith(".par2") and
-               a.truth.file_size <= 50_000)
+        (1, 3, 1, 50_000),
+        (2, 3, 50_001, 100_000),
+        (3, 3, 100_001, 125_000),
+    ]
+    assert all(
+        a.truth.parts == 1 for a in articles if a.truth.filename.endswith(".par2") and a.truth.file_size <= 50_000
+    )
     # another namespace, other message-ids
-    again = post_files(release.files, "alt.binaries.test", "Poster <p@example.net>", namespace="t2",
-                       part_size=50_000, date=date)
+    again = post_files(
+        release.files, "alt.binaries.test", "Poster <p@example.net>", namespace="t2", part_size=50_000, date=date
+    )
     assert not {a.message_id for a in again} & {a.message_id for a in articles}
 
 
@@ -227,8 +255,9 @@ def test_the_file_counter_is_padded_to_the_width_of_the_count(tmp_path):
 def test_obfuscated_posting_hides_every_files_name_and_poster(tmp_path):
     from simnews.yencpost import post_obfuscated
 
-    release = make_release(tmp_path, "Real.Name.2024.1080p.WEB.h264-GRP", seed=9, size=200_000, volumes=2,
-                           part_size=50_000)
+    release = make_release(
+        tmp_path, "Real.Name.2024.1080p.WEB.h264-GRP", seed=9, size=200_000, volumes=2, part_size=50_000
+    )
     articles = post_obfuscated(release.files, "alt.binaries.misc", namespace="obf", seed=4, part_size=50_000)
     by_file: dict[str, list] = {}
     for posted in articles:

@@ -1,6 +1,7 @@
 """Accepting a batch: its raw body stored durably and the range's resume point moved past it, in
 the caller's transaction, under the range's row lock (app.services.leases.locked_range). The
 caller commits and only then enqueues the store (app.tasks.ingest.enqueue_store)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,8 +44,10 @@ def _check_rules_handed_out(session: Session, rules: tuple[str, ...]) -> None:
     if made_up:
         made_up -= set(session.scalars(select(SeedRule.name).where(SeedRule.name.in_(sorted(made_up)))))
     if made_up:
-        raise MalformedBatch(f"malformed batch: rules counts a rule the data center did not hand out:"
-                             f" {sorted(made_up)[0]!r}" + (f" and {len(made_up) - 1} more" if len(made_up) > 1 else ""))
+        raise MalformedBatch(
+            f"malformed batch: rules counts a rule the data center did not hand out:"
+            f" {sorted(made_up)[0]!r}" + (f" and {len(made_up) - 1} more" if len(made_up) > 1 else "")
+        )
 
 
 def accept_batch(
@@ -82,24 +85,25 @@ def accept_batch(
         raise OutsideRange(f"batch of group {group} for a range of another group")
     if previous is not None:
         if previous.batch_to != batch_to:
-            raise OutOfOrder(
-                f"a batch from {batch_from} was accepted with end {previous.batch_to}, not {batch_to}"
-            )
+            raise OutOfOrder(f"a batch from {batch_from} was accepted with end {previous.batch_to}, not {batch_to}")
         # Re-sent: already durable, nothing to do.
         return Acceptance(batch_id=previous.id, next_id=seed_range.next_id, created=False)
     if not (seed_range.first_id <= batch_from <= batch_to <= seed_range.last_id):
-        raise OutsideRange(
-            f"batch {batch_from}-{batch_to} is outside range {seed_range.first_id}-{seed_range.last_id}"
-        )
+        raise OutsideRange(f"batch {batch_from}-{batch_to} is outside range {seed_range.first_id}-{seed_range.last_id}")
     if batch_from != seed_range.next_id:
         raise OutOfOrder(f"batch starts at {batch_from}; the range resumes at {seed_range.next_id}")
     _check_rules_handed_out(session, rules)
     batch_id = session.execute(
         insert(SeedBatch)
         .values(
-            range_id=range_id, node_id=node.id if node else None, batch_from=batch_from,
-            batch_to=batch_to, body=body, content_type=content_type,
-            content_encoding=content_encoding, body_bytes=len(body),
+            range_id=range_id,
+            node_id=node.id if node else None,
+            batch_from=batch_from,
+            batch_to=batch_to,
+            body=body,
+            content_type=content_type,
+            content_encoding=content_encoding,
+            body_bytes=len(body),
         )
         .returning(SeedBatch.id)
     ).scalar_one()
@@ -107,6 +111,12 @@ def accept_batch(
     seed_range.touched_at = func.now()
     seed_range.batches += 1
     session.flush()
-    metrics.batch_accepted(session, group_name, node.name if node is not None else DATACENTER_NODE,
-                           numbers=batch_to - batch_from + 1, body_bytes=len(body), started=started)
+    metrics.batch_accepted(
+        session,
+        group_name,
+        node.name if node is not None else DATACENTER_NODE,
+        numbers=batch_to - batch_from + 1,
+        body_bytes=len(body),
+        started=started,
+    )
     return Acceptance(batch_id=batch_id, next_id=batch_to + 1, created=True)

@@ -9,6 +9,7 @@ batch is decoded: the nodes come back later, and the calls answered are answered
 lets a node finish or give back what it holds is always answered (heartbeats, done, release), and
 the data center's own fetch is never refused.
 """
+
 from __future__ import annotations
 
 from sqlalchemy import text
@@ -44,5 +45,6 @@ def refuse_when_behind(session: Session, bound: int, call: str) -> None:
     """Raises Busy when `bound` batches or more wait for the workers (0: no bound)."""
     if bound and waiting(session, bound) >= bound:
         metrics.busy(call)
-        raise Busy(f"the data center has {bound} or more batches to store; come back in {RETRY_AFTER} s"
-                   " (STORE_BACKLOG)")
+        raise Busy(
+            f"the data center has {bound} or more batches to store; come back in {RETRY_AFTER} s (STORE_BACKLOG)"
+        )

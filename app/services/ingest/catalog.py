@@ -7,6 +7,7 @@ meanwhile, that table falls back to staging and INSERT ... ON CONFLICT DO NOTHIN
 and only the rows that went in are added to the releases' aggregates. Nothing is stored or
 counted twice either way.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,20 +23,25 @@ from edge.digest.rules import METADATA, file_kind
 
 FILE_COLUMNS = "key, release_key, posted_at, file_index, file_count, parts, name, subject, poster"
 RELEASE_CHUNK_COLUMNS = "release_key, batch_from, range_id, bytes, first_post, last_post, files, fragments"
-RELEASE_COLUMNS = ("key, name, poster, file_count, group_id, files_seen, parts_expected, parts_seen, bytes,"
-                   " completion, first_post, last_post, gathered_at, name_hash")
+RELEASE_COLUMNS = (
+    "key, name, poster, file_count, group_id, files_seen, parts_expected, parts_seen, bytes,"
+    " completion, first_post, last_post, gathered_at, name_hash"
+)
 
 
 # Each key is looked up by an index probe of its own (a LATERAL ... LIMIT 1). With a few thousand
 # keys in one `= ANY`, the planner may prefer to scan a whole partition, which grows with the
 # catalog; the probes make the look-up's cost grow with the batch instead
 # (`bench/store.py --catalog 1000000`, docs/benchmarks.md).
-PROBE_KEYS = ('SELECT k.key FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL'
-              ' (SELECT FROM "{table}" t WHERE t.group_id = %s AND t.key = k.key LIMIT 1) AS hit')
+PROBE_KEYS = (
+    "SELECT k.key FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL"
+    ' (SELECT FROM "{table}" t WHERE t.group_id = %s AND t.key = k.key LIMIT 1) AS hit'
+)
 
 
-def known_keys(cur, group_id: int, file_keys: list[int], file_releases: list[int],
-                release_keys: list[int]) -> tuple[set, set]:
+def known_keys(
+    cur, group_id: int, file_keys: list[int], file_releases: list[int], release_keys: list[int]
+) -> tuple[set, set]:
     """Which of these files and releases the catalog has for the group already (those spanning
     batches, ranges and nodes are stored by the first batch that saw them).
 
@@ -52,8 +58,11 @@ def known_keys(cur, group_id: int, file_keys: list[int], file_releases: list[int
     known[1].update(key for (key,) in cur.fetchall())
     candidates = [key for key, release in zip(file_keys, file_releases) if release in known[1]] if known[1] else []
     if candidates:
-        cur.execute(PROBE_KEYS.format(table=partition_name("files", group_id)), (_array_literal(candidates), group_id),
-                    binary=True)
+        cur.execute(
+            PROBE_KEYS.format(table=partition_name("files", group_id)),
+            (_array_literal(candidates), group_id),
+            binary=True,
+        )
         known[0].update(key for (key,) in cur.fetchall())
     return known
 
@@ -82,31 +91,40 @@ NO_CHUNK = (0, 0, None, None)
 class _Additions:
     """What one batch adds to each of its releases: the files and the release chunk it stored."""
 
-    def __init__(self, tables: dict, inserted_file_keys: set | None, new_files: tuple[list, list],
-                 inserted_chunks: set | None):
+    def __init__(
+        self, tables: dict, inserted_file_keys: set | None, new_files: tuple[list, list], inserted_chunks: set | None
+    ):
         """new_files: the release and parts of each file the batch means to store; inserted_*:
         None when every row went in, else the keys of those that did (through ON CONFLICT)."""
         files, chunks = tables["files"], tables["release_chunks"]
         releases, parts = new_files
         if inserted_file_keys is not None:  # count those that went in (once)
-            went_in = {k: (r, p) for k, r, p in zip(files["key"], files["release"], files["parts"])
-                       if k in inserted_file_keys}
+            went_in = {
+                k: (r, p) for k, r, p in zip(files["key"], files["release"], files["parts"]) if k in inserted_file_keys
+            }
             releases, parts = map(list, zip(*went_in.values())) if went_in else ([], [])
         self.files = Counter(releases)
         self.parts = dict.fromkeys(self.files, 0)
         for release, count in zip(releases, parts):
             self.parts[release] += count
-        rows = zip(chunks["release"], zip(chunks["fragments"], chunks["bytes"], chunks["first_date"],
-                                          chunks["last_date"]))
-        self.chunk = dict(rows) if inserted_chunks is None else {
-            release: row for release, row in rows if release in inserted_chunks}
+        rows = zip(
+            chunks["release"], zip(chunks["fragments"], chunks["bytes"], chunks["first_date"], chunks["last_date"])
+        )
+        self.chunk = (
+            dict(rows)
+            if inserted_chunks is None
+            else {release: row for release, row in rows if release in inserted_chunks}
+        )
 
     def columns(self, keys: list[int]) -> tuple:
         """(files, parts, fragments, bytes, first dates, last dates), a sequence each, for the keys."""
         if not keys:
             return ((),) * 6
-        return (list(map(self.files.get, keys, repeat(0))), list(map(self.parts.get, keys, repeat(0))),
-                *zip(*map(self.chunk.get, keys, repeat(NO_CHUNK))))
+        return (
+            list(map(self.files.get, keys, repeat(0))),
+            list(map(self.parts.get, keys, repeat(0))),
+            *zip(*map(self.chunk.get, keys, repeat(NO_CHUNK))),
+        )
 
 
 def _in_key_order(columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
@@ -125,13 +143,28 @@ def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _
     keys = list(compress(releases["key"], new))
     files, parts, fragments, size, first, last = additions.columns(keys)
     n = len(keys)
-    return list(binary_slices(_in_key_order([
-        ("int8", keys), (text, list(compress(releases["name"], new))),
-        (text, list(compress(releases["poster"], new))), ("int4", list(compress(releases["file_count"], new))),
-        ("int4", [group_id] * n), ("int4", files), ("int8", parts), ("int8", fragments), ("int8", size),
-        ("float4", list(map(_completion, fragments, parts))),
-        ("timestamp", first), ("timestamp", last), ("timestamp", [int(time.time())] * n),
-        ("int8", list(map(name_hash, compress(releases["name"], new))))])))
+    return list(
+        binary_slices(
+            _in_key_order(
+                [
+                    ("int8", keys),
+                    (text, list(compress(releases["name"], new))),
+                    (text, list(compress(releases["poster"], new))),
+                    ("int4", list(compress(releases["file_count"], new))),
+                    ("int4", [group_id] * n),
+                    ("int4", files),
+                    ("int8", parts),
+                    ("int8", fragments),
+                    ("int8", size),
+                    ("float4", list(map(_completion, fragments, parts))),
+                    ("timestamp", first),
+                    ("timestamp", last),
+                    ("timestamp", [int(time.time())] * n),
+                    ("int8", list(map(name_hash, compress(releases["name"], new)))),
+                ]
+            )
+        )
+    )
 
 
 _NOT_ALNUM = re.compile(r"[\W_]+")
@@ -156,8 +189,18 @@ class KeyedRows:
     store() sends each table as soon as its rows are built, so the server stores one while the
     next is built here; the known releases are updated last."""
 
-    def __init__(self, files: dict, releases: dict, chunks: dict, known_files: set, known_releases: set,
-                 group_id: int, range_id: int, batch_from: int, raw_text: bool):
+    def __init__(
+        self,
+        files: dict,
+        releases: dict,
+        chunks: dict,
+        known_files: set,
+        known_releases: set,
+        group_id: int,
+        range_id: int,
+        batch_from: int,
+        raw_text: bool,
+    ):
         self.tables = {"files": files, "release_chunks": chunks}
         self.releases, self.group_id = releases, group_id
         self.range_id, self.batch_from = range_id, batch_from
@@ -166,12 +209,29 @@ class KeyedRows:
         file_keys = files["key"]
         # A file's poster is its release's (stored there): NULL unless it differs.
         release_poster = dict(zip(releases["key"], releases["poster"]))
-        file_columns = _in_key_order(_without(known_files, file_keys, [
-            ("int8", file_keys), ("int8", files["release"]), ("timestamp", files["date"]),
-            ("int4", files["index"]), ("int4", files["count"]), ("int4", files["parts"]),
-            (self.text, [name or no_name for name in files["name"]]), (self.text, files["subject"]),
-            (self.text, [None if poster == release_poster.get(release) else poster
-                         for release, poster in zip(files["release"], files["poster"])])]))
+        file_columns = _in_key_order(
+            _without(
+                known_files,
+                file_keys,
+                [
+                    ("int8", file_keys),
+                    ("int8", files["release"]),
+                    ("timestamp", files["date"]),
+                    ("int4", files["index"]),
+                    ("int4", files["count"]),
+                    ("int4", files["parts"]),
+                    (self.text, [name or no_name for name in files["name"]]),
+                    (self.text, files["subject"]),
+                    (
+                        self.text,
+                        [
+                            None if poster == release_poster.get(release) else poster
+                            for release, poster in zip(files["release"], files["poster"])
+                        ],
+                    ),
+                ],
+            )
+        )
         self.file_pieces = list(binary_slices(file_columns))
         self.new_files = (file_columns[1][1], file_columns[5][1])  # release, parts
         self.new = [key not in known_releases for key in releases["key"]]
@@ -181,18 +241,29 @@ class KeyedRows:
     def _chunk_pieces(self) -> list[bytes]:
         chunks = self.tables["release_chunks"]
         count = len(chunks["release"])
-        return list(binary_slices([
-            ("int8", chunks["release"]), ("int8", [self.batch_from] * count), ("int8", [self.range_id] * count),
-            ("int8", chunks["bytes"]), ("timestamp", chunks["first_date"]),
-            ("timestamp", chunks["last_date"]), ("int4", chunks["files"]), ("int4", chunks["fragments"])]))
+        return list(
+            binary_slices(
+                [
+                    ("int8", chunks["release"]),
+                    ("int8", [self.batch_from] * count),
+                    ("int8", [self.range_id] * count),
+                    ("int8", chunks["bytes"]),
+                    ("timestamp", chunks["first_date"]),
+                    ("timestamp", chunks["last_date"]),
+                    ("int4", chunks["files"]),
+                    ("int4", chunks["fragments"]),
+                ]
+            )
+        )
 
     def store(self, cur, meanwhile=None) -> None:
         """The files, the release chunks, then the new releases (their aggregates counting only
         the rows that really went in). The other tables are built, and meanwhile() runs, while
         the server stores the files."""
         group_id = self.group_id
-        files = PendingCopy(cur, "files", partition_name("files", group_id), FILE_COLUMNS, self.file_pieces,
-                            "key", binary=True)
+        files = PendingCopy(
+            cur, "files", partition_name("files", group_id), FILE_COLUMNS, self.file_pieces, "key", binary=True
+        )
         try:
             chunk_pieces = self._chunk_pieces()
             # The additions as if every row goes in, which is nearly always so; they are counted
@@ -205,22 +276,36 @@ class KeyedRows:
             files.abort(exc)
             raise
         inserted_files = files.finish()
-        inserted_chunks = PendingCopy(cur, "release_chunks", partition_name("release_chunks", group_id),
-                                      RELEASE_CHUNK_COLUMNS, chunk_pieces, "release_key", binary=True).finish()
+        inserted_chunks = PendingCopy(
+            cur,
+            "release_chunks",
+            partition_name("release_chunks", group_id),
+            RELEASE_CHUNK_COLUMNS,
+            chunk_pieces,
+            "release_key",
+            binary=True,
+        ).finish()
         if inserted_files is not None or inserted_chunks is not None:
             self.additions = _Additions(self.tables, inserted_files, self.new_files, inserted_chunks)
             release_pieces = _release_pieces(self.releases, self.new, group_id, self.additions, self.text)
-        inserted_releases = PendingCopy(cur, "releases", "releases", RELEASE_COLUMNS, release_pieces, "key",
-                                        binary=True).finish()
+        inserted_releases = PendingCopy(
+            cur, "releases", "releases", RELEASE_COLUMNS, release_pieces, "key", binary=True
+        ).finish()
         # Marked on the rows this batch inserted only: no other transaction sees them yet, so
         # this waits on no one's lock.
-        marked = self.metadata_only if inserted_releases is None else [
-            key for key in self.metadata_only if key in inserted_releases]
+        marked = (
+            self.metadata_only
+            if inserted_releases is None
+            else [key for key in self.metadata_only if key in inserted_releases]
+        )
         if marked:
             cur.execute(MARK_METADATA_ONLY, (_array_literal(marked), group_id))
         # Releases stored before (or by a concurrent batch meanwhile) get this batch's part added.
-        self.to_update = sorted(key for key, is_new in zip(self.releases["key"], self.new)
-                                if not is_new or (inserted_releases is not None and key not in inserted_releases))
+        self.to_update = sorted(
+            key
+            for key, is_new in zip(self.releases["key"], self.new)
+            if not is_new or (inserted_releases is not None and key not in inserted_releases)
+        )
 
     def update_known_releases(self, cur) -> None:
         """Last, so that the locks on releases shared with other batches are held briefly."""
@@ -244,8 +329,11 @@ def _metadata_only(files: dict, releases: dict, new: list[bool]) -> list[int]:
     """The new releases counting one file or none whose files in this batch are all metadata
     (.nfo, .sfv, .nzb...): a companion of a post when it holds one file (app.services.ingest.posts
     reads files_seen too, so where batches cut it does not matter)."""
-    single = {key for key, count, is_new in zip(releases["key"], releases["file_count"], new)
-              if is_new and (count is None or count <= 1)}
+    single = {
+        key
+        for key, count, is_new in zip(releases["key"], releases["file_count"], new)
+        if is_new and (count is None or count <= 1)
+    }
     if not single:
         return []
     kinds: dict[int, bool] = {}
@@ -273,8 +361,10 @@ def _text(name) -> str | None:
 # can never fail the batch that shares the release.
 PROBES_ONLY = "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
 PROBES_DONE = "RESET enable_hashjoin; RESET enable_mergejoin"
-LOCK_RELEASES = ("SELECT FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL"
-                 " (SELECT FROM releases r WHERE r.group_id = %s AND r.key = k.key FOR UPDATE) AS hit")
+LOCK_RELEASES = (
+    "SELECT FROM unnest(%s::bigint[]) AS k(key) CROSS JOIN LATERAL"
+    " (SELECT FROM releases r WHERE r.group_id = %s AND r.key = k.key FOR UPDATE) AS hit"
+)
 UPDATE_RELEASES = """
     WITH target AS MATERIALIZED (
         SELECT hit.tid, d.*
@@ -296,5 +386,3 @@ UPDATE_RELEASES = """
       FROM target d
      WHERE r.ctid = d.tid
 """
-
-

@@ -4,6 +4,7 @@ once, its tables are one batch's catalog and its counts are theirs, each within 
 keep every sum the catalog makes of accepted batches in its column. The errors here are what the
 API answers with.
 """
+
 from __future__ import annotations
 
 from array import array
@@ -58,9 +59,12 @@ MAX_RULE_NAME = 200
 # PostgreSQL's limits: a btree index row (message-id hosts, about 2,700 bytes) and a tsvector
 # (the words of a name, 1 MB).
 TEXT_LIMITS = {
-    ("files", "name"): 2 * MAX_TEXT_BYTES, ("files", "subject"): 2 * MAX_TEXT_BYTES,
-    ("files", "poster"): 2 * MAX_TEXT_BYTES, ("releases", "name"): 2 * MAX_TEXT_BYTES,
-    ("releases", "poster"): 2 * MAX_TEXT_BYTES, ("fragments", "message_id"): 2 * MAX_MESSAGE_ID_BYTES,
+    ("files", "name"): 2 * MAX_TEXT_BYTES,
+    ("files", "subject"): 2 * MAX_TEXT_BYTES,
+    ("files", "poster"): 2 * MAX_TEXT_BYTES,
+    ("releases", "name"): 2 * MAX_TEXT_BYTES,
+    ("releases", "poster"): 2 * MAX_TEXT_BYTES,
+    ("fragments", "message_id"): 2 * MAX_MESSAGE_ID_BYTES,
 }
 
 
@@ -94,13 +98,17 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
     are one batch's catalog and its counts are those of its tables and chunks, within the bounds
     that keep every sum the catalog makes of them in its column (int32 False: the fragments'
     values are left to the store's COPY, whose packing of them as int4 refuses those past 32 bits)."""
+
     def bad(message: str):
         raise MalformedBatch(f"malformed batch: {message}")
 
     first, last = batch["first"], batch["last"]
     chunks = batch["chunks"]
-    if not chunks or chunks[0][0] != first or chunks[-1][1] != last or any(
-        a[0] > a[1] or a[1] + 1 != b[0] for a, b in zip(chunks, chunks[1:])
+    if (
+        not chunks
+        or chunks[0][0] != first
+        or chunks[-1][1] != last
+        or any(a[0] > a[1] or a[1] + 1 != b[0] for a, b in zip(chunks, chunks[1:]))
     ):
         bad("chunks must cover first..last in order, without gaps")
     if not all(first <= a <= b <= last for a, b in batch["missing"]):
@@ -233,8 +241,11 @@ def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
     for files_of, fragments_of, size in zip(chunks["files"], chunks["fragments"], chunks["bytes"]):
         if not (1 <= files_of <= fragments_of and 0 <= size <= fragments_of * MAX_ARTICLE_BYTES):
             bad("each release chunk must hold 1 <= files <= fragments, and bytes within what its fragments hold")
-    if (sum(chunks["files"]) != len(files["key"]) or sum(chunks["fragments"]) != kept[2]
-            or sum(chunks["bytes"]) != kept[3]):
+    if (
+        sum(chunks["files"]) != len(files["key"])
+        or sum(chunks["fragments"]) != kept[2]
+        or sum(chunks["bytes"]) != kept[3]
+    ):
         bad("release_chunks must add up to the batch's files, fragments and rules['']")
     if fragment_values:
         for column, high in (("part", MAX_PARTS), ("bytes", MAX_ARTICLE_BYTES)):
@@ -292,7 +303,8 @@ def longer_than(values: list, limit: int) -> bool:
         return max(map(len, values)) > limit
     # A character is at most 4 bytes: only the values that long can be too long.
     return max(map(len, values)) > limit // 4 and any(
-        len(v.encode("utf-8", "surrogatepass")) > limit for v in values if len(v) > limit // 4)
+        len(v.encode("utf-8", "surrogatepass")) > limit for v in values if len(v) > limit // 4
+    )
 
 
 def check_text_lengths(table: str, column: str, values: list) -> None:
@@ -309,4 +321,3 @@ def encodes_as_utf8(text: str) -> bool:
         return True
     except UnicodeEncodeError:
         return False
-

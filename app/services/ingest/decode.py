@@ -1,6 +1,7 @@
 """A batch's body decoded and checked: whole by the API before it accepts the batch
 (check_body), table by table by the store (StoredBatch), so the store's COPYs start early.
 """
+
 from __future__ import annotations
 
 from array import array
@@ -52,8 +53,9 @@ def check_body(body: bytes, content_type: str, content_encoding: str, max_decode
         stored = StoredBatch(body, content_type, content_encoding, max_decoded=max_decoded)
         stored.check_fragments()
         batch = stored.decoded(int32=True)  # check_batch included
-        return BatchHeader(batch_from=batch["first"], batch_to=batch["last"], group=batch["group"],
-                           rules=tuple(batch["rules"]))
+        return BatchHeader(
+            batch_from=batch["first"], batch_to=batch["last"], group=batch["group"], rules=tuple(batch["rules"])
+        )
     except BatchTooLarge as exc:
         raise BatchBodyTooLarge(str(exc)) from None
     except BatchError as exc:
@@ -164,13 +166,18 @@ class StoredBatch:
             raise MalformedBatch("malformed batch: first and last must be integers, first <= last")
         span = last - first + 1
         lists = [(key, self._spans[key]) for key in ("chunks", "missing") if key in self._spans]
-        lists += [(f"{table}.{column}", where) for table, columns in self._columns.items()
-                  for column, where in columns.items()]
+        lists += [
+            (f"{table}.{column}", where)
+            for table, columns in self._columns.items()
+            for column, where in columns.items()
+        ]
         for name, (start, _) in lists:
             if _header_length(self._data, start, msgpack.Unpacker.read_array_header) > span:
                 raise MalformedBatch(f"malformed batch: {name} holds more items than first..last has articles")
-        if "rules" in self._spans and _header_length(
-                self._data, self._spans["rules"][0], msgpack.Unpacker.read_map_header) > MAX_RULES:
+        if (
+            "rules" in self._spans
+            and _header_length(self._data, self._spans["rules"][0], msgpack.Unpacker.read_map_header) > MAX_RULES
+        ):
             raise MalformedBatch(f"malformed batch: a batch counts at most {MAX_RULES} rules")
         # The chunks (a few), then the missing spans they leave room for (a span can be as long as
         # the batch, so first..last bounds their count by nothing).
@@ -198,19 +205,31 @@ class StoredBatch:
             return self._batch[name]
         if name not in self._tables:
             kinds = TABLES[name]
-            in_c = (name == "fragments" and _msgcolumns is not None and name in self._columns
-                    and set(self._columns[name]) == set(kinds))  # else refused below, as it is
+            in_c = (
+                name == "fragments"
+                and _msgcolumns is not None
+                and name in self._columns
+                and set(self._columns[name]) == set(kinds)
+            )  # else refused below, as it is
             # Column by column: between two, the COPY writers' threads get their turn.
             if in_c:
-                table = {column: self._read_checked(name, column, span, kinds.get(column, ""))
-                         for column, span in self._columns[name].items()}
+                table = {
+                    column: self._read_checked(name, column, span, kinds.get(column, ""))
+                    for column, span in self._columns[name].items()
+                }
             elif name in self._columns:
-                table = {column: self._unpack(name, span, raw=kinds.get(column, "").startswith("str"))
-                         for column, span in self._columns[name].items()}
+                table = {
+                    column: self._unpack(name, span, raw=kinds.get(column, "").startswith("str"))
+                    for column, span in self._columns[name].items()
+                }
             else:
                 table = self._unpack(name)
-            if not isinstance(table, dict) or set(table) != set(kinds) or not all(
-                    type(column) in (list, array) for column in table.values()) or len(set(map(len, table.values()))) != 1:
+            if (
+                not isinstance(table, dict)
+                or set(table) != set(kinds)
+                or not all(type(column) in (list, array) for column in table.values())
+                or len(set(map(len, table.values()))) != 1
+            ):
                 self.raise_if_malformed()
                 raise MalformedBatch(f"malformed batch: {name} is not a table of the columns {', '.join(kinds)}")
             if name in self._columns and not in_c:
@@ -229,8 +248,14 @@ class StoredBatch:
             batch = {key: self._tables[key] if key in self._tables else self._unpack(key) for key in self._spans}
             # The fragments' columns as empty lists (their values are checked as they are packed),
             # the text as empty strings (checked as bytes by table()).
-            shapes = {name: {column: [""] * len(values) if TABLES[name][column].startswith("str") else values
-                             for column, values in batch[name].items()} for name in TABLES if name != "fragments"}
+            shapes = {
+                name: {
+                    column: [""] * len(values) if TABLES[name][column].startswith("str") else values
+                    for column, values in batch[name].items()
+                }
+                for name in TABLES
+                if name != "fragments"
+            }
             validate_batch({**batch, **shapes, "fragments": {column: [] for column in TABLES["fragments"]}})
             check_batch(batch, int32=int32)  # else: the COPY packs those columns as int4, refusing them
             self._batch = batch
@@ -245,8 +270,7 @@ class StoredBatch:
         fragments = self.table("fragments")
         if _msgcolumns is not None:  # read and checked in C (table())
             return
-        check_table("fragments", {**fragments, "message_id": [""] * len(fragments["message_id"])},
-                    TABLES["fragments"])
+        check_table("fragments", {**fragments, "message_id": [""] * len(fragments["message_id"])}, TABLES["fragments"])
 
     def message_hosts(self) -> MessageHosts:
         """The fragments' message-ids cut as the catalog stores them (split_message_ids), once."""
@@ -319,7 +343,6 @@ class StoredBatch:
         check_batch(decode_batch(self._body, self._content_type, self._content_encoding, max_decoded=self._cap))
 
 
-
 # What the small maps of a batch may hold, checked by msgpack as it decodes them: a map of a few
 # million keys is refused before it costs their objects (the rest is bounded by _refuse_lists...).
 _LIMITS = {
@@ -346,7 +369,7 @@ def _header_length(data: memoryview, start: int, read_header) -> int:
     """The item count of the msgpack array or map at start (read_header says which), read from its
     header alone; 0 when it is none (the checks that follow say what is wrong with it)."""
     unpacker = msgpack.Unpacker()
-    unpacker.feed(data[start:start + 5])  # a header is at most 5 bytes
+    unpacker.feed(data[start : start + 5])  # a header is at most 5 bytes
     try:
         return read_header(unpacker)
     except (ValueError, msgpack.UnpackException):
@@ -368,4 +391,3 @@ def _gunzip(body: bytes, cap: int) -> bytes:
     if not inflater.eof or inflater.unused_data:
         raise ValueError("not a whole gzip body")
     return data
-

@@ -1,5 +1,6 @@
 """Message-id hosts: a fragment keeps its message-id up to the last '@', the host after it is
 stored once in message_hosts and named by its id."""
+
 from __future__ import annotations
 
 from array import array
@@ -35,17 +36,19 @@ def split_message_ids(ids: list) -> MessageHosts:
     for value in ids:
         at = value.rfind(b"@")
         host = value[at:] if at >= 0 else b""
-        locals_.append(value[:len(value) - len(host)])
+        locals_.append(value[: len(value) - len(host)])
         numbers.append(hosts.setdefault(host, len(hosts)))
     return MessageHosts(locals_, numbers, list(hosts))
 
 
 # Each host's id, added where new. A host another transaction adds meanwhile is skipped by ON
 # CONFLICT and not seen by this statement's snapshot: asked again (message_host_ids).
-HOST_IDS = ("WITH added AS (INSERT INTO message_hosts (host) SELECT h FROM unnest(CAST(:hosts AS text[])) AS h"
-            " ORDER BY h ON CONFLICT (host) DO NOTHING RETURNING host, id)"
-            " SELECT host, id FROM added UNION ALL"
-            " SELECT host, id FROM message_hosts WHERE host = ANY(CAST(:hosts AS text[]))")
+HOST_IDS = (
+    "WITH added AS (INSERT INTO message_hosts (host) SELECT h FROM unnest(CAST(:hosts AS text[])) AS h"
+    " ORDER BY h ON CONFLICT (host) DO NOTHING RETURNING host, id)"
+    " SELECT host, id FROM added UNION ALL"
+    " SELECT host, id FROM message_hosts WHERE host = ANY(CAST(:hosts AS text[]))"
+)
 
 
 def message_host_ids(conn: Connection, names: list[bytes]) -> array:
@@ -67,4 +70,3 @@ def host_column(numbers: array, ids: array) -> array:
     if _msgcolumns is not None:
         return _msgcolumns.take(numbers, ids)
     return array("i", map(ids.__getitem__, numbers))
-

@@ -1,6 +1,7 @@
 """A batch's life cycle outside the store: failed attempts counted (a poison batch ends 'failed'),
 a failed join into posts recorded, the batches whose task was lost found again, failed batches
 given fresh attempts."""
+
 from __future__ import annotations
 
 from sqlalchemy import func, text
@@ -36,20 +37,29 @@ def _count_attempt(session: Session, batch_id: int, expected: BatchState, error:
         row.state = BatchState.FAILED
     elif expected == BatchState.STORED:
         row.stored_at = func.now()  # the requeue sweep waits its period from now
-    group = session.execute(text("SELECT g.name FROM seed_ranges r JOIN groups g ON g.id = r.group_id"
-                                 " WHERE r.id = :r"), {"r": row.range_id}).scalar_one()
-    metrics.store_failed(session, group, numbers=row.batch_to - row.batch_from + 1, body_bytes=row.body_bytes or 0,
-                         for_good=row.state == BatchState.FAILED)
+    group = session.execute(
+        text("SELECT g.name FROM seed_ranges r JOIN groups g ON g.id = r.group_id WHERE r.id = :r"), {"r": row.range_id}
+    ).scalar_one()
+    metrics.store_failed(
+        session,
+        group,
+        numbers=row.batch_to - row.batch_from + 1,
+        body_bytes=row.body_bytes or 0,
+        for_good=row.state == BatchState.FAILED,
+    )
     return row.state
 
 
 def pending_batches(session: Session, older_than_seconds: int, limit: int = 1000) -> dict[BatchState, list[int]]:
     """Batches not stored or not gathered after a while, by state: their task was lost (Redis
     down, a worker died)."""
-    rows = session.execute(text(
-        "SELECT id, state FROM seed_batches WHERE state IN ('accepted', 'stored')"
-        " AND coalesce(stored_at, accepted_at) < now() - make_interval(secs => :age) ORDER BY id LIMIT :limit"
-    ), {"age": older_than_seconds, "limit": limit})
+    rows = session.execute(
+        text(
+            "SELECT id, state FROM seed_batches WHERE state IN ('accepted', 'stored')"
+            " AND coalesce(stored_at, accepted_at) < now() - make_interval(secs => :age) ORDER BY id LIMIT :limit"
+        ),
+        {"age": older_than_seconds, "limit": limit},
+    )
     found: dict[BatchState, list[int]] = {BatchState.ACCEPTED: [], BatchState.STORED: []}
     for batch_id, state in rows:
         found[BatchState(state)].append(batch_id)
@@ -60,7 +70,11 @@ def retry_failed(session: Session) -> list[int]:
     """Failed (poison) batches back with fresh attempts, for an operator's retry: to 'accepted'
     when their body waits to be stored, to 'stored' when the catalog holds them already (the store
     let go of the body) and only their join into posts failed."""
-    return list(session.scalars(text(
-        "UPDATE seed_batches SET state = CASE WHEN body IS NULL THEN 'stored' ELSE 'accepted' END, attempts = 0,"
-        " stored_at = CASE WHEN body IS NULL THEN now() ELSE stored_at END WHERE state = 'failed' RETURNING id"
-    )))
+    return list(
+        session.scalars(
+            text(
+                "UPDATE seed_batches SET state = CASE WHEN body IS NULL THEN 'stored' ELSE 'accepted' END, attempts = 0,"
+                " stored_at = CASE WHEN body IS NULL THEN now() ELSE stored_at END WHERE state = 'failed' RETURNING id"
+            )
+        )
+    )

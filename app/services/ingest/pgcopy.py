@@ -8,6 +8,7 @@ back to INSERT ... ON CONFLICT should another worker have stored one of its rows
 text format (columns separated by tabs, rows by newlines, NULL as \\N, backslash, tab, newline and
 carriage return escaped) is kept for the store benchmark's plain-COPY baseline.
 """
+
 from __future__ import annotations
 
 import struct
@@ -140,8 +141,11 @@ def _pack_rows_python(columns: Sequence[tuple[str, Sequence]], scan: bool) -> by
     for kind, values in columns:
         nullable = scan and None in values
         if kind == "timestamp":
-            values = ([None if v is None else (v - _PG_EPOCH) * 1_000_000 for v in values] if nullable
-                      else [(v - _PG_EPOCH) * 1_000_000 for v in values])
+            values = (
+                [None if v is None else (v - _PG_EPOCH) * 1_000_000 for v in values]
+                if nullable
+                else [(v - _PG_EPOCH) * 1_000_000 for v in values]
+            )
         if kind in _FIXED:
             code, size = _FIXED[kind]
             if not nullable:
@@ -155,8 +159,11 @@ def _pack_rows_python(columns: Sequence[tuple[str, Sequence]], scan: bool) -> by
             if kind == "utf8":  # as they are: joining them below refuses anything but bytes
                 encoded = values
             else:  # str.encode refuses anything but str (None included)
-                encoded = ([None if v is None else str.encode(v) for v in values] if nullable
-                           else list(map(str.encode, values)))
+                encoded = (
+                    [None if v is None else str.encode(v) for v in values]
+                    if nullable
+                    else list(map(str.encode, values))
+                )
             if not nullable:
                 fmt += "i"
                 args.append(map(len, encoded))
@@ -171,8 +178,9 @@ def _pack_rows_python(columns: Sequence[tuple[str, Sequence]], scan: bool) -> by
     return _interleave(pieces)
 
 
-def binary_slices(columns: Sequence[tuple[str, Sequence]], rows: int = SLICE_ROWS,
-                  nulls: bool = True) -> Iterator[bytes]:
+def binary_slices(
+    columns: Sequence[tuple[str, Sequence]], rows: int = SLICE_ROWS, nulls: bool = True
+) -> Iterator[bytes]:
     """The rows of equal-length columns as a binary COPY payload (`COPY ... (FORMAT binary)`), in
     slices of `rows` rows: their concatenation is the whole payload, header and trailer included.
     Kinds: 'int8', 'int4', 'float4', 'timestamp' (unix seconds, for a timestamptz column), 'text'
@@ -185,7 +193,7 @@ def binary_slices(columns: Sequence[tuple[str, Sequence]], rows: int = SLICE_ROW
         if count <= rows:
             yield _pack_rows(columns, scan=nulls)
         else:
-            yield _pack_rows([(kind, values[start:start + rows]) for kind, values in columns], scan=nulls)
+            yield _pack_rows([(kind, values[start : start + rows]) for kind, values in columns], scan=nulls)
     yield BINARY_TRAILER
 
 
@@ -200,8 +208,9 @@ class PendingCopy:
     savepoint is rolled back and the rows go through a staging table and INSERT ... ON CONFLICT DO
     NOTHING RETURNING the key."""
 
-    def __init__(self, cur, table: str, target: str, column_names: str, pieces: list[bytes], key: str,
-                 binary: bool = False):
+    def __init__(
+        self, cur, table: str, target: str, column_names: str, pieces: list[bytes], key: str, binary: bool = False
+    ):
         """pieces: the payload, kept for the fallback."""
         self.cur, self.table, self.target, self.column_names, self.key = cur, table, target, column_names, key
         self.options = " (FORMAT binary)" if binary else ""
@@ -240,17 +249,18 @@ class PendingCopy:
         # Shaped like the target, its group_id default included (per target: a session may
         # store batches of several groups).
         stage = f"stage_{self.target}"
-        cur.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{stage}" (LIKE "{self.target}" INCLUDING DEFAULTS)'
-                    " ON COMMIT DELETE ROWS")
+        cur.execute(
+            f'CREATE TEMP TABLE IF NOT EXISTS "{stage}" (LIKE "{self.target}" INCLUDING DEFAULTS) ON COMMIT DELETE ROWS'
+        )
         with cur.copy(f'COPY "{stage}" ({names}) FROM STDIN{self.options}') as copy:
             for piece in self.pieces:
                 copy.write(piece)
         # In key order, as the COPYs go: two workers wait on each other's rows in one order.
-        cur.execute(f'INSERT INTO "{self.target}" ({names}) SELECT {names} FROM "{stage}" ORDER BY {self.key}'
-                    f" ON CONFLICT DO NOTHING RETURNING {self.key}")
+        cur.execute(
+            f'INSERT INTO "{self.target}" ({names}) SELECT {names} FROM "{stage}" ORDER BY {self.key}'
+            f" ON CONFLICT DO NOTHING RETURNING {self.key}"
+        )
         inserted = {key for (key,) in cur.fetchall()}
         cur.execute(f'TRUNCATE "{stage}"')
         cur.execute("RELEASE SAVEPOINT copy_new_rows")
         return inserted
-
-

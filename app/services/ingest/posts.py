@@ -40,6 +40,7 @@ equal to the sums of what the catalog holds. A post's row also keeps what its na
 (app.services.postnames: its category, title, season, episodes...), read here in Python from
 the name the row gets (names_of) and written with the sums, in the same statement.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -93,8 +94,10 @@ JOIN = text("""
 # A post's row from its releases: the columns written, and what an upsert of the row does when it
 # is there already (a row that comes out the same is left alone: no new row version, no index
 # entries). The columns its name gives (postnames.COLUMNS) come from Python, as postnames.UNNEST.
-SUMMED = ("name, poster, names, posters, releases, files_seen, parts_expected, parts_seen, bytes, completion,"
-          " first_post, last_post").split(", ")
+SUMMED = (
+    "name, poster, names, posters, releases, files_seen, parts_expected, parts_seen, bytes, completion,"
+    " first_post, last_post"
+).split(", ")
 # What an inspection of the post found (app.services.inspections), kept on its row for search.
 INSPECTED = ("password", "imdb", "tvdb", "tvmaze", "tmdb")
 WRITTEN = [*SUMMED, *postnames.COLUMNS, *INSPECTED]
@@ -109,8 +112,16 @@ UPSERT = f"""
 NAMED_COLUMNS = ", ".join(f"n.{c}" for c in (*postnames.COLUMNS, *INSPECTED))
 # With the name an inspection of the post told (n.inner_name, NULL for none): the post's name,
 # and one more of its names (the posted ones stay searchable).
-NAMED = postnames.unnest_sql(extra=(("inner_name", "text"), ("password", "smallint"), ("imdb", "integer"),
-                                    ("tvdb", "integer"), ("tvmaze", "integer"), ("tmdb", "integer")))
+NAMED = postnames.unnest_sql(
+    extra=(
+        ("inner_name", "text"),
+        ("password", "smallint"),
+        ("imdb", "integer"),
+        ("tvdb", "integer"),
+        ("tvmaze", "integer"),
+        ("tmdb", "integer"),
+    )
+)
 # Posts of one release each (most are): the release's row as it is.
 REFRESH_LONE = text(f"""
     INSERT INTO posts AS p ({POST_COLUMNS})
@@ -178,8 +189,7 @@ def locked_stored_batch(session: Session, batch_id: int) -> tuple[SeedBatch, int
     """The batch (locked) and its group when it is 'stored', else None: what gathering and
     release repair start from."""
     row = session.scalar(
-        select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update()
-        .execution_options(populate_existing=True)
+        select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update().execution_options(populate_existing=True)
     )
     if row is None or row.state != BatchState.STORED:
         return None
@@ -213,8 +223,9 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
     # Releases an inspection joined into the post of the par2 set listing their files stay there
     # (app.services.inspections.join_by_par2): in the post of their anchor release.
     pinned: set[int] = set()
-    for release, anchor, anchor_post in session.execute(PINS, {"g": group_id,
-                                                              "keys": sorted(set(wanted) | set(batch_keys))}):
+    for release, anchor, anchor_post in session.execute(
+        PINS, {"g": group_id, "keys": sorted(set(wanted) | set(batch_keys))}
+    ):
         wanted[release] = wanted.get(anchor, anchor_post)
         pinned.add(wanted[release])
     keys = sorted(wanted)
@@ -248,8 +259,10 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
             refreshed[post].append(key)
         unknown = sorted({key for keys in refreshed.values() for key in keys} - set(releases))
         if unknown:
-            releases.update((row.key, (row.name, row.files_seen))
-                            for row in session.execute(RELEASE_NAMES, {"g": group_id, "keys": unknown}))
+            releases.update(
+                (row.key, (row.name, row.files_seen))
+                for row in session.execute(RELEASE_NAMES, {"g": group_id, "keys": unknown})
+            )
     group = rows[0].group_name if rows else ""
     named = names_of(session, group_id, group, refreshed, releases)
     failed = refresh_posts_isolated(session, group_id, refreshed, named)
@@ -284,12 +297,15 @@ class Named(NamedTuple):
 
 
 # What inspections found of these posts.
-INSPECTIONS = text("SELECT post_key, inner_name, dropped_by, password, imdb, tvdb, tvmaze, tmdb FROM post_inspections"
-                   " WHERE group_id = :g AND post_key = ANY(CAST(:keys AS bigint[])) AND state = 'done'")
+INSPECTIONS = text(
+    "SELECT post_key, inner_name, dropped_by, password, imdb, tvdb, tvmaze, tmdb FROM post_inspections"
+    " WHERE group_id = :g AND post_key = ANY(CAST(:keys AS bigint[])) AND state = 'done'"
+)
 
 
-def names_of(session: Session, group_id: int, group: str, posts: dict[int, list[int]],
-             releases: dict[int, tuple[str, int]]) -> dict[int, Named]:
+def names_of(
+    session: Session, group_id: int, group: str, posts: dict[int, list[int]], releases: dict[int, tuple[str, int]]
+) -> dict[int, Named]:
     """What the names of these posts (post key -> its releases' keys) give (postnames): a post's
     name is the one an inspection told of it, else that of its release with the most files (the
     least key of those), as REFRESH_SEVERAL picks it; releases holds each release's (name, files
@@ -299,15 +315,24 @@ def names_of(session: Session, group_id: int, group: str, posts: dict[int, list[
         known = [key for key in keys if key in releases]
         if known:
             chosen[post] = releases[min(known, key=lambda k: (-releases[k][1], k))][0]
-    inspected = {row.post_key: Inspected(*row[1:])
-                 for row in session.execute(INSPECTIONS, {"g": group_id, "keys": sorted(chosen)})} if chosen else {}
+    inspected = (
+        {
+            row.post_key: Inspected(*row[1:])
+            for row in session.execute(INSPECTIONS, {"g": group_id, "keys": sorted(chosen)})
+        }
+        if chosen
+        else {}
+    )
     chosen.update((post, found.inner_name) for post, found in inspected.items() if found.inner_name)
-    return {post: Named(columns, inspected.get(post, NOT_INSPECTED))
-            for post, columns in postnames.posts_named(session, group_id, group, chosen).items()}
+    return {
+        post: Named(columns, inspected.get(post, NOT_INSPECTED))
+        for post, columns in postnames.posts_named(session, group_id, group, chosen).items()
+    }
 
 
-def refresh_posts_isolated(session: Session, group_id: int, posts: dict[int, list[int]],
-                           named: dict[int, Named]) -> list[str]:
+def refresh_posts_isolated(
+    session: Session, group_id: int, posts: dict[int, list[int]], named: dict[int, Named]
+) -> list[str]:
     """refresh_posts, all at once; when PostgreSQL refuses it with an error that would come again,
     post by post, each under a savepoint, leaving out those it refuses. Returns what was left out
     ("post KEY: error")."""
@@ -330,30 +355,39 @@ def refresh_posts_isolated(session: Session, group_id: int, posts: dict[int, lis
     return failed
 
 
-def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]],
-                  named: dict[int, Named]) -> None:
+def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]], named: dict[int, Named]) -> None:
     """Sum these posts of the group (post key -> the keys of its releases) afresh from their
     releases into `posts`, with what their names give (named, by post key: names_of); a post of
     no release loses its row."""
     # A post a rule dropped for what its inspection found has no row, as one of no release.
     dropped = {post for post, found in named.items() if found.inspected.dropped_by}
     lone = [post for post, keys in posts.items() if keys == [post] and post in named and post not in dropped]
-    several_posts = [post for post, keys in posts.items()
-                     if keys and keys != [post] and post in named and post not in dropped]
+    several_posts = [
+        post for post, keys in posts.items() if keys and keys != [post] and post in named and post not in dropped
+    ]
     several = [(post, key) for post in several_posts for key in posts[post]]
     gone = [post for post, keys in posts.items() if not keys or post in dropped]
     if lone:
         session.execute(REFRESH_LONE, {"g": group_id, **_named_arrays(lone, named)})
     if several:
-        session.execute(REFRESH_SEVERAL, {"g": group_id, "posts": [p for p, _ in several],
-                                          "keys": [k for _, k in several], **_named_arrays(several_posts, named)})
+        session.execute(
+            REFRESH_SEVERAL,
+            {
+                "g": group_id,
+                "posts": [p for p, _ in several],
+                "keys": [k for _, k in several],
+                **_named_arrays(several_posts, named),
+            },
+        )
     if gone:
         session.execute(FORGET_POSTS, {"g": group_id, "keys": gone})
 
 
 def _named_arrays(posts: list[int], named: dict[int, Named]) -> dict[str, list]:
-    return {**postnames.arrays_of(posts, [named[p].name for p in posts]),
-            **{f"n_{field}": [getattr(named[p].inspected, field) for p in posts] for field in INSPECTED_FIELDS}}
+    return {
+        **postnames.arrays_of(posts, [named[p].name for p in posts]),
+        **{f"n_{field}": [getattr(named[p].inspected, field) for p in posts] for field in INSPECTED_FIELDS},
+    }
 
 
 INSPECTED_FIELDS = ("inner_name", *INSPECTED)
@@ -380,7 +414,9 @@ POSTS_MEMBERS = text("""
     UNION ALL
     SELECT x.post_key, x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = ANY(CAST(:keys AS bigint[]))
 """)
-RELEASE_NAMES = text("SELECT key, name, files_seen FROM releases WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))")
+RELEASE_NAMES = text(
+    "SELECT key, name, files_seen FROM releases WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))"
+)
 
 
 def posts_of(namesakes: list[Namesake]) -> dict[int, int]:
@@ -407,8 +443,9 @@ def posts_of(namesakes: list[Namesake]) -> dict[int, int]:
         _one_post(members, post)
     for companion in namesakes:
         if companion.companion:
-            near = [(gap, post[r.key]) for r in sets
-                    if (gap := _apart(companion, r)) is not None and gap <= COMPANION_GAP]
+            near = [
+                (gap, post[r.key]) for r in sets if (gap := _apart(companion, r)) is not None and gap <= COMPANION_GAP
+            ]
             if near:
                 post[companion.key] = min(near)[1]
     return post

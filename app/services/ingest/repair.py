@@ -4,6 +4,7 @@ joined into their posts, and the batch marked gathered. The store keeps releases
 itself, so the usual way out of 'stored' is posts.gather_batch; the `releases.repair` task runs
 this one.
 """
+
 from __future__ import annotations
 
 from sqlalchemy import text
@@ -38,8 +39,9 @@ def repair_releases(session: Session, group_id: int, release_keys: list[int]) ->
     if not release_keys:
         return 0
     params = {"g": group_id, "keys": sorted(set(release_keys))}
-    session.execute(text(
-        "SELECT 1 FROM releases WHERE group_id = :g AND key = ANY(:keys) ORDER BY key FOR UPDATE"), params)
+    session.execute(
+        text("SELECT 1 FROM releases WHERE group_id = :g AND key = ANY(:keys) ORDER BY key FOR UPDATE"), params
+    )
     # The sums are numeric in PostgreSQL; each is held at its column's maximum, as the store's
     # additions are (catalog.py), so a repair never fails on a release's totals.
     result = session.execute(
@@ -69,4 +71,3 @@ def repair_releases(session: Session, group_id: int, release_keys: list[int]) ->
         params,
     )
     return result.rowcount
-

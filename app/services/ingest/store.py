@@ -10,6 +10,7 @@ PostgreSQL's work for each batch. A batch's articles are its own, each once (the
 and its fragments go in whole in a transaction that records the batch in stored_fragments, so a
 retry knows they are in. The keyed tables are in catalog.py.
 """
+
 from __future__ import annotations
 
 import gc
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 STORE_SWITCH_INTERVAL = 0.0005
 # How long making a group's partitions waits for its locks (see _store_batch).
 PARTITIONS_LOCK_TIMEOUT = "5s"
+
 
 @dataclass(frozen=True)
 class StoreResult:
@@ -78,8 +80,11 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
     # FOR NO KEY UPDATE: it keeps a second store of the batch off, and lets the fragments'
     # connection add the batch to stored_fragments (its foreign key's check: FOR KEY SHARE).
     batch_row = session.scalar(
-        select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update(key_share=True)
-        .options(defer(SeedBatch.body)).execution_options(populate_existing=True)
+        select(SeedBatch)
+        .where(SeedBatch.id == batch_id)
+        .with_for_update(key_share=True)
+        .options(defer(SeedBatch.body))
+        .execution_options(populate_existing=True)
     )
     if batch_row is None or batch_row.state != BatchState.ACCEPTED:
         # Gone (its range was deleted) or already stored/failed: nothing to do.
@@ -91,8 +96,10 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
         (body,) = cur.fetchone()
     stored = StoredBatch(body, batch_row.content_type, batch_row.content_encoding)
     group_id, group_name = session.execute(
-        select(SeedRange.group_id, Group.name).join(Group, Group.id == SeedRange.group_id)
-        .where(SeedRange.id == range_id)).one()
+        select(SeedRange.group_id, Group.name)
+        .join(Group, Group.id == SeedRange.group_id)
+        .where(SeedRange.id == range_id)
+    ).one()
     engine = _engine_of(session)
     # Committed on their own: the fragments' connection must see them, and would wait forever on
     # partitions made, uncommitted, by this session. Making one locks its parent table whole:
@@ -107,12 +114,19 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
     # The fragments' transaction commits when this block ends without an error, after everything
     # else of the batch is written and just before the caller commits the session (see load_catalog).
     with engine.begin() as fragments:
-        articles = _record_stored(session, batch_row, load_catalog(session, fragments, group_id, range_id, stored,
-                                                                   host_ids, batch_id))
+        articles = _record_stored(
+            session, batch_row, load_catalog(session, fragments, group_id, range_id, stored, host_ids, batch_id)
+        )
         session.flush()
     # Counted when the caller commits the session (the fragments' transaction commits just before).
-    metrics.batch_stored(session, group_name, articles=articles, numbers=batch_row.batch_to - batch_row.batch_from + 1,
-                         body_bytes=len(body), started=started)
+    metrics.batch_stored(
+        session,
+        group_name,
+        articles=articles,
+        numbers=batch_row.batch_to - batch_row.batch_from + 1,
+        body_bytes=len(body),
+        started=started,
+    )
     return StoreResult(batch_id, stored=True)
 
 
@@ -132,8 +146,15 @@ def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> int:
             " rejected = rejected + :rejected, files = files + :files, releases = releases + :releases,"
             " dropped = dropped + :dropped WHERE id = :id"
         ),
-        {"articles": lines - rejected, "missing": missing, "rejected": rejected, "files": kept[1],
-         "releases": kept[0], "dropped": dropped, "id": range_id},
+        {
+            "articles": lines - rejected,
+            "missing": missing,
+            "rejected": rejected,
+            "files": kept[1],
+            "releases": kept[0],
+            "dropped": dropped,
+            "id": range_id,
+        },
     )
     # The releases were brought up to date with the rows (load_catalog); what is left is joining
     # them into their posts (posts.gather_batch), in a transaction of its own.
@@ -143,7 +164,6 @@ def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> int:
     batch_row.body = None  # the catalog holds the batch's rows, so the raw body would only take space
     batch_row.release_keys = list(batch["releases"]["key"])
     return lines - rejected
-
 
 
 # Whether a batch's fragments are in (committed with them, see load_catalog).
@@ -159,10 +179,17 @@ def fragment_slices(fragments: dict, locals_: list[bytes], host_ids: array) -> I
     """The fragments as a binary COPY payload for FRAGMENT_COPY, in slices (check_batch first:
     part and bytes must fit 32 bits), their message-ids as split_message_ids cut them and the
     hosts' ids."""
-    return binary_slices([("int8", fragments["article"]), ("int8", fragments["file"]),
-                          ("int4", fragments["part"]), ("int4", fragments["bytes"]),
-                          ("int4", host_ids), ("utf8", locals_)], nulls=False)
-
+    return binary_slices(
+        [
+            ("int8", fragments["article"]),
+            ("int8", fragments["file"]),
+            ("int4", fragments["part"]),
+            ("int4", fragments["bytes"]),
+            ("int4", host_ids),
+            ("utf8", locals_),
+        ],
+        nulls=False,
+    )
 
 
 def _check_keys(stored: StoredBatch, *columns: list) -> None:
@@ -188,8 +215,15 @@ def _packed(stored: StoredBatch, table: str, pieces: Iterator[bytes]) -> Iterato
 NO_JIT = "SELECT set_config('jit', 'off', true)"
 
 
-def load_catalog(session: Session, fragments_connection: Connection, group_id: int, range_id: int,
-                 batch: dict | StoredBatch, host_ids: array, batch_id: int) -> dict:
+def load_catalog(
+    session: Session,
+    fragments_connection: Connection,
+    group_id: int,
+    range_id: int,
+    batch: dict | StoredBatch,
+    host_ids: array,
+    batch_id: int,
+) -> dict:
     """Files, fragments, releases, release chunks and rule counts of one batch, in bulk, and the
     releases' aggregates (what a repair recomputes) kept up to date as rows go in. Returns the
     batch (decoded whole).
@@ -234,16 +268,27 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
                 # fall back on (PendingCopy's savepoint and kept payload are for the keyed tables).
                 fragment_rows = fragment_slices(fragment_table, hosts.locals, host_column(hosts.numbers, host_ids))
                 fragments = StreamedCopy(
-                    fragment_cur, FRAGMENT_COPY.format(table=f'"{partition_name("fragments", group_id)}"'),
-                    _packed(stored, "fragments", fragment_rows))
+                    fragment_cur,
+                    FRAGMENT_COPY.format(table=f'"{partition_name("fragments", group_id)}"'),
+                    _packed(stored, "fragments", fragment_rows),
+                )
         try:
             files, releases = stored.table("files"), stored.table("releases")
             file_keys, file_releases, release_keys = files["key"], files["release"], releases["key"]
             _check_keys(stored, file_keys, file_releases, release_keys)
             known_files, known_releases = catalog.known_keys(cur, group_id, file_keys, file_releases, release_keys)
             # The other tables' rows are built while the server stores the fragments.
-            others = catalog.KeyedRows(files, releases, stored.table("release_chunks"), known_files, known_releases,
-                                       group_id, range_id, stored.field("first"), stored.raw_text)
+            others = catalog.KeyedRows(
+                files,
+                releases,
+                stored.table("release_chunks"),
+                known_files,
+                known_releases,
+                group_id,
+                range_id,
+                stored.field("first"),
+                stored.raw_text,
+            )
             # While the server stores the files, the rest of the batch is decoded and checked.
             others.store(cur, meanwhile=stored.decoded)
             batch = stored.decoded()  # decoded and checked during the files' COPY, and kept since
@@ -271,4 +316,3 @@ def load_catalog(session: Session, fragments_connection: Connection, group_id: i
 def _engine_of(session: Session) -> Engine:
     bind = session.get_bind()
     return getattr(bind, "engine", bind)
-
