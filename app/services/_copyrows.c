@@ -386,6 +386,11 @@ done:
     return result;
 }
 
+/* The interface's version, the module's VERSION: edge.digest.compiled.VERSIONS holds the one the
+ * Python code expects, and a build whose VERSION differs (made from other sources) is refused when
+ * loaded. Raise both together with any change to what a function takes or gives. */
+#define INTERFACE_VERSION 1
+
 static PyMethodDef methods[] = {
     {"pack_rows", pack_rows, METH_VARARGS,
      "pack_rows(kinds, columns, scan) -> bytes: equal-length columns as binary COPY rows."},
@@ -406,5 +411,8 @@ PyMODINIT_FUNC PyInit__copyrows(void)
     Py_DECREF(structmod);
     if (struct_error == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *created = PyModule_Create(&module);
+    if (created != NULL && PyModule_AddIntConstant(created, "VERSION", INTERFACE_VERSION) < 0)
+        Py_CLEAR(created);
+    return created;
 }

@@ -584,6 +584,11 @@ done:
     return result;
 }
 
+/* The interface's version, the module's VERSION: edge.digest.compiled.VERSIONS holds the one the
+ * Python code expects, and a build whose VERSION differs (made from other sources) is refused when
+ * loaded. Raise both together with any change to what a function takes or gives. */
+#define INTERFACE_VERSION 1
+
 static PyMethodDef methods[] = {
     {"split_hosts", split_hosts, METH_O,
      "split_hosts(ids) -> (locals, numbers, hosts): message-ids cut before their last '@'."},
@@ -620,5 +625,8 @@ PyMODINIT_FUNC PyInit__msgcolumns(void)
         return NULL;
     memcpy(&hash_seed, PyBytes_AS_STRING(seed), sizeof hash_seed);
     Py_DECREF(seed);
-    return PyModule_Create(&module);
+    PyObject *created = PyModule_Create(&module);
+    if (created != NULL && PyModule_AddIntConstant(created, "VERSION", INTERFACE_VERSION) < 0)
+        Py_CLEAR(created);
+    return created;
 }

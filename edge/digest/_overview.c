@@ -855,6 +855,11 @@ static PyObject *usual_subject(PyObject *self, PyObject *args)
     return Py_BuildValue("(NNNN)", filename, file_index, file_count, stem);
 }
 
+/* The interface's version, the module's VERSION: edge.digest.compiled.VERSIONS holds the one the
+ * Python code expects, and a build whose VERSION differs (made from other sources) is refused when
+ * loaded. Raise both together with any change to what a function takes or gives. */
+#define INTERFACE_VERSION 1
+
 static PyMethodDef methods[] = {
     {"number_lines", number_lines, METH_VARARGS, "A block's lines numbered into files, or None."},
     {"clean_columns", clean_columns, METH_VARARGS, "A clean overview block's columns, or None."},
@@ -873,5 +878,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__overview(void)
 {
-    return PyModule_Create(&module);
+    PyObject *created = PyModule_Create(&module);
+    if (created != NULL && PyModule_AddIntConstant(created, "VERSION", INTERFACE_VERSION) < 0)
+        Py_CLEAR(created);
+    return created;
 }

@@ -12,7 +12,8 @@ does:
 
 ``IMPL`` tells which runs ("c" or "python"; unset, "c" when the edge's compiled part is built,
 the one every digest runs through); every module with a compiled part gets it from
-``load``. This module and the settings objects (app.config, edge.node.config) are the only ones
+``load``, which refuses a stale build (``VERSIONS``); /healthz says which part runs, module by
+module. This module and the settings objects (app.config, edge.node.config) are the only ones
 that read os.environ: the choice must be made when the first module that has a compiled part is
 imported, before any settings object exists, and it must be the same for every module of the
 process.
@@ -27,6 +28,15 @@ from types import ModuleType
 CHOICES = ("c", "python")
 # The edge's compiled part: whether it is built decides IMPL when SEED_IMPL is not set.
 DIGEST_MODULE = "edge.digest._overview"
+# Each compiled part's interface version, as this Python code expects it (its C source's
+# INTERFACE_VERSION, the built module's VERSION). A build with another is stale, made from other
+# sources than the Python beside it, and loading it is an error whatever SEED_IMPL says (as
+# SABnzbd refuses a sabctools of another version): it would be called with what it does not take.
+VERSIONS = {"edge.digest._overview": 1, "app.services._copyrows": 1, "app.services._msgcolumns": 1}
+
+
+class StaleBuild(RuntimeError):
+    """A compiled part built from other sources than the Python code loading it."""
 
 
 def _requested(value: str | None) -> str | None:
@@ -58,7 +68,7 @@ def load(module_name: str) -> ModuleType | None:
     if IMPL == "python":
         return None
     try:
-        return importlib.import_module(module_name)
+        module = importlib.import_module(module_name)
     except ImportError as exc:
         if REQUESTED == "c":
             raise ImportError(
@@ -66,3 +76,15 @@ def load(module_name: str) -> ModuleType | None:
                 "(ops/setup, or pip install with a C compiler at hand) or set SEED_IMPL=python"
             ) from exc
         return None
+    return checked(module)
+
+
+def checked(module: ModuleType) -> ModuleType:
+    """The compiled module, if its VERSION is the one this code expects; else StaleBuild."""
+    expected, built = VERSIONS[module.__name__], getattr(module, "VERSION", None)
+    if built != expected:
+        raise StaleBuild(
+            f"{module.__name__} ({module.__file__}) is a stale build: interface version {built}, this code"
+            f" needs {expected}; build it again (ops/setup, or pip install -e . and ./edge) or set SEED_IMPL=python"
+        )
+    return module

@@ -116,3 +116,49 @@ def test_the_modules_in_this_process_agree_with_impl():
     assert (gather._number_lines is not None) == built
     assert (subjects._usual_subject is not None) == built
     assert (nntp._dot_line is not nntp._dot_line_python) == built
+
+
+# What a build made from other sources looks like to the Python code: another interface version.
+STALE = """
+from edge.digest import compiled
+compiled.VERSIONS["{module}"] += 1
+from edge.digest.compiled import load
+load("{module}")
+"""
+
+
+def test_each_built_part_is_the_interface_version_the_code_expects():
+    assert set(compiled.VERSIONS) == {"edge.digest._overview", "app.services._copyrows", "app.services._msgcolumns"}
+    code = (
+        "import importlib, json; from edge.digest.compiled import VERSIONS; print(json.dumps("
+        "{name: importlib.import_module(name).VERSION for name in VERSIONS}))"
+    )
+    done = _run(code, None)
+    assert done.returncode == 0 and json.loads(done.stdout) == compiled.VERSIONS, done.stderr
+
+
+def test_a_stale_build_is_refused_whatever_seed_impl_says_but_python():
+    for module in compiled.VERSIONS:
+        for impl in (None, "c"):
+            done = _run(STALE.format(module=module), impl)
+            assert done.returncode != 0, (module, impl)
+            assert f"StaleBuild: {module} (" in done.stderr and "is a stale build: interface version" in done.stderr
+            assert "build it again" in done.stderr
+        # The twins need no build: a stale one is not even loaded.
+        assert _run(STALE.format(module=module), "python").returncode == 0
+
+
+def test_each_part_has_stubs_naming_what_it_has():
+    """The .pyi beside each C source (for type checkers and readers) names exactly the module's
+    functions and its VERSION."""
+    import ast
+    import importlib
+
+    for name in compiled.VERSIONS:
+        stub = REPO / (name.replace(".", "/") + ".pyi")
+        tree = ast.parse(stub.read_text())
+        stubbed = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        stubbed |= {node.target.id for node in tree.body if isinstance(node, ast.AnnAssign)}
+        module = importlib.import_module(name)
+        public = {attribute for attribute in dir(module) if not attribute.startswith("_")}
+        assert stubbed == public, name
