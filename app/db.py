@@ -137,11 +137,10 @@ def reset_engine() -> None:
 
 
 @contextmanager
-def session_scope() -> Iterator[Session]:
-    """One unit of work: commits on success, rolls back on error."""
-    get_engine()
-    assert _sessionmaker is not None
-    session = _sessionmaker()
+def _unit_of_work(maker: sessionmaker[Session] | None) -> Iterator[Session]:
+    """A session of `maker` that commits on success, rolls back on error, and is closed."""
+    assert maker is not None
+    session = maker()
     try:
         yield session
         session.commit()
@@ -150,6 +149,14 @@ def session_scope() -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+@contextmanager
+def session_scope() -> Iterator[Session]:
+    """One unit of work: commits on success, rolls back on error."""
+    get_engine()
+    with _unit_of_work(_sessionmaker) as session:
+        yield session
 
 
 # For this transaction only (set_config's is_local): its commit does not wait for its WAL to be
@@ -177,16 +184,8 @@ def read_session_scope(primary: Session | None = None) -> Iterator[Session]:
         with session_scope() as session:
             yield session
         return
-    assert _read_sessionmaker is not None
-    session = _read_sessionmaker()
-    try:
+    with _unit_of_work(_read_sessionmaker) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 # How far the replica is behind, by its own clock of replay: 0 while it has replayed all it has

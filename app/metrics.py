@@ -309,6 +309,18 @@ def queue_depths(redis_url: str | None = None, queues: tuple[str, ...] = QUEUES)
         client.close()
 
 
+def _read_source(source: str, read: Callable[[], list[Metric]], up: GaugeMetricFamily) -> list[Metric]:
+    """What one source gives, its seed_metrics_source_up noted: 1 when it answered, 0 (its gauges
+    left out, and the reason logged) when it did not."""
+    try:
+        metrics = read()
+    except Exception as exc:  # noqa: BLE001 - reported as a gauge, the scrape goes on
+        log.warning("metrics: the %s could not be read: %s", source, _first_line(exc))
+        metrics = []
+    up.add_metric([source], 1 if metrics else 0)
+    return metrics
+
+
 class SeedCollector:
     """The gauges, read from PostgreSQL and Redis at each scrape. A source that does not answer
     is reported by seed_metrics_source_up (0) and its gauges left out; the counters are still
@@ -322,26 +334,12 @@ class SeedCollector:
             " DATABASE_READ_URL, when set).",
             labels=["source"],
         )
-        try:
-            database = list(self._database())
-        except Exception as exc:  # noqa: BLE001 - reported as a gauge, the scrape goes on
-            log.warning("metrics: the database could not be read: %s", _first_line(exc))
-            database = []
-        up.add_metric(["database"], 1 if database else 0)
-        yield from database
+        sources: list[tuple[str, Callable[[], list[Metric]]]] = [("database", lambda: list(self._database()))]
         if get_settings().database_read_url is not None:
-            try:
-                yield self._replica()
-                up.add_metric(["replica"], 1)
-            except Exception as exc:  # noqa: BLE001 - as above
-                log.warning("metrics: the replica could not be read: %s", _first_line(exc))
-                up.add_metric(["replica"], 0)
-        try:
-            yield self._queues()
-            up.add_metric(["broker"], 1)
-        except Exception as exc:  # noqa: BLE001 - as above
-            log.warning("metrics: the broker could not be read: %s", _first_line(exc))
-            up.add_metric(["broker"], 0)
+            sources.append(("replica", lambda: [self._replica()]))
+        sources.append(("broker", lambda: [self._queues()]))
+        for source, read in sources:
+            yield from _read_source(source, read, up)
         yield up
 
     def _replica(self) -> Metric:

@@ -260,7 +260,8 @@ def _chosen(by_name: dict[str, Any]) -> list[dict[str, Any]]:
     return chosen
 
 
-def _held(session: Session, node: SeedNode, inspection_id: int) -> PostInspection:
+def _locked(session: Session, inspection_id: int) -> PostInspection:
+    """The inspection's row, locked; NotFound for an unknown id."""
     row = session.scalar(select(PostInspection).where(PostInspection.id == inspection_id).with_for_update())
     if row is None:
         raise NotFound(f"no such inspection: {inspection_id}", code="unknown_inspection")
@@ -270,7 +271,7 @@ def _held(session: Session, node: SeedNode, inspection_id: int) -> PostInspectio
 def give_back(session: Session, node: SeedNode, inspection_id: int) -> str:
     """The node will not inspect it: back to the queue (its attempt not counted). Giving back
     one that is done, or no longer the node's, changes nothing."""
-    row = _held(session, node, inspection_id)
+    row = _locked(session, inspection_id)
     if row.state == InspectionState.LEASED and row.node_id == node.id:
         row.state, row.node_id, row.expires_at = InspectionState.QUEUED, None, None
         row.attempts = max(0, row.attempts - 1)

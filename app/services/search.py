@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from psycopg.errors import QueryCanceled
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -398,7 +398,7 @@ def search_posts(
         filters.append("p.last_post <= :before")
 
     where = " AND ".join(filters) or "true"
-    (rows,) = _bounded_run(session, [(text(SEARCH.format(filters=where)), params)], timeout_ms)
+    rows = _bounded_run(session, text(SEARCH.format(filters=where)), params, timeout_ms)
     total = rows[0]["total"]
     items = [_summary(row) for row in rows if row["key"] is not None]
     return SearchPage(total=total, limit=limit, offset=offset, items=items, total_exact=total < count_limit)
@@ -417,8 +417,8 @@ def _category_filter(categories: Iterable[int], params: dict) -> str:
     return "(" + " OR ".join(tests) + ")" if tests else "false"
 
 
-def _bounded_run(session: Session, statements: list, timeout_ms: int | None) -> list[list]:
-    """The rows of each (statement, params), in a savepoint of its own with a statement timeout and without JIT: the
+def _bounded_run(session: Session, statement: TextClause, params: dict, timeout_ms: int | None) -> list:
+    """The statement's rows, in a savepoint of its own with a statement timeout and without JIT: the
     planner's costs for a search that finds many releases are high enough to JIT-compile it, which
     takes longer (hundreds of ms) than most searches run. The savepoint is rolled back either way,
     so the caller's transaction goes on after a search that timed out, with its settings as they
@@ -426,7 +426,7 @@ def _bounded_run(session: Session, statements: list, timeout_ms: int | None) -> 
     connection = session.connection()
     connection.exec_driver_sql(SEARCH_BEGIN.format(timeout_ms=int(timeout_ms or 0)))
     try:
-        rows = [connection.execute(statement, params).mappings().all() for statement, params in statements]
+        rows = connection.execute(statement, params).mappings().all()
     except Exception as exc:
         if not connection.invalidated:  # a connection lost has no savepoint to go back to
             connection.exec_driver_sql(SEARCH_END)
