@@ -25,6 +25,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.catalog import Cluster  # noqa: E402
+from simnews.ports import free_ports  # noqa: E402
+
 PYTHON = str(REPO / ".venv" / "bin" / "python")
 PARTS = ("edge.digest._overview", "app.services._copyrows", "app.services._msgcolumns")
 # The bench each part works in, and the figure read from its last line (and whether more is better).
@@ -84,26 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     (workdir / "sitecustomize.py").write_text(HIDING)
-    port = _free_port()
-    pg_env = {**os.environ, "PG_PORT": str(port), "PG_FAST": "1"}
-    pg_dir = str(workdir / "pg")
-    subprocess.run([str(REPO / "ops/pg"), "init", pg_dir], env=pg_env, check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([str(REPO / "ops/pg"), "start", pg_dir], env=pg_env, check=True)
+    (port,) = free_ports(1)
+    cluster = Cluster(workdir / "pg", port)  # bench/catalog.py's: ops/pg, the database seed migrated
+    cluster.create(durable=False)
     try:
         base = {key: value for key, value in os.environ.items() if key not in ("SEED_IMPL", "SEED_BENCH_HIDE")}
-        base.update(
-            PYTHONPATH=str(workdir) + os.pathsep + str(REPO),
-            DATABASE_URL=f"postgresql+psycopg://seed@127.0.0.1:{port}/seed",
-        )
-        create = f"import psycopg; psycopg.connect('postgresql://seed@127.0.0.1:{port}/postgres', autocommit=True).execute('CREATE DATABASE seed')"
-        subprocess.run([PYTHON, "-c", create], check=True)
-        subprocess.run(
-            [str(REPO / ".venv/bin/alembic"), "upgrade", "head"],
-            cwd=REPO,
-            env=base,
-            check=True,
-            stderr=subprocess.DEVNULL,
-        )
+        base.update(PYTHONPATH=str(workdir) + os.pathsep + str(REPO), DATABASE_URL=cluster.url)
         arguments = {
             "digest": ["--lines", str(args.lines), "--group", args.group, "--repeat", "3"],
             "store": ["--articles", str(args.articles), "--group", args.group, "--rounds", "3"],
@@ -135,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                         best[name][bench] = value
                     say(f"pair {pair + 1}, {name}: {bench} {figure} {value}")
     finally:
-        subprocess.run([str(REPO / "ops/pg"), "stop", pg_dir], env=pg_env, check=False)
+        cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     gains = {}
     for part in PARTS:
@@ -157,14 +148,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     return 0
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 if __name__ == "__main__":

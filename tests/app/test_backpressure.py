@@ -14,10 +14,8 @@ from sqlalchemy import text
 from app.config import Settings
 from app.db import session_scope
 from app.models import SeedNode
-from app.services.ingest import accept as acceptance
-from app.services.ingest.decode import check_body
-from tests.app.factories import BIG, make_group, make_node, make_plan
-from tests.app.overview import encoded, make_batch
+from tests.app.factories import BIG, accept, make_group, make_node, make_plan
+from tests.app.overview import make_batch
 from tests.app.test_api import API, post_batch, snapshot
 from tests.app.test_ingest import all_stored
 from tests.app.test_metrics import sample, scrape
@@ -40,21 +38,9 @@ def accepted_while_redis_was_away(node_name: str, range_id: int, first: int, las
     """A batch accepted as the API accepts one, its store task never sent (as when Redis is
     down: the batch is durable and waits for `batches.requeue`), so that it waits for the workers
     whatever they do meanwhile."""
-    body, headers = encoded(make_batch(first, last))
-    header = check_body(body, headers["Content-Type"], headers["Content-Encoding"], 256 * 1024 * 1024)
     with session_scope() as s:
         node = s.query(SeedNode).filter_by(name=node_name).one()
-        return acceptance.accept_batch(
-            s,
-            node,
-            range_id,
-            batch_from=header.batch_from,
-            batch_to=header.batch_to,
-            body=body,
-            content_type=headers["Content-Type"],
-            content_encoding=headers["Content-Encoding"],
-            group=header.group,
-        ).batch_id
+    return accept(node, range_id, make_batch(first, last))
 
 
 def test_past_the_backlog_leases_and_batches_are_busy_and_what_a_node_holds_goes_on(
