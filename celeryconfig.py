@@ -1,7 +1,7 @@
 """Celery configuration: Redis broker, three queues, late acks, explicit task names, beat.
 
 Long ingest work runs on its own queue so short control work (lease expiry, requeue) never
-waits behind it; release repair (`releases.*`) has its own queue, named gather, so it can be
+waits behind it; release repair (`releases.*`) has its own queue, named repair, so it can be
 scaled apart from ingest.
 """
 
@@ -51,10 +51,10 @@ imports = (
 )
 
 task_default_queue = "control"
-task_queues = (Queue("ingest"), Queue("gather"), Queue("control"))
+task_queues = (Queue("ingest"), Queue("repair"), Queue("control"))
 task_routes = {
     "ingest.*": {"queue": "ingest"},
-    "releases.*": {"queue": "gather"},
+    "releases.*": {"queue": "repair"},
     "leases.*": {"queue": "control"},
     "plan.*": {"queue": "control"},
     "batches.*": {"queue": "control"},

@@ -8,8 +8,9 @@ counted once, by the attempt that committed.
 The processes are many (gunicorn's workers, Celery's prefork children, the CLI), so the values
 live in PROMETHEUS_MULTIPROC_DIR (prometheus_client's multiprocess mode, read by the library
 itself): every process writes its own files there and the API's /metrics sums them. The gauges
-are not kept by any process: SeedCollector reads them from PostgreSQL and Redis when /metrics is
-scraped, so they are as fresh as the scrape and never left behind by a process that died.
+are not kept by any process: app.services.gauges reads them from PostgreSQL and Redis when
+/metrics is scraped, so they are as fresh as the scrape and never left behind by a process that
+died.
 
 This module sits under the services (they import it) and imports only the database and the
 settings.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from time import perf_counter
 
 from prometheus_client import (
@@ -32,26 +33,21 @@ from prometheus_client import (
     generate_latest,
     values,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
 from prometheus_client.multiprocess import mark_process_dead as _mark_dead
 from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from app.config import get_settings
-from app.db import get_read_engine, replica_state, session_scope
 
 log = logging.getLogger(__name__)
 
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 # The Celery queues (celeryconfig.task_queues): Redis lists named after them.
-QUEUES = ("ingest", "gather", "control")
-RANGE_STATES = ("planned", "leased", "done", "expired")
-# Batch states counted at scrape time; 'gathered', the end of every batch, grows without bound
-# and its rate is seed_batches_stored_total's.
-BATCH_STATES = ("accepted", "stored", "failed")
-# How long a scrape waits on PostgreSQL or Redis before it reports the source down.
-SCRAPE_TIMEOUT_SECONDS = 5
+QUEUES = ("ingest", "repair", "control")
+# How long a scrape waits on Redis before it reports the source down.
 REDIS_TIMEOUT_SECONDS = 2
 
 
@@ -309,157 +305,23 @@ def queue_depths(redis_url: str | None = None, queues: tuple[str, ...] = QUEUES)
         client.close()
 
 
-def _read_source(source: str, read: Callable[[], list[Metric]], up: GaugeMetricFamily) -> list[Metric]:
-    """What one source gives, its seed_metrics_source_up noted: 1 when it answered, 0 (its gauges
-    left out, and the reason logged) when it did not."""
-    try:
-        metrics = read()
-    except Exception as exc:  # noqa: BLE001 - reported as a gauge, the scrape goes on
-        log.warning("metrics: the %s could not be read: %s", source, _first_line(exc))
-        metrics = []
-    up.add_metric([source], 1 if metrics else 0)
-    return metrics
-
-
-class SeedCollector:
-    """The gauges, read from PostgreSQL and Redis at each scrape. A source that does not answer
-    is reported by seed_metrics_source_up (0) and its gauges left out; the counters are still
-    served."""
-
-    def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily(
-            "seed_metrics_source_up",
-            "Whether the scrape could read the source"
-            " (database: PostgreSQL, broker: Redis, replica: the read replica of"
-            " DATABASE_READ_URL, when set).",
-            labels=["source"],
-        )
-        sources: list[tuple[str, Callable[[], list[Metric]]]] = [("database", lambda: list(self._database()))]
-        if get_settings().database_read_url is not None:
-            sources.append(("replica", lambda: [self._replica()]))
-        sources.append(("broker", lambda: [self._queues()]))
-        for source, read in sources:
-            yield from _read_source(source, read, up)
-        yield up
-
-    def _replica(self) -> Metric:
-        with get_read_engine().connect() as conn:
-            conn.execute(text(f"SET LOCAL statement_timeout = '{SCRAPE_TIMEOUT_SECONDS}s'"))
-            state = replica_state(conn)
-        return GaugeMetricFamily(
-            "seed_database_replica_lag_seconds",
-            "How far the read replica (DATABASE_READ_URL) is behind the primary: 0 while it"
-            " has replayed all it received, else the age of the last transaction it replayed.",
-            value=state.lag_seconds,
-        )
-
-    def _queues(self) -> Metric:
-        depth = GaugeMetricFamily("seed_queue_depth", "Messages waiting in a Celery queue.", labels=["queue"])
-        for queue, count in queue_depths().items():
-            depth.add_metric([queue], count)
-        return depth
-
-    def _database(self) -> Iterator[Metric]:
-        with session_scope() as session:
-            session.execute(text(f"SET LOCAL statement_timeout = '{SCRAPE_TIMEOUT_SECONDS}s'"))
-            groups = session.execute(text("SELECT id, name, plan_failures FROM groups ORDER BY name")).all()
-            ranges = session.execute(
-                text("SELECT group_id, status, count(*) FROM seed_ranges GROUP BY group_id, status")
-            ).all()
-            nodes = session.execute(
-                text(
-                    "SELECT n.name, extract(epoch FROM n.last_seen_at)::float8, count(r.id) FROM seed_nodes n"
-                    " LEFT JOIN seed_ranges r ON r.node_id = n.id AND r.status = 'leased'"
-                    " GROUP BY n.id, n.name, n.last_seen_at ORDER BY n.name"
-                )
-            ).all()
-            batches = session.execute(
-                text(
-                    "SELECT state, count(*), extract(epoch FROM now() - min(accepted_at))::float8 FROM seed_batches"
-                    " WHERE state IN ('accepted', 'stored', 'failed') GROUP BY state"
-                )
-            ).all()
-            # The inspections waiting and under way (their partial indexes; the done ones grow with
-            # the catalog and are not counted at each scrape).
-            inspecting = dict(
-                session.execute(
-                    text(
-                        "SELECT state, count(*) FROM post_inspections WHERE state IN ('queued', 'leased') GROUP BY state"
-                    )
-                ).all()
-            )
-        waiting = GaugeMetricFamily(
-            "seed_inspections", "Inspections of posts queued for a node, and leased to one.", labels=["state"]
-        )
-        for state in ("queued", "leased"):
-            waiting.add_metric([state], inspecting.get(state, 0))
-        yield waiting
-
-        by_state = GaugeMetricFamily("seed_ranges", "Ranges by group and state.", labels=["group", "state"])
-        counts = {(group_id, status): count for group_id, status, count in ranges}
-        failures = GaugeMetricFamily(
-            "seed_group_plan_failures",
-            "Plannings of the group that failed in a row (0 after one that worked).",
-            labels=["group"],
-        )
-        for group_id, name, plan_failures in groups:
-            failures.add_metric([name], plan_failures or 0)
-            for state in RANGE_STATES:
-                by_state.add_metric([name, state], counts.get((group_id, state), 0))
-        yield by_state
-        yield failures
-
-        leased = GaugeMetricFamily("seed_node_leased_ranges", "Ranges a node holds leased.", labels=["node"])
-        seen = GaugeMetricFamily(
-            "seed_node_last_seen_timestamp_seconds",
-            "When a node last called the API (Unix time; nodes never seen left out).",
-            labels=["node"],
-        )
-        for name, last_seen, held in nodes:
-            leased.add_metric([name], held)
-            if last_seen is not None:
-                seen.add_metric([name], last_seen)
-        yield leased
-        yield seen
-
-        waiting = GaugeMetricFamily(
-            "seed_batches",
-            "Batches not yet gathered, by state (accepted: waiting for the"
-            " store; stored: for the join into posts; failed: for an operator).",
-            labels=["state"],
-        )
-        states = {state: (count, age) for state, count, age in batches}
-        for state in BATCH_STATES:
-            waiting.add_metric([state], states.get(state, (0, None))[0])
-        yield waiting
-        oldest = states.get("accepted", (0, None))[1]
-        yield GaugeMetricFamily(
-            "seed_oldest_unstored_batch_age_seconds",
-            "Seconds since the oldest batch not yet stored was accepted (0: none waits).",
-            value=max(0.0, oldest or 0.0),
-        )
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
-
-
 class _ThisProcess:
     """The process's own metrics (the default registry), where no multiprocess directory is set."""
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterable[Metric]:
         return REGISTRY.collect()
 
 
-def exposition() -> tuple[bytes, str]:
+def exposition(*gauges: Collector) -> tuple[bytes, str]:
     """What /metrics serves: the counters and histograms of every process (summed from
-    PROMETHEUS_MULTIPROC_DIR, or this process's own without it) and the gauges read now."""
+    PROMETHEUS_MULTIPROC_DIR, or this process's own without it) and the gauges read now (their
+    collector is app.services.gauges', which reads the services' figures)."""
     registry = CollectorRegistry()
     path = multiprocess_dir()
     if path is not None and os.path.isdir(path):
         MultiProcessCollector(registry, path=path)
     else:
         registry.register(_ThisProcess())
-    registry.register(SeedCollector())
+    for collector in gauges:
+        registry.register(collector)
     return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -24,7 +24,7 @@ the rest made-up words, so a few words are in a third of the names and most in a
 lines are cut into ranges of RANGE_SIZE articles and batches of CHUNK_SIZE x BATCH_CHUNKS lines
 as the coordinator cuts them, digested by the edge's library (edge.digest.gather.Gatherer, in a
 child process, a batch or two ahead), then each batch is accepted (accept.accept_batch), stored
-(store.store_batch) and joined into posts (posts.gather_batch) in transactions of their own, as
+(store.store_batch) and joined into posts (posts.join_batch) in transactions of their own, as
 the API and the ingest task do. Memory stays bounded by a batch: the child holds one batch's
 lines and digest, the queue between them at most two encoded batches, and this process stores
 one at a time. Progress goes to stderr. The catalog is then vacuumed and
@@ -334,7 +334,7 @@ def fill(options: dict) -> dict:
     child = context.Process(target=produce, args=(options, queue), daemon=True)
     child.start()
     started = time.perf_counter()
-    seconds = {"accept": 0.0, "store": 0.0, "gather": 0.0, "waiting_for_digest": 0.0}
+    seconds = {"accept": 0.0, "store": 0.0, "join": 0.0, "waiting_for_digest": 0.0}
     ranges: dict[int, int] = {}
     batches = lines = 0
     try:
@@ -380,14 +380,14 @@ def fill(options: dict) -> dict:
             seconds["store"] += time.perf_counter() - clock
             clock = time.perf_counter()
             with session_scope() as session:
-                posts.gather_batch(session, batch_id)
-            seconds["gather"] += time.perf_counter() - clock
+                posts.join_batch(session, batch_id)
+            seconds["join"] += time.perf_counter() - clock
             batches += 1
             elapsed = time.perf_counter() - started
             share = batch_last / (options["releases"] * 2.1 + options["big_segments"])  # 2.1 lines a release
             say(
                 f"batch {batches} stored: articles to {batch_last:,} (~{min(share, 1):.0%}) in {elapsed:.0f} s"
-                f" (store {seconds['store']:.0f} s, join {seconds['gather']:.0f} s,"
+                f" (store {seconds['store']:.0f} s, join {seconds['join']:.0f} s,"
                 f" waiting for the digest {seconds['waiting_for_digest']:.0f} s)"
             )
     finally:
@@ -406,7 +406,7 @@ def fill(options: dict) -> dict:
             text(
                 "SELECT (SELECT count(*) FROM releases), (SELECT count(*) FROM files),"
                 " (SELECT count(*) FROM fragments), (SELECT count(*) FROM release_posts),"
-                " (SELECT count(*) FROM seed_batches WHERE state <> 'gathered')"
+                " (SELECT count(*) FROM seed_batches WHERE state <> 'joined')"
             )
         ).one()
     if counts[4]:

@@ -8,7 +8,7 @@ PostgreSQL, beside the raw OVER read rate from the same server with the same con
 Everything runs on this machine, as ops/run starts it: a private PostgreSQL (durable as a production
 catalog runs: fsync and synchronous_commit on; `--no-durability` turns both off to show their cost), Redis and
 INN 2 (ops/pg, ops/redis, ops/inn), gunicorn over HTTPS (2 workers), one Celery worker on the
-ingest queue and one on gather+control, and one `edge run` with --connections NNTP connections
+ingest queue and one on repair+control, and one `edge run` with --connections NNTP connections
 and its inspector on, as a node with a Usenet server runs: it inspects the posts the join queues
 while the job goes on (INN keeps no bodies here, so every BODY it sends is answered 430 and
 counted missing), and is stopped (SIGTERM) once the job is done, whatever it has left to inspect;
@@ -29,7 +29,7 @@ center has anything to do: 1.0 - 1.9 s) and drain are paid once. A run of 600,00
   (no compression, as the edge node is set up here), and the CPU our client spends a line; read
   once before the end-to-end run and once after it, the rate being both reads' lines over both
   reads' seconds (the machine's speed drifts from minute to minute);
-- end to end: from `edge run` starting to every range done and every batch gathered (plan made
+- end to end: from `edge run` starting to every range done and every batch joined (plan made
   before; looked at every 20 ms, the edge stopped after that); and, to
   show what filling and draining the pipeline costs, the rate from the first batch stored to the
   last (the articles of the batches stored after the first), and when the first was stored;
@@ -266,18 +266,18 @@ class Services:
             ],
         )
         self._spawn(
-            "gather",
+            "repair",
             [
                 venv / "celery",
                 "-A",
                 "app.worker",
                 "worker",
                 "-Q",
-                "gather,control",
+                "repair,control",
                 "-c",
                 "1",
                 "-n",
-                "gather@%h",
+                "repair@%h",
                 "--without-gossip",
                 "--without-mingle",
             ],
@@ -365,7 +365,7 @@ class Services:
         nnrpd = int((self.inn_dir / f"run/nnrpd-{self.ports['reader']}.pid").read_text().split()[0])
         return {
             "api": self.procs["api"].pid,
-            "workers": [self.procs["ingest"].pid, self.procs["gather"].pid],
+            "workers": [self.procs["ingest"].pid, self.procs["repair"].pid],
             "postgresql": postmaster,
             "inn": [innd, nnrpd],
         }
@@ -456,7 +456,7 @@ def measured_raw(services: Services, spans: list[tuple[str, int, int]], connecti
 
 
 def wait_done(services: Services, edge: subprocess.Popen, deadline_seconds: float = 900) -> float:
-    """Until every planned range is done and every batch gathered, whether or not the edge has
+    """Until every planned range is done and every batch joined, whether or not the edge has
     exited yet (its shutdown is not the job's); returns perf_counter() then. One light query
     every POLL seconds (a `flask` process would cost the machine more CPU than the workers it
     waits for); an edge that exits with the job not done ends the wait with an error."""

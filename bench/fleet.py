@@ -6,7 +6,7 @@
 
 The data center runs as bench/e2e.py starts it (its Services: PostgreSQL durable as a production
 catalog runs, Redis, gunicorn over HTTPS with 2 workers, one Celery worker on the ingest queue and
-one on gather and control) with INN 2 holding --articles generated articles in a group of its own
+one on repair and control) with INN 2 holding --articles generated articles in a group of its own
 for each fleet size (alt.binaries.fleet.nN). For each size N, in turn:
 
 - the group is planned by `flask seed plan` (ranges of --range-size articles);
@@ -271,7 +271,7 @@ def run_fleet(
             results = [future.result() for future in futures]
             clients_done = time.perf_counter()
             calls_cpu = {name: cpu_of(pid) - before[name] for name, pid in pids.items()}
-            finished = wait_gathered(services, group, started)
+            finished = wait_joined(services, group, started)
     after = {name: cpu_of(pid) for name, pid in pids.items()}
     seconds = finished - started
 
@@ -391,7 +391,7 @@ class WaitSampler:
         return [{"what": what, "sessions": round(times / max(1, self.looks), 2)} for what, times in ranked]
 
 
-def wait_gathered(services: Services, group: str, started: float, deadline_seconds: float = 1800) -> float:
+def wait_joined(services: Services, group: str, started: float, deadline_seconds: float = 1800) -> float:
     """Until every range of the group is done and every batch stored and joined; perf_counter() then."""
     import psycopg
 

@@ -8,7 +8,7 @@ works on the database of the data center's settings (DATABASE_URL, DB_SEARCH_PAT
 CHUNK_SIZE and BATCH_CHUNKS. A generated boneless range (article numbers past 2^32) is digested
 into batches with the edge's own library (not timed), then each batch is accepted, then stored
 exactly as the ingest task stores it (timed; the store keeps the releases' aggregates up to date
-itself, so nothing is left to gather). In the same run the same fragments are COPYed raw into a
+itself, so nothing is left to join). In the same run the same fragments are COPYed raw into a
 scratch table shaped like the fragments partition, the way the store sends them (binary), and
 as plain text (the baseline of docs/benchmarks.md). Everything made is removed afterwards. The
 last line printed is JSON with every figure.

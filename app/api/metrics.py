@@ -1,4 +1,4 @@
-"""GET /metrics: the Prometheus exposition (app.metrics), for operators only: an operator key as
+"""GET /metrics: the Prometheus exposition (app.metrics' counters, app.services.gauges' gauges), for operators only: an operator key as
 `Authorization: Bearer <key>`, anything else 401 (the counters tell the seed's whole state, as the
 operator's status does)."""
 
@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from app import metrics
 from app.api.auth import bearer_token
 from app.api.errors import error_response
 from app.db import session_scope
-from app.services import operators
+from app.services import gauges, operators
 
 metrics_api = Blueprint("metrics_api", __name__)
 
@@ -24,7 +23,7 @@ def scrape():
         key = operators.authenticate(session, secret)
     if key is None:
         return _unauthorized("unknown operator key", 'Bearer realm="seed", error="invalid_token"')
-    body, content_type = metrics.exposition()
+    body, content_type = gauges.exposition()
     return Response(body, content_type=content_type, headers={"Cache-Control": "no-store"})
 
 

@@ -39,7 +39,7 @@ def scoped_status():
     """GET /api/v1/seed/status: the whole status for an operator key, the node's own view for a
     node token."""
     with session_scope() as session:
-        data = status_service.status_for(session, None if "operator" in g else g.node)
+        data = status_service.status_for(session, None if "operator" in g else g.node).as_json()
     # As `flask seed status --json` writes it: times in ISO 8601 with their zone (UTC), where
     # Flask's own encoder would write an HTTP date.
     return Response(json.dumps(data, default=_iso), mimetype="application/json")

@@ -9,10 +9,10 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app.cli.output import json_option, print_json, service_call
+from app.formatting import ago, duration, utc
 from app.services.errors import ServiceError
 from app.services.planner import PlanResult, groups_to_plan, plan_groups, plan_live, summary
 from app.services.status import seed_status
-from app.web.figures import ago, duration, utc
 
 
 @click.command("plan")
@@ -74,7 +74,7 @@ def status(as_json: bool) -> None:
     Files, releases and posts are counted in the catalog (estimated for a very big group, and
     marked so); the rate is over the last minutes that saw batches; times are UTC."""
     with service_call() as session:
-        data = seed_status(session)
+        data = seed_status(session).as_json()
     if as_json:
         print_json(data)
         return
@@ -192,7 +192,7 @@ def status(as_json: bool) -> None:
     b, rates = data["batches"], data["rates"]
     click.echo()
     click.echo(
-        f"batches: {b['gathered']:,} done, {b['pending']:,} to store, {b['stored']:,} to gather, {b['failed']:,} failed"
+        f"batches: {b['joined']:,} done, {b['pending']:,} to store, {b['stored']:,} to join, {b['failed']:,} failed"
     )
     oldest = b["oldest_unstored"]
     if oldest is not None:

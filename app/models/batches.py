@@ -29,7 +29,7 @@ class BatchState(StrEnum):
 
     ACCEPTED = "accepted"  # durable, not stored yet
     STORED = "stored"  # in the catalog, its releases up to date, not joined into their posts yet
-    GATHERED = "gathered"  # done: in the catalog, its releases joined into their posts
+    JOINED = "joined"  # done: in the catalog, its releases joined into their posts
     FAILED = "failed"  # gave up after its attempts (a poison batch, shown in status)
 
 
@@ -76,11 +76,14 @@ class SeedBatch(Base):
     __table_args__ = (
         UniqueConstraint("range_id", "batch_from"),
         CheckConstraint("batch_from <= batch_to", name="span"),
-        CheckConstraint("state IN ('accepted', 'stored', 'gathered', 'failed')", name="state"),
+        CheckConstraint("state IN ('accepted', 'stored', 'joined', 'failed')", name="state"),
         # The requeue sweep looks only at batches not done yet.
         Index("ix_seed_batches_pending", "accepted_at", postgresql_where=text("state IN ('accepted', 'stored')")),
         # The status page's chart: the batches stored in the last hours (migration 0023).
         Index("ix_seed_batches_stored_at", "stored_at", postgresql_where=text("stored_at IS NOT NULL")),
+        # The status: the failed batches counted and shown, the rate's latest batches (migration 0024).
+        Index("ix_seed_batches_failed", "id", postgresql_where=text("state = 'failed'")),
+        Index("ix_seed_batches_accepted_at", "accepted_at"),
     )
 
 

@@ -132,7 +132,7 @@ class Release(Base):
     first_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_post: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-    gathered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    joined_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The hash of the name folded (app.services.ingest.catalog.name_hash): what posts are joined
     # by; NULL for a name too short to join anything.
     name_hash: Mapped[int | None] = mapped_column(BigInteger)

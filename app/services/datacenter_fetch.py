@@ -46,7 +46,7 @@ class StoreSink:
         with session_scope() as session:
             store.store_batch(session, accepted.batch_id)
         with session_scope() as session:
-            posts.gather_batch(session, accepted.batch_id)
+            posts.join_batch(session, accepted.batch_id)
 
 
 class _ShowProgress(RangeHooks):

@@ -633,7 +633,7 @@ def _tokens(text: str) -> list[_Token]:
 
 def _scan(text: str) -> tuple[list[_Token], int, int, int]:
     """The name's tokens, classified, pairs joined (Blu-Ray), dates found (2014.10.31); and what
-    they tell, gathered on the way (one pass): what the words past the first tell the router
+    they tell, collected on the way (one pass): what the words past the first tell the router
     (B_...), their video evidence (EV_...), and where the first marker a release group may follow
     starts (len(text): none)."""
     tokens: list[_Token] = []
@@ -673,7 +673,7 @@ def _scan(text: str) -> tuple[list[_Token], int, int, int]:
     if years:
         _find_dates(tokens, text)
     if tokens and _WORD_INFOS.get(tokens[0][TEXT], _NO_INFO)[1]:
-        bits = 0  # the first word's bits do not count (xXx.2002 is a film): gather them again
+        bits = 0  # the first word's bits do not count (xXx.2002 is a film): collect them again
         for token in tokens[1:]:
             bits |= _BITS.get(token[LOWER], 0)
     return tokens, bits, evidence, first_marker

@@ -22,11 +22,11 @@ def requeue() -> dict:
     age = get_settings().batch_requeue_after
     with session_scope() as session:
         pending = pending_batches(session, age)
-    to_store, to_gather = pending[BatchState.ACCEPTED], pending[BatchState.STORED]
-    # The ingest task stores a batch still 'accepted' and gathers one 'stored' (each step skips
+    to_store, to_join = pending[BatchState.ACCEPTED], pending[BatchState.STORED]
+    # The ingest task stores a batch still 'accepted' and joins one 'stored' (each step skips
     # what is done).
-    for batch_id in to_store + to_gather:
+    for batch_id in to_store + to_join:
         store_batch.delay(batch_id)
-    if to_store or to_gather:
-        log.info("requeued %d batches to store and %d to gather", len(to_store), len(to_gather))
+    if to_store or to_join:
+        log.info("requeued %d batches to store and %d to join", len(to_store), len(to_join))
     return pending

@@ -1,5 +1,5 @@
 """Short control tasks: a liveness probe and the queue depths logged (/metrics reads them itself,
-at each scrape: app.metrics.SeedCollector)."""
+at each scrape: app.services.gauges)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from app.config import get_settings
 from app.db import TransientDatabaseError, session_scope
 from app.models.batches import BatchState
 from app.services.ingest import posts, store
-from app.services.ingest.lifecycle import record_failure, record_gather_error
+from app.services.ingest.lifecycle import record_failure, record_join_error
 from app.services.status import batch_summary
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def store_batch(self, batch_id: int) -> dict:
     stored = time.monotonic()
     try:
         with session_scope() as session:
-            changed = posts.gather_batch(session, batch_id)
+            changed = posts.join_batch(session, batch_id)
     except Exception as exc:
         TransientDatabaseError.raise_if(exc)
         # The batch is in the catalog; only its posts wait. It stays 'stored' with the error shown
@@ -63,11 +63,11 @@ def store_batch(self, batch_id: int) -> dict:
         # the same error would come); after BATCH_MAX_ATTEMPTS it is 'failed'.
         log.error("batch %s: joining its releases into posts failed: %s", batch_id, exc)
         with session_scope() as session:
-            state = record_gather_error(
+            state = record_join_error(
                 session, batch_id, f"{type(exc).__name__}: {exc}", get_settings().batch_max_attempts
             )
         return {"batch_id": batch_id, "state": state, "error": str(exc)[:200], "seconds": _since(started)}
-    gathered = time.monotonic()
+    joined = time.monotonic()
     with session_scope() as session:
         summary = batch_summary(session, batch_id) or {"batch_id": batch_id}
     return {
@@ -85,7 +85,7 @@ def store_batch(self, batch_id: int) -> dict:
         "posts_changed": changed or 0,
         "seconds": _since(started),
         "store_seconds": round(stored - started, 3),
-        "gather_seconds": round(gathered - stored, 3),
+        "join_seconds": round(joined - stored, 3),
     }
 
 

@@ -8,7 +8,7 @@ from celery import shared_task
 
 from app.config import get_settings
 from app.db import TransientDatabaseError, session_scope
-from app.services.ingest.lifecycle import record_gather_error
+from app.services.ingest.lifecycle import record_join_error
 from app.services.ingest.repair import repair_batch
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def repair(batch_id: int) -> int | None:
         TransientDatabaseError.raise_if(exc)
         log.error("batch %s: release repair failed: %s", batch_id, exc)
         with session_scope() as session:
-            record_gather_error(
+            record_join_error(
                 session, batch_id, f"release repair: {type(exc).__name__}: {exc}", get_settings().batch_max_attempts
             )
         return None

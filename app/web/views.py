@@ -32,7 +32,8 @@ from app.services import apikeys, categories, grabs, nzbexport, search
 from app.services.attachments import nzb_disposition
 from app.services.errors import NotFound, ServiceError
 from app.web import auth
-from app.web.figures import FORMATS, status_page
+from app.formatting import FORMATS
+from app.web.figures import status_page
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,10 @@ def status():
             raise PageError(
                 403, "Operators only", "The seed's status is shown to operators. An API key can search the catalog."
             )
-        figures = status_page(db)
-    return render_template("status.html", visitor=visitor, s=figures)
+        page = status_page(db)
+    return render_template(
+        "status.html", visitor=visitor, s=page.status, chart=page.chart, rate_minutes=page.rate_minutes
+    )
 
 
 @web.get("/search")

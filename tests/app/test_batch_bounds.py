@@ -220,8 +220,8 @@ def accepted_and_stored(engine, range_id: int, body: bytes, content_type: str, e
     with session_scope() as session:
         assert store.store_batch(session, batch_id).stored
     with session_scope() as session:
-        posts.gather_batch(session, batch_id)
-    assert scalar(engine, "SELECT state FROM seed_batches WHERE id = :b", b=batch_id) == "gathered"
+        posts.join_batch(session, batch_id)
+    assert scalar(engine, "SELECT state FROM seed_batches WHERE id = :b", b=batch_id) == "joined"
     return True
 
 
@@ -390,9 +390,9 @@ def stored_here_or_by_a_worker(batch_id: int) -> None:
     with session_scope() as session:
         store.store_batch(session, batch_id)
     with session_scope() as session:
-        posts.gather_batch(session, batch_id)
+        posts.join_batch(session, batch_id)
     with session_scope() as session:
-        assert session.scalar(text("SELECT state FROM seed_batches WHERE id = :b"), {"b": batch_id}) == "gathered"
+        assert session.scalar(text("SELECT state FROM seed_batches WHERE id = :b"), {"b": batch_id}) == "joined"
 
 
 def post(client, auth, range_id: int, batch: dict | None = None, body: bytes | None = None, headers=None):

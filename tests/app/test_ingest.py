@@ -16,8 +16,8 @@ from tests.fixtures.waiting import wait_until
 
 
 def all_stored(engine):
-    """Every batch stored and gathered."""
-    return scalar(engine, "SELECT count(*) FILTER (WHERE state <> 'gathered') = 0 AND count(*) > 0 FROM seed_batches")
+    """Every batch stored and joined."""
+    return scalar(engine, "SELECT count(*) FILTER (WHERE state <> 'joined') = 0 AND count(*) > 0 FROM seed_batches")
 
 
 @pytest.fixture
@@ -37,10 +37,10 @@ def lease_a_range(client) -> tuple[dict[str, str], int]:
     return auth, range_id
 
 
-def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, clean_db, celery_worker, celery_app):
+def test_batches_are_stored_once_and_releases_whole(client, leased, clean_db, celery_worker, celery_app):
     auth, range_id = leased
     # 3 files x 5 parts = 15 articles per release; 1000 is not a multiple of 15, so releases
-    # straddle the batches and must be put together by gathering.
+    # straddle the batches and must be put together by joining.
     skip = {BIG + 7, BIG + 1500}
     batches = [make_batch(a, a + 999, skip=skip) for a in (BIG, BIG + 1000, BIG + 2000)]
     for batch in batches:
@@ -77,7 +77,7 @@ def test_batches_are_stored_once_and_releases_gathered_whole(client, leased, cle
     assert repaired is None  # redelivered: no-op
 
     # A task lost between the store and the join into posts: the sweep finds the stored-but-not-
-    # gathered batch again and the ingest task gathers it.
+    # joined batch again and the ingest task joins it.
     put_back = text(
         "UPDATE seed_batches SET state = 'stored', stored_at = now() - interval '1 hour',"
         " release_keys = (SELECT array_agg(key) FROM releases WHERE name = :n) WHERE id = :b"
@@ -138,6 +138,6 @@ def test_after_redis_comes_back_the_next_batch_is_enqueued_on_a_fresh_connection
     celery_worker.wait_ready(celery_app)
     assert post_batch(client, auth, range_id, make_batch(BIG + 2000, BIG + 2999)).status_code == 202
     assert wait_until(
-        lambda: scalar(clean_db, "SELECT state FROM seed_batches WHERE batch_from = :f", f=BIG + 2000) == "gathered"
+        lambda: scalar(clean_db, "SELECT state FROM seed_batches WHERE batch_from = :f", f=BIG + 2000) == "joined"
     )
     assert scalar(clean_db, "SELECT state FROM seed_batches WHERE batch_from = :f", f=BIG + 1000) == "accepted"

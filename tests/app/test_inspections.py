@@ -251,7 +251,7 @@ def store_range(group: str, more: list[bytes], first: int) -> None:
     with session_scope() as s:
         assert store.store_batch(s, batch_id).stored
     with session_scope() as s:
-        assert posts.gather_batch(s, batch_id) is not None
+        assert posts.join_batch(s, batch_id) is not None
 
 
 def test_a_post_is_read_once_it_settles_and_again_when_it_grows(client, clean_db):

@@ -66,7 +66,7 @@ def refused(cli_runner, *args, message: str, input=None):
 
 
 def fill_group(name: str, node_name: str, *, finish: bool = True) -> dict:
-    """A group with one range past 2^32 fetched by a node: a batch accepted, stored and gathered
+    """A group with one range past 2^32 fetched by a node: a batch accepted, stored and joined
     (files, fragments, releases, release chunks, rule counts), one release joined into another's
     post, a grab and a spooled chunk; the range done unless `finish` is false (then still leased)."""
     first = BIG
@@ -80,7 +80,7 @@ def fill_group(name: str, node_name: str, *, finish: bool = True) -> dict:
     with session_scope() as s:
         assert store.store_batch(s, batch_id).stored
     with session_scope() as s:
-        posts.gather_batch(s, batch_id)
+        posts.join_batch(s, batch_id)
     with session_scope() as s:
         keys = s.scalars(
             text("SELECT key FROM releases WHERE group_id = :g ORDER BY key LIMIT 2"), {"g": group_id}
@@ -105,7 +105,10 @@ def partitions_of(engine, group_id: int) -> list[str]:
     return [
         r
         for (r,) in query(
-            engine, "SELECT relname FROM pg_class WHERE relname ~ :p ORDER BY relname", p=f"_g{group_id}$"
+            engine,
+            # Not the store's temporary staging tables (pgcopy), which a pooled session keeps.
+            "SELECT relname FROM pg_class WHERE relname ~ :p AND relpersistence <> 't' ORDER BY relname",
+            p=f"_g{group_id}$",
         )
     ]
 

@@ -415,7 +415,7 @@ def test_ranges_the_server_expired_are_marked_and_nothing_accepted_is_lost(inn, 
         leases.lease_range(db_session, other, b.id)
     # Marking again changes nothing; the status shows it.
     assert mark_expired(db_session, group, low + 1_200) == 0
-    shown = {g["group"]: g for g in seed_status(db_session)["groups"]}[fresh_group]
+    shown = {g["group"]: g for g in seed_status(db_session).as_json()["groups"]}[fresh_group]
     assert (shown["expired"], shown["expired_ranges"], shown["low_mark"]) == (600, 1, low + 1_200)
 
 

@@ -18,6 +18,7 @@ from sqlalchemy import text
 
 from app import metrics
 from app.db import session_scope
+from app.models.ranges import RANGE_STATUSES
 from app.services import apikeys
 from app.services.ingest import store
 from app.services.ingest.lifecycle import record_failure
@@ -210,7 +211,7 @@ def test_gauges_are_read_from_the_database_and_redis_at_each_scrape(client, oper
         s.execute(text("UPDATE groups SET plan_failures = 3"))
     assert client.post(f"{API}/lease", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     samples = scrape(client, operator_key)
-    assert {state: sample(samples, "seed_ranges", group=GROUP, state=state) for state in metrics.RANGE_STATES} == {
+    assert {state: sample(samples, "seed_ranges", group=GROUP, state=state) for state in RANGE_STATUSES} == {
         "planned": 2,
         "leased": 1,
         "done": 0,
@@ -297,8 +298,8 @@ print(metrics.process_identifier())
 """
 
 SCRAPE_IN_A_PROCESS = """
-from app import metrics
-body, content_type = metrics.exposition()
+from app.services import gauges
+body, content_type = gauges.exposition()
 print(body.decode())
 """
 

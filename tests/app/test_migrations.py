@@ -1,8 +1,10 @@
 """Migrations build the schema the models describe; partitions are made on demand."""
 
+import pytest
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from app.config import Settings, override_settings
 from app.db import ensure_group_partitions, reset_engine
@@ -442,6 +444,61 @@ def test_0018_fills_every_existing_post_from_its_name(postgres, settings):
         command.downgrade(alembic_config(), "0017")
         with engine.connect() as conn:
             assert "category" not in {c["name"] for c in inspect(conn).get_columns("posts")}
+    finally:
+        engine.dispose()
+        override_settings(settings)
+        reset_engine()
+
+
+def test_0024_names_the_end_state_joined_and_back(postgres, settings):
+    """The batches that ended 'gathered' end 'joined' (the others keep their state) and a release's
+    gathered_at is its joined_at, each value kept; the way down gives back both names."""
+    url = postgres.create_database("seed_migration_0024")
+    override_settings(Settings(database_url=url))
+    engine = create_engine(url)
+    big = 2**32
+    states = ["gathered", "accepted", "stored", "failed"]
+    try:
+        command.upgrade(alembic_config(), "0023")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO groups (id, name) VALUES (5, 'alt.binaries.test')"))
+            ensure_group_partitions(conn, 5)
+            conn.execute(
+                text("INSERT INTO seed_plans (id, group_id, first_id, last_id) VALUES (1, 5, :a, :b)"),
+                {"a": big, "b": big + 3999},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO seed_ranges (id, plan_id, group_id, first_id, last_id, next_id)"
+                    " VALUES (1, 1, 5, :a, :b, :a)"
+                ),
+                {"a": big, "b": big + 3999},
+            )
+            for n, state in enumerate(states):
+                conn.execute(
+                    text(
+                        "INSERT INTO seed_batches (id, range_id, batch_from, batch_to, content_type, body_bytes, state)"
+                        " VALUES (:id, 1, :a, :b, 'application/msgpack', 0, :s)"
+                    ),
+                    {"id": n + 1, "a": big + 1000 * n, "b": big + 1000 * n + 999, "s": state},
+                )
+            conn.execute(
+                text(
+                    "INSERT INTO releases (group_id, key, name, poster, gathered_at)"
+                    " VALUES (5, 2^40::bigint, 'n', 'p', '2026-12-01 10:00+00')"
+                )
+            )
+        batch_states = "SELECT state FROM seed_batches ORDER BY id"
+        command.upgrade(alembic_config(), "0024")
+        with engine.connect() as conn:
+            assert conn.execute(text(batch_states)).scalars().all() == ["joined", "accepted", "stored", "failed"]
+            stamp = conn.execute(text("SELECT joined_at FROM releases")).scalar_one()
+            with pytest.raises(IntegrityError):
+                conn.execute(text("UPDATE seed_batches SET state = 'gathered' WHERE id = 1"))
+        command.downgrade(alembic_config(), "0023")
+        with engine.connect() as conn:
+            assert conn.execute(text(batch_states)).scalars().all() == states
+            assert conn.execute(text("SELECT gathered_at FROM releases")).scalar_one() == stamp
     finally:
         engine.dispose()
         override_settings(settings)

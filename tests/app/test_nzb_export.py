@@ -62,7 +62,7 @@ def store_groups(lines_by_group: dict[str, list[bytes]], first: int = BIG) -> di
         with session_scope() as s:
             assert store.store_batch(s, batch_id).stored
         with session_scope() as s:
-            assert posts.gather_batch(s, batch_id) is not None
+            assert posts.join_batch(s, batch_id) is not None
     return ids
 
 

@@ -86,7 +86,7 @@ def test_a_real_tsvector_overflow_is_permanent(engine):
 def test_a_post_past_a_limit_is_left_out_and_its_batch_neighbours_are_joined(clean_db):
     """A release whose name PostgreSQL cannot index (as one stored before the bounds were, or a
     bound missed): the join leaves its post out of search, joins the batch's other posts, and marks
-    the batch gathered with what it left out, instead of failing the whole batch for ever."""
+    the batch joined with what it left out, instead of failing the whole batch for ever."""
     node, range_id = lease_one_range(BIG, BIG + 299)
     batch = make_batch(BIG, BIG + 299, chunk_size=100)
     batch_id = accept(node, range_id, batch)
@@ -98,9 +98,9 @@ def test_a_post_past_a_limit_is_left_out_and_its_batch_neighbours_are_joined(cle
     with clean_db.begin() as conn:
         conn.execute(text("UPDATE releases SET name = :n WHERE key = :k"), {"n": words, "k": keys[1]})
     with session_scope() as session:
-        assert posts.gather_batch(session, batch_id) is not None
+        assert posts.join_batch(session, batch_id) is not None
     state, error = query(clean_db, "SELECT state, error FROM seed_batches WHERE id = :b", b=batch_id)[0]
-    assert state == "gathered" and error.startswith("left out of search: post ") and "tsvector" in error, error
+    assert state == "joined" and error.startswith("left out of search: post ") and "tsvector" in error, error
     in_search = {row[0] for row in query(clean_db, "SELECT key FROM posts")}
     assert keys[1] not in in_search and set(keys) - {keys[1]} <= in_search
 
@@ -112,11 +112,11 @@ def test_a_failed_join_counts_attempts_then_fails_and_a_retry_joins_it_again(cle
         assert store.store_batch(session, batch_id).stored
     for attempt in (1, 2):
         with session_scope() as session:
-            state = lifecycle.record_gather_error(session, batch_id, "DataError: bad", max_attempts=3)
+            state = lifecycle.record_join_error(session, batch_id, "DataError: bad", max_attempts=3)
         assert state == "stored"
         assert scalar(clean_db, "SELECT attempts FROM seed_batches WHERE id = :b", b=batch_id) == attempt
     with session_scope() as session:
-        assert lifecycle.record_gather_error(session, batch_id, "DataError: bad", max_attempts=3) == "failed"
+        assert lifecycle.record_join_error(session, batch_id, "DataError: bad", max_attempts=3) == "failed"
     # The operator's retry: the catalog holds the batch already, so it goes back to be joined,
     # never to be stored again (its releases' sums would count it twice).
     with session_scope() as session:
@@ -126,8 +126,8 @@ def test_a_failed_join_counts_attempts_then_fails_and_a_retry_joins_it_again(cle
     with session_scope() as session:
         assert not store.store_batch(session, batch_id).stored
     with session_scope() as session:
-        posts.gather_batch(session, batch_id)
-    assert scalar(clean_db, "SELECT state FROM seed_batches WHERE id = :b", b=batch_id) == "gathered"
+        posts.join_batch(session, batch_id)
+    assert scalar(clean_db, "SELECT state FROM seed_batches WHERE id = :b", b=batch_id) == "joined"
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == fragments
 
 

@@ -82,7 +82,7 @@ def batch_of(first: int, lines: list[bytes]) -> dict:
 
 
 def store_in(cut: int, order: tuple[int, ...]) -> dict[str, set]:
-    """The articles in two batches cut at `cut`, stored and gathered in `order`: what each post
+    """The articles in two batches cut at `cut`, stored and joined in `order`: what each post
     holds, by what was posted."""
     articles = post_lines()
     lines = overview(BIG, articles)
@@ -93,7 +93,7 @@ def store_in(cut: int, order: tuple[int, ...]) -> dict[str, set]:
         with session_scope() as s:
             assert store.store_batch(s, ids[position]).stored
         with session_scope() as s:
-            assert posts.gather_batch(s, ids[position]) is not None
+            assert posts.join_batch(s, ids[position]) is not None
     return ids
 
 
@@ -127,9 +127,9 @@ def test_a_post_cut_anywhere_and_stored_in_any_order_is_one_post(clean_db, cut, 
     )
     assert len(members) == 3 and key == min(k for k, metadata in members if not metadata)
     assert sorted(metadata for _, metadata in members) == [False, False, True]
-    assert query(
-        clean_db, "SELECT count(*) FROM seed_batches WHERE state <> 'gathered' OR release_keys IS NOT NULL"
-    ) == [(0,)]
+    assert query(clean_db, "SELECT count(*) FROM seed_batches WHERE state <> 'joined' OR release_keys IS NOT NULL") == [
+        (0,)
+    ]
 
 
 def test_every_order_gives_the_same_posts(clean_db):
@@ -153,10 +153,10 @@ def test_every_order_gives_the_same_posts(clean_db):
     assert len(seen) == 1
 
 
-def test_gathering_again_moves_nothing(clean_db):
+def test_joining_again_moves_nothing(clean_db):
     ids = store_in(7, (0, 1))
     with session_scope() as s:
-        assert posts.gather_batch(s, ids[1]) is None  # gathered already
+        assert posts.join_batch(s, ids[1]) is None  # joined already
         keys = [k for (k,) in s.execute(text("SELECT key FROM releases")).all()]
         assert posts.join_posts(s, query(clean_db, "SELECT id FROM groups")[0][0], keys) == 0
 
@@ -234,6 +234,6 @@ def test_a_name_too_long_for_an_index_is_stored_and_joined(clean_db):
     with session_scope() as s:
         assert store.store_batch(s, batch_id).stored
     with session_scope() as s:
-        assert posts.gather_batch(s, batch_id) == 1
+        assert posts.join_batch(s, batch_id) == 1
     assert query(clean_db, "SELECT files_seen, releases FROM posts") == [(2, 2)]
     assert len(scalar(clean_db, "SELECT name FROM posts").encode()) > 3_000

@@ -141,7 +141,7 @@ def store_group(group_name: str, lines: list[bytes], first: int) -> None:
     with session_scope() as s:
         assert store.store_batch(s, batch_id).stored
     with session_scope() as s:
-        assert posts.gather_batch(s, batch_id) is not None
+        assert posts.join_batch(s, batch_id) is not None
 
 
 @pytest.fixture(scope="module")

@@ -32,11 +32,11 @@ OTHER = "alt.binaries.other"
 PAUSE = timedelta(hours=3)
 
 
-def store_and_gather(batch_id: int) -> None:
+def store_and_join(batch_id: int) -> None:
     with session_scope() as s:
         assert store.store_batch(s, batch_id).stored
     with session_scope() as s:
-        posts.gather_batch(s, batch_id)
+        posts.join_batch(s, batch_id)
 
 
 def set_accepted_at(batch_id: int, moment: datetime) -> None:
@@ -66,11 +66,11 @@ def seeded(clean_db, monkeypatch):
     spans = [(first, BIG, BIG + 999), (first, BIG + 1000, BIG + 1999), (second, BIG + 2000, BIG + 2499)]
     ids = [accept(node, range_id, make_batch(a, b, skip={BIG + 7})) for range_id, a, b in spans]
     for batch_id in ids:
-        store_and_gather(batch_id)
+        store_and_join(batch_id)
     with session_scope() as s:
         leases.finish(s, node, first)
     stored_other = accept(node, other_range, make_batch(BIG, BIG + 599, group=OTHER, release="Other.Post"))
-    store_and_gather(stored_other)
+    store_and_join(stored_other)
     waiting = accept(node, other_range, make_batch(BIG + 600, BIG + 1199, group=OTHER, release="Other.Post"))
 
     with session_scope() as s:
@@ -140,7 +140,7 @@ def test_status_json_counts_the_catalog_not_the_batches(cli_runner, clean_db, se
     oldest = data["batches"]["oldest_unstored"]
     assert (oldest["id"], oldest["range_id"], oldest["group"]) == (seeded["waiting"], seeded["other_range"], OTHER)
     assert 20 * 60 <= oldest["age_seconds"] < 25 * 60
-    assert (data["batches"]["pending"], data["batches"]["gathered"]) == (1, 4)
+    assert (data["batches"]["pending"], data["batches"]["joined"]) == (1, 4)
     # Every time is UTC and says so.
     for moment in (
         data["as_of"],
@@ -242,7 +242,7 @@ def test_the_ingest_task_says_what_its_batch_brought(client, clean_db, celery_wo
     auth = {"Authorization": f"Bearer {token}"}
     assert client.post(f"{API}/lease", headers=auth).status_code == 200
     assert post_batch(client, auth, range_id, make_batch(BIG, BIG + 999, skip={BIG + 3})).status_code == 202
-    wait_until(lambda: scalar(clean_db, "SELECT state FROM seed_batches") == "gathered", 60, "the batch gathered")
+    wait_until(lambda: scalar(clean_db, "SELECT state FROM seed_batches") == "joined", 60, "the batch joined")
     batch_id = scalar(clean_db, "SELECT id FROM seed_batches")
     kept = (
         scalar(clean_db, "SELECT files FROM rule_counts WHERE rule = ''"),
@@ -261,7 +261,7 @@ def test_the_ingest_task_says_what_its_batch_brought(client, clean_db, celery_wo
         "state": "already_stored",
     }
     assert (result["files"], result["releases"]) == kept and kept[0] > 0
-    assert result["seconds"] >= result["store_seconds"] >= 0 and result["gather_seconds"] >= 0
+    assert result["seconds"] >= result["store_seconds"] >= 0 and result["join_seconds"] >= 0
 
 
 def test_housekeeping_tasks_send_no_events_ingest_does(celery_app):
@@ -290,7 +290,7 @@ def test_housekeeping_tasks_send_no_events_ingest_does(celery_app):
 def test_status_times_are_utc_whatever_the_sessions_zone(clean_db, seeded):
     with session_scope() as s:
         s.execute(text("SET TIME ZONE 'America/New_York'"))
-        data = status_service.seed_status(s)
+        data = status_service.seed_status(s).as_json()
     assert data["as_of"].utcoffset() == timedelta(0) and data["as_of"].tzinfo == timezone.utc
     (test,) = [g for g in data["groups"] if g["group"] == TEST]
     assert test["last_batch_at"] == seeded["last_test_batch"] and test["last_batch_at"].tzinfo == timezone.utc

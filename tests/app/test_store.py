@@ -43,10 +43,10 @@ def test_rows_already_there_are_kept_once(clean_db):
     with session_scope() as s:
         assert not store.store_batch(s, batch_id).stored  # a redelivery does nothing
     with session_scope() as s:
-        assert posts.gather_batch(s, batch_id) == 0  # one post per release here
+        assert posts.join_batch(s, batch_id) == 0  # one post per release here
     with session_scope() as s:
-        assert posts.gather_batch(s, batch_id) is None  # a redelivery does nothing
-        assert repair.repair_batch(s, batch_id) is None  # nothing to repair: gathered
+        assert posts.join_batch(s, batch_id) is None  # a redelivery does nothing
+        assert repair.repair_batch(s, batch_id) is None  # nothing to repair: joined
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == 2000
     assert scalar(clean_db, "SELECT count(DISTINCT article) FROM fragments") == 2000
     assert scalar(clean_db, "SELECT array_agg(batch_id ORDER BY batch_id) FROM stored_fragments") == [
@@ -302,9 +302,9 @@ def store_range(spans, skip=frozenset()):
             assert store.store_batch(s, batch_id).stored
         with session_scope() as s:
             assert count_state(s, batch_id) == "stored"
-            posts.gather_batch(s, batch_id)
+            posts.join_batch(s, batch_id)
         with session_scope() as s:
-            assert count_state(s, batch_id) == "gathered"
+            assert count_state(s, batch_id) == "joined"
     return group_id, made
 
 

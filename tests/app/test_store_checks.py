@@ -94,12 +94,12 @@ def test_any_body_the_api_takes_is_stored_the_same(clean_db, store_parts, fmt, g
     with session_scope() as s:
         assert store.store_batch(s, batch_id).stored
     with session_scope() as s:
-        posts.gather_batch(s, batch_id)
+        posts.join_batch(s, batch_id)
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])
     assert scalar(clean_db, "SELECT count(*) FROM files") == len(batch["files"]["key"])
     assert (
         scalar(
-            clean_db, f"SELECT count(*) FROM seed_batches WHERE id = {batch_id} AND body IS NULL AND state = 'gathered'"
+            clean_db, f"SELECT count(*) FROM seed_batches WHERE id = {batch_id} AND body IS NULL AND state = 'joined'"
         )
         == 1
     )

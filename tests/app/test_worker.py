@@ -53,4 +53,4 @@ def test_queue_depth_metric_counts_waiting_messages(celery_app, celery_worker):
         with celery_app.connection_for_write() as conn:
             conn.default_channel.client.delete("depth-probe")
     depths = task_result(celery_app, "control.queue_depth", worker=celery_worker)
-    assert set(depths) == {"ingest", "gather", "control"}
+    assert set(depths) == {"ingest", "repair", "control"}

@@ -8,7 +8,7 @@ Set up once for the package (torn down after its last test):
   planner read it through simnews' provider proxy, which leaves out the same holes every time.
 - ``datacenter``: its own PostgreSQL database and Redis database on the harness's servers;
   gunicorn with 3 workers over HTTPS; two Celery worker processes on ``ingest`` and one on
-  ``gather,control``; small CHUNK_SIZE / BATCH_CHUNKS / RANGE_SIZE so that releases straddle
+  ``repair,control``; small CHUNK_SIZE / BATCH_CHUNKS / RANGE_SIZE so that releases straddle
   batches and ranges, and a short LEASE_TIMEOUT and BATCH_REQUEUE_AFTER.
 
 Per test, ``dc`` empties the catalog and the queues and makes sure every service runs again (a
@@ -63,7 +63,7 @@ CHUNK_SIZE = 1_000
 BATCH_CHUNKS = 4
 RANGE_SIZE = 10_000
 LEASE_TIMEOUT = 6  # seconds; nodes heartbeat every third of it
-REQUEUE_AFTER = 2  # seconds before the requeue sweep resends a batch not stored or gathered
+REQUEUE_AFTER = 2  # seconds before the requeue sweep resends a batch not stored or joined
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_DECODED_BYTES = 16 * 1024 * 1024
 E2E_DATABASE = "seed_e2e"
@@ -185,7 +185,7 @@ class DataCenter:
         self.celery = e2e_celery(self.redis_url)
         self.api: ApiServer | None = None
         self.workers: dict[str, WorkerProcess] = {}
-        self.queues = {"e2e-ingest-1": "ingest", "e2e-ingest-2": "ingest", "e2e-control": "gather,control"}
+        self.queues = {"e2e-ingest-1": "ingest", "e2e-ingest-2": "ingest", "e2e-control": "repair,control"}
         self.edges: list[EdgeProcess] = []
         self._last_sweep = 0.0
 
@@ -419,13 +419,13 @@ class DataCenter:
     def ranges_done(self) -> bool:
         return self.value("SELECT count(*) FILTER (WHERE status <> 'done') = 0 AND count(*) > 0 FROM seed_ranges")
 
-    def all_gathered(self) -> bool:
-        return self.value("SELECT count(*) FILTER (WHERE state <> 'gathered') = 0 FROM seed_batches")
+    def all_joined(self) -> bool:
+        return self.value("SELECT count(*) FILTER (WHERE state <> 'joined') = 0 FROM seed_batches")
 
     def wait_finished(self, timeout: float = 60, sweep: bool = False) -> None:
-        """Every range done and every batch gathered (with the requeue sweep when asked)."""
+        """Every range done and every batch joined (with the requeue sweep when asked)."""
         wait_until(self.ranges_done, timeout, "every range done", interval=0.2)
-        wait_until(self.all_gathered, timeout, "every batch gathered", interval=0.2, tick=self.sweep if sweep else None)
+        wait_until(self.all_joined, timeout, "every batch joined", interval=0.2, tick=self.sweep if sweep else None)
 
     def status(self) -> dict:
         return json.loads(self.flask("status", "--json"))

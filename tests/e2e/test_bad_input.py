@@ -332,7 +332,7 @@ def test_a_range_that_fails_is_given_back_marked_and_the_nodes_go_on_with_the_ot
         other = dc.edge("edge-b", dc.node_env(dc.create_node("edge-b"), server.port), "--exit-when-idle")
         assert other.wait(120) == 0, other.log()
         assert [e["range"] for e in other.named("failed")] == [bad_id]
-    wait_until(dc.all_gathered, 60, "every batch gathered")
+    wait_until(dc.all_joined, 60, "every batch joined")
     ((status, next_id, failures, last_failure),) = dc.rows(
         "SELECT status, next_id, failures, last_failure FROM seed_ranges WHERE id = :id", id=bad_id
     )

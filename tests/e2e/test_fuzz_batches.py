@@ -168,7 +168,7 @@ def test_mutated_batches_get_a_4xx_or_are_stored_exactly(dc):
             else:  # the accepted batch ended elsewhere: its range is given back
                 assert hand.call("POST", f"/ranges/{range_id}/release")[0] == 200
             lease = None
-    wait_until(dc.all_gathered, 120, "every accepted batch stored", interval=0.2)
+    wait_until(dc.all_joined, 120, "every accepted batch stored", interval=0.2)
     print(f"answers: {dict(answers)}; ranges with an accepted mutated batch: {sum(map(bool, taken.values()))}")
     assert answers[202] and sum(n for status, n in answers.items() if 400 <= status < 500) > answers[202]
     # Stored exactly: each accepted batch's fragments, release chunks and counts, no more.

@@ -165,7 +165,7 @@ def test_whatever_usenet_carries_every_honest_post_is_whole_and_searchable(dc, n
     )
     assert (
         dc.rows(
-            "SELECT id, state, attempts, error FROM seed_batches WHERE state <> 'gathered' OR attempts > 0"
+            "SELECT id, state, attempts, error FROM seed_batches WHERE state <> 'joined' OR attempts > 0"
             " OR error IS NOT NULL"
         )
         == []

@@ -97,10 +97,10 @@ def nntp_env(port: int) -> dict[str, str]:
 
 @contextmanager
 def control_worker(dc, port: int, **env: str) -> Iterator[WorkerProcess]:
-    """The control (and gather) worker replaced by one that reaches the news server through the
+    """The control (and repair) worker replaced by one that reaches the news server through the
     proxy, as a data center's control worker does; the package's own comes back afterwards."""
     dc.workers.pop("e2e-control").stop()
-    worker = WorkerProcess({**dc.env, **nntp_env(port), **env}, "gather,control", "e2e-live-control")
+    worker = WorkerProcess({**dc.env, **nntp_env(port), **env}, "repair,control", "e2e-live-control")
     try:
         worker.wait_ready(dc.celery)
         yield worker
@@ -318,5 +318,5 @@ def test_a_group_removed_from_the_server_is_reported_and_once_disabled_neither_p
     assert set(map(tuple, rows)) == {(first, "done"), (gone, "planned"), (last, "done")}
     leased = {e["group"] for e in node.named("lease")}
     assert leased == {first, last}
-    wait_until(dc.all_gathered, 60, "every batch gathered", interval=0.2)
+    wait_until(dc.all_joined, 60, "every batch joined", interval=0.2)
     check_ground_truth(dc.engine, [groups[0].truth(), groups[2].truth()])

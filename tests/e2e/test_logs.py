@@ -64,7 +64,7 @@ def json_dc(postgres, redis_server, service_env) -> Iterator[DataCenter]:
     migrate(env)
     engine = create_engine(database_url, pool_pre_ping=True)
     center = DataCenter(env, engine, postgres, redis_server, directory)
-    center.queues = {WORKER: "ingest,gather,control"}
+    center.queues = {WORKER: "ingest,repair,control"}
     try:
         center.start()
         yield center

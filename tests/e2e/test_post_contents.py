@@ -240,7 +240,7 @@ def indexed(news: News, contents: Contents, datacenter: DataCenter) -> dict:
             killed_with = {row.id for row in dc.rows(held)}
             second = dc.edge("edge-b", dc.node_env(tokens["edge-b"], proxy.port, INSPECT_BATCH="5"))
             wait_until(
-                lambda: dc.ranges_done() and dc.all_gathered() and unsettled(dc) == 0,
+                lambda: dc.ranges_done() and dc.all_joined() and unsettled(dc) == 0,
                 240,
                 lambda: f"every range done and every inspection settled; edge-b's log:\n{second.log()[-5000:]}",
                 interval=0.5,

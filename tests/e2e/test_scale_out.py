@@ -1,5 +1,5 @@
 """End to end, scaled out as in production: the operator's `flask seed` commands, gunicorn with 3
-workers over HTTPS, two Celery workers on the ingest queue and one on gather/control, two
+workers over HTTPS, two Celery workers on the ingest queue and one on repair/control, two
 `edge run` nodes on both groups through a provider with holes. The catalog equals the ground
 truth, and releases split across batches and ranges come out whole."""
 
@@ -66,7 +66,7 @@ def test_two_nodes_on_both_groups_store_exactly_the_ground_truth(dc, news):
         " WHERE rule = 'executable' AND range_id = 2",
         "parts_seen": "UPDATE releases SET parts_seen = parts_seen - 1"
         " WHERE key = (SELECT min(key) FROM releases WHERE parts_seen > 1)",
-        "not all gathered": "UPDATE seed_batches SET state = 'stored' WHERE id = 3",
+        "not all joined": "UPDATE seed_batches SET state = 'stored' WHERE id = 3",
     }
     with dc.engine.connect() as conn:
         transaction = conn.begin()

@@ -10,7 +10,7 @@ run, `check_ground_truth` compares that with everything the data center stored:
   fragments stored, batch by batch;
 - missing articles per range equal the numbers without an article (the holes), never more;
   rejected lines equal the garbage served;
-- every range done and tiled by its batches end to end; every batch gathered;
+- every range done and tiled by its batches end to end; every batch joined;
 - releases whole: each release posted is one release row, whatever batches and ranges it was
   split over, with its parts, files and bytes summed over all of them, and one post of its own.
 
@@ -124,8 +124,8 @@ def check_ground_truth(db: Engine | Connection, truths: Iterable[GroupTruth]) ->
     reports = {}
     conn = db
     states = dict(_rows(conn, "SELECT state, count(*) FROM seed_batches GROUP BY state"))
-    if set(states) - {"gathered"}:
-        problems.append(f"batches not all gathered: {states}")
+    if set(states) - {"joined"}:
+        problems.append(f"batches not all joined: {states}")
     for table, key in UNIQUE_KEYS.items():
         twice = conn.execute(text(f"SELECT count(*) - count(DISTINCT ({key})) FROM {table}")).scalar_one()
         if twice:

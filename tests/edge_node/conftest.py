@@ -133,7 +133,7 @@ def plan(group: str, spans: list[tuple[int, int]], node_name: str | None = None)
 
 def all_batches_stored(engine) -> bool:
     (row,) = query(
-        engine, "SELECT count(*) FILTER (WHERE state NOT IN ('stored', 'gathered')), count(*) FROM seed_batches"
+        engine, "SELECT count(*) FILTER (WHERE state NOT IN ('stored', 'joined')), count(*) FROM seed_batches"
     )
     return row[0] == 0 and row[1] > 0
 

@@ -6,7 +6,7 @@ durable in seed_batches ('accepted'); after the commit the API enqueues the inge
 (store.store_batch) loads its rows and brings the releases it touched up to date in the task's
 transaction, the fragments on a connection of their own committed just before it, and marks it
 'stored'; then, in a transaction of its own, its releases are joined into their posts
-(posts.gather_batch) and it is 'gathered'. A failed attempt is counted (lifecycle.record_failure):
+(posts.join_batch) and it is 'joined'. A failed attempt is counted (lifecycle.record_failure):
 after a few the batch is 'failed', a poison batch an operator can give fresh attempts
 (lifecycle.retry_failed). Beat's requeue sweep (lifecycle.pending_batches) sends again the batches
 whose task was lost, in either state. Release repair (repair.repair_batch) recomputes a stored

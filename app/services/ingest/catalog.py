@@ -25,7 +25,7 @@ FILE_COLUMNS = "key, release_key, posted_at, file_index, file_count, parts, name
 RELEASE_CHUNK_COLUMNS = "release_key, batch_from, range_id, bytes, first_post, last_post, files, fragments"
 RELEASE_COLUMNS = (
     "key, name, poster, file_count, group_id, files_seen, parts_expected, parts_seen, bytes,"
-    " completion, first_post, last_post, gathered_at, name_hash"
+    " completion, first_post, last_post, joined_at, name_hash"
 )
 
 
@@ -382,7 +382,7 @@ UPDATE_RELEASES = """
            completion = CASE WHEN r.parts_expected::numeric + d.parts > 0
                              THEN least(100.0, 100.0 * (r.parts_seen::numeric + d.fragments)
                                                / (r.parts_expected::numeric + d.parts)) ELSE 0 END,
-           gathered_at = now()
+           joined_at = now()
       FROM target d
      WHERE r.ctid = d.tid
 """

@@ -19,7 +19,7 @@ def record_failure(session: Session, batch_id: int, error: str, max_attempts: in
     return _count_attempt(session, batch_id, BatchState.ACCEPTED, error, max_attempts)
 
 
-def record_gather_error(session: Session, batch_id: int, error: str, max_attempts: int) -> str:
+def record_join_error(session: Session, batch_id: int, error: str, max_attempts: int) -> str:
     """A stored batch whose join into posts failed with an error that would come again: the error
     shown in status and an attempt counted; the requeue sweep tries again, and after max_attempts
     the batch is 'failed'. It never goes back to be stored again (its releases' sums would count
@@ -51,7 +51,7 @@ def _count_attempt(session: Session, batch_id: int, expected: BatchState, error:
 
 
 def pending_batches(session: Session, older_than_seconds: int, limit: int = 1000) -> dict[BatchState, list[int]]:
-    """Batches not stored or not gathered after a while, by state: their task was lost (Redis
+    """Batches not stored or not joined after a while, by state: their task was lost (Redis
     down, a worker died)."""
     rows = session.execute(
         text(

@@ -29,7 +29,7 @@ the same posts. A post's key is the least key of its sets (a companion alone is 
 own); release_posts holds the releases whose post key is not their own key, and only the join
 writes it: the store never waits on the join, nor the join on the store.
 
-The join runs after the store, in a transaction of its own (gather_batch): the batch waits in
+The join runs after the store, in a transaction of its own (join_batch): the batch waits in
 'stored' with its release keys until then, and the requeue sweep sends it again should the task
 be lost.
 
@@ -171,9 +171,9 @@ class Namesake(NamedTuple):
     domain: str | None
 
 
-def gather_batch(session: Session, batch_id: int) -> int | None:
-    """Join the releases of a stored batch into their posts and mark it gathered; None when there
-    was nothing to do (not stored yet, or gathered already). Returns how many releases changed
+def join_batch(session: Session, batch_id: int) -> int | None:
+    """Join the releases of a stored batch into their posts and mark it joined; None when there
+    was nothing to do (not stored yet, or joined already). Returns how many releases changed
     post."""
     stored = locked_stored_batch(session, batch_id)
     if stored is None:
@@ -181,12 +181,12 @@ def gather_batch(session: Session, batch_id: int) -> int | None:
     row, group_id = stored
     left_out: list[str] = []
     changed = join_posts(session, group_id, row.release_keys or [], left_out)
-    mark_gathered(row, left_out)
+    mark_joined(row, left_out)
     return changed
 
 
 def locked_stored_batch(session: Session, batch_id: int) -> tuple[SeedBatch, int] | None:
-    """The batch (locked) and its group when it is 'stored', else None: what gathering and
+    """The batch (locked) and its group when it is 'stored', else None: what joining and
     release repair start from."""
     row = session.scalar(
         select(SeedBatch).where(SeedBatch.id == batch_id).with_for_update().execution_options(populate_existing=True)
@@ -196,9 +196,9 @@ def locked_stored_batch(session: Session, batch_id: int) -> tuple[SeedBatch, int
     return row, session.scalar(select(SeedRange.group_id).where(SeedRange.id == row.range_id))
 
 
-def mark_gathered(row: SeedBatch, left_out: list[str] | None = None) -> None:
+def mark_joined(row: SeedBatch, left_out: list[str] | None = None) -> None:
     """Done; the posts left out of search (join_posts) stay said in its error."""
-    row.state = BatchState.GATHERED
+    row.state = BatchState.JOINED
     row.release_keys = None
     row.error = f"left out of search: {'; '.join(left_out)}"[:2000] if left_out else None
 

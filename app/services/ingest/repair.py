@@ -1,7 +1,7 @@
 """Release repair: the releases a batch in the 'stored' state names recomputed whole from every
 batch that saw them (as after an operator put a batch back there, doubting its releases' sums),
-joined into their posts, and the batch marked gathered. The store keeps releases up to date
-itself, so the usual way out of 'stored' is posts.gather_batch; the `releases.repair` task runs
+joined into their posts, and the batch marked joined. The store keeps releases up to date
+itself, so the usual way out of 'stored' is posts.join_batch; the `releases.repair` task runs
 this one.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from app.services.ingest.posts import join_posts, locked_stored_batch, mark_gathered
+from app.services.ingest.posts import join_posts, locked_stored_batch, mark_joined
 
 
 def repair_batch(session: Session, batch_id: int) -> int | None:
     """Repair the releases a stored batch names (recomputed whole, then joined into their posts) and
-    mark it gathered; None when there was nothing to do (not stored yet, or gathered already).
+    mark it joined; None when there was nothing to do (not stored yet, or joined already).
     Returns how many releases were updated."""
     stored = locked_stored_batch(session, batch_id)
     if stored is None:
@@ -24,7 +24,7 @@ def repair_batch(session: Session, batch_id: int) -> int | None:
     updated = repair_releases(session, group_id, row.release_keys or [])
     left_out: list[str] = []
     join_posts(session, group_id, row.release_keys or [], left_out)
-    mark_gathered(row, left_out)
+    mark_joined(row, left_out)
     return updated
 
 
@@ -63,7 +63,7 @@ def repair_releases(session: Session, group_id: int, release_keys: list[int]) ->
                    bytes = least(chunk.bytes, 9223372036854775807), first_post = chunk.first_post, last_post = chunk.last_post,
                    completion = CASE WHEN file.parts > 0
                                      THEN least(100.0, 100.0 * chunk.fragments / file.parts) ELSE 0 END,
-                   gathered_at = now()
+                   joined_at = now()
               FROM chunk JOIN file USING (release_key)
              WHERE r.group_id = :g AND r.key = chunk.release_key
             """

@@ -1,7 +1,7 @@
 """The store: one accepted batch loaded into the catalog, its releases brought up to date, and the
 batch marked stored with its release keys, in the ingest task's transaction (the fragments on a
 connection of their own, committed just before it: see load_catalog). Joining its releases into
-their posts comes next, in a transaction of its own (posts.gather_batch).
+their posts comes next, in a transaction of its own (posts.join_batch).
 
 The store runs under a row lock on the batch and only from 'accepted', and moves the state in the
 same transaction, so a redelivered task finds the work done and does nothing. The fragments have
@@ -55,7 +55,7 @@ class StoreResult:
 def store_batch(session: Session, batch_id: int) -> StoreResult:
     """Load one accepted batch into the catalog and bring its releases' aggregates up to date,
     in the session's transaction (the fragments in one of their own, see load_catalog);
-    idempotent (see the module's doc). The batch ends 'stored', for posts.gather_batch.
+    idempotent (see the module's doc). The batch ends 'stored', for posts.join_batch.
 
     The cyclic garbage collector is paused meanwhile: the store makes some hundred thousand
     short-lived tuples and lists (none in a cycle), each few hundred of which would start a
@@ -157,7 +157,7 @@ def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> int:
         },
     )
     # The releases were brought up to date with the rows (load_catalog); what is left is joining
-    # them into their posts (posts.gather_batch), in a transaction of its own.
+    # them into their posts (posts.join_batch), in a transaction of its own.
     batch_row.state = BatchState.STORED
     batch_row.stored_at = datetime.now(timezone.utc)
     batch_row.error = None
