@@ -58,6 +58,8 @@ class StoreBench:
     fragments: int
     release_chunks: int
     store_seconds: float
+    # The worker's side of it: CPU seconds of the process that stores (what a compiled part saves).
+    store_cpu_seconds: float
     ms_per_release_chunk: float
     store_fragments_per_second: float
     raw_copy_seconds: float
@@ -98,6 +100,7 @@ def run_store_bench(
     decoded = [decode_batch(*e) for e in encoded]
     timings = [_one_round(source_group, built, encoded, decoded, catalog) for _ in range(rounds)]
     store_seconds = min(t.store for t in timings)
+    store_cpu_seconds = min(t.store_cpu for t in timings)
     raw_seconds = min(t.raw for t in timings)
     raw_text_seconds = min(t.raw_text for t in timings)
     fragments, release_chunks = timings[0].fragments, timings[0].release_chunks
@@ -108,6 +111,7 @@ def run_store_bench(
         fragments=fragments,
         release_chunks=release_chunks,
         store_seconds=round(store_seconds, 3),
+        store_cpu_seconds=round(store_cpu_seconds, 3),
         ms_per_release_chunk=round(1000 * store_seconds / max(release_chunks, 1), 4),
         store_fragments_per_second=round(fragments / store_seconds),
         raw_copy_seconds=round(raw_seconds, 3),
@@ -121,6 +125,7 @@ def run_store_bench(
 
 class _Round(NamedTuple):
     store: float
+    store_cpu: float  # the storing process' own CPU (its threads too), not PostgreSQL's
     raw: float
     raw_text: float
     fragments: int
@@ -162,11 +167,11 @@ def _one_round(
                         content_encoding=content_encoding or "",
                     ).batch_id
                 )
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         for batch_id in batch_ids:  # as ingest.store_batch does it
             with session_scope() as session:
                 store.store_batch(session, batch_id)
-        store_seconds = time.perf_counter() - started
+        store_seconds, store_cpu = time.perf_counter() - started, time.process_time() - cpu_started
         with session_scope() as session:
             release_chunks = session.execute(
                 text("SELECT count(*) FROM release_chunks WHERE group_id = :g"), {"g": group_id}
@@ -178,7 +183,7 @@ def _one_round(
         raw_text_seconds = _raw_copy(decoded, group_id, text_format=True)
     finally:
         _remove(group_id)
-    return _Round(store_seconds, raw_seconds, raw_text_seconds, fragments, release_chunks)
+    return _Round(store_seconds, store_cpu, raw_seconds, raw_text_seconds, fragments, release_chunks)
 
 
 def _fill_catalog(group_id: int, files: int) -> None:
