@@ -19,7 +19,7 @@ def celery_init_app(app: Flask) -> Celery:
             with app.app_context():
                 return self.run(*args, **kwargs)
 
-    celery = Celery(app.name, task_cls=FlaskTask)
+    celery: Celery = Celery(app.name, task_cls=FlaskTask)
     celery.config_from_object("celeryconfig")
     celery.set_default()
     app.extensions["celery"] = celery

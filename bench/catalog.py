@@ -84,9 +84,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
-from e2e import tree_cpu  # noqa: E402
+from bench.e2e import first_row, tree_cpu  # noqa: E402
 from edge.digest.batch import encode_batch  # noqa: E402
 from edge.digest.gather import Gatherer  # noqa: E402
 from edge.digest.runner import batch_spans  # noqa: E402
@@ -490,10 +489,10 @@ class Cluster:
             conn.execute("SELECT pg_reload_conf()")
             # The postmaster reloads on its own time, and tells each backend then.
             deadline = time.monotonic() + 30
-            while conn.execute("SHOW fsync").fetchone()[0] != value and time.monotonic() < deadline:
+            while first_row(conn.execute("SHOW fsync"))[0] != value and time.monotonic() < deadline:
                 time.sleep(0.05)
             return {
-                s: conn.execute(f"SHOW {s}").fetchone()[0]
+                s: first_row(conn.execute(f"SHOW {s}"))[0]
                 for s in ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers")
             }
 
@@ -528,9 +527,9 @@ def add_copies(port: int, note: dict, copies: int) -> dict:
         conn.execute("SET maintenance_work_mem = '2GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
         if "originals_from" not in done:
-            done["originals_from"], done["originals"] = conn.execute(
-                "SELECT min(first_post)::text, count(*) FROM posts"
-            ).fetchone()
+            done["originals_from"], done["originals"] = first_row(
+                conn.execute("SELECT min(first_post)::text, count(*) FROM posts")
+            )
         span_days = note["options"]["days"] + 1
         columns = [
             row[0]
@@ -565,7 +564,7 @@ def add_copies(port: int, note: dict, copies: int) -> dict:
             conn.execute(definition)
         say("vacuuming and analyzing the posts ...")
         conn.execute("VACUUM (ANALYZE) posts")
-        posts = conn.execute("SELECT count(*) FROM posts").fetchone()[0]
+        posts = first_row(conn.execute("SELECT count(*) FROM posts"))[0]
     done.update(copies=copies, posts=posts, seconds=round(time.monotonic() - started, 1))
     return done
 
@@ -633,6 +632,13 @@ class Client:
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
+
+
+def posts_found(request: Request) -> int:
+    """The posts a timed search found (its answer's total, which every answer has)."""
+    if request.total is None:
+        raise SystemExit(f"the search {request.words!r} was answered without a total")
+    return request.total
 
 
 TOTAL = re.compile(rb'<newznab:response offset="\d+" total="(\d+)"')
@@ -845,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
         import psycopg
 
         with psycopg.connect(f"host=127.0.0.1 port={port} user=seed dbname=seed") as conn:
-            db_bytes = conn.execute("SELECT pg_database_size('seed')").fetchone()[0]
+            db_bytes = first_row(conn.execute("SELECT pg_database_size('seed')"))[0]
 
         from app.db import reset_engine, session_scope
         from app.services import apikeys
@@ -873,7 +879,7 @@ def main(argv: list[str] | None = None) -> int:
             **{kind: latency_figures([r.seconds for r in timed if r.kind == kind]) for kind in KINDS},
         }
         for kind in KINDS:
-            totals = [r.total for r in timed if r.kind == kind]
+            totals = [posts_found(r) for r in timed if r.kind == kind]
             search_figures[kind]["posts_found_median"] = statistics.median(totals)
             search_figures[kind]["posts_found_max"] = max(totals)
         search_figures["all"]["searches_per_second"] = round(len(timed) / wall, 1)
@@ -884,7 +890,7 @@ def main(argv: list[str] | None = None) -> int:
         # How latency grows with what a search finds: the timed searches by the posts they found.
         by_found = {}
         for low, high in ((0, 100), (100, 1_000), (1_000, 10_000), (10_000, 100_000), (100_000, 10**9)):
-            picked = [r.seconds for r in timed if low <= r.total < high]
+            picked = [r.seconds for r in timed if low <= posts_found(r) < high]
             if picked:
                 by_found[f"{low}-{high}"] = latency_figures(picked)
         slowest = sorted(timed, key=lambda r: r.seconds, reverse=True)[:5]

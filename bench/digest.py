@@ -34,7 +34,7 @@ import msgpack
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edge.digest import deflate  # noqa: E402
-from edge.digest.batch import GZIP_LEVEL, clear_packer, encode_batch  # noqa: E402
+from edge.digest.batch import GZIP_LEVEL, Batch, clear_packer, encode_batch  # noqa: E402
 from edge.digest.compiled import IMPL  # noqa: E402
 from edge.digest.gather import BATCH_FORMAT_VERSION, Gatherer, clear_caches, file_key, release_key  # noqa: E402
 from edge.digest.nntp import RECV_SIZE  # noqa: E402
@@ -88,7 +88,7 @@ def as_batches(lines: list[bytes], chunk: int, batch_chunks: int) -> list[list[t
     return batches
 
 
-def digest(group: str, chunks, rules: RuleSet) -> dict:
+def digest(group: str, chunks, rules: RuleSet) -> Batch:
     gatherer = Gatherer(group, DEFAULT_LAYOUT, rules)
     for first, last, blocks in chunks:
         gatherer.add_chunk(first, last, blocks)

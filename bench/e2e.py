@@ -56,7 +56,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -72,6 +72,18 @@ CATALOG = ("files", "fragments", "releases", "release_chunks", "rule_counts", "m
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 POLL = 0.02  # seconds between two looks at whether the job is done
 ACCEPTANCE = {"share_of_raw": 0.30, "dc_us_per_article": 2.5, "db_bytes_per_overview_byte": 0.50}
+
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+def first_row(cursor: psycopg.Cursor[Any]) -> tuple[Any, ...]:
+    """The row a statement gives (psycopg's fetchone, which says None where there is none)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("the statement gave no row")
+    return tuple(row)
 
 
 def say(message: str) -> None:
@@ -359,7 +371,7 @@ class Services:
     def flask(self, *args: str) -> str:
         return run(REPO / ".venv/bin/flask", "seed", *args, env=self.env, capture_output=True, text=True).stdout
 
-    def pids(self) -> dict[str, int]:
+    def pids(self) -> dict[str, int | list[int]]:
         postmaster = int((self.pg_dir / "postmaster.pid").read_text().split()[0])
         innd = int((self.inn_dir / "run/innd.pid").read_text().split()[0])
         nnrpd = int((self.inn_dir / f"run/nnrpd-{self.ports['reader']}.pid").read_text().split()[0])
@@ -466,11 +478,13 @@ def wait_done(services: Services, edge: subprocess.Popen, deadline_seconds: floa
     with psycopg.connect(f"host=127.0.0.1 port={services.ports['pg']} user=seed dbname=seed", autocommit=True) as conn:
         while time.monotonic() < deadline:
             exited = edge.returncode  # set once it has exited (the caller reaps it)
-            open_ranges, waiting, failed = conn.execute(
-                "SELECT (SELECT count(*) FROM seed_ranges WHERE done_at IS NULL),"
-                " count(*) FILTER (WHERE state IN ('accepted', 'stored')),"
-                " count(*) FILTER (WHERE state = 'failed') FROM seed_batches"
-            ).fetchone()
+            open_ranges, waiting, failed = first_row(
+                conn.execute(
+                    "SELECT (SELECT count(*) FROM seed_ranges WHERE done_at IS NULL),"
+                    " count(*) FILTER (WHERE state IN ('accepted', 'stored')),"
+                    " count(*) FILTER (WHERE state = 'failed') FROM seed_batches"
+                )
+            )
             if failed:
                 raise RuntimeError(f"{failed} batches failed: see {services.workdir}/ingest.log")
             if not open_ranges and not waiting:

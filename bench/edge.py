@@ -32,6 +32,7 @@ import pstats
 import shlex
 import subprocess
 import sys
+from typing import Any
 import threading
 import time
 from pathlib import Path
@@ -40,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from edge.digest import nntp  # noqa: E402
-from edge.digest.batch import encode_batch  # noqa: E402
+from edge.digest.batch import Batch, encode_batch  # noqa: E402
 from edge.node.node import DigestTurns  # noqa: E402
 from edge.node.prefetch import Prefetcher  # noqa: E402
 from edge.digest.rules import RuleSet  # noqa: E402
@@ -72,12 +73,12 @@ class EncodingSink:
         self.post_seconds = post_seconds
         self.lock = threading.Lock()
 
-    def prepare(self, batch: dict) -> bytes:
+    def prepare(self, batch: Batch) -> bytes:
         """Encodes the batch on the range's thread, as the node's sink does, so that the body is ready
         when its post comes."""
         return encode_batch(batch)[0]
 
-    def submit(self, batch: dict | bytes) -> None:
+    def submit(self, batch: Batch | bytes) -> None:
         body = batch if isinstance(batch, bytes) else self.prepare(batch)
         if self.post_seconds:
             time.sleep(self.post_seconds)
@@ -371,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
         ],
         cwd=REPO,
     )
-    runs, range_runs, profile = [], [], None
+    runs: list[dict[str, Any]] = []
+    range_runs: list[dict[str, Any]] = []
+    profile = None
     try:
         time.sleep(1)
         print(

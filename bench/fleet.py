@@ -53,7 +53,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.e2e import POLL, Services, cpu_of  # noqa: E402
+from bench.e2e import POLL, Services, cpu_of, first_row  # noqa: E402
 from edge.digest.batch import encode_batch  # noqa: E402
 from edge.digest.gather import Gatherer  # noqa: E402
 from edge.digest.nntp import connect  # noqa: E402
@@ -93,7 +93,7 @@ def digest_range(port: int, group: str, first: int, last: int, chunk_size: int, 
             for a, b in spans[start : start + batch_chunks]:
                 gatherer.add_chunk(a, b, client.over(a, b))
             batch = gatherer.build()
-            kept = len(next(iter(batch["fragments"].values()), []))
+            kept = len(batch["fragments"]["article"])
             body, content_type, content_encoding = encode_batch(batch)
             numbers = spans[min(start + batch_chunks, len(spans)) - 1][1] - spans[start][0] + 1
             encoded.append((body, content_type, content_encoding, kept, numbers))
@@ -234,14 +234,14 @@ def run_fleet(
     group = group_of(nodes)
     services.flask("groups", "add", group)
     services.flask("plan", group, "--days", "36500")
-    ranges = [
-        tuple(map(int, line.split("|")))
-        for line in services.sql_value(
-            "SELECT r.id, r.first_id, r.last_id FROM seed_ranges r JOIN groups g ON g.id = r.group_id"
-            f" WHERE g.name = '{group}' ORDER BY r.id"
-        ).splitlines()
-        if line
-    ]
+    ranges: list[tuple[int, int, int]] = []
+    for line in services.sql_value(
+        "SELECT r.id, r.first_id, r.last_id FROM seed_ranges r JOIN groups g ON g.id = r.group_id"
+        f" WHERE g.name = '{group}' ORDER BY r.id"
+    ).splitlines():
+        if line:
+            range_id, first, last = map(int, line.split("|"))
+            ranges.append((range_id, first, last))
     started = time.perf_counter()
     BATCHES.clear()
     BATCHES.update(digest_all(services, ranges, group, chunk_size, batch_chunks))
@@ -398,13 +398,15 @@ def wait_joined(services: Services, group: str, started: float, deadline_seconds
     deadline = time.monotonic() + deadline_seconds
     with psycopg.connect(f"host=127.0.0.1 port={services.ports['pg']} user=seed dbname=seed", autocommit=True) as conn:
         while time.monotonic() < deadline:
-            open_ranges, waiting, failed = conn.execute(
-                "SELECT (SELECT count(*) FROM seed_ranges r JOIN groups g ON g.id = r.group_id"
-                "         WHERE g.name = %s AND r.done_at IS NULL),"
-                " count(*) FILTER (WHERE state IN ('accepted', 'stored')),"
-                " count(*) FILTER (WHERE state = 'failed') FROM seed_batches",
-                (group,),
-            ).fetchone()
+            open_ranges, waiting, failed = first_row(
+                conn.execute(
+                    "SELECT (SELECT count(*) FROM seed_ranges r JOIN groups g ON g.id = r.group_id"
+                    "         WHERE g.name = %s AND r.done_at IS NULL),"
+                    " count(*) FILTER (WHERE state IN ('accepted', 'stored')),"
+                    " count(*) FILTER (WHERE state = 'failed') FROM seed_batches",
+                    (group,),
+                )
+            )
             if failed:
                 raise RuntimeError(f"{failed} batches failed: see {services.workdir}/ingest.log")
             if not open_ranges and not waiting:

@@ -67,7 +67,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.e2e import POLL, Services, cpu_of, wait_done  # noqa: E402
+from bench.e2e import POLL, Services, cpu_of, first_row, wait_done  # noqa: E402
 from simnews.archives import rar4_stored  # noqa: E402
 from simnews.generator import Article  # noqa: E402
 from simnews.inject import inject  # noqa: E402
@@ -318,9 +318,9 @@ def inspect_all(services: Services, edge: EdgeRun) -> Window:
     before: dict[str, float] = {}
     polls = 0
     with psycopg.connect(f"host=127.0.0.1 port={services.ports['pg']} user=seed dbname=seed", autocommit=True) as conn:
-        finished_before = conn.execute(query).fetchone()[2]  # type: ignore[index]
+        finished_before = first_row(conn.execute(query))[2]
         while time.monotonic() < deadline:
-            queued, leased, finished = conn.execute(query).fetchone()  # type: ignore[misc]
+            queued, leased, finished = first_row(conn.execute(query))
             now = time.perf_counter()
             polls += 1
             if started is None and (leased or finished > finished_before):

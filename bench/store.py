@@ -39,7 +39,7 @@ from app.services.ingest.hosts import host_column, message_host_ids, split_messa
 from app.services.ingest.store import FRAGMENT_COPY, fragment_slices  # noqa: E402
 from app.services.ingest.pgcopy import copy_payload  # noqa: E402
 from app.services.groups import add_groups  # noqa: E402
-from edge.digest.batch import decode_batch, encode_batch  # noqa: E402
+from edge.digest.batch import Batch, decode_batch, encode_batch  # noqa: E402
 from edge.digest.gather import Gatherer  # noqa: E402
 from edge.digest.runner import batch_spans  # noqa: E402
 from simnews.generator import Config, generate  # noqa: E402
@@ -75,7 +75,7 @@ class StoreBench:
         return asdict(self)
 
 
-def _digest(group: str, articles: int, chunk_size: int, batch_chunks: int) -> list[dict]:
+def _digest(group: str, articles: int, chunk_size: int, batch_chunks: int) -> list[Batch]:
     lines = list(overview_lines(generate(articles, Config(groups=(group,), namespace="bench")), group, BONELESS_BASE))
     last = BONELESS_BASE + len(lines) - 1
     by_number = {int(line.split(b"\t", 1)[0]): line for line in lines}
@@ -133,7 +133,7 @@ class _Round(NamedTuple):
 
 
 def _one_round(
-    source_group: str, built: list[dict], encoded: list[tuple], decoded: list[dict], catalog: int = 0
+    source_group: str, built: list[Batch], encoded: list[tuple], decoded: list[dict], catalog: int = 0
 ) -> _Round:
     """The timings and the counts of one round, on a group of its own removed afterwards."""
     name = f"{source_group}.bench-{secrets.token_hex(4)}"
@@ -234,6 +234,7 @@ def _raw_copy(decoded: list[dict], group_id: int, text_format: bool = False) -> 
         for batch, cut, ids, locals_text in zip(decoded, hosts, host_ids, local_texts):
             with session_scope() as session:
                 conn = session.connection().connection.driver_connection
+                assert conn is not None  # a pooled connection's psycopg connection, open
                 with conn.cursor() as cur:
                     if text_format:  # the baseline: text, group_id in every row
                         fragments = batch["fragments"]

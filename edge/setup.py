@@ -25,8 +25,10 @@ atexit.register(shutil.rmtree, OUT_OF_TREE, ignore_errors=True)
 class WithoutThisFile(build_py):
     """The package is this directory: everything in it but this build script."""
 
-    def find_package_modules(self, package, package_dir):
-        return [found for found in super().find_package_modules(package, package_dir) if found[1] != "setup"]
+    def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
+        """(package, module, file) of each module, as build_py's: all but this file's."""
+        found_modules: list[tuple[str, str, str]] = super().find_package_modules(package, package_dir)  # type: ignore[no-untyped-call]  # types-setuptools leaves it unannotated
+        return [found for found in found_modules if found[1] != "setup"]
 
 
 setup(

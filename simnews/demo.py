@@ -45,7 +45,7 @@ from pathlib import Path
 
 from simnews.generator import SEGMENT_BYTES, Article, _DateFormatter, _raw_article
 from simnews.inject import InjectError, inject
-from simnews.yencpost import YencError, YencPart, make_release, parse_yenc, post_files
+from simnews.yencpost import YencError, YencPart, YencTruth, make_release, parse_yenc, post_files
 
 TV = "alt.binaries.teevee"
 ANIME = "alt.binaries.anime"
@@ -155,7 +155,9 @@ def _digest(*parts: str) -> str:
     return hashlib.sha1("\0".join(parts).encode()).hexdigest()
 
 
-def sample_articles(sample: Sample, namespace: str, poster: str, date: dt.datetime) -> tuple[Posted, list[Article]]:
+def sample_articles(
+    sample: Sample, namespace: str, poster: str, date: dt.datetime
+) -> tuple[Posted, list[Article[YencTruth]]]:
     """The articles of an overview-only sample: subjects as yencpost's, bodies as the generator's
     (the yEnc keywords with the file's real sizes around one line of hex)."""
     files = sample_files(sample)
@@ -163,7 +165,7 @@ def sample_articles(sample: Sample, namespace: str, poster: str, date: dt.dateti
     width = len(str(count))
     date_bytes = _DateFormatter()(int(date.timestamp()))
     posted = Posted(sample.name, sample.group, sample.kind, sample.category, False, date.isoformat())
-    articles = []
+    articles: list[Article[YencTruth]] = []  # yEnc-like, but made without a truth
     for index, (filename, size) in enumerate(files, 1):
         parts = max(1, -(-size // SEGMENT_BYTES))
         posted.files.append(PostedFile(filename, size, parts))
@@ -203,7 +205,7 @@ def sample_articles(sample: Sample, namespace: str, poster: str, date: dt.dateti
 
 def real_articles(
     sample: RealSample, namespace: str, directory: Path, date: dt.datetime
-) -> tuple[Posted, list[Article]]:
+) -> tuple[Posted, list[Article[YencTruth]]]:
     """A real release written into `directory` and its articles (yencpost's), 30 KB parts."""
     release = make_release(
         directory / _digest(sample.name)[:12],
@@ -230,7 +232,9 @@ def real_articles(
     return posted, articles
 
 
-def demo_posts(namespace: str, start: dt.datetime, days: float, directory: Path) -> tuple[list[Posted], list[Article]]:
+def demo_posts(
+    namespace: str, start: dt.datetime, days: float, directory: Path
+) -> tuple[list[Posted], list[Article[YencTruth]]]:
     """Every post of the demo and their articles in posting order: the sample, then the real
     posts; each post dated a step later than the one before, from `start` over `days`."""
     everything: list[Sample] = [*SAMPLES, *REAL]
@@ -332,9 +336,10 @@ def first_enclosure(feed: bytes, url: str) -> tuple[str, str]:
     if item is None:
         raise DemoCheckError(f"{_shown(url)} found nothing")
     enclosure = item.find("enclosure")
-    if enclosure is None or not enclosure.get("url"):
+    nzb_url = enclosure.get("url") if enclosure is not None else None
+    if not nzb_url:
         raise DemoCheckError(f"the first item of {_shown(url)} has no enclosure")
-    return item.findtext("title") or "", enclosure.get("url")
+    return item.findtext("title") or "", nzb_url
 
 
 def nzb_entries(nzb: bytes) -> list[NZBFileEntry]:
@@ -378,7 +383,7 @@ class _Reader:
         status = self.file.readline()
         if not status.startswith(b"222"):
             raise DemoCheckError(f"<{message_id}>: {status.decode('latin-1').strip() or 'connection closed'}")
-        lines = []
+        lines: list[bytes] = []
         while True:
             line = self.file.readline()
             if not line.endswith(b"\r\n"):
@@ -408,7 +413,7 @@ def check_file(entry: NZBFileEntry, parts: list[YencPart]) -> int:
         data += part.data
     if len(data) != size:
         raise DemoCheckError(f"{name}: {len(data)} bytes decoded of {size}")
-    crcs = {p.crc32 for p in parts} - {None}
+    crcs = {p.crc32 for p in parts if p.crc32 is not None}
     if crcs != {zlib.crc32(data)}:
         raise DemoCheckError(f"{name}: CRC {zlib.crc32(data):08x} decoded, the posts say {sorted(crcs)}")
     return size

@@ -26,7 +26,7 @@ import random
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import IO
+from typing import IO, Generic, TypeVar
 
 DEFAULT_GROUPS = (
     "alt.binaries.test",
@@ -86,12 +86,17 @@ class Truth:
     intended: Intended
 
 
+# What an article's maker knows of it: Truth for generated articles, YencTruth and NZBTruth for
+# simnews.yencpost's and simnews.nzbpost's.
+TruthT = TypeVar("TruthT")
+
+
 @dataclass(slots=True)
-class Article:
+class Article(Generic[TruthT]):
     message_id: str
     raw: bytes  # header and body, CRLF line ends, not dot-stuffed, no terminating dot
     lost: bool = False
-    truth: Truth | None = None
+    truth: TruthT | None = None
 
 
 def decode_header(raw: bytes) -> str:
@@ -676,7 +681,7 @@ class _Generator:
         )
         return True
 
-    def articles(self, count: int) -> Iterator[Article]:
+    def articles(self, count: int) -> Iterator[Article[Truth]]:
         config = self.config
         random_ = self.rng.random
         streams = [self._new_stream(slot) for slot in range(config.streams)]
@@ -694,7 +699,7 @@ class _Generator:
                 if not stream.cursors:
                     streams[slot] = self._new_stream()
 
-    def _article(self, cursor: _FileCursor, date: int) -> Article:
+    def _article(self, cursor: _FileCursor, date: int) -> Article[Truth]:
         rng = self.rng
         release, file = cursor.release, cursor.file
         cursor.part += 1
@@ -750,7 +755,7 @@ class _Generator:
         return Article(message_id, raw, lost, truth)
 
 
-def generate(count: int, config: Config = Config()) -> Iterator[Article]:
+def generate(count: int, config: Config = Config()) -> Iterator[Article[Truth]]:
     """Yields `count` articles (lost ones included, marked); the same config gives the same articles."""
     return _Generator(config).articles(count)
 
@@ -769,9 +774,10 @@ def _truth_record(truth: Truth) -> dict:
     return record
 
 
-def write_truth(articles: Iterable[Article], out: IO[str]) -> Iterator[Article]:
+def write_truth(articles: Iterable[Article[Truth]], out: IO[str]) -> Iterator[Article[Truth]]:
     """Passes the articles through, writing each one's truth as a JSON line to `out`."""
     for article in articles:
+        assert article.truth is not None, "only generated articles carry a truth to write"
         out.write(json.dumps(_truth_record(article.truth), ensure_ascii=False))
         out.write("\n")
         yield article

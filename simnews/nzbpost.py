@@ -200,8 +200,8 @@ def load_nzb(path: str | os.PathLike) -> NZBPost:
     name = None
     for head in _children(root, "head"):
         for meta in _children(head, "meta"):
-            if meta.get("type") == "name" and (meta.text or "").strip():
-                name = meta.text.strip()
+            if meta.get("type") == "name" and (text := (meta.text or "").strip()):
+                name = text
                 break
     files = [_file(element, path, position) for position, element in enumerate(_children(root, "file"))]
     if not files:
@@ -317,7 +317,7 @@ def _article(
     format_date: _DateFormatter,
     full_size: bool,
     added: int = 0,
-) -> Article:
+) -> Article[NZBTruth]:
     count = len(file.segments)
     subject = header_bytes(segment_subject(file.subject, segment.number, count))
     message_id = posted_message_id(post.path, segment.message_id, namespace)
@@ -380,7 +380,7 @@ def post_articles(
     namespace: str = "",
     full_size: bool = False,
     server_adds: Callable[[int], int] | None = None,
-) -> list[Article]:
+) -> list[Article[NZBTruth]]:
     """One article per segment of the post's files, in posting order (see the module's text),
     each with its :class:`NZBTruth`; posted to `group` when given, else to each file's groups.
 
@@ -391,7 +391,7 @@ def post_articles(
     if group is not None and (not group or _UNSAFE.search(group) or any(c.isspace() or c == "," for c in group)):
         raise ValueError(f"bad newsgroup name {group!r}")
     format_date = _DateFormatter()
-    articles = []
+    articles: list[Article[NZBTruth]] = []
     for index, file in posting_order(post):
         newsgroups = (group,) if group is not None else file.groups
         if not newsgroups:

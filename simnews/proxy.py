@@ -86,7 +86,7 @@ class ProviderProxy:
         listener.settimeout(0.2)  # lets the accept loop notice stop()
         self._listener = listener
         self.port = listener.getsockname()[1]
-        self._acceptor = threading.Thread(target=self._accept_loop, name="proxy-accept", daemon=True)
+        self._acceptor = threading.Thread(target=self._accept_loop, args=(listener,), name="proxy-accept", daemon=True)
         self._acceptor.start()
         return self.port
 
@@ -110,10 +110,10 @@ class ProviderProxy:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _accept_loop(self) -> None:
+    def _accept_loop(self, listener: socket.socket) -> None:
         while not self._stopping.is_set():
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except TimeoutError:
                 continue
             except OSError:

@@ -81,8 +81,8 @@ class _Session:
     def __init__(self, sock: socket.socket):
         self.sock = sock
         self.buffer = b""
-        self.inflater = None
-        self.deflater = None
+        self.inflater: zlib._Decompress | None = None
+        self.deflater: zlib._Compress | None = None
 
     def start_deflate(self) -> None:
         self.inflater = zlib.decompressobj(-15)
@@ -161,10 +161,11 @@ class ScriptedServer:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> ScriptedServer:
-        self._listener = socket.create_server((self.host, 0))
-        self._listener.settimeout(0.2)
-        self.port = self._listener.getsockname()[1]
-        self._spawn(self._accept_loop)
+        listener = socket.create_server((self.host, 0))
+        listener.settimeout(0.2)
+        self._listener = listener
+        self.port = listener.getsockname()[1]
+        self._spawn(self._accept_loop, listener)
         return self
 
     def stop(self) -> None:
@@ -193,10 +194,10 @@ class ScriptedServer:
         self._threads.append(thread)
         thread.start()
 
-    def _accept_loop(self) -> None:
+    def _accept_loop(self, listener: socket.socket) -> None:
         while not self._stopping.is_set():
             try:
-                sock, _ = self._listener.accept()
+                sock, _ = listener.accept()
             except TimeoutError:
                 continue
             except OSError:

@@ -345,7 +345,7 @@ def post_files(
     namespace: str,
     part_size: int = PART_SIZE,
     date: dt.datetime | None = None,
-) -> list[Article]:
+) -> list[Article[YencTruth]]:
     """The articles of `files` posted together to `group`, in posting order (files in the order
     given, each file's parts in order)."""
     if part_size < 1:
@@ -397,7 +397,7 @@ def post_obfuscated(
     seed: int,
     part_size: int = PART_SIZE,
     date: dt.datetime | None = None,
-) -> list[Article]:
+) -> list[Article[YencTruth]]:
     """The articles of `files` posted as obfuscating posting tools post them: every file under a
     random 32-character name of its own (its subject ``NAME yEnc (p/P)``, no file counter, and
     its yEnc ``name=``) by a random poster from a random mail domain of its own, so that nothing

@@ -9,6 +9,7 @@ import click
 
 from app.cli.output import json_option, print_json, print_table, service_call
 from app.services import search as search_service
+from app.services.errors import NotFound
 from app.services.groups import get_group
 
 # A name wider than this is cut in the table (--json gives it whole).
@@ -107,6 +108,15 @@ def search(
     click.echo(f"posts {first:,}-{first + len(page.items) - 1:,} of {of}")
 
 
+def _post_key(key: str) -> int:
+    """KEY as a number, refused as the search service refuses a key that is none; the service
+    checks its range."""
+    try:
+        return int(key.strip())
+    except ValueError:
+        raise NotFound(f"post key must be a whole number, not {key!r}") from None
+
+
 # ignore_unknown_options: a key may be negative, and '-42' would otherwise be read as an option.
 @releases.command("show", context_settings={"ignore_unknown_options": True})
 @click.argument("key")
@@ -116,7 +126,7 @@ def show(key: str, group: str | None, as_json: bool) -> None:
     """A post by its key: its releases and files, the segments seen of those expected."""
     with service_call() as session:
         group_id = get_group(session, group).id if group else None
-        details = search_service.post_details(session, key, group_id)
+        details = search_service.post_details(session, _post_key(key), group_id)
     if as_json:
         print_json(dataclasses.asdict(details))
         return

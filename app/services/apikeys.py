@@ -157,7 +157,7 @@ def revoke_key(session: Session, name: str) -> ApiKey:
 def holder(session: Session, presented_key: str) -> ApiKey | None:
     """The active API key with this secret, or None (tokens.holder: found by hash, compared in
     constant time)."""
-    key = tokens.holder(session, ApiKey.key_hash, presented_key)
+    key = tokens.holder(session, ApiKey, ApiKey.key_hash, presented_key)
     if key is None or key.revoked_at is not None:
         return None
     return key

@@ -18,7 +18,7 @@ from app.services.ingest import accept as acceptance
 from app.services.ingest import posts, store
 from app.services.nntp import connect_from_settings
 from app.services.rules import active_rules
-from edge.digest.batch import encode_batch
+from edge.digest.batch import Batch, encode_batch
 from edge.digest.rules import RuleSet
 from edge.digest.runner import RangeHooks, RangeJob, RangeProgress, SingleConnectionSource, chunk_spans, run_range
 
@@ -29,7 +29,7 @@ class StoreSink:
 
     range_id: int
 
-    def submit(self, batch: dict) -> None:
+    def submit(self, batch: Batch) -> None:
         body, content_type, content_encoding = encode_batch(batch)
         with session_scope() as session:
             node = leases.datacenter_node(session)
@@ -41,7 +41,7 @@ class StoreSink:
                 batch_to=batch["last"],
                 body=body,
                 content_type=content_type,
-                content_encoding=content_encoding,
+                content_encoding=content_encoding or "",  # gzip (encode_batch's default); "" is identity
             )
         with session_scope() as session:
             store.store_batch(session, accepted.batch_id)
@@ -100,7 +100,7 @@ def spool_range(settings: Settings, range_id: int, progress: Callable[[int, int]
     """Fetch the range's raw chunks (from its resume point) into the spool; returns lines kept."""
     with session_scope() as session:
         seed_range = leases.locked_range(session, range_id)
-        group = session.get(Group, seed_range.group_id).name
+        group = session.get_one(Group, seed_range.group_id).name
         first, last = seed_range.next_id, seed_range.last_id
     total = 0
     with connect_from_settings(settings) as client:

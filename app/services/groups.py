@@ -156,7 +156,7 @@ class GroupRemoval:
     def rows(self) -> int:
         return sum(self.counts.values())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {
             "group": self.group,
             "id": self.group_id,

@@ -19,9 +19,9 @@ import re
 import zlib
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import CursorResult, func, select, text, update
 from sqlalchemy.orm import Session
 
 from app.models import InspectionState, PostInspection, SeedNode
@@ -179,7 +179,7 @@ def lease(session: Session, node: SeedNode, count: int, timeout: int, settle: in
     count = max(1, min(count, MAX_LEASE))
     rows = session.execute(NEXT_EXPIRED, {"count": count}).all()
     if len(rows) < count:
-        rows += session.execute(NEXT_QUEUED, {"count": count - len(rows), "settle": settle}).all()
+        rows = [*rows, *session.execute(NEXT_QUEUED, {"count": count - len(rows), "settle": settle}).all()]
     given_up: list[tuple[int, str, int | None]] = []
     wanted: dict[int, list[Any]] = {}
     for row in rows:
@@ -416,7 +416,8 @@ def _name_by_files(session: Session, rows: list[PostInspection], groups: dict[in
         for row in group_rows:
             post = posts.get(row.post_key)
             if post is not None and (post.category == MISC or postnames.is_hashed(post.name, group)):
-                row.inner_name = name_of_files([f["name"] for f in row.files], group)
+                # row.files is never None here (unnamed holds rows with files): `or ()` tells the checker.
+                row.inner_name = name_of_files([f["name"] for f in row.files or ()], group)
 
 
 # The posts of a group with files of these (hash16k, size), listed by a par2 set or read.
@@ -529,10 +530,11 @@ def _join_lock(session: Session, group_id: int) -> None:
 
 def _current_post(session: Session, group_id: int, release_key: int) -> int:
     """The post a release is in now."""
-    return session.execute(
+    post_key: int = session.execute(
         text("SELECT coalesce((SELECT post_key FROM release_posts WHERE group_id = :g AND key = :key), :key)"),
         {"g": group_id, "key": release_key},
     ).scalar_one()
+    return post_key
 
 
 def name_of_files(names: list[str], group: str) -> str | None:
@@ -650,9 +652,13 @@ def _text(value: Any, what: str, limit: int, required: bool = False) -> str | No
 def expire(session: Session) -> int:
     """Leases past their time back to the queue (lease takes them back too; this is for a
     queue no node asks of). Returns how many."""
-    result = session.execute(
-        update(PostInspection)
-        .where(PostInspection.state == InspectionState.LEASED, PostInspection.expires_at < text("now()"))
-        .values(state=InspectionState.QUEUED, node_id=None, expires_at=None)
+    # An UPDATE's result is a CursorResult, which Session.execute's annotation does not say.
+    result = cast(
+        "CursorResult[Any]",
+        session.execute(
+            update(PostInspection)
+            .where(PostInspection.state == InspectionState.LEASED, PostInspection.expires_at < text("now()"))
+            .values(state=InspectionState.QUEUED, node_id=None, expires_at=None)
+        ),
     )
-    return result.rowcount  # type: ignore[attr-defined, no-any-return]
+    return result.rowcount

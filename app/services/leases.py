@@ -112,7 +112,7 @@ def _grant(session: Session, seed_range: SeedRange, node: SeedNode) -> Lease:
     seed_range.node_id = node.id
     seed_range.leased_at = seed_range.touched_at = func.now()
     session.flush()
-    group = session.get(Group, seed_range.group_id)
+    group = session.get_one(Group, seed_range.group_id)
     return Lease(
         range_id=seed_range.id,
         group=group.name,
@@ -249,7 +249,7 @@ def datacenter_node(session: Session) -> SeedNode:
         .values(name=DATACENTER_NODE, token_hash=hash_token(new_token()), enabled=False)
         .on_conflict_do_nothing(index_elements=["name"])
     )
-    return session.scalar(select(SeedNode).where(SeedNode.name == DATACENTER_NODE))
+    return session.scalars(select(SeedNode).where(SeedNode.name == DATACENTER_NODE)).one()
 
 
 def lease_range(session: Session, node: SeedNode, range_id: int) -> Lease:

@@ -108,5 +108,5 @@ def authenticate_call(connection: Connection, token: str) -> SeedNode | None:
 def authenticate(session: Session, token: str) -> SeedNode | None:
     """The enabled node holding this token, or None (tokens.holder: found by hash, compared in
     constant time)."""
-    node = tokens.holder(session, SeedNode.token_hash, token)
+    node = tokens.holder(session, SeedNode, SeedNode.token_hash, token)
     return node if node is not None and node.enabled else None

@@ -39,7 +39,7 @@ def revoke_key(session: Session, name: str) -> OperatorKey:
 def authenticate(session: Session, secret: str) -> OperatorKey | None:
     """The operator key with this secret, or None (tokens.holder: found by hash, compared in
     constant time)."""
-    key = tokens.holder(session, OperatorKey.key_hash, secret)
+    key = tokens.holder(session, OperatorKey, OperatorKey.key_hash, secret)
     if key is None:
         return None
     # Last use, written at most once a minute per key.

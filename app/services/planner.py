@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import Table, func, select, text, update
 from sqlalchemy.orm import Session
 
 from app import metrics
@@ -36,7 +36,7 @@ from app.models import Group, SeedPlan, SeedRange
 from app.services import groups as group_service
 from app.services.errors import Conflict, ServiceError
 from app.services.nntp import connect_from_settings
-from edge.digest.nntp import NNTPConnectionError, NNTPError, NNTPReplyError
+from edge.digest.nntp import GroupInfo, NNTPClient, NNTPConnectionError, NNTPError, NNTPReplyError
 from edge.digest.overview import OverviewLayout, parse_date
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,8 @@ PROBE_WINDOW = 64
 class OverviewSource(Protocol):
     """What planning needs of an NNTP connection (edge.digest.nntp.NNTPClient has it)."""
 
-    def group(self, name: str): ...
-    def over(self, first: int, last: int): ...
+    def group(self, name: str) -> GroupInfo: ...
+    def over(self, first: int, last: int) -> Iterable[bytes]: ...
     def overview_layout(self) -> OverviewLayout: ...
 
 
@@ -79,7 +79,7 @@ class PlanResult:
     # Why the group could not be planned (None: it was, or there was nothing to plan).
     error: str | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
@@ -241,7 +241,7 @@ def coverage(session: Session, group: Group, first: int, last: int) -> str:
     return ", ".join(parts)
 
 
-def _lock_and_read(session: Session, source: OverviewSource, group: Group):
+def _lock_and_read(session: Session, source: OverviewSource, group: Group) -> tuple[GroupInfo, int | None, int]:
     """The group under the per-group planning lock, its marks read from the server (GROUP) and
     kept, and its expired ranges marked: (the server's marks, the high mark seen before, the
     article numbers marked expired)."""
@@ -264,7 +264,8 @@ def _add_plan(
     session.flush()
     spans = split(first_id, last_id, range_size)
     session.execute(
-        SeedRange.__table__.insert(),
+        # A mapped class's __table__ is its Table (annotated FromClause, what any mapping may have).
+        cast(Table, SeedRange.__table__).insert(),
         [
             {"plan_id": plan.id, "group_id": group.id, "first_id": a, "last_id": b, "next_id": a, "kind": kind}
             for a, b in spans
@@ -442,7 +443,7 @@ def _each_group(
             _close(client)
 
 
-def _close(client) -> None:
+def _close(client: NNTPClient) -> None:
     try:
         client.quit()
     except (NNTPError, OSError):

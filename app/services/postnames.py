@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from datetime import date
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
-from sqlalchemy import text
+from sqlalchemy import CursorResult, Row, text
 from sqlalchemy.orm import Session
 
 from app.services import names
@@ -149,9 +149,9 @@ def _text(value: str | None) -> str | None:
     return value.replace("\0", "")[:MAX_TEXT] or None
 
 
-def arrays_of(keys: list[int], named: list[PostName]) -> dict[str, list]:
+def arrays_of(keys: list[int], named: list[PostName]) -> dict[str, list[int] | list[int | date | str | None]]:
     """The parameters of UNNEST for these posts' keys and columns."""
-    params: dict[str, list] = {"n_keys": keys}
+    params: dict[str, list[int] | list[int | date | str | None]] = {"n_keys": keys}
     for index, column in enumerate(COLUMNS):
         params[f"n_{column}"] = [row[index] for row in named]
     return params
@@ -207,15 +207,19 @@ def refill(session: Session, page: int = 5000, progress: Callable[[int], None] |
         rows = session.execute(REFILL_PAGE, {"g": after[0], "key": after[1], "limit": page}).all()
         if not rows:
             return changed
-        by_group: dict[int, list] = {}
+        by_group: dict[int, list[Row[Any]]] = {}
         for row in rows:
             by_group.setdefault(row.group_id, []).append(row)
         for group_id, posts in by_group.items():
             group = posts[0].group_name
             by_key = posts_named(session, group_id, group, {p.key: p.name for p in posts})
             keys = [p.key for p in posts]
-            result = session.execute(REFILL, {"g": group_id, **arrays_of(keys, [by_key[key] for key in keys])})
-            changed += result.rowcount  # type: ignore[attr-defined]
+            # An UPDATE's result is a CursorResult, which Session.execute's annotation does not say.
+            result = cast(
+                "CursorResult[Any]",
+                session.execute(REFILL, {"g": group_id, **arrays_of(keys, [by_key[key] for key in keys])}),
+            )
+            changed += result.rowcount
         read += len(rows)
         if progress is not None:
             progress(read)

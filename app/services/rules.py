@@ -11,6 +11,7 @@ INSPECTED_EXECUTABLE_RULE, which drops a post whose archive holds an executable)
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 
 from sqlalchemy import select, text
@@ -21,7 +22,7 @@ from app.services.errors import Conflict, NotFound, ServiceError
 from edge.digest.rules import EXECUTABLE_RULE, Rule, RuleError
 
 
-def rule_data(rule: SeedRule) -> dict:
+def rule_data(rule: SeedRule) -> dict[str, str]:
     data = {"name": rule.name, "field": rule.field, "pattern": rule.pattern, "action": rule.action}
     if rule.groups:
         data["groups"] = rule.groups
@@ -32,7 +33,7 @@ FLAG_FIELD = "flag"
 INSPECTED_EXECUTABLE_RULE = "inspected-executable"
 
 
-def add_rule(session: Session, data: dict) -> SeedRule:
+def add_rule(session: Session, data: Mapping[str, str | None]) -> SeedRule:
     try:
         if isinstance(data, dict) and data.get("field") == FLAG_FIELD:
             # The digest's parser checks every other part of the rule: the field it knows stands in.
@@ -92,7 +93,7 @@ def list_rules(session: Session) -> list[SeedRule]:
     return list(session.scalars(select(SeedRule).order_by(SeedRule.id)))
 
 
-def active_rules(session: Session, group: str) -> list[dict]:
+def active_rules(session: Session, group: str) -> list[dict[str, str]]:
     """The enabled header rules that apply to this group, in order, as data for the node."""
     return [
         rule_data(r)

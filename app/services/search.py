@@ -29,12 +29,13 @@ search runs under a statement timeout (timeout_ms).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from typing import Any
 
 from psycopg.errors import QueryCanceled
-from sqlalchemy import TextClause, text
+from sqlalchemy import RowMapping, TextClause, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -287,7 +288,7 @@ class InspectionInfo:
     inner_name: str | None
     password: int | None
     flags: list[str]
-    files: list[dict]  # name, size, source: the files its par2 set lists and its archive holds
+    files: list[dict[str, Any]]  # name, size, source: the files its par2 set lists and its archive holds
     nfo: str | None
     imdb: int | None
     tvdb: int | None
@@ -345,7 +346,7 @@ def search_posts(
         timeout_ms = _bounded_int("timeout_ms", timeout_ms, 1, 3_600_000)
     offset = _bounded_int("offset", offset, 0, MAX_OFFSET)
     count_limit = offset + limit + COUNT_AHEAD
-    params: dict = {"limit": limit, "offset": offset, "count_limit": count_limit}
+    params: dict[str, object] = {"limit": limit, "offset": offset, "count_limit": count_limit}
     filters = []
 
     query = _tsquery(session, words)
@@ -399,12 +400,12 @@ def search_posts(
 
     where = " AND ".join(filters) or "true"
     rows = _bounded_run(session, text(SEARCH.format(filters=where)), params, timeout_ms)
-    total = rows[0]["total"]
+    total: int = rows[0]["total"]
     items = [_summary(row) for row in rows if row["key"] is not None]
     return SearchPage(total=total, limit=limit, offset=offset, items=items, total_exact=total < count_limit)
 
 
-def _category_filter(categories: Iterable[int], params: dict) -> str:
+def _category_filter(categories: Iterable[int], params: dict[str, object]) -> str:
     """The filter of posts in any of these categories: a parent (a multiple of 1000) takes its
     subcategories, as newznab clients expect; no category at all matches nothing."""
     wanted = sorted({_bounded_int("category", c, 0, 9999) for c in categories})
@@ -417,7 +418,9 @@ def _category_filter(categories: Iterable[int], params: dict) -> str:
     return "(" + " OR ".join(tests) + ")" if tests else "false"
 
 
-def _bounded_run(session: Session, statement: TextClause, params: dict, timeout_ms: int | None) -> list:
+def _bounded_run(
+    session: Session, statement: TextClause, params: dict[str, object], timeout_ms: int | None
+) -> Sequence[RowMapping]:
     """The statement's rows, in a savepoint of its own with a statement timeout and without JIT: the
     planner's costs for a search that finds many releases are high enough to JIT-compile it, which
     takes longer (hundreds of ms) than most searches run. The savepoint is rolled back either way,
@@ -504,7 +507,7 @@ def _group_names(session: Session, ids: set[int]) -> dict[int, str]:
     return dict(session.execute(text("SELECT id, name FROM groups WHERE id = ANY(:ids)"), {"ids": sorted(ids)}).all())
 
 
-def _summary(row) -> PostSummary:
+def _summary(row: RowMapping | Mapping[str, Any]) -> PostSummary:
     return PostSummary(
         key=row["key"],
         group_id=row["group_id"],
@@ -565,7 +568,7 @@ def _tsquery(session: Session, words: str | Sequence[str] | None) -> str | None:
 MAX_ID_TITLES = 10
 
 
-def _ids_filter(session: Session, ids: dict[str, int], params: dict) -> str:
+def _ids_filter(session: Session, ids: dict[str, int], params: dict[str, object]) -> str:
     """The posts that have any of the ids given (a client sends every id it knows of a show), and
     those of the same title and year (as their names parse) as one that has them: an NFO names one
     post of a film or a show, and a client that searches by its id must find the others too (it
@@ -607,7 +610,9 @@ def _group_ids(session: Session, group: str | Sequence[str] | None) -> list[int]
         raise SearchError(exc.message) from None
     if not names:
         return None
-    rows = dict(session.execute(text("SELECT name, id FROM groups WHERE name = ANY(:names)"), {"names": names}).all())
+    rows: dict[str, int] = dict(
+        session.execute(text("SELECT name, id FROM groups WHERE name = ANY(:names)"), {"names": names}).all()
+    )
     unknown = sorted(set(names) - set(rows))
     if unknown:
         raise NotFound(f"no such group: {', '.join(unknown)}", code="unknown_group")
@@ -619,7 +624,7 @@ def _clean(value: str) -> str:
     return str(value).replace("\0", " ").encode("utf-8", "replace").decode("utf-8")
 
 
-def _bounded_int(what: str, value, low: int, high: int, error: type[ServiceError] = SearchError) -> int:
+def _bounded_int(what: str, value: int | str, low: int, high: int, error: type[ServiceError] = SearchError) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             value = int(str(value).strip())
@@ -630,7 +635,7 @@ def _bounded_int(what: str, value, low: int, high: int, error: type[ServiceError
     return value
 
 
-def _bounded_number(what: str, value, low: float, high: float) -> float:
+def _bounded_number(what: str, value: float | str, low: float, high: float) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -16,7 +16,8 @@ __all__ = ["CONTENT_TYPE", "has_chunks", "store_chunk", "stream_frames"]
 
 
 def has_chunks(session: Session, range_id: int) -> bool:
-    return session.scalar(select(exists().where(SpoolChunk.range_id == range_id)))
+    found: bool = session.execute(select(exists().where(SpoolChunk.range_id == range_id))).scalar_one()
+    return found
 
 
 def store_chunk(session: Session, range_id: int, chunk_from: int, chunk_to: int, raw: bytes) -> int:
@@ -32,7 +33,7 @@ def store_chunk(session: Session, range_id: int, chunk_from: int, chunk_to: int,
 
 
 def mark_spooled(session: Session, range_id: int) -> None:
-    session.get(SeedRange, range_id, with_for_update=True).spooled = True
+    session.get_one(SeedRange, range_id, with_for_update=True).spooled = True
 
 
 def stream_frames(range_id: int) -> Iterator[bytes]:

@@ -7,9 +7,10 @@ import hashlib
 import hmac
 import re
 import secrets
+from typing import TypeVar
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.services.errors import ServiceError
 
@@ -20,6 +21,9 @@ OPERATOR_KEY_PREFIX = "seedop_"
 MAX_CREDENTIAL_LENGTH = 256
 # What a person types and a table shows, for nodes and operator keys alike.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,63}$")
+
+# A model holding credentials by their hash (SeedNode, OperatorKey, ApiKey).
+_Holder = TypeVar("_Holder")
 
 
 def new_token(prefix: str = TOKEN_PREFIX) -> str:
@@ -45,15 +49,17 @@ def check_name(name: str, what: str, code: str) -> str:
     return name
 
 
-def holder(session: Session, hash_column, token: str):
-    """The row whose hash_column holds this credential's hash, or None.
+def holder(
+    session: Session, model: type[_Holder], hash_column: InstrumentedAttribute[bytes], token: str
+) -> _Holder | None:
+    """The row of model whose hash_column (a column of model) holds this credential's hash, or None.
 
     The look-up is by the credential's hash (unique index); the stored hash is then compared in
     constant time, so timing tells nothing about how much of a guess was right.
     """
     if not token or len(token) > MAX_CREDENTIAL_LENGTH:
         return None
-    row = session.scalar(select(hash_column.class_).where(hash_column == hash_token(token)))
+    row = session.scalar(select(model).where(hash_column == hash_token(token)))
     if row is None or not token_matches(token, getattr(row, hash_column.key)):
         return None
     return row

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import cast
 
 from celery import shared_task
+from kombu.connection import ConnectionPool
 
 from app.config import get_settings
 from app.db import TransientDatabaseError, session_scope
@@ -104,10 +106,14 @@ def enqueue_store(batch_id: int) -> bool:
     batch); one that failed is closed before it goes back, so the next enqueue connects anew.
     """
     try:
-        with store_batch.app.pool.acquire(block=True, timeout=ENQUEUE_POOL_WAIT) as connection:
+        # Celery.pool is kombu's pool of broker connections (celery-types says a ProducerPool).
+        pool = cast(ConnectionPool, store_batch.app.pool)
+        with pool.acquire(block=True, timeout=ENQUEUE_POOL_WAIT) as connection:
             try:
                 connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
-                store_batch.apply_async((batch_id,), connection=connection, retry=False)
+                store_batch.apply_async(  # type: ignore[call-arg]  # celery-types lacks connection= (**options)
+                    (batch_id,), connection=connection, retry=False
+                )
             except Exception:
                 connection.collect()  # its sockets closed: not handed out again broken
                 raise

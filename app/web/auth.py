@@ -86,7 +86,7 @@ class SharedSecret:
     def current(self) -> bytes:
         with self._lock:
             if self._value is None or time.monotonic() >= self._next_look:
-                self._look()
+                return self._look()
             return self._value
 
     def look_again(self) -> bool:
@@ -99,11 +99,12 @@ class SharedSecret:
             self._look()
             return self._value != before
 
-    def _look(self) -> None:
+    def _look(self) -> bytes:
         proposal = self._value or os.urandom(SECRET_BYTES)
-        self._value = self._shared(proposal) or proposal
+        value = self._value = self._shared(proposal) or proposal
         self._looked = time.monotonic()
         self._next_look = self._looked + self.refresh_seconds
+        return value
 
     def _shared(self, proposal: bytes) -> bytes | None:
         """The value in Redis, the proposal stored first when there is none; None when Redis
@@ -123,7 +124,8 @@ class SharedSecret:
                 exc.__class__.__name__,
             )
             return None
-        if not value or len(value) < SECRET_BYTES:  # a value nobody of ours wrote: not a secret to use
+        # None when unset, else bytes (the client does not decode responses)
+        if not isinstance(value, bytes) or len(value) < SECRET_BYTES:  # nobody of ours wrote it: not a secret to use
             log.warning(
                 "the web sessions' secret in Redis (%s) is unusable: logins hold in this process only", SECRET_KEY_NAME
             )
@@ -140,9 +142,11 @@ class WebSessionInterface(SecureCookieSessionInterface):
     def __init__(self, secret: SharedSecret):
         self.secret = secret
 
-    def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer | None:
+    def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer:
         if app.secret_key:
-            return super().get_signing_serializer(app)
+            serializer = super().get_signing_serializer(app)
+            assert serializer is not None  # Flask's is None only for an app without a secret key
+            return serializer
         return URLSafeTimedSerializer(
             self.secret.current(),
             salt=self.salt,
@@ -247,13 +251,17 @@ def session_visitor(db: Session) -> Visitor | None:
     if not 0 <= time.time() - at <= LOGIN_SECONDS or not -(2**31) <= row_id < 2**31:
         return None
     if kind == OPERATOR:
-        row = db.get(OperatorKey, row_id)
-        visitor = None if row is None else Visitor(OPERATOR, row.id, row.name)
+        operator = db.get(OperatorKey, row_id)
+        if operator is None:
+            return None
+        visitor, key_hash = Visitor(OPERATOR, operator.id, operator.name), operator.key_hash
     elif kind == API_KEY:
-        row = db.get(ApiKey, row_id)
-        visitor = None if row is None or row.revoked_at is not None else Visitor(API_KEY, row.id, row.name, api_key=row)
+        key = db.get(ApiKey, row_id)
+        if key is None or key.revoked_at is not None:
+            return None
+        visitor, key_hash = Visitor(API_KEY, key.id, key.name, api_key=key), key.key_hash
     else:
         return None
-    if visitor is None or not hmac.compare_digest(row.key_hash[:CHECK_BYTES].hex(), check):
+    if not hmac.compare_digest(key_hash[:CHECK_BYTES].hex(), check):
         return None
     return visitor

@@ -16,6 +16,7 @@ never a 500; every page is sent with a policy that allows no script, no frame an
 from __future__ import annotations
 
 import logging
+from typing import Any
 from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, redirect, render_template, request, url_for
@@ -391,7 +392,8 @@ def _search_link(visitor: auth.Visitor, words: str, group: str, category: int | 
     """The URL of another page of this search (the API key carried on when it came in the URL)."""
 
     def link(page: int) -> str:
-        params: dict[str, object] = {"q": words, "page": page}
+        # url_for's **values, as it types them (a narrower type would meet its _anchor, _external...)
+        params: dict[str, Any] = {"q": words, "page": page}
         if group:
             params["group"] = group
         if category is not None:

@@ -1,6 +1,7 @@
 """The batch codec: msgpack or JSON, each optionally gzip, both directions.
 
-The batch itself is the plain dict of docs/batch-format.md (built by edge.digest.gather). Decoding is
+The batch itself is the plain dict of docs/batch-format.md (built by edge.digest.gather), typed as
+:class:`Batch` (TypedDicts: at run time still plain dicts, as msgpack and JSON write them). Decoding is
 for the data center: it refuses a body whose decoded size passes the cap without inflating more
 than the cap (a gzip bomb), and checks the structure, so the API can answer 413 for
 :class:`BatchTooLarge` and 400 for :class:`BatchFormatError`.
@@ -8,17 +9,22 @@ than the cap (a gzip bomb), and checks the structure, so the API can answer 413 
 
 from __future__ import annotations
 
+import builtins
 import json
 import threading
 from array import array
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import is_not
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, cast
 
 import msgpack
 
 from edge.digest.deflate import ERRORS as GZIP_ERRORS
 from edge.digest.deflate import gunzipper, gzip
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 MSGPACK_TYPE = "application/msgpack"
 JSON_TYPE = "application/json"
@@ -46,7 +52,82 @@ class BatchFormatError(BatchError):
     center answers it as its own app.services.ingest.checks.MalformedBatch."""
 
 
-def encode_batch(batch: dict, fmt: str = "msgpack", gzip: bool = True) -> tuple[bytes, str, str | None]:
+# The batch as Gatherer.build() makes it (docs/batch-format.md, "The dict"). The rows of chunks and
+# missing and each rule's counts are lists read by position, as msgpack and JSON write them (arrays):
+ChunkRow = list[int]  # [from, to, lines, rejected]
+MissingRun = list[int]  # [from, to]
+RuleCounts = list[int]  # [releases, files, fragments, bytes]
+
+
+class BatchStats(TypedDict):
+    """A batch's "stats": lines received, lines rejected by reason, kept files with an unreadable Date."""
+
+    lines: int
+    rejected: dict[str, int]
+    bad_dates: int
+
+
+# The column tables (TABLES below says the same, for the checks): one list per column, row i the
+# i-th item of each.
+class FilesTable(TypedDict):
+    key: list[int]
+    release: list[int]
+    name: list[str | None]
+    subject: list[str]
+    poster: list[str]
+    date: list[int | None]
+    index: list[int | None]
+    count: list[int | None]
+    parts: list[int]
+
+
+class FragmentsTable(TypedDict):
+    file: list[int]
+    part: list[int]
+    article: list[int]
+    bytes: list[int]
+    message_id: list[builtins.bytes]  # UTF-8, until encoding writes them as strings (a decoded batch has str)
+
+
+class ReleasesTable(TypedDict):
+    key: list[int]
+    name: list[str]
+    poster: list[str]
+    file_count: list[int | None]
+
+
+class ReleaseChunksTable(TypedDict):
+    release: list[int]
+    files: list[int]
+    fragments: list[int]
+    bytes: list[int]
+    first_date: list[int | None]
+    last_date: list[int | None]
+
+
+class BatchTables(TypedDict):
+    files: FilesTable
+    fragments: FragmentsTable
+    releases: ReleasesTable
+    release_chunks: ReleaseChunksTable
+
+
+class Batch(BatchTables):
+    """One batch, as built (edge.digest.gather.Gatherer.build) and encoded (encode_batch). A decoded
+    batch (decode_batch) is the same structure with every text a str; the data center reads it as
+    the dict msgpack made."""
+
+    version: int
+    group: str
+    first: int
+    last: int
+    chunks: list[ChunkRow]
+    missing: list[MissingRun]
+    rules: dict[str, RuleCounts]  # rule name ('' for what stayed) -> its counts
+    stats: BatchStats
+
+
+def encode_batch(batch: Batch, fmt: str = "msgpack", gzip: bool = True) -> tuple[bytes, str, str | None]:
     """(body, Content-Type, Content-Encoding or None).
 
     Text may be given as str or as UTF-8 bytes (the gatherer leaves message-ids as bytes): both
@@ -75,10 +156,10 @@ class EncodedBatch:
     first: int
     last: int
     missing: int  # how many articles the batch lists as missing
-    stats: dict  # the batch's "stats", which the node reports
+    stats: BatchStats  # the batch's "stats", which the node reports
 
     @classmethod
-    def of(cls, batch: dict, fmt: str = "msgpack") -> EncodedBatch:
+    def of(cls, batch: Batch, fmt: str = "msgpack") -> EncodedBatch:
         body, content_type, encoding = encode_batch(batch, fmt)
         return cls(
             body,
@@ -96,7 +177,7 @@ class EncodedBatch:
         return self.stats["lines"]
 
 
-def _gzip(data) -> bytes:
+def _gzip(data: ReadableBuffer) -> bytes:
     return gzip(data, GZIP_LEVEL)
 
 
@@ -116,7 +197,7 @@ def clear_packer() -> None:
         _packer = None
 
 
-def _msgpack(batch: dict, gzip: bool) -> bytes:
+def _msgpack(batch: Batch, gzip: bool) -> bytes:
     """msgpack (bytes packed as msgpack str, like str: no bin type), maybe gzip."""
     global _packer
     if not _packer_lock.acquire(blocking=False):
@@ -137,7 +218,7 @@ def _msgpack(batch: dict, gzip: bool) -> bytes:
         _packer_lock.release()
 
 
-def _bytes_as_text(value):
+def _bytes_as_text(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8")
     raise TypeError(f"{type(value).__name__} is not a batch value")
@@ -145,8 +226,9 @@ def _bytes_as_text(value):
 
 def decode_batch(
     body: bytes, content_type: str, content_encoding: str | None = None, max_decoded: int = MAX_DECODED
-) -> dict:
-    """The batch of a request body; raises BatchTooLarge or BatchFormatError."""
+) -> dict[str, Any]:
+    """The batch of a request body; raises BatchTooLarge or BatchFormatError. It has the structure
+    of :class:`Batch` (validate_batch), as the dict msgpack or JSON made of it."""
     media_type = (content_type or "").split(";")[0].strip().lower()
     encoding = (content_encoding or "identity").strip().lower()
     if encoding == GZIP:
@@ -187,7 +269,7 @@ def _gunzip(body: bytes, max_decoded: int) -> bytes:
     return data
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise BatchFormatError(f"{name} is not a number a batch can hold")
 
 
@@ -218,7 +300,7 @@ TABLES = {
 }
 
 
-def validate_batch(batch) -> dict:
+def validate_batch(batch: object) -> dict[str, Any]:
     """The batch if it has the documented structure and value types, else BatchFormatError."""
     if not isinstance(batch, dict):
         raise BatchFormatError("a batch is a map")
@@ -251,7 +333,7 @@ def validate_batch(batch) -> dict:
     return batch
 
 
-def check_table(table: str, value, columns: dict[str, str]) -> None:
+def check_table(table: str, value: object, columns: dict[str, str]) -> None:
     """One column table of a batch: its columns, their lengths and their values' kinds (TABLES)."""
     if not isinstance(value, dict) or set(value) != set(columns):
         raise BatchFormatError(f"{table} must be a map of the columns {', '.join(columns)}")
@@ -274,10 +356,10 @@ def check_table(table: str, value, columns: dict[str, str]) -> None:
             _check_int64(f"{table}.{name}", column)
 
 
-def _check_ints(where: str, values: list) -> None:
+def _check_ints(where: str, values: list[object]) -> None:
     if list(map(type, values)).count(int) != len(values):
         raise BatchFormatError(f"{where} must hold integers")
-    _check_int64(where, values)
+    _check_int64(where, cast("list[int]", values))  # each value's type is exactly int (just checked)
 
 
 def _check_int64(where: str, values: list[int]) -> None:

@@ -29,16 +29,17 @@ every batch, so the coordinator merges what several batches, ranges or nodes saw
 
 from __future__ import annotations
 
+import builtins
 import gc
 import threading
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from hashlib import blake2b
 from struct import Struct
 from itertools import chain, compress, count, islice, repeat
 from operator import itemgetter, lt, not_
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from edge.digest.compiled import load
 from edge.digest.overview import (
@@ -54,6 +55,9 @@ from edge.digest.overview import (
 )
 from edge.digest.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, clear_rule_caches, file_kind
 from edge.digest.subjects import ParsedSubject, clear_subject_caches, file_subject, find_segment_counter, parse_pieces
+
+if TYPE_CHECKING:
+    from edge.digest.batch import Batch, BatchTables, FilesTable, ReleaseChunksTable, ReleasesTable, RuleCounts
 
 # edge/digest/_overview.c does Gatherer._numbered, the loop of Gatherer._add and _file_rows in C.
 # Where it is not built, these names are None and the Python versions run.
@@ -93,8 +97,16 @@ _SUBJECTS_MAX = 40_000
 #  the file's subject as the kept files' rows show it (file_subject),
 #  the file's identity in its key, as file_key hashes it after the release: its length, then its
 #  UTF-8 bytes (the file name, else "#i" of its series position, else the subject)).
-_Subject = tuple
+_Subject = tuple[ParsedSubject, tuple[str, int | None], int, str, str, str, bytes]
 _RELEASE_IDENTITY, _KIND = 1, 2
+
+# A kept file's row as the batch's files table has it, then the date of its last article:
+# [key, release, name, subject, poster, date, index, count, parts, last date] (a list, its items of
+# those types by position, as edge/digest/_overview.c's file_rows makes it too).
+_FileRow = list[Any]
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
 
 
 def clear_caches() -> None:
@@ -133,7 +145,7 @@ def file_key(release: int, identity: str) -> int:
     return stable_key(b"file", release.to_bytes(8, "big", signed=True), identity.encode())
 
 
-def _trim(cache: dict, bound: int) -> None:
+def _trim(cache: dict[_K, _V], bound: int) -> None:
     """Drops the oldest entries of a cache holding more than bound, down to half of it."""
     if len(cache) > bound:
         # list(cache) makes the dict's iterator and runs it out within one C call, so no other
@@ -246,7 +258,7 @@ def _decoded(before_raw: bytes, after_raw: bytes = b"") -> tuple[str, str]:
 
 def _read_piece(piece: bytes | tuple[bytes, bytes]) -> _Subject:
     """What a _SUBJECTS key says (see _Subject)."""
-    if type(piece) is tuple:
+    if isinstance(piece, tuple):
         before, after = _decoded(*piece)
     else:  # nothing after the counter (nearly always)
         before, after = piece.decode("ascii") if piece.isascii() else decode_text(piece), ""
@@ -264,19 +276,18 @@ def _read_piece(piece: bytes | tuple[bytes, bytes]) -> _Subject:
     )
 
 
-_MISSING = object()
-
-
-def _looked_up(cache: dict, keys: list, read: Callable) -> list:
+def _looked_up(cache: dict[_K, _V], keys: list[_K], read: Callable[[_K], _V]) -> list[_V]:
     """cache[key] for each key, all read into the cache just before. Should another thread have
     emptied the cache meanwhile, the missing ones are read again, through a dict of its own."""
     try:
         return list(map(cache.__getitem__, keys))
     except KeyError:
-        known = {}
+        known: dict[_K, _V] = {}
         for key in set(keys):
-            value = cache.get(key, _MISSING)
-            known[key] = read(key) if value is _MISSING else value
+            try:
+                known[key] = cache[key]
+            except KeyError:
+                known[key] = read(key)
         return list(map(known.__getitem__, keys))
 
 
@@ -338,8 +349,9 @@ class _Files(NamedTuple):
     fragments: list[int]  # each file's lines (its articles)
     bytes: list[int]  # each file's bytes
     first_lines: list[int]  # the line each file first came in
-    first_dates: list[bytes]  # the raw Date of each file's first line
-    last_dates: list[bytes]  # the raw Date of each file's last line
+    # (builtins.bytes: the field `bytes` above hides the type in the class body)
+    first_dates: list[builtins.bytes]  # the raw Date of each file's first line
+    last_dates: list[builtins.bytes]  # the raw Date of each file's last line
 
 
 def _without_repeats(columns: OverviewColumns, seen: set[int], rejected: dict[str, int]) -> OverviewColumns:
@@ -353,7 +365,15 @@ def _without_repeats(columns: OverviewColumns, seen: set[int], rejected: dict[st
     if not repeats:
         return columns
     rejected["repeated_number"] += repeats
-    return OverviewColumns(*(list(compress(column, keep)) for column in columns))
+    numbers, subjects, posters, dates, message_ids, sizes = columns
+    return OverviewColumns(
+        list(compress(numbers, keep)),
+        list(compress(subjects, keep)),
+        list(compress(posters, keep)),
+        list(compress(dates, keep)),
+        list(compress(message_ids, keep)),
+        list(compress(sizes, keep)),
+    )
 
 
 class Gatherer:
@@ -371,7 +391,7 @@ class Gatherer:
         # (poster, subject before the counter, subject after it) -> file number, in order seen
         self._file_numbers: defaultdict[tuple[bytes, bytes, bytes], int] = defaultdict(count().__next__)
         # (poster, release identity of the subject) -> release number, in order seen
-        self._release_numbers: defaultdict[tuple[bytes, tuple], int] = defaultdict(count().__next__)
+        self._release_numbers: defaultdict[tuple[bytes, tuple[str, int | None]], int] = defaultdict(count().__next__)
         # every accepted line, column by column, in the order the lines came
         self._files: list[int] = []
         self._counters: list[tuple[int, int, bytes]] = []  # (part, parts, subject after the counter)
@@ -479,6 +499,7 @@ class Gatherer:
         pieces = list(map(bytes.rpartition, subjects, repeat(b"(")))
         befores = list(map(itemgetter(0), pieces))
         tails = list(map(itemgetter(2), pieces))
+        counters: list[tuple[int, int, bytes] | bool]
         try:
             counters = list(map(_COUNTER_TAILS.__getitem__, tails))
         except KeyError:  # tails not read yet: few once the cache is warm
@@ -491,8 +512,9 @@ class Gatherer:
             for line, (_, paren, _) in enumerate(pieces):
                 if counters[line] is False or not paren:
                     befores[line], counters[line] = _counter_anywhere(subjects[line])
-        numbers = list(map(self._file_numbers.__getitem__, zip(columns.posters, befores, map(itemgetter(2), counters))))
-        return numbers, counters
+        found = cast("list[tuple[int, int, bytes]]", counters)  # no False is left: each one was replaced just above
+        numbers = list(map(self._file_numbers.__getitem__, zip(columns.posters, befores, map(itemgetter(2), found))))
+        return numbers, found
 
     def _add_files(self, new: int) -> None:
         """The files first seen in the block just read: their subjects read (once per process)
@@ -519,7 +541,7 @@ class Gatherer:
         files.bytes.extend(repeat(0, new))
         files.last_dates.extend(repeat(b"", new))
 
-    def build(self) -> dict:
+    def build(self) -> Batch:
         """The batch (docs/batch-format.md): kept files, fragments and releases, rule counts."""
         if not self.chunks:
             raise ValueError("a batch needs at least one chunk")
@@ -528,9 +550,9 @@ class Gatherer:
         _count_moved(self.lines)
         return batch
 
-    def _build(self) -> dict:
+    def _build(self) -> Batch:
         files = self._by_file._replace(releases=len(self._release_numbers))
-        counts = {name: [0, 0, 0, 0] for name in self.rules.names()}
+        counts: dict[str, RuleCounts] = {name: [0, 0, 0, 0] for name in self.rules.names()}
         if self.rules.inspects(self.group):
             rule_of_file, kept = self._decide(files, counts)
         else:
@@ -612,13 +634,15 @@ class Gatherer:
                 kept.append([number for number, rule in zip(numbers, verdicts) if rule == KEPT])
         return rule_of_file, kept
 
-    def _tables(self, files: _Files, releases: list[list[int]], kept: list[bool]) -> tuple[dict, int]:
+    def _tables(self, files: _Files, releases: list[list[int]], kept: list[bool]) -> tuple[BatchTables, int]:
         """The kept releases (their kept file numbers), their files and fragments as the batch's
         column tables, and how many kept files had an unreadable date. Files with the same key
         (a file reposted under another subject) are one row."""
         file_keys: list[int | None] = [None] * len(files.subjects)
         subjects, posters = files.subjects, files.posters
-        file_rows, release_rows, chunk_rows = [], [], []
+        file_rows: list[_FileRow] = []
+        release_rows: list[tuple[int, str, str, int | None]] = []
+        chunk_rows: list[tuple[int, int, int, int, int | None, int | None]] = []
         bad_dates = 0
         columns = (subjects, files.first_dates, files.last_dates, self._counters, files.first_lines)
         for numbers in releases:
@@ -652,16 +676,24 @@ class Gatherer:
         file_rows.sort(key=itemgetter(0))
         release_rows.sort(key=itemgetter(0))
         chunk_rows.sort(key=itemgetter(0))
-        file_table = _column_table(
-            ("key", "release", "name", "subject", "poster", "date", "index", "count", "parts"), file_rows
+        # The columns named are those of the tables' types (edge.digest.batch), in the rows' order.
+        file_table = cast(
+            "FilesTable",
+            _column_table(
+                ("key", "release", "name", "subject", "poster", "date", "index", "count", "parts"), file_rows
+            ),
         )
-        release_table = _column_table(("key", "name", "poster", "file_count"), release_rows)
-        chunk_table = _column_table(("release", "files", "fragments", "bytes", "first_date", "last_date"), chunk_rows)
+        release_table = cast("ReleasesTable", _column_table(("key", "name", "poster", "file_count"), release_rows))
+        chunk_table = cast(
+            "ReleaseChunksTable",
+            _column_table(("release", "files", "fragments", "bytes", "first_date", "last_date"), chunk_rows),
+        )
         message_ids = list(compress(self._message_ids, kept))
-        tables = {
+        tables: BatchTables = {
             "files": file_table,
             "fragments": {
-                "file": list(map(file_keys.__getitem__, compress(self._files, kept))),
+                # (every kept file's key was set by its release's file rows)
+                "file": cast("list[int]", list(map(file_keys.__getitem__, compress(self._files, kept)))),
                 "part": list(map(itemgetter(0), compress(self._counters, kept))),
                 "article": list(compress(chain.from_iterable(self._articles), kept)),
                 "bytes": list(compress(self._sizes, kept)),
@@ -701,13 +733,13 @@ def _file_rows(
     rkey: int,
     poster: str,
     file_keys: list[int | None],
-) -> tuple[list[list], int | None, int | None, int]:
+) -> tuple[list[_FileRow], int | None, int | None, int]:
     """One kept release's file rows (files with the same key, a file reposted under another
     subject, are one row), its earliest and latest dates (those of its rows are among them), and
     how many of its files had an unreadable date; each file's key (keys, in the order of numbers)
     goes in file_keys. In C where it is built (edge/digest/_overview.c file_rows: the same, given
     parse_date and its day look-up)."""
-    rows: dict[int, list] = {}
+    rows: dict[int, _FileRow] = {}
     earliest = latest = None
     bad_dates = 0
     for number, key in zip(numbers, keys):
@@ -741,7 +773,7 @@ def _file_rows(
     return list(rows.values()), earliest, latest, bad_dates
 
 
-def _column_table(names: tuple[str, ...], rows: list) -> dict[str, list]:
+def _column_table(names: tuple[str, ...], rows: Sequence[Sequence[object]]) -> dict[str, list[object]]:
     """Rows (sequences, maybe longer than names) as a column table: the first len(names) items."""
     columns = list(zip(*rows)) if rows else [()] * len(names)
     return {name: list(column) for name, column in zip(names, columns)}

@@ -32,9 +32,9 @@ import re
 import socket
 import ssl
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from datetime import datetime, timezone
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from edge.digest.overview import MAX_KEPT_LINE, OverviewLayout, parse_date
 
@@ -135,8 +135,11 @@ class NNTPReplyTooLong(NNTPProtocolError):
     the reply was never read, so the connection cannot be used again)."""
 
 
+_T = TypeVar("_T")
+
+
 class GroupInfo(NamedTuple):
-    count: int
+    count: int  # type: ignore[assignment]  # the GROUP reply's count, a public field name: it hides tuple.count
     first: int
     last: int
     name: str
@@ -147,8 +150,8 @@ class _Wire:
 
     def __init__(self, sock: socket.socket):
         self.sock = sock
-        self._deflater = None
-        self._inflater = None
+        self._deflater: zlib._Compress | None = None
+        self._inflater: zlib._Decompress | None = None
 
     def start_tls(self, context: ssl.SSLContext, host: str) -> None:
         self.sock = context.wrap_socket(self.sock, server_hostname=host)
@@ -395,7 +398,7 @@ class NNTPClient:
     def __enter__(self) -> NNTPClient:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.quit()
 
     # -- reading ---------------------------------------------------------------------------
@@ -437,7 +440,7 @@ class NNTPClient:
         blocks = self._stream_block(self._gzip_blocks() if gzip else self._plain_blocks())
         yield from self._bounded(blocks, first, last)
 
-    def _bounded(self, blocks: Iterator[bytes], first: int, last: int) -> Iterator[bytes]:
+    def _bounded(self, blocks: Generator[bytes, None, None], first: int, last: int) -> Iterator[bytes]:
         """The blocks of an OVER reply, checked against the range asked for: more lines than it
         has numbers (and some stray ones), more bytes than such lines can hold, or a block that
         starts before `first` or ends past `last` is a protocol error (the connection is closed),
@@ -595,7 +598,7 @@ class NNTPClient:
             blocks.close()
         return b"".join(pieces).decode("utf-8", "replace").split("\r\n")[:-1]
 
-    def _stream_block(self, blocks: Iterator[bytes]) -> Iterator[bytes]:
+    def _stream_block(self, blocks: Iterator[bytes]) -> Generator[bytes, None, None]:
         """Marks the connection busy while a data block is read; closes it if abandoned."""
         self._busy = True
         finished = False
@@ -650,7 +653,7 @@ class NNTPClient:
             if line != b".":
                 raise self._broken(NNTPProtocolError(f"no terminator after compressed data: {line[:80]!r}"))
 
-    def _guarded(self, operation):
+    def _guarded(self, operation: Callable[[], _T]) -> _T:
         """Runs a socket operation, turning OS/TLS failures into NNTP errors (and closing)."""
         try:
             return operation()

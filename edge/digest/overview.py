@@ -95,7 +95,7 @@ class OverviewLayout:
 
     @classmethod
     def from_format(cls, names: list[str] | tuple[str, ...]) -> OverviewLayout:
-        positions = {}
+        positions: dict[str, int] = {}
         for index, entry in enumerate(names, start=1):
             positions.setdefault(_field_name(entry), index)
         wanted = {"subject": "subject", "poster": "from", "date": "date", "message_id": "message-id", "bytes": "bytes"}
@@ -164,30 +164,30 @@ def parse_block_in_order(
     if width >= layout.min_fields and width - 1 not in used and b"\0" not in data:
         marked = data.replace(b"\n", b"\n\t")
         fields = marked.split(b"\t")
-        lines, trailer = divmod(len(fields), width)
+        line_count, trailer = divmod(len(fields), width)
         # A field holds at most one CRLF, at its end, since each LF is now followed by a tab. So
         # when the lines' last fields hold as many CRLFs as there are lines, each ends with one.
         if (
             trailer == 1
             and not fields[-1]
-            and len(marked) - len(data) == lines
-            and b"\t".join(fields[width - 1 :: width]).count(b"\r\n") == lines
+            and len(marked) - len(data) == line_count
+            and b"\t".join(fields[width - 1 :: width]).count(b"\r\n") == line_count
         ):
-            end = lines * width
-            numbers = fields[0:end:width]
-            sizes = fields[layout.bytes : end : width]
+            end = line_count * width
+            number_digits = fields[0:end:width]
+            size_digits = fields[layout.bytes : end : width]
             message_ids = fields[layout.message_id : end : width]
             subjects, posters = fields[layout.subject : end : width], fields[layout.poster : end : width]
             if (
-                all(map(bytes.isdigit, numbers))
-                and all(map(bytes.isdigit, sizes))
+                all(map(bytes.isdigit, number_digits))
+                and all(map(bytes.isdigit, size_digits))
                 and all(message_ids)
                 and max(map(len, message_ids)) <= MAX_MESSAGE_ID_BYTES
                 and max(map(len, subjects)) <= MAX_TEXT_BYTES
                 and max(map(len, posters)) <= MAX_TEXT_BYTES
             ):
-                numbers, consecutive = _article_numbers(numbers)
-                sizes = _sizes(sizes)
+                numbers, consecutive = _article_numbers(number_digits)
+                sizes = _sizes(size_digits)
                 low, high = (numbers[0], numbers[-1]) if consecutive else (min(numbers), max(numbers))
                 if lowest <= low and high <= highest and max(sizes) <= MAX_ARTICLE_BYTES:
                     return OverviewColumns(
@@ -237,22 +237,27 @@ def _article_numbers(digits: list[bytes]) -> tuple[list[int] | range, bool]:
 def _parse_lines(
     lines: list[bytes], layout: OverviewLayout, rejected: dict[str, int], lowest: int, highest: int
 ) -> OverviewColumns:
-    columns = OverviewColumns([], [], [], [], [], [])
-    numbers, subjects, posters, dates, message_ids, sizes = columns
+    numbers: list[int] = []
+    subjects: list[bytes] = []
+    posters: list[bytes] = []
+    dates: list[bytes] = []
+    message_ids: list[bytes] = []
+    sizes: list[int] = []
+    columns = OverviewColumns(numbers, subjects, posters, dates, message_ids, sizes)
     for line in lines:
         fields = line.split(b"\t")
         if len(fields) >= layout.min_fields:
-            number, size, message_id = fields[0], fields[layout.bytes], fields[layout.message_id]
+            number_digits, size_digits, message_id = fields[0], fields[layout.bytes], fields[layout.message_id]
             if (
-                number.isdigit()
-                and size.isdigit()
+                number_digits.isdigit()
+                and size_digits.isdigit()
                 and message_id
                 and b"\0" not in line
                 and len(message_id) <= MAX_MESSAGE_ID_BYTES
                 and len(fields[layout.subject]) <= MAX_TEXT_BYTES
                 and len(fields[layout.poster]) <= MAX_TEXT_BYTES
             ):
-                number, size = int(number), int(size)
+                number, size = int(number_digits), int(size_digits)
                 if 0 < number <= MAX_INT64 and size <= MAX_ARTICLE_BYTES:
                     if not lowest <= number <= highest:
                         rejected["out_of_range"] += 1

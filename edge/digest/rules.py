@@ -26,6 +26,7 @@ rule dropped at least one of its files, and for ``''`` (kept) when at least one 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from itertools import compress
@@ -50,22 +51,26 @@ class RuleError(ValueError):
 class RuleFile(Protocol):
     """What the rules look at in a gathered file (the executable rule reads only the filename)."""
 
-    filename: str | None
-    subject: str
-    poster: str
-    message_id: str
+    @property
+    def filename(self) -> str | None: ...
+    @property
+    def subject(self) -> str: ...
+    @property
+    def poster(self) -> str: ...
+    @property
+    def message_id(self) -> str: ...
 
 
 @dataclass(frozen=True)
 class Rule:
     name: str
     field: str
-    pattern: re.Pattern
+    pattern: re.Pattern[str]
     action: str
     groups: str | None = None
 
     @classmethod
-    def from_data(cls, data: dict) -> Rule:
+    def from_data(cls, data: object) -> Rule:
         if not isinstance(data, dict):
             raise RuleError(f"a rule is an object, not {data!r}")
         name = data.get("name")
@@ -142,7 +147,7 @@ class RuleSet:
     executable: bool = True
 
     @classmethod
-    def from_data(cls, rules: list[dict] | None, executable: bool = True) -> RuleSet:
+    def from_data(cls, rules: Sequence[object] | None, executable: bool = True) -> RuleSet:
         parsed = [Rule.from_data(rule) for rule in rules or []]
         names = [rule.name for rule in parsed]
         if len(set(names)) != len(names):

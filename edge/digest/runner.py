@@ -27,14 +27,20 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar, cast, overload
 
-from edge.digest.batch import EncodedBatch
+from edge.digest.batch import Batch, BatchStats, EncodedBatch
 from edge.digest.gather import Gatherer
 from edge.digest.overview import DEFAULT_LAYOUT, OverviewLayout
 from edge.digest.rules import RuleSet
 
 Blocks = Iterable[bytes]  # CRLF-terminated overview lines, as NNTPClient.over yields them
+
+# What a range's batches are as the digester gives them and the sink takes them: the batch dict
+# (the default digester's), or edge.digest.batch.EncodedBatch (the node's digest processes').
+_B = TypeVar("_B", bound=Batch | EncodedBatch)
+_B_co = TypeVar("_B_co", bound=Batch | EncodedBatch, covariant=True)
+_B_contra = TypeVar("_B_contra", bound=Batch | EncodedBatch, contravariant=True)
 
 
 class ChunkSource(Protocol):
@@ -43,7 +49,7 @@ class ChunkSource(Protocol):
         before it waits for its turn to digest: a source that fetches ahead starts then."""
 
 
-class Digester(Protocol):
+class Digester(Protocol[_B_co]):
     def __call__(
         self,
         group: str,
@@ -52,16 +58,22 @@ class Digester(Protocol):
         spans: list[tuple[int, int]],
         chunks: Iterator[tuple[int, int, Blocks]],
         on_chunk: Callable[[int], None] | None = None,
-    ) -> dict | EncodedBatch:
+    ) -> _B_co:
         """One batch: the chunks of spans, taken from chunks in order (on_chunk(lines) after each)."""
 
 
-class BatchSink(Protocol):
-    def submit(self, batch: dict) -> None:
+class BatchSink(Protocol[_B_contra]):
+    def submit(self, batch: _B_contra) -> None:
         """Take one batch; raise to stop the range (the batch was not taken). With run_range's
         post_ahead, a sink may also have prepare(batch), called on the range's thread as soon as
         the batch is built: submit() then gets what prepare returned (raising there stops the
-        range too)."""
+        range too), which must be a batch it takes."""
+
+
+class OverClient(Protocol):
+    """What SingleConnectionSource reads the chunks with (edge.digest.nntp.NNTPClient)."""
+
+    def over(self, first: int, last: int) -> Blocks: ...
 
 
 def chunk_spans(first: int, last: int, chunk_size: int) -> list[tuple[int, int]]:
@@ -103,9 +115,9 @@ class RangeProgress:
 class SingleConnectionSource:
     """Chunks read one after another over one NNTP connection (the data center's runner)."""
 
-    client: object  # edge.digest.nntp.NNTPClient, already in the range's group
+    client: OverClient  # edge.digest.nntp.NNTPClient, already in the range's group
 
-    def chunks(self, spans):
+    def chunks(self, spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, Blocks]]:
         for first, last in spans:
             yield first, last, self.client.over(first, last)
 
@@ -140,7 +152,7 @@ class RangeHooks:
         """Whether the range stops here, between batches (the node's: it stops, or lost the range)."""
         return False
 
-    def digest_slot(self) -> AbstractContextManager:
+    def digest_slot(self) -> AbstractContextManager[object]:
         """Held while a batch is gathered and built (the node lets one range at a time digest,
         which bounds memory); the sink has the batch outside it."""
         return nullcontext()
@@ -157,13 +169,37 @@ class RangeHooks:
         """The sink took a batch: state counts it."""
 
 
+@overload
 def run_range(
     job: RangeJob,
     source: ChunkSource,
-    sink: BatchSink,
+    sink: BatchSink[Batch],
     hooks: RangeHooks | None = None,
     *,
-    digester: Digester | None = None,
+    digester: None = None,
+    post_ahead: bool = False,
+) -> RangeProgress: ...
+
+
+@overload
+def run_range(
+    job: RangeJob,
+    source: ChunkSource,
+    sink: BatchSink[_B],
+    hooks: RangeHooks | None = None,
+    *,
+    digester: Digester[_B],
+    post_ahead: bool = False,
+) -> RangeProgress: ...
+
+
+def run_range(
+    job: RangeJob,
+    source: ChunkSource,
+    sink: BatchSink[_B],
+    hooks: RangeHooks | None = None,
+    *,
+    digester: Digester[_B] | None = None,
     post_ahead: bool = False,
 ) -> RangeProgress:
     """Digest the job's range from job.next_id batch by batch into the sink; returns where it got to.
@@ -171,7 +207,8 @@ def run_range(
     Stops between batches when hooks.should_stop() says so; the returned next_id is the resume
     point (the end of the last batch the sink took).
 
-    digester: who digests each batch (by default this thread, into the batch dict); the node's
+    digester: who digests each batch (by default this thread, into the batch dict,
+    edge.digest.batch.Batch: the sink must take those); the node's
     edge.node.digestpool.DigestPool.digest digests in a worker process and gives the batch encoded
     (edge.digest.batch.EncodedBatch), which its sink takes as it is.
 
@@ -188,10 +225,11 @@ def run_range(
     state = RangeProgress(first_id=job.next_id, last_id=job.last_id, next_id=job.next_id)
     batches = batch_spans(job.next_id, job.last_id, job.chunk_size, job.batch_chunks)
     chunks = iter(source.chunks([span for batch in batches for span in batch]))
-    digest = digester or _digest
+    # Without a digester the sink takes Batch (run_range's first overload): _digest is one of _B.
+    digest = digester or cast("Digester[_B]", _digest)
     poster = _Poster(sink) if post_ahead else None
 
-    def taken(spans: list[tuple[int, int]], stats: dict) -> None:
+    def taken(spans: list[tuple[int, int]], stats: BatchStats) -> None:
         state.next_id = spans[-1][1] + 1
         state.batches += 1
         state.lines += stats["lines"]
@@ -217,7 +255,7 @@ def run_range(
             stats = _stats(batch)
             # What waits for the post before is the sink's prepared form (the node's: the encoded
             # body), not the batch, when the sink prepares one.
-            item = sink.prepare(batch) if hasattr(sink, "prepare") else batch
+            item: _B = sink.prepare(batch) if hasattr(sink, "prepare") else batch
             del batch
             poster.wait(taken)
             # A stop asked for while the batch before was posted leaves this one unposted.
@@ -237,25 +275,25 @@ def run_range(
     return state
 
 
-class _Poster:
+class _Poster(Generic[_B]):
     """One range's batches handed to the sink by a thread of its own (one for the range: the
     node's coordinator client keeps a connection per thread), one at a time."""
 
-    def __init__(self, sink: BatchSink):
+    def __init__(self, sink: BatchSink[_B]):
         self.sink = sink
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{threading.current_thread().name}-post")
-        self.pending: Future | None = None
+        self.pending: Future[None] | None = None
         self.spans: list[tuple[int, int]] = []
-        self.stats: dict = {}
+        self.stats: BatchStats = {"lines": 0, "rejected": {}, "bad_dates": 0}  # those of the batch posted
 
-    def post(self, item, spans: list[tuple[int, int]], stats: dict) -> None:
+    def post(self, item: _B, spans: list[tuple[int, int]], stats: BatchStats) -> None:
         self.spans, self.stats = spans, stats
         self.pending = self.executor.submit(self.sink.submit, item)
 
     def finished(self) -> bool:
         return self.pending is not None and self.pending.done()
 
-    def wait(self, taken: Callable[[list[tuple[int, int]], dict], None]) -> None:
+    def wait(self, taken: Callable[[list[tuple[int, int]], BatchStats], None]) -> None:
         """Until the batch posted last was taken (then counted by taken()), or raise why it was not."""
         if self.pending is None:
             return
@@ -267,7 +305,7 @@ class _Poster:
         self.executor.shutdown(wait=True)
 
 
-def _stats(batch: dict | EncodedBatch) -> dict:
+def _stats(batch: Batch | EncodedBatch) -> BatchStats:
     return batch.stats if isinstance(batch, EncodedBatch) else batch["stats"]
 
 
@@ -276,7 +314,10 @@ def batch_chunks_of(
 ) -> Iterator[tuple[int, int, Blocks]]:
     """The next len(spans) chunks of the source, each checked to be the span expected."""
     for expected in spans:
-        first, last, blocks = next(chunks, (None, None, None))
+        chunk = next(chunks, None)
+        if chunk is None:  # the source has no more chunks
+            raise RuntimeError(f"source gave chunk None-None, expected {expected[0]}-{expected[1]}")
+        first, last, blocks = chunk
         if (first, last) != expected:
             raise RuntimeError(f"source gave chunk {first}-{last}, expected {expected[0]}-{expected[1]}")
         yield first, last, blocks
@@ -289,7 +330,7 @@ def _digest(
     spans: list[tuple[int, int]],
     chunks: Iterator[tuple[int, int, Blocks]],
     on_chunk: Callable[[int], None] | None = None,
-) -> dict:
+) -> Batch:
     gatherer = Gatherer(group, layout, rules)
     for first, last, blocks in batch_chunks_of(spans, chunks):
         lines = gatherer.add_chunk(first, last, blocks)

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from edge.digest import nntp
 from edge.digest.nntp import DEFAULT_TIMEOUT, NNTPClient
@@ -125,6 +125,18 @@ NNTP_VARIABLES = (
 )
 
 
+class PublicNNTPSettings(TypedDict):
+    """NNTPSettings as an operator may see them (NNTPSettings.public_dict): all but the password."""
+
+    host: str
+    port: int
+    tls: str
+    cafile: str | None
+    user: str | None
+    compress: bool
+    timeout: float
+
+
 @dataclass(frozen=True)
 class NNTPSettings:
     """How to reach the Usenet server: the same for an edge node and for the data center."""
@@ -148,7 +160,7 @@ class NNTPSettings:
     def address(self) -> str:
         return f"{self.host}:{self.port_or_default}"
 
-    def public_dict(self) -> dict:
+    def public_dict(self) -> PublicNNTPSettings:
         """The settings safe to show an operator: all but the password."""
         return {
             "host": self.host,

@@ -321,7 +321,7 @@ def _bare_name(text: str) -> str | None:
     return name if name and extension(name) else None
 
 
-def _find_file_counter(text: str) -> re.Match | None:
+def _find_file_counter(text: str) -> re.Match[str] | None:
     """The first [i/N], else "i of N", else (i/N), else the rarer shapes (_find_odd_counter)."""
     if "[" in text:
         match = _BRACKET_COUNTER.search(text)
@@ -354,7 +354,7 @@ _ODD_COUNTERS = (
 )
 
 
-def _find_odd_counter(text: str) -> re.Match | None:
+def _find_odd_counter(text: str) -> re.Match[str] | None:
     for pattern in _ODD_COUNTERS:
         for match in pattern.finditer(text):
             if int(match[1]) <= int(match[2]) and int(match[2]) > 0:
@@ -403,7 +403,7 @@ def _release_name(filename: str | None, text: str) -> str:
     return stem or around
 
 
-def _names_release(around: str, stem: str, filename: str) -> bool:
+def _names_release(around: str, stem: str, filename: str | None) -> bool:
     if stem.casefold() in around.casefold():
         return True
     if stem == filename and _OBFUSCATED.fullmatch(stem):  # a random name without extension

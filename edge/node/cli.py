@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
-from typing import BinaryIO, TextIO
+from collections.abc import Callable, Iterable
+from typing import BinaryIO, TextIO, TypedDict
 
 from edge.node.node import add_run_command
 from edge.digest.overview import decode_text
@@ -46,7 +46,29 @@ class CorpusError(ValueError):
 _SCORED = (("filename", ("filename",)), ("counter", ("file_index", "file_count")), ("segment", ("part", "parts")))
 
 
-def _expectation(record: dict, number: int) -> dict[str, object]:
+class SubjectMiss(TypedDict):
+    """A field group a subject is not read as its corpus line expects (_shown: expected, got)."""
+
+    field: str
+    subject: str
+    expected: object
+    got: object
+
+
+class SubjectScore(TypedDict):
+    """score_subjects: how many subjects are read right, by field group (count and percent), and the misses."""
+
+    total: int
+    filename_right: int
+    filename_pct: float
+    counter_right: int
+    counter_pct: float
+    segment_right: int
+    segment_pct: float
+    misses: list[SubjectMiss]
+
+
+def _expectation(record: dict[str, object], number: int) -> dict[str, tuple[object, ...]]:
     subject = record.get("subject")
     if not isinstance(subject, str) or not subject:
         raise CorpusError(number, "no subject (a non-empty string)")
@@ -61,21 +83,21 @@ def _expectation(record: dict, number: int) -> dict[str, object]:
     return {group: tuple(record.get(field) for field in fields) for group, fields in _SCORED}
 
 
-def _shown(group: str, value: tuple) -> object:
+def _shown(group: str, value: tuple[object, ...]) -> object:
     """A field group's value as a miss shows it: the file name, [index, count], or None."""
     if group == "filename":
         return value[0]
     return None if value == (None, None) else list(value)
 
 
-def score_subjects(lines: Iterable[str | bytes]) -> dict[str, object]:
+def score_subjects(lines: Iterable[str | bytes]) -> SubjectScore:
     """How many subjects of a corpus (JSONL lines) the digest reads as they expect: file names (exact),
     file counters (file_index and file_count) and segment counters (part and parts), with the misses.
 
     Blank lines are skipped; a line that is not a JSON object with a subject raises CorpusError."""
     total = 0
     right = {group: 0 for group, _ in _SCORED}
-    misses: list[dict[str, object]] = []
+    misses: list[SubjectMiss] = []
     for number, line in enumerate(lines, 1):
         if isinstance(line, bytes):
             try:
@@ -149,8 +171,12 @@ def score_corpus(path: str, as_json: bool, out: TextIO, err: TextIO) -> int:
         return 0
     total = score["total"]
     out.write(f"{total} subjects in {path}\n")
-    for label, group in (("file names", "filename"), ("file counters", "counter"), ("segment counters", "segment")):
-        out.write(f"{label:<18}{score[group + '_right']:>6}/{total}  {score[group + '_pct']:6.2f}%\n")
+    for label, right, pct in (
+        ("file names", score["filename_right"], score["filename_pct"]),
+        ("file counters", score["counter_right"], score["counter_pct"]),
+        ("segment counters", score["segment_right"], score["segment_pct"]),
+    ):
+        out.write(f"{label:<18}{right:>6}/{total}  {pct:6.2f}%\n")
     misses = score["misses"]
     out.write(f"misses: {len(misses)}\n")
     for miss in misses:
@@ -195,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "json", False) and args.score is None:
         parser.error("--json goes with --score FILE")
-    return args.handler(args)
+    handler: Callable[[argparse.Namespace], int] = args.handler  # what each command's set_defaults gave
+    return handler(args)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal, overload
 from urllib.parse import urlsplit
 
 from edge.node.retry import Backoff, pause
@@ -52,6 +52,10 @@ MAX_RETRY_AFTER = 60.0
 # The coordinator's bound of a call's body of inspection results (app.api.seed.MAX_RESULT_BODY).
 MAX_RESULTS_BODY = 4 * 1024 * 1024
 _RESULTS_FRAME = b'{"results": []}'
+
+# A JSON object as the coordinator answers it (docs/api.md), or as the node posts it: its values
+# are whatever JSON holds, read by the functions that check it.
+JsonObject = dict[str, Any]
 
 
 class CoordinatorError(Exception):
@@ -106,11 +110,11 @@ class Lease:
     chunk_size: int
     batch_chunks: int
     lease_timeout: int
-    rules: list
+    rules: list[JsonObject]  # the operator's rules (edge.digest.rules.RuleSet.from_data)
     max_body_bytes: int | None = None  # the coordinator's limit on a batch as sent
 
 
-def parse_lease(data) -> Lease:
+def parse_lease(data: JsonObject) -> Lease:
     """The lease answer (docs/api.md), checked; BadAnswer says what is wrong."""
     try:
         seed_range = data["range"]
@@ -266,6 +270,8 @@ class _Transient(Exception):
 
 
 RetryHook = Callable[[str, str, float], None]  # (call, reason, delay before the next attempt)
+# What an attempt gives: (status, JSON answer), or (connection, response) of a 200 stream.
+_Answer = tuple[int, JsonObject] | tuple[http.client.HTTPConnection, http.client.HTTPResponse]
 
 
 class Coordinator:
@@ -281,6 +287,8 @@ class Coordinator:
         backoff_cap: float = 30.0,
     ):
         parts = urlsplit(url)
+        if not parts.hostname:
+            raise ValueError(f"the coordinator's URL names no host: {url!r}")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port
@@ -310,7 +318,7 @@ class Coordinator:
         content_type: str,
         content_encoding: str | None,
         on_retry: RetryHook | None = None,
-    ) -> dict:
+    ) -> JsonObject:
         """Post one encoded batch until it is taken (202, or 200 already accepted)."""
         headers = {"Content-Type": content_type}
         if content_encoding:
@@ -319,13 +327,13 @@ class Coordinator:
             "POST", f"/ranges/{range_id}/batches", "batch", body=body, headers=headers, on_retry=on_retry
         )[1]
 
-    def heartbeat(self, range_id: int, deadline: float) -> dict:
+    def heartbeat(self, range_id: int, deadline: float) -> JsonObject:
         return self._call("POST", f"/ranges/{range_id}/heartbeat", "heartbeat", deadline=deadline)[1]
 
-    def done(self, range_id: int, on_retry: RetryHook | None = None) -> dict:
+    def done(self, range_id: int, on_retry: RetryHook | None = None) -> JsonObject:
         return self._call("POST", f"/ranges/{range_id}/done", "done", on_retry=on_retry)[1]
 
-    def release(self, range_id: int, deadline: float, failure: str | None = None) -> dict:
+    def release(self, range_id: int, deadline: float, failure: str | None = None) -> JsonObject:
         """Give the range back, saying why when it failed here; made while stopping, so it is not
         cut short by the stop."""
         body, headers = _json_body({"failure": failure}) if failure else (None, None)
@@ -347,7 +355,7 @@ class Coordinator:
         )
         return [] if status == 204 else parse_inspections(data)
 
-    def post_inspection(self, inspection_id: int, result: dict, on_retry: RetryHook | None = None) -> str:
+    def post_inspection(self, inspection_id: int, result: JsonObject, on_retry: RetryHook | None = None) -> str:
         """Post an inspection's result until the coordinator takes it: "stored", or "already_stored"
         (an earlier answer was lost). Conflict (409) when another node holds it now."""
         body, headers = _json_body(result)
@@ -362,7 +370,7 @@ class Coordinator:
         return _status_of(answer, "inspection result")
 
     def post_inspections(
-        self, results: list[tuple[int, dict]], on_retry: RetryHook | None = None
+        self, results: list[tuple[int, JsonObject]], on_retry: RetryHook | None = None
     ) -> list[InspectionAnswer]:
         """Post several inspections' results, as few calls as the coordinator's body limit allows
         (POST /inspections/results), until it takes them: one answer each, in their order. A
@@ -414,7 +422,7 @@ class Coordinator:
         )[1]
         return _status_of(answer, "inspection release")
 
-    def status(self, deadline: float | None = None) -> dict:
+    def status(self, deadline: float | None = None) -> JsonObject:
         """GET /status: what this node may see of the seed (the plan's totals by group among it)."""
         return self._call("GET", "/status", "status", deadline=deadline)[1]
 
@@ -429,6 +437,7 @@ class Coordinator:
 
     # -- plumbing --------------------------------------------------------------------------
 
+    @overload
     def _call(
         self,
         method: str,
@@ -436,12 +445,41 @@ class Coordinator:
         call: str,
         *,
         body: bytes | None = None,
-        headers: dict | None = None,
+        headers: dict[str, str] | None = None,
+        deadline: float | None = None,
+        stopping: bool = False,
+        on_retry: RetryHook | None = None,
+        stream: Literal[False] = False,
+    ) -> tuple[int, JsonObject]: ...
+
+    @overload
+    def _call(
+        self,
+        method: str,
+        path: str,
+        call: str,
+        *,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        deadline: float | None = None,
+        stopping: bool = False,
+        on_retry: RetryHook | None = None,
+        stream: Literal[True],
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]: ...
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        call: str,
+        *,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
         deadline: float | None = None,
         stopping: bool = False,
         on_retry: RetryHook | None = None,
         stream: bool = False,
-    ):
+    ) -> _Answer:
         """(status, JSON answer), or (connection, response) of a 200 stream; retried as above."""
         backoff = Backoff(cap=self.backoff_cap)
         started = time.monotonic()
@@ -471,8 +509,10 @@ class Coordinator:
                 else:
                     pause(self.stop, delay)
 
-    def _attempt(self, method, path, body, headers, stream, timeout):
-        kept = None
+    def _attempt(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str], stream: bool, timeout: float
+    ) -> _Answer:
+        kept: http.client.HTTPConnection | None = None
         if not stream:
             kept, last_used = getattr(self._kept, "connection", None) or (None, 0.0)
             self._kept.connection = None  # taken; given back below once its answer is read whole
@@ -490,7 +530,16 @@ class Coordinator:
                 # Closed by the coordinator while it was kept: nothing was answered; again, on a new one.
         return self._exchange(self._connect(timeout), method, path, body, headers, stream, timeout)
 
-    def _exchange(self, connection, method, path, body, headers, stream, timeout):
+    def _exchange(
+        self,
+        connection: http.client.HTTPConnection,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        stream: bool,
+        timeout: float,
+    ) -> _Answer:
         connection.timeout = timeout
         if connection.sock is not None:
             connection.sock.settimeout(timeout)
@@ -534,7 +583,7 @@ class Coordinator:
             return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._context)
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
-    def _answer(self, response: http.client.HTTPResponse, data: bytes) -> tuple[int, dict]:
+    def _answer(self, response: http.client.HTTPResponse, data: bytes) -> tuple[int, JsonObject]:
         status = response.status
         if status == 429:  # an answer all the same: the coordinator is there
             self.last_contact = time.monotonic()
@@ -563,11 +612,11 @@ class Coordinator:
         raise Refused(status, code, message)  # other 4xx, and 5xx not worth retrying (501, 505)
 
 
-def _json_body(data: dict) -> tuple[bytes, dict]:
+def _json_body(data: JsonObject) -> tuple[bytes, dict[str, str]]:
     return json.dumps(data).encode(), {"Content-Type": "application/json"}
 
 
-def _status_of(answer: dict, what: str) -> str:
+def _status_of(answer: JsonObject, what: str) -> str:
     status = answer.get("status")
     if not isinstance(status, str) or not status:
         raise BadAnswer(f"{what} answer has no status: {str(answer)[:200]}")

@@ -35,12 +35,30 @@ import signal
 import threading
 import traceback
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Literal
 
 from edge.digest.batch import EncodedBatch
 from edge.digest.gather import Gatherer
 from edge.digest.overview import OverviewLayout
 from edge.digest.rules import RuleSet
 from edge.digest.runner import Blocks, batch_chunks_of
+
+if TYPE_CHECKING:  # multiprocessing is imported only once a pool is made (DigestPool.__init__)
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import SpawnContext
+
+# The messages of the module's docstring, as pickled down a worker's pipe (blocks go as raw bytes).
+_Request = (
+    tuple[Literal["batch"], str, OverviewLayout, RuleSet | None, str]
+    | tuple[Literal["chunk"], int, int]
+    | tuple[Literal["build"]]
+)
+_Reply = (
+    tuple[Literal["ready"], None]
+    | tuple[Literal["lines"], int]
+    | tuple[Literal["encoded"], EncodedBatch]
+    | tuple[Literal["error"], str]
+)
 
 
 class DigestWorkerLost(Exception):
@@ -97,7 +115,7 @@ class DigestPool:
                 lines = worker.chunk(first, last, blocks)
                 if on_chunk is not None:
                     on_chunk(lines)
-            encoded = worker.call(("build",))
+            encoded = worker.build()
             clean = True
             return encoded
         except DigestFailed:
@@ -152,7 +170,8 @@ class DigestPool:
 class _Worker:
     """One worker process and the node's end of its pipe."""
 
-    def __init__(self, context):
+    def __init__(self, context: SpawnContext):
+        self.connection: Connection[_Request, _Reply]
         self.connection, child = context.Pipe(duplex=True)
         self.process = context.Process(target=serve, args=(child,), name="edge-digest", daemon=True)
         self.process.start()
@@ -164,14 +183,26 @@ class _Worker:
         self.between_chunks = False
         for block in blocks:  # what the source raises goes up as it is
             if block:  # b"" ends the chunk
-                self._send(block, raw=True)
-        self._send(b"", raw=True)
+                self._send_block(block)
+        self._send_block(b"")
         self.between_chunks = True
-        return self._reply()
+        reply = self._reply()
+        if reply[0] != "lines":
+            raise DigestFailed(f"the digest worker answered {reply[0]!r} to a chunk")
+        return reply[1]
 
-    def call(self, message: tuple):
+    def build(self) -> EncodedBatch:
+        """The batch built and encoded."""
+        self._send(("build",))
+        reply = self._reply()
+        if reply[0] != "encoded":
+            raise DigestFailed(f"the digest worker answered {reply[0]!r} to build")
+        return reply[1]
+
+    def call(self, message: _Request) -> object:
+        """A message, and the value the worker answers it with."""
         self._send(message)
-        return self._reply()
+        return self._reply()[1]
 
     def alive(self) -> bool:
         return self.process.is_alive()
@@ -183,38 +214,47 @@ class _Worker:
             self.process.kill()
             self.process.join(1)
 
-    def _send(self, message, raw: bool = False) -> None:
-        """A message pickled, or (raw) a block as it is."""
+    def _send(self, message: _Request) -> None:
+        """A message, pickled."""
         try:
-            if raw:
-                self.connection.send_bytes(message)
-            else:
-                self.connection.send(message)
+            self.connection.send(message)
         except OSError as exc:
-            raise DigestWorkerLost(f"the digest worker {self.process.pid} is gone ({exc})") from None
+            raise self._gone(exc) from None
 
-    def _reply(self):
+    def _send_block(self, block: bytes) -> None:
+        """A block as it is."""
         try:
-            kind, value = self.connection.recv()
+            self.connection.send_bytes(block)
+        except OSError as exc:
+            raise self._gone(exc) from None
+
+    def _gone(self, exc: OSError) -> DigestWorkerLost:
+        return DigestWorkerLost(f"the digest worker {self.process.pid} is gone ({exc})")
+
+    def _reply(self) -> _Reply:
+        """The worker's answer; DigestFailed for its "error"."""
+        try:
+            reply = self.connection.recv()
         except (EOFError, OSError) as exc:
             self.process.join(1)
             raise DigestWorkerLost(
                 f"the digest worker {self.process.pid} ended "
                 f"(exit code {self.process.exitcode}) with a batch in hand ({exc!r})"
             ) from None
-        if kind == "error":
-            raise DigestFailed(f"in the digest worker: {value}")
-        return value
+        if reply[0] == "error":
+            raise DigestFailed(f"in the digest worker: {reply[1]}")
+        return reply
 
 
 # -- the worker process ----------------------------------------------------------------------
 
 
-def serve(connection) -> None:
+def serve(connection: Connection[_Reply, _Request]) -> None:
     """A worker's loop: messages from the node until its end of the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    gatherer = fmt = None
+    gatherer: Gatherer | None = None
+    fmt = ""
     while True:
         try:
             message = connection.recv()
@@ -222,19 +262,23 @@ def serve(connection) -> None:
             return
         kind = message[0]
         try:
-            if kind == "batch":
+            if message[0] == "batch":
                 _, group, layout, rules, fmt = message
                 gatherer = None  # a batch broken off by the node is dropped
                 gatherer = Gatherer(group, layout, rules)
                 connection.send(("ready", None))
-            elif kind == "chunk":
+            elif message[0] == "chunk":
                 blocks = _ChunkBlocks(connection)
                 try:
+                    if gatherer is None:
+                        raise RuntimeError("a chunk outside a batch")
                     lines = gatherer.add_chunk(message[1], message[2], blocks)
                 finally:
                     blocks.drain()  # what the digest did not read of the chunk, after a failure
                 connection.send(("lines", lines))
-            elif kind == "build":
+            elif message[0] == "build":
+                if gatherer is None:
+                    raise RuntimeError("a build outside a batch")
                 batch, gatherer = gatherer.build(), None
                 encoded = EncodedBatch.of(batch, fmt)
                 del batch  # freed before the body is sent
@@ -255,11 +299,11 @@ def serve(connection) -> None:
 class _ChunkBlocks:
     """A chunk's blocks as they come down the pipe, up to the empty one."""
 
-    def __init__(self, connection):
+    def __init__(self, connection: Connection[_Reply, _Request]):
         self.connection = connection
         self.ended = False
 
-    def __iter__(self):
+    def __iter__(self) -> _ChunkBlocks:
         return self
 
     def __next__(self) -> bytes:

@@ -28,13 +28,16 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
+from types import FrameType
+from typing import NoReturn, TextIO
 
-from edge.digest.batch import EncodedBatch
+from edge.digest.batch import Batch, EncodedBatch
 from edge.digest.compiled import IMPL as COMPILED_IMPL
-from edge.node.config import PLACEHOLDER_NNTP_HOST, ConfigError, EdgeConfig, add_arguments, load_config
+from edge.digest.settings import PLACEHOLDER_NNTP_HOST
+from edge.node.config import ConfigError, EdgeConfig, add_arguments, load_config
 from edge.node.coordinator import (
     BadAnswer,
     CertificateRejected,
@@ -43,6 +46,7 @@ from edge.node.coordinator import (
     CoordinatorError,
     Lease,
     Refused,
+    RetryHook,
     Unauthorized,
     Unreachable,
 )
@@ -54,7 +58,7 @@ from edge.node.prefetch import WAKE_INTERVAL, ChunkUnavailable, FatalNNTPError, 
 from edge.node.report import JsonLog, LiveDisplay
 from edge.node.retry import Stopped
 from edge.digest.rules import RuleError, RuleSet
-from edge.digest.runner import ChunkSource, RangeHooks, RangeJob, run_range
+from edge.digest.runner import Blocks, ChunkSource, RangeHooks, RangeJob, run_range
 from edge.node.spoolstream import SpoolStreamSource
 
 EXIT_OK = 0
@@ -143,7 +147,7 @@ class CoordinatorSink:
         self.node = node
         self.held = held
 
-    def prepare(self, batch: dict | EncodedBatch) -> EncodedBatch:
+    def prepare(self, batch: Batch | EncodedBatch) -> EncodedBatch:
         """The batch encoded (by a digest process already, or here), within the coordinator's limit."""
         encoded = batch if isinstance(batch, EncodedBatch) else EncodedBatch.of(batch, self.node.config.batch_format)
         del batch
@@ -157,7 +161,7 @@ class CoordinatorSink:
             )
         return encoded
 
-    def submit(self, batch: dict | EncodedBatch) -> None:
+    def submit(self, batch: Batch | EncodedBatch) -> None:
         held, node = self.held, self.node
         encoded = self.prepare(batch)
         del batch
@@ -198,7 +202,7 @@ class _HeldRangeHooks(RangeHooks):
     def should_stop(self) -> bool:
         return self.node.stop.is_set() or self.held.state != "running"
 
-    def digest_slot(self):
+    def digest_slot(self) -> AbstractContextManager[None]:
         return self.node._turns.turn(self.held.order)
 
     def on_chunk(self, lines: int) -> None:
@@ -216,20 +220,20 @@ class _TrackedSource:
         self.source = source
         self.held = held
 
-    def chunks(self, spans):
+    def chunks(self, spans: list[tuple[int, int]]) -> _TrackedChunks:
         # Asked for at once, not when first iterated: a prefetching source opens the range now.
         return _TrackedChunks(self.source.chunks(spans), self.held)
 
 
 class _TrackedChunks:
-    def __init__(self, chunks, held: HeldRange):
+    def __init__(self, chunks: Iterable[tuple[int, int, Blocks]], held: HeldRange):
         self.chunks = iter(chunks)
         self.held = held
 
-    def __iter__(self):
+    def __iter__(self) -> _TrackedChunks:
         return self
 
-    def __next__(self):
+    def __next__(self) -> tuple[int, int, Blocks]:
         chunk = next(self.chunks)
         self.held.last_activity = time.monotonic()
         return chunk
@@ -295,7 +299,13 @@ class DigestTurns:
 
 class Node:
     def __init__(
-        self, config: EdgeConfig, *, once: bool = False, exit_when_idle: bool = False, live: bool = False, stream=None
+        self,
+        config: EdgeConfig,
+        *,
+        once: bool = False,
+        exit_when_idle: bool = False,
+        live: bool = False,
+        stream: TextIO | None = None,
     ):
         self.config = config
         self.once = once
@@ -402,10 +412,12 @@ class Node:
             self.inspector.start()
         while not self.stop.wait(WAKE_INTERVAL):
             pass
-        self._shut_down()
-        return self.exit_code
+        code = self.exit_code
+        assert code is not None, "finish() sets the exit code before it sets the stop"
+        self._shut_down(code)
+        return code
 
-    def finish(self, code: int, **why) -> None:
+    def finish(self, code: int, **why: object) -> None:
         """Stops the node with this exit code (the first reason to stop wins)."""
         with self._lock:
             if self.exit_code is None:
@@ -420,13 +432,13 @@ class Node:
         self.prefetcher.wake()
         self._changed.set()  # the control loop ends now, not after its wait: _shut_down joins it
 
-    def _on_signal(self, signum: int, _frame) -> None:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         # Asked to stop a second time, the node waits no more, not even for a post under way.
         if self.stop.is_set():
             _exit_now(128 + signum)
         self.finish(128 + signum, reason=signal.Signals(signum).name)
 
-    def _shut_down(self) -> None:
+    def _shut_down(self, code: int) -> None:
         with self._lock:
             self._closing = True
         # A lease call under way when the node stopped: its range is given back by the control
@@ -439,7 +451,7 @@ class Node:
                 held.thread.join(max(0.0, deadline - time.monotonic()))
         # Give the ranges back unless the coordinator refuses this node's token or certificate: it
         # would refuse the give-back too.
-        if self.exit_code not in (EXIT_UNAUTHORIZED, EXIT_CERTIFICATE):
+        if code not in (EXIT_UNAUTHORIZED, EXIT_CERTIFICATE):
             for held in self._running():
                 self._give_back(held)
             if self.inspector is not None:
@@ -448,8 +460,8 @@ class Node:
             self.digest_pool.close()
         self.event(
             "stop",
-            exit_code=self.exit_code,
-            meaning=EXIT_CODES.get(self.exit_code, ""),
+            exit_code=code,
+            meaning=EXIT_CODES.get(code, ""),
             inspections=self.inspector.counts.as_dict() if self.inspector is not None else None,
         )
         self.reporter.close()
@@ -650,6 +662,7 @@ class Node:
         range_id = lease.range_id
         try:
             rules = RuleSet.from_data(lease.rules)
+            source: ChunkSource
             if lease.spooled:
                 source = SpoolStreamSource(
                     self.coordinator,
@@ -729,13 +742,14 @@ class Node:
 
     # -- what the operator sees ------------------------------------------------------------
 
-    def event(self, name: str, **fields) -> None:
-        held = self.held.get(fields.get("range"))
+    def event(self, name: str, **fields: object) -> None:
+        range_id = fields.get("range")
+        held = self.held.get(range_id) if isinstance(range_id, int) else None
         if name in ("retry", "nntp_retry") and held is not None:
             held.retries += 1
         self.reporter.event(name, **{key: value for key, value in fields.items() if value is not None})
 
-    def retry_hook(self, range_id: int | None):
+    def retry_hook(self, range_id: int | None) -> RetryHook:
         def on_retry(call: str, reason: str, delay: float) -> None:
             self.event("retry", range=range_id, call=call, reason=reason, delay=round(delay, 2))
 
@@ -752,7 +766,7 @@ class Node:
 # -- `edge run` ------------------------------------------------------------------------------
 
 
-def add_run_command(commands) -> None:
+def add_run_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "run",
         help="run the edge node: lease ranges, fetch and digest them, post batches",
@@ -791,7 +805,7 @@ def run_command(args: argparse.Namespace) -> int:
     _exit_now(code)
 
 
-def _exit_now(code: int) -> None:
+def _exit_now(code: int) -> NoReturn:
     """End the process at once: no waiting for a post under way (a pool thread the interpreter
     would join), and no freeing of the digest's caches object by object (a few hundred thousand
     of them: about a third of a second of CPU after a run's last batch, seen with a CPU sampler

@@ -299,13 +299,12 @@ class _Connection:
         refusals = attempts = 0
         while not state.closed:
             try:
-                if self.client is None:
-                    self._connect()
+                client = self.client if self.client is not None else self._connect()
                 if self.group != state.group:
                     self.group = None
-                    self.client.group(state.group)
+                    client.group(state.group)
                     self.group = state.group
-                blocks = list(self.client.over(first, last))
+                blocks = list(client.over(first, last))
                 self.backoff.reset()
                 return blocks
             except NNTPReplyError as exc:
@@ -336,7 +335,8 @@ class _Connection:
             self.client.close()
             self.client = None
 
-    def _connect(self) -> None:
+    def _connect(self) -> NNTPClient:
+        """A new connection (the one before closed), kept as self.client."""
         self.close()
         self.group = None
         try:
@@ -366,6 +366,7 @@ class _Connection:
         except BaseException:
             self.close()
             raise
+        return client
 
     def _retry_later(self, state: _Range | None, error: Exception) -> None:
         if isinstance(error, NNTPReplyError) and error.code == 480:

@@ -39,7 +39,7 @@ class JsonLog:
         self.stream = stream
         self._lock = threading.Lock()
 
-    def event(self, name: str, **fields) -> None:
+    def event(self, name: str, **fields: object) -> None:
         record = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "event": name, **fields}
         line = json.dumps(record, default=str, ensure_ascii=False)
         with self._lock:
@@ -62,7 +62,7 @@ class LiveDisplay:
         self._thread = threading.Thread(target=self._refresh, name="display", daemon=True)
         self._thread.start()
 
-    def event(self, name: str, **fields) -> None:
+    def event(self, name: str, **fields: object) -> None:
         if name not in SHOWN_LIVE and not (name in RETRIES and fields.get("range") is None):
             return  # a range's retries show in its row; the others (leasing, connecting) here
         details = " ".join(f"{key}={value}" for key, value in fields.items() if value is not None)

@@ -28,7 +28,7 @@ class Backoff:
 
     def next_delay(self) -> float:
         self.attempts += 1
-        ceiling = min(self.cap, self.base * 2 ** min(self.attempts - 1, 32))
+        ceiling: float = min(self.cap, self.base * 2 ** min(self.attempts - 1, 32))
         return ceiling / 2 + self._random.uniform(0, ceiling / 2)
 
     def reset(self) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import http.client
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from edge.node.coordinator import Coordinator, Refused
-from edge.digest.frames import FrameError, iter_frames
+from edge.digest.frames import Frame, FrameError, iter_frames
 from edge.node.retry import Backoff, pause
-from edge.digest.runner import ChunkSource
+from edge.digest.runner import Blocks, ChunkSource
 
 EventHook = Callable[..., None]
 # A stream that breaks this often at the same chunk is not read again: the chunk is fetched.
@@ -40,7 +40,7 @@ class SpoolStreamSource:
         self.fallback = fallback
         self._on_event = on_event or (lambda name, **fields: None)
 
-    def chunks(self, spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, list[bytes]]]:
+    def chunks(self, spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, Blocks]]:
         position = 0  # spans[:position] were yielded
         failures = 0  # stream breaks in a row at this position
         reason = "the stream ended before the range's end"
@@ -74,7 +74,7 @@ class SpoolStreamSource:
             yield from self.fallback().chunks(spans[position:])
 
 
-def _aligned(frames, spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, bytes]]:
+def _aligned(frames: Iterable[Frame], spans: list[tuple[int, int]]) -> Iterator[tuple[int, int, bytes]]:
     """The frames that are the spans, in order (raw lines); frames before the first span skipped."""
     wanted = iter(spans)
     first, last = next(wanted)
