@@ -80,7 +80,7 @@ def accept_batch(
     own_replay = previous is not None and node is not None and previous.node_id == node.id
     if not own_replay and node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
         raise NotYourLease(f"range {range_id} is not leased to this node")
-    group_name = session.get(Group, seed_range.group_id).name
+    group_name = session.get_one(Group, seed_range.group_id).name
     if group is not None and group != group_name:
         raise OutsideRange(f"batch of group {group} for a range of another group")
     if previous is not None:

@@ -38,7 +38,8 @@ class Busy(ServiceError):
 
 def waiting(session: Session, bound: int) -> int:
     """The batches accepted and not joined yet, counted up to `bound`."""
-    return session.execute(_WAITING, {"bound": bound}).scalar_one()
+    count: int = session.execute(_WAITING, {"bound": bound}).scalar_one()
+    return count
 
 
 def refuse_when_behind(session: Session, bound: int, call: str) -> None:

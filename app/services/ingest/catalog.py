@@ -13,13 +13,19 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from hashlib import blake2b
 from itertools import compress, islice, repeat
 from operator import itemgetter, lt
+from typing import TYPE_CHECKING
 
 from app.db import partition_name
-from app.services.ingest.pgcopy import PendingCopy, binary_slices
+from app.services.ingest.checks import Column, Table
+from app.services.ingest.pgcopy import CopyColumn, PendingCopy, binary_slices
 from edge.digest.rules import METADATA, file_kind
+
+if TYPE_CHECKING:
+    from app.services.ingest.pgcopy import PgCursor
 
 FILE_COLUMNS = "key, release_key, posted_at, file_index, file_count, parts, name, subject, poster"
 RELEASE_CHUNK_COLUMNS = "release_key, batch_from, range_id, bytes, first_post, last_post, files, fragments"
@@ -40,8 +46,8 @@ PROBE_KEYS = (
 
 
 def known_keys(
-    cur, group_id: int, file_keys: list[int], file_releases: list[int], release_keys: list[int]
-) -> tuple[set, set]:
+    cur: PgCursor, group_id: int, file_keys: Sequence[int], file_releases: Sequence[int], release_keys: Sequence[int]
+) -> tuple[set[int], set[int]]:
     """Which of these files and releases the catalog has for the group already (those spanning
     batches, ranges and nodes are stored by the first batch that saw them).
 
@@ -49,7 +55,7 @@ def known_keys(
     of known releases are looked up, a tenth of a batch's or so. Should a file be there without
     its release all the same, its COPY meets it and goes through ON CONFLICT (PendingCopy):
     slower, never stored twice."""
-    known: tuple[set, set] = (set(), set())
+    known: tuple[set[int], set[int]] = (set(), set())
     if not release_keys:
         return known
     # The keys as array literals: parsed by the server in C, where a list of ints would be adapted
@@ -67,14 +73,14 @@ def known_keys(
     return known
 
 
-def _array_literal(integers: list[int | None]) -> str:
+def _array_literal(integers: Sequence[int | None]) -> str:
     """An integer array parameter as its text literal (None: NULL)."""
     if None in integers:
         return "{" + ",".join("NULL" if v is None else str(v) for v in integers) + "}"
     return "{" + ",".join(map(str, integers)) + "}"
 
 
-def _without(known: set[int], keys: list[int], columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
+def _without(known: set[int], keys: Sequence[int], columns: list[CopyColumn]) -> list[CopyColumn]:
     if not known:
         return columns
     keep = [key not in known for key in keys]
@@ -85,14 +91,24 @@ def _completion(parts_seen: int, parts_expected: int) -> float:
     return min(100.0, 100.0 * parts_seen / parts_expected) if parts_expected > 0 else 0.0
 
 
-NO_CHUNK = (0, 0, None, None)
+# What a batch adds to a release of its release chunk: fragments, bytes, first and last dates.
+ChunkAddition = tuple[int, int, int | None, int | None]
+NO_CHUNK: ChunkAddition = (0, 0, None, None)
+# What a batch adds to releases, a sequence each: files, parts, fragments, bytes, first dates, last dates.
+ReleaseAdditions = tuple[
+    Sequence[int], Sequence[int], Sequence[int], Sequence[int], Sequence[int | None], Sequence[int | None]
+]
 
 
 class _Additions:
     """What one batch adds to each of its releases: the files and the release chunk it stored."""
 
     def __init__(
-        self, tables: dict, inserted_file_keys: set | None, new_files: tuple[list, list], inserted_chunks: set | None
+        self,
+        tables: dict[str, Table],
+        inserted_file_keys: set[int] | None,
+        new_files: tuple[Column, Column],
+        inserted_chunks: set[int] | None,
     ):
         """new_files: the release and parts of each file the batch means to store; inserted_*:
         None when every row went in, else the keys of those that did (through ON CONFLICT)."""
@@ -103,31 +119,35 @@ class _Additions:
                 k: (r, p) for k, r, p in zip(files["key"], files["release"], files["parts"]) if k in inserted_file_keys
             }
             releases, parts = map(list, zip(*went_in.values())) if went_in else ([], [])
-        self.files = Counter(releases)
+        self.files: Counter[int] = Counter(releases)
         self.parts = dict.fromkeys(self.files, 0)
         for release, count in zip(releases, parts):
             self.parts[release] += count
         rows = zip(
             chunks["release"], zip(chunks["fragments"], chunks["bytes"], chunks["first_date"], chunks["last_date"])
         )
-        self.chunk = (
+        self.chunk: dict[int, ChunkAddition] = (
             dict(rows)
             if inserted_chunks is None
             else {release: row for release, row in rows if release in inserted_chunks}
         )
 
-    def columns(self, keys: list[int]) -> tuple:
+    def columns(self, keys: list[int]) -> ReleaseAdditions:
         """(files, parts, fragments, bytes, first dates, last dates), a sequence each, for the keys."""
         if not keys:
-            return ((),) * 6
+            return (), (), (), (), (), ()
+        fragments, size, first, last = zip(*map(self.chunk.get, keys, repeat(NO_CHUNK)))
         return (
             list(map(self.files.get, keys, repeat(0))),
             list(map(self.parts.get, keys, repeat(0))),
-            *zip(*map(self.chunk.get, keys, repeat(NO_CHUNK))),
+            fragments,
+            size,
+            first,
+            last,
         )
 
 
-def _in_key_order(columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
+def _in_key_order(columns: list[CopyColumn]) -> list[CopyColumn]:
     """The rows sorted by their first column (the key). Workers storing batches that share new
     files or releases then insert them in one order, so they wait on each other, never deadlock.
     The edge sends them in that order: then they are only checked (docs/batch-format.md)."""
@@ -139,7 +159,7 @@ def _in_key_order(columns: list[tuple[str, list]]) -> list[tuple[str, list]]:
     return [(kind, list(pick(values))) for kind, values in columns]
 
 
-def _release_pieces(releases: dict, new: list[bool], group_id: int, additions: _Additions, text: str) -> list[bytes]:
+def _release_pieces(releases: Table, new: list[bool], group_id: int, additions: _Additions, text: str) -> list[bytes]:
     keys = list(compress(releases["key"], new))
     files, parts, fragments, size, first, last = additions.columns(keys)
     n = len(keys)
@@ -189,13 +209,15 @@ class KeyedRows:
     store() sends each table as soon as its rows are built, so the server stores one while the
     next is built here; the known releases are updated last."""
 
+    additions: _Additions  # what the batch adds to its releases (store())
+
     def __init__(
         self,
-        files: dict,
-        releases: dict,
-        chunks: dict,
-        known_files: set,
-        known_releases: set,
+        files: Table,
+        releases: Table,
+        chunks: Table,
+        known_files: set[int],
+        known_releases: set[int],
         group_id: int,
         range_id: int,
         batch_from: int,
@@ -256,7 +278,7 @@ class KeyedRows:
             )
         )
 
-    def store(self, cur, meanwhile=None) -> None:
+    def store(self, cur: PgCursor, meanwhile: Callable[[], object] | None = None) -> None:
         """The files, the release chunks, then the new releases (their aggregates counting only
         the rows that really went in). The other tables are built, and meanwhile() runs, while
         the server stores the files."""
@@ -307,7 +329,7 @@ class KeyedRows:
             if not is_new or (inserted_releases is not None and key not in inserted_releases)
         )
 
-    def update_known_releases(self, cur) -> None:
+    def update_known_releases(self, cur: PgCursor) -> None:
         """Last, so that the locks on releases shared with other batches are held briefly."""
         if not self.to_update:
             return
@@ -325,7 +347,7 @@ class KeyedRows:
 MARK_METADATA_ONLY = "UPDATE releases SET metadata_only = true WHERE key = ANY(%s::bigint[]) AND group_id = %s"
 
 
-def _metadata_only(files: dict, releases: dict, new: list[bool]) -> list[int]:
+def _metadata_only(files: Table, releases: Table, new: list[bool]) -> list[int]:
     """The new releases counting one file or none whose files in this batch are all metadata
     (.nfo, .sfv, .nzb...): a companion of a post when it holds one file (app.services.ingest.posts
     reads files_seen too, so where batches cut it does not matter)."""
@@ -343,7 +365,7 @@ def _metadata_only(files: dict, releases: dict, new: list[bool]) -> list[int]:
     return sorted(key for key, metadata in kinds.items() if metadata)
 
 
-def _text(name) -> str | None:
+def _text(name: str | bytes | None) -> str | None:
     return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
 
 

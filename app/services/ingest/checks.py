@@ -8,21 +8,58 @@ API answers with.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from operator import lt
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypedDict
 
 from app.services.errors import ServiceError
+from edge.digest.batch import TABLES
 from edge.digest.compiled import load as load_compiled
 from edge.digest.overview import MAX_ARTICLE_BYTES as OVERVIEW_MAX_ARTICLE_BYTES
 from edge.digest.overview import MAX_MESSAGE_ID_BYTES, MAX_TEXT_BYTES
 
+if TYPE_CHECKING:
+    from edge.digest.batch import BatchStats, ChunkRow, MissingRun, RuleCounts
+
 # Built by setup.py where a C compiler is at hand (SEED_IMPL chooses); else the columns are checked in Python.
 _msgcolumns = load_compiled("app.services._msgcolumns")
 
+# A batch's tables, as edge.digest.batch.TABLES names them (in its order).
+TableName = Literal["files", "fragments", "releases", "release_chunks"]
+TABLE_NAMES: tuple[TableName, ...] = ("files", "fragments", "releases", "release_chunks")
+assert tuple(TABLES) == TABLE_NAMES
+# A column of a batch's table: values of the kind TABLES gives it (integers; text as str, or as its
+# UTF-8 bytes where the body is read undecoded: StoredBatch.raw_text; None where nullable), in a
+# list as msgpack or JSON made it, or an array for integers read in C (StoredBatch's fragments).
+# Which kind a column holds is known from its name at run time only.
+Column = Sequence[Any]
+Table = dict[str, Column]
+
+
+class DecodedBatch(TypedDict):
+    """A batch as the data center decodes it (edge.digest.batch.decode_batch, or
+    decode.StoredBatch): edge.digest.batch.Batch's structure, its tables' columns as Column. The
+    rows of chunks and missing and each rule's counts are lists, read by position."""
+
+    version: int
+    group: str
+    first: int
+    last: int
+    chunks: list[ChunkRow]  # [from, to, lines, rejected]
+    missing: list[MissingRun]  # [from, to]
+    rules: dict[str, RuleCounts]  # rule name ('' for what stayed) -> [releases, files, fragments, bytes]
+    stats: BatchStats
+    files: Table
+    fragments: Table
+    releases: Table
+    release_chunks: Table
+
+
 # Columns stored as PostgreSQL integer: the digest's format allows 64 bits everywhere, the
 # catalog does not, so a value past 32 bits is refused at the door rather than poison a task.
-INT32_COLUMNS = {
+INT32_COLUMNS: dict[TableName, tuple[str, ...]] = {
     "files": ("index", "count", "parts"),
     "fragments": ("part", "bytes"),
     "releases": ("file_count",),
@@ -31,7 +68,13 @@ INT32_COLUMNS = {
 INT32 = (-(2**31), 2**31 - 1)
 assert array("i").itemsize == 4  # check_batch's 32-bit test
 # Dates the catalog's timestamptz columns hold (unix seconds: 4713 BC to 294276 AD, a margin kept).
-DATE_COLUMNS = (("files", "date"), ("release_chunks", "first_date"), ("release_chunks", "last_date"))
+DATE_COLUMNS: tuple[tuple[TableName, str], ...] = (
+    ("files", "date"),
+    ("release_chunks", "first_date"),
+    ("release_chunks", "last_date"),
+)
+# The catalog's keys among them, each of which comes once in a batch.
+KEY_COLUMNS: tuple[tuple[TableName, str], ...] = (("files", "key"), ("releases", "key"), ("release_chunks", "release"))
 DATES = (-210_000_000_000, 9_000_000_000_000)
 # What one article, chunk and batch can hold, as a real server sends them and a real digest counts
 # them (docs/batch-format.md, "Bounds"). Everything the store and the releases' aggregates compute
@@ -92,14 +135,14 @@ class BatchHeader:
     rules: tuple[str, ...] = ()  # the rules it counts ('' included): each must be one handed out
 
 
-def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
+def check_batch(batch: DecodedBatch, int32: bool = True) -> BatchHeader:
     """What the data center needs beyond the format (edge.digest.batch.validate_batch checked that):
     the batch covers first..last with its chunks, its rows fit the catalog's columns, its tables
     are one batch's catalog and its counts are those of its tables and chunks, within the bounds
     that keep every sum the catalog makes of them in its column (int32 False: the fragments'
     values are left to the store's COPY, whose packing of them as int4 refuses those past 32 bits)."""
 
-    def bad(message: str):
+    def bad(message: str) -> NoReturn:
         raise MalformedBatch(f"malformed batch: {message}")
 
     first, last = batch["first"], batch["last"]
@@ -108,7 +151,9 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
         not chunks
         or chunks[0][0] != first
         or chunks[-1][1] != last
-        or any(a[0] > a[1] or a[1] + 1 != b[0] for a, b in zip(chunks, chunks[1:]))
+        or any(
+            a_from > a_to or a_to + 1 != b_from for (a_from, a_to, _, _), (b_from, _, _, _) in zip(chunks, chunks[1:])
+        )
     ):
         bad("chunks must cover first..last in order, without gaps")
     if not all(first <= a <= b <= last for a, b in batch["missing"]):
@@ -142,7 +187,7 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
             bad(f"{table}.{column} holds a date PostgreSQL cannot store")
     if any(n < 0 for counts in batch["rules"].values() for n in counts):
         bad("rule counts cannot be negative")
-    if any(counts[0] > INT32[1] or counts[1] > INT32[1] for counts in batch["rules"].values()):
+    if any(releases > INT32[1] or files > INT32[1] for releases, files, _, _ in batch["rules"].values()):
         bad("rule counts of releases and files must fit 32 bits")
     if any("\0" in name or not encodes_as_utf8(name) for name in batch["rules"]):
         bad("rule names must be UTF-8 strings without NUL")
@@ -150,8 +195,8 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
         bad(f"rule names must be printable, of at most {MAX_RULE_NAME} characters")
     # Each of the catalog's keys comes once in a batch: the digest merges repeated rows before it
     # builds the batch.
-    keys = {}
-    for table, column in (("files", "key"), ("releases", "key"), ("release_chunks", "release")):
+    keys: dict[str, set[int]] = {}
+    for table, column in KEY_COLUMNS:
         values = batch[table][column]
         try:
             keys[table] = set(values)
@@ -177,7 +222,7 @@ def check_batch(batch: dict, int32: bool = True) -> BatchHeader:
     return BatchHeader(batch_from=first, batch_to=last, group=batch["group"], rules=tuple(batch["rules"]))
 
 
-def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
+def _check_counts(batch: DecodedBatch, bad: Callable[[str], NoReturn], fragment_values: bool) -> None:
     """The batch's counts are those of its chunks and tables, and each is within its bound
     (MAX_ARTICLE_BYTES, MAX_PARTS, MAX_CHUNK_LINES...): what the store adds to its range's counts,
     its rule counts and its releases' aggregates is then what the batch really holds, and no sum
@@ -223,16 +268,20 @@ def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
         bad(f"a batch counts at most {MAX_RULES} rules")
     # A rule (or '' for what stayed) counts a release when it took one of its files, and a file
     # has at least one article, of at most MAX_ARTICLE_BYTES.
-    for releases, files, fragments, size in rules.values():
-        if not (releases <= files <= fragments and size <= fragments * MAX_ARTICLE_BYTES):
+    for rule_releases, rule_files, rule_fragments, rule_bytes in rules.values():
+        if not (rule_releases <= rule_files <= rule_fragments and rule_bytes <= rule_fragments * MAX_ARTICLE_BYTES):
             bad("each rule count must hold releases <= files <= fragments, and bytes within what its fragments hold")
-    if sum(counts[2] for counts in rules.values()) != accepted:
+    if sum(rule_fragments for _, _, rule_fragments, _ in rules.values()) != accepted:
         bad("the rules' fragments must add up to the lines the chunks kept")
-    kept = rules[""]
+    kept_releases, kept_files, kept_fragments, kept_bytes = rules[""]
     files, fragments, chunks = batch["files"], batch["fragments"], batch["release_chunks"]
-    if kept[0] != len(batch["releases"]["key"]) or kept[1] < len(files["key"]) or kept[2] != len(fragments["article"]):
+    if (
+        kept_releases != len(batch["releases"]["key"])
+        or kept_files < len(files["key"])
+        or kept_fragments != len(fragments["article"])
+    ):
         bad("rules[''] must count the batch's releases, files and fragments")
-    if not 0 <= stats["bad_dates"] <= kept[1]:
+    if not 0 <= stats["bad_dates"] <= kept_files:
         bad("stats.bad_dates must count some of the kept files")
     parts = files["parts"]
     if parts and not (min(parts) >= 0 and max(parts) <= MAX_PARTS):
@@ -243,8 +292,8 @@ def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
             bad("each release chunk must hold 1 <= files <= fragments, and bytes within what its fragments hold")
     if (
         sum(chunks["files"]) != len(files["key"])
-        or sum(chunks["fragments"]) != kept[2]
-        or sum(chunks["bytes"]) != kept[3]
+        or sum(chunks["fragments"]) != kept_fragments
+        or sum(chunks["bytes"]) != kept_bytes
     ):
         bad("release_chunks must add up to the batch's files, fragments and rules['']")
     if fragment_values:
@@ -252,23 +301,26 @@ def _check_counts(batch: dict, bad, fragment_values: bool) -> None:
             bounds = _bounds(fragments[column])
             if bounds and not (bounds[0] >= 0 and bounds[1] <= high):
                 bad(f"fragments.{column} must lie within 0..{high}")
-        if sum(fragments["bytes"]) != kept[3]:
+        if sum(fragments["bytes"]) != kept_bytes:
             bad("rules[''] must count the bytes of the batch's fragments")
 
 
-def max_missing_spans(chunks: list) -> int:
-    """How many missing spans chunks of these lines leave room for (see MAX_CHUNKS)."""
+def max_missing_spans(chunks: Sequence[ChunkRow]) -> int:
+    """How many missing spans chunks of these lines leave room for (see MAX_CHUNKS). Read by
+    position (a chunk's lines are its third item): StoredBatch asks before the chunks are checked,
+    and takes an IndexError for a malformed chunk."""
     return sum(chunk[2] for chunk in chunks) + 2 * len(chunks)
 
 
-def _bounds(values) -> tuple[int, int] | None:
+def _bounds(values: Column) -> tuple[int, int] | None:
     """(min, max) of a column (None when empty): at C speed for one read as an array."""
     if _msgcolumns is not None and type(values) is array:
-        return _msgcolumns.bounds(values)
+        bounds: tuple[int, int] | None = _msgcolumns.bounds(values)
+        return bounds
     return (min(values), max(values)) if values else None
 
 
-def _each_once(values) -> bool:
+def _each_once(values: Column) -> bool:
     """No value of a column comes twice: at C speed for one read as an array in ascending order
     (the digest's articles), else by a set."""
     if _msgcolumns is not None and type(values) is array:
@@ -279,12 +331,12 @@ def _each_once(values) -> bool:
     return len(set(values)) == len(values)
 
 
-def _among(values, keys: set, key_list: list) -> bool:
+def _among(values: Column, keys: set[int], key_list: Column) -> bool:
     """Every value of a column is one of the keys (the set of key_list): at C speed for a column
     read as an array."""
     if _msgcolumns is not None and type(values) is array:
         try:
-            among = _msgcolumns.among(values, array("q", key_list))
+            among: bool | None = _msgcolumns.among(values, array("q", key_list))
         except (TypeError, OverflowError):  # not all 64-bit integers: the set says which
             among = None
         # None means the keys collide in the C check's hash table (as a sender could arrange on
@@ -294,7 +346,7 @@ def _among(values, keys: set, key_list: list) -> bool:
     return keys.issuperset(values)
 
 
-def longer_than(values: list, limit: int) -> bool:
+def longer_than(values: Column, limit: int) -> bool:
     """Whether a text column's values (bytes, or str as UTF-8; no None: callers leave the NULLs
     out) hold one of more than limit bytes."""
     if not values:
@@ -307,7 +359,7 @@ def longer_than(values: list, limit: int) -> bool:
     )
 
 
-def check_text_lengths(table: str, column: str, values: list) -> None:
+def check_text_lengths(table: str, column: str, values: Column) -> None:
     """MalformedBatch when the column (its NULLs left out) holds a value longer than TEXT_LIMITS allows."""
     limit = TEXT_LIMITS.get((table, column))
     if limit is not None and longer_than(values, limit):

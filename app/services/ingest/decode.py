@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable, Mapping
 from itertools import compress, repeat
 from operator import is_not
+from typing import Any, TypedDict, cast
 
 import msgpack
 
@@ -17,9 +19,14 @@ from app.services.ingest.checks import (
     MAX_REJECT_REASONS,
     MAX_RULE_NAME,
     MAX_RULES,
+    TABLE_NAMES,
     BatchBodyTooLarge,
     BatchHeader,
+    Column,
+    DecodedBatch,
     MalformedBatch,
+    Table,
+    TableName,
     check_batch,
     check_text_lengths,
     encodes_as_utf8,
@@ -44,6 +51,8 @@ from edge.digest.deflate import gunzipper
 
 # Built by setup.py where a C compiler is at hand (SEED_IMPL chooses); else the fragments are read by msgpack.
 _msgcolumns = load_compiled("app.services._msgcolumns")
+# What a body can fail to be read by parts with: then it is decoded whole, which says what is wrong.
+_UNREADABLE: tuple[type[Exception], ...] = (ValueError, TypeError, msgpack.UnpackException, *GZIP_ERRORS)
 
 
 def check_body(body: bytes, content_type: str, content_encoding: str, max_decoded: int) -> BatchHeader:
@@ -77,15 +86,18 @@ class StoredBatch:
     value by value and encoded again. Anything else than a msgpack map is decoded and checked
     whole, at once."""
 
+    _body: bytes | None  # None: given decoded and checked (of())
+
     def __init__(self, body: bytes, content_type: str, content_encoding: str | None, max_decoded: int | None = None):
         """max_decoded: the API's limit (BatchTooLarge past it); the store's is never below it."""
         self._body, self._content_type, self._content_encoding = body, content_type, content_encoding
         self._cap = max_decoded or _decoded_cap()
+        # The body read by parts (a msgpack map), else None and the batch decoded whole (_batch).
         self._data: memoryview | None = None
-        self._spans: dict = {}
-        self._columns: dict[str, dict] = {}
-        self._tables: dict = {}
-        self._batch: dict | None = None
+        self._spans: dict[str, tuple[int, int]] = {}  # where each of its values is
+        self._columns: dict[str, dict[str, tuple[int, int]]] = {}  # and each column of its tables
+        self._tables: dict[str, Table] = {}
+        self._batch: DecodedBatch | None = None
         self._hosts: MessageHosts | None = None
         self.raw_text = False
         media_type = (content_type or "").split(";")[0].strip().lower()
@@ -101,7 +113,7 @@ class StoredBatch:
                     key = unpacker.unpack()
                     start = unpacker.tell()
                     if key in TABLES:  # where each column is: decoded one by one (see table())
-                        columns = {}
+                        columns: dict[str, tuple[int, int]] = {}
                         for _ in range(unpacker.read_map_header()):
                             column = unpacker.unpack()
                             column_start = unpacker.tell()
@@ -116,14 +128,17 @@ class StoredBatch:
                     self.raw_text = True
             except BatchTooLarge:
                 raise
-            except (ValueError, TypeError, msgpack.UnpackException, *GZIP_ERRORS):
+            except _UNREADABLE:
                 pass  # decoded whole below, which says what is wrong
         if self._data is not None:
-            self._refuse_lists_past_the_span()
+            self._refuse_lists_past_the_span(self._data)
         else:
             if media_type == JSON_TYPE and encoding in (GZIP, "identity"):
                 body, content_encoding = self._refuse_json_past_its_arrays(body, encoding), "identity"
-            self._batch = decode_batch(body, content_type, content_encoding, max_decoded=self._cap)
+            # validate_batch (in decode_batch) checked it has DecodedBatch's structure.
+            self._batch = cast(
+                "DecodedBatch", decode_batch(body, content_type, content_encoding, max_decoded=self._cap)
+            )
             _text_without_nul(self._batch)
             check_batch(self._batch)
 
@@ -147,17 +162,17 @@ class StoredBatch:
             raise MalformedBatch(f"malformed batch: a JSON body holds at most {most} arrays ('[', in strings too)")
         return data
 
-    def _refuse_lists_past_the_span(self) -> None:
+    def _refuse_lists_past_the_span(self, data: memoryview) -> None:
         """Before a list of the body is decoded: none is longer than the batch's span allows. A
         batch's chunks and missing spans are in order and disjoint, each of at least one article,
         and each row of its tables is an article of it or belongs to one (a file to its fragments,
         a release to its files), so none has more items than first..last has articles; nor does
         it count more rules than MAX_RULES. A body that says more is refused here, from the lists'
         headers, before it costs the Python objects of its items."""
-        head = {}
+        head: dict[str, object] = {}
         for key in ("version", "group", "first", "last"):
             try:
-                head[key] = msgpack.unpackb(self._data[slice(*self._spans[key])])
+                head[key] = msgpack.unpackb(data[slice(*self._spans[key])])
             except (KeyError, ValueError, TypeError, msgpack.UnpackException):
                 pass
         first, last = head.get("first"), head.get("last")
@@ -165,40 +180,42 @@ class StoredBatch:
             validate_batch(head)  # says what is wrong with them, as the whole check would
             raise MalformedBatch("malformed batch: first and last must be integers, first <= last")
         span = last - first + 1
-        lists = [(key, self._spans[key]) for key in ("chunks", "missing") if key in self._spans]
+        lists: list[tuple[str, tuple[int, int]]] = [
+            (key, self._spans[key]) for key in ("chunks", "missing") if key in self._spans
+        ]
         lists += [
             (f"{table}.{column}", where)
             for table, columns in self._columns.items()
             for column, where in columns.items()
         ]
         for name, (start, _) in lists:
-            if _header_length(self._data, start, msgpack.Unpacker.read_array_header) > span:
+            if _header_length(data, start, msgpack.Unpacker.read_array_header) > span:
                 raise MalformedBatch(f"malformed batch: {name} holds more items than first..last has articles")
         if (
             "rules" in self._spans
-            and _header_length(self._data, self._spans["rules"][0], msgpack.Unpacker.read_map_header) > MAX_RULES
+            and _header_length(data, self._spans["rules"][0], msgpack.Unpacker.read_map_header) > MAX_RULES
         ):
             raise MalformedBatch(f"malformed batch: a batch counts at most {MAX_RULES} rules")
         # The chunks (a few), then the missing spans they leave room for (a span can be as long as
         # the batch, so first..last bounds their count by nothing).
         if "chunks" in self._spans and "missing" in self._spans:
-            if _header_length(self._data, self._spans["chunks"][0], msgpack.Unpacker.read_array_header) > MAX_CHUNKS:
+            if _header_length(data, self._spans["chunks"][0], msgpack.Unpacker.read_array_header) > MAX_CHUNKS:
                 raise MalformedBatch(f"malformed batch: a batch has at most {MAX_CHUNKS} chunks")
             try:
                 room = max_missing_spans(self._unpack("chunks"))
             except (TypeError, IndexError, KeyError):
                 raise MalformedBatch("malformed batch: chunks must be [first, last, lines, rejected] lists") from None
-            if _header_length(self._data, self._spans["missing"][0], msgpack.Unpacker.read_array_header) > room:
+            if _header_length(data, self._spans["missing"][0], msgpack.Unpacker.read_array_header) > room:
                 raise MalformedBatch("malformed batch: missing holds more spans than its chunks' lines leave room for")
 
     @classmethod
-    def of(cls, batch: dict) -> StoredBatch:
+    def of(cls, batch: DecodedBatch) -> StoredBatch:
         """A batch decoded and checked already (check_batch included)."""
         stored = cls.__new__(cls)
         stored._body, stored._batch, stored.raw_text, stored._hosts = None, batch, False, None
         return stored
 
-    def table(self, name: str) -> dict:
+    def table(self, name: TableName) -> Table:
         """A table of the batch, its structure checked (columns, lengths), not its values (the
         fragments' values too, when read in C: see _read_checked)."""
         if self._batch is not None:
@@ -212,6 +229,7 @@ class StoredBatch:
                 and set(self._columns[name]) == set(kinds)
             )  # else refused below, as it is
             # Column by column: between two, the COPY writers' threads get their turn.
+            table: object  # checked below
             if in_c:
                 table = {
                     column: self._read_checked(name, column, span, kinds.get(column, ""))
@@ -239,13 +257,15 @@ class StoredBatch:
             self._tables[name] = table
         return self._tables[name]
 
-    def decoded(self, int32: bool = False) -> dict:
+    def decoded(self, int32: bool = False) -> DecodedBatch:
         """The whole batch, checked as the API checked it (the fragments' values aside, see the
         class's doc); int32: check_batch's 32-bit columns too (else left to the COPY's packing)."""
         if self._batch is None:
-            for name in TABLES:
+            for name in TABLE_NAMES:
                 self.table(name)
-            batch = {key: self._tables[key] if key in self._tables else self._unpack(key) for key in self._spans}
+            batch: dict[str, Any] = {
+                key: self._tables[key] if key in self._tables else self._unpack(key) for key in self._spans
+            }
             # The fragments' columns as empty lists (their values are checked as they are packed),
             # the text as empty strings (checked as bytes by table()).
             shapes = {
@@ -257,8 +277,10 @@ class StoredBatch:
                 if name != "fragments"
             }
             validate_batch({**batch, **shapes, "fragments": {column: [] for column in TABLES["fragments"]}})
-            check_batch(batch, int32=int32)  # else: the COPY packs those columns as int4, refusing them
-            self._batch = batch
+            # Its structure is DecodedBatch's: validate_batch checked it, its tables' by table().
+            checked = cast("DecodedBatch", batch)
+            check_batch(checked, int32=int32)  # else: the COPY packs those columns as int4, refusing them
+            self._batch = checked
         return self._batch
 
     def check_fragments(self) -> None:
@@ -278,11 +300,14 @@ class StoredBatch:
             self._hosts = split_message_ids(self.table("fragments")["message_id"])
         return self._hosts
 
-    def field(self, key: str):
+    def field(self, key: str) -> Any:
         """One of the batch's values outside the tables (first, last, group...), its type unchecked."""
-        return self._batch[key] if self._batch is not None else self._unpack(key)
+        if self._batch is not None:
+            batch: Mapping[str, Any] = self._batch
+            return batch[key]
+        return self._unpack(key)
 
-    def _check_text(self, table: str, column: str, values: list, nullable: bool) -> None:
+    def _check_text(self, table: str, column: str, values: Column, nullable: bool) -> None:
         """A text column as bytes (msgpack strings, undecoded): each value UTF-8 without NUL, as
         the catalog's text holds it; NULLs only where the format allows them. One pass: joined
         with NUL between the values, a NUL inside one shows as one too many, and a character
@@ -291,27 +316,35 @@ class StoredBatch:
         try:
             joined = b"\0".join(present)
         except TypeError:
-            joined = None
-        bad = joined is None or joined.count(b"\0") != max(len(present) - 1, 0)
-        if not bad and not joined.isascii():
-            try:
-                joined.decode("utf-8")
-            except UnicodeDecodeError:
-                bad = True
+            bad = True
+        else:
+            bad = joined.count(b"\0") != max(len(present) - 1, 0)
+            if not bad and not joined.isascii():
+                try:
+                    joined.decode("utf-8")
+                except UnicodeDecodeError:
+                    bad = True
         if bad:
             self.raise_if_malformed()
             raise MalformedBatch(f"malformed batch: {table}.{column} must hold UTF-8 strings without NUL")
         check_text_lengths(table, column, present)
 
-    def _read_checked(self, table: str, column: str, span: tuple[int, int], kind: str):
+    def _read_checked(
+        self, table: TableName, column: str, span: tuple[int, int], kind: str
+    ) -> array[int] | list[bytes]:
         """A column of a table without NULLs, read and its values checked in C (_msgcolumns.c):
         integers as an array ('i' for the catalog's 32-bit columns), text as its UTF-8 bytes."""
         start, end = span
+        data = self._data
+        assert _msgcolumns is not None and data is not None  # table() reads in C the body read by parts
         try:
             if kind == "int":
-                return _msgcolumns.ints(self._data, start, end, 32 if column in INT32_COLUMNS.get(table, ()) else 64)
+                ints: array[int] = _msgcolumns.ints(
+                    data, start, end, 32 if column in INT32_COLUMNS.get(table, ()) else 64
+                )
+                return ints
             if kind == "str":
-                values = _msgcolumns.texts(self._data, start, end, True)
+                values: list[bytes] = _msgcolumns.texts(data, start, end, True)
                 check_text_lengths(table, column, values)
                 return values
         except ValueError as exc:
@@ -319,13 +352,16 @@ class StoredBatch:
             raise MalformedBatch(f"malformed batch: {table}.{column} {exc}") from None
         raise ValueError(f"{table}.{column} is not read in C")
 
-    def _unpack(self, key: str, span: tuple[int, int] | None = None, raw: bool = False):
+    def _unpack(self, key: str, span: tuple[int, int] | None = None, raw: bool = False) -> Any:
+        """A value of the body read by parts (msgpack's, its type unchecked)."""
+        data = self._data
+        assert data is not None  # read by parts only when not decoded whole (see __init__)
         if span is None and key not in self._spans:
             self.raise_if_malformed()
             raise MalformedBatch(f"malformed batch: no {key}")
         start, end = span or self._spans[key]
         try:
-            return msgpack.unpackb(self._data[start:end], raw=raw, **_LIMITS.get(key, {}))
+            return msgpack.unpackb(data[start:end], raw=raw, **_LIMITS.get(key, {}))
         except ValueError as exc:
             if "exceeds max_" in str(exc):  # past a bound of _LIMITS: said at once, never decoded whole
                 raise MalformedBatch(f"malformed batch: {key} holds more than a batch can ({exc})") from None
@@ -340,24 +376,31 @@ class StoredBatch:
         caller that found something wrong raises its own error when this finds nothing."""
         if self._body is None:  # given decoded and checked
             return
-        check_batch(decode_batch(self._body, self._content_type, self._content_encoding, max_decoded=self._cap))
+        batch = decode_batch(self._body, self._content_type, self._content_encoding, max_decoded=self._cap)
+        check_batch(cast("DecodedBatch", batch))  # validate_batch (in decode_batch) checked its structure
 
 
 # What the small maps of a batch may hold, checked by msgpack as it decodes them: a map of a few
 # million keys is refused before it costs their objects (the rest is bounded by _refuse_lists...).
-_LIMITS = {
+class _Limits(TypedDict, total=False):
+    max_map_len: int
+    max_array_len: int
+    max_str_len: int
+
+
+_LIMITS: dict[str, _Limits] = {
     "stats": {"max_map_len": MAX_REJECT_REASONS, "max_array_len": 0, "max_str_len": MAX_RULE_NAME},
     "rules": {"max_map_len": MAX_RULES, "max_array_len": 4, "max_str_len": 4 * MAX_RULE_NAME},
     "chunks": {"max_array_len": MAX_CHUNKS},
 }
 
 
-def _text_without_nul(batch: dict) -> None:
+def _text_without_nul(batch: DecodedBatch) -> None:
     """A decoded batch's text holds no NUL (PostgreSQL's text cannot) and encodes as UTF-8 (a
     JSON body may hold a lone surrogate); StoredBatch.table checks the undecoded text of a
     msgpack body itself."""
-    for table, columns in TABLES.items():
-        for column, kind in columns.items():
+    for table in TABLE_NAMES:
+        for column, kind in TABLES[table].items():
             if kind.startswith("str"):
                 text = "".join(filter(None, batch[table][column]))
                 if "\0" in text or not encodes_as_utf8(text):
@@ -365,7 +408,7 @@ def _text_without_nul(batch: dict) -> None:
                 check_text_lengths(table, column, [v for v in batch[table][column] if v is not None])
 
 
-def _header_length(data: memoryview, start: int, read_header) -> int:
+def _header_length(data: memoryview, start: int, read_header: Callable[[msgpack.Unpacker], int]) -> int:
     """The item count of the msgpack array or map at start (read_header says which), read from its
     header alone; 0 when it is none (the checks that follow say what is wrong with it)."""
     unpacker = msgpack.Unpacker()

@@ -9,6 +9,7 @@ from typing import NamedTuple
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from app.services.ingest.checks import Column
 from edge.digest.compiled import load as load_compiled
 
 # Built by setup.py where a C compiler is at hand (SEED_IMPL chooses); else the message-ids are cut in Python.
@@ -19,11 +20,11 @@ class MessageHosts(NamedTuple):
     """A batch's message-ids as the catalog stores them (migration 0007)."""
 
     locals: list[bytes]  # each fragment's message-id up to its host
-    numbers: array  # each fragment's host, as its index in names
+    numbers: array[int]  # each fragment's host, as its index in names
     names: list[bytes]  # the hosts, in the order first seen
 
 
-def split_message_ids(ids: list) -> MessageHosts:
+def split_message_ids(ids: Column) -> MessageHosts:
     """Message-ids (str, or UTF-8 bytes: checked text) cut before their last '@': the fragment
     keeps the local part, the host ('' for an id without an '@') is stored once, in
     message_hosts. In C where it is built (_msgcolumns.split_hosts)."""
@@ -32,7 +33,8 @@ def split_message_ids(ids: list) -> MessageHosts:
     if _msgcolumns is not None:
         return MessageHosts(*_msgcolumns.split_hosts(ids))
     hosts: dict[bytes, int] = {}
-    locals_, numbers = [], array("i")
+    locals_: list[bytes] = []
+    numbers = array("i")
     for value in ids:
         at = value.rfind(b"@")
         host = value[at:] if at >= 0 else b""
@@ -51,7 +53,7 @@ HOST_IDS = (
 )
 
 
-def message_host_ids(conn: Connection, names: list[bytes]) -> array:
+def message_host_ids(conn: Connection, names: list[bytes]) -> array[int]:
     """The message_hosts ids of these hosts (added where new), in their order: committed with the
     caller's short transaction (the group's partitions'), before either of the store's
     transactions needs them, so a new host never waits on another worker's store."""
@@ -65,8 +67,9 @@ def message_host_ids(conn: Connection, names: list[bytes]) -> array:
     raise RuntimeError(f"message hosts not found after adding them: {missing[:3]}")
 
 
-def host_column(numbers: array, ids: array) -> array:
+def host_column(numbers: array[int], ids: array[int]) -> array[int]:
     """Each fragment's host id, from its host's number."""
     if _msgcolumns is not None:
-        return _msgcolumns.take(numbers, ids)
+        taken: array[int] = _msgcolumns.take(numbers, ids)
+        return taken
     return array("i", map(ids.__getitem__, numbers))

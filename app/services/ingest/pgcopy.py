@@ -12,10 +12,19 @@ carriage return escaped) is kept for the store benchmark's plain-COPY baseline.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from itertools import repeat, starmap
+from typing import TYPE_CHECKING, Any, cast
 
 from edge.digest.compiled import load as load_compiled
+
+if TYPE_CHECKING:
+    from psycopg import Copy, Cursor
+    from psycopg.rows import TupleRow
+
+    # The store's cursors: psycopg's, with its default rows (tuples).
+    PgCursor = Cursor[TupleRow]
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
@@ -23,8 +32,12 @@ _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 # that the server starts working early.
 SLICE_ROWS = 20_000
 
+# A column to COPY: (kind, values), its values of the type its kind says (see copy_payload and
+# binary_slices), None for NULL.
+CopyColumn = tuple[str, Sequence[Any]]
 
-def _ints(column: Sequence[int | None]) -> list[str] | map:
+
+def _ints(column: Sequence[int | None]) -> list[str] | map[str]:
     if None in column:
         return ["\\N" if v is None else str(v) for v in column]
     return map(str, column)
@@ -32,18 +45,18 @@ def _ints(column: Sequence[int | None]) -> list[str] | map:
 
 def _texts(column: Sequence[str | None]) -> Sequence[str]:
     if None in column:
-        column = ["\\N" if v is None else v.translate(_ESCAPES) for v in column]
-        return column
-    joined = "".join(column)
+        return ["\\N" if v is None else v.translate(_ESCAPES) for v in column]
+    texts = cast("Sequence[str]", column)  # no None in it: just looked
+    joined = "".join(texts)
     if "\\" in joined or "\t" in joined or "\n" in joined or "\r" in joined:
-        return [v.translate(_ESCAPES) for v in column]
-    return column
+        return [v.translate(_ESCAPES) for v in texts]
+    return texts
 
 
-_RENDER = {"int": _ints, "text": _texts}
+_RENDER: dict[str, Callable[[Sequence[Any]], Iterable[str]]] = {"int": _ints, "text": _texts}
 
 
-def copy_payload(columns: Sequence[tuple[str, Sequence]]) -> bytes:
+def copy_payload(columns: Sequence[CopyColumn]) -> bytes:
     """The rows of equal-length columns in COPY's text format, each given as (kind, values):
     kind 'int' or 'text'."""
     if not columns or not len(columns[0][1]):
@@ -57,10 +70,10 @@ class StreamedCopy:
     (psycopg's QueuedLibpqWriter), so the caller can do other work while the server stores them;
     finish() waits for the server's answer and raises its error, if any."""
 
-    def __init__(self, cur, statement: str, pieces: Iterable[bytes]):
+    def __init__(self, cur: PgCursor, statement: str, pieces: Iterable[bytes]):
         from psycopg.copy import QueuedLibpqWriter
 
-        self._context = cur.copy(statement, writer=QueuedLibpqWriter(cur))
+        self._context: AbstractContextManager[Copy] = cur.copy(statement, writer=QueuedLibpqWriter(cur))
         self._open = True
         copy = self._context.__enter__()
         try:
@@ -95,7 +108,7 @@ _PG_EPOCH = 946_684_800  # 2000-01-01 in unix seconds
 _pack_length = struct.Struct("!i").pack
 
 
-def _interleave(pieces: list[list]) -> bytes:
+def _interleave(pieces: list[Sequence[bytes]]) -> bytes:
     """The pieces' items row by row: pieces[0][0], pieces[1][0], ..., pieces[0][1], ..."""
     if len(pieces) == 1:
         return b"".join(pieces[0])
@@ -112,16 +125,17 @@ _copyrows = load_compiled("app.services._copyrows")
 _pack_rows_c = _copyrows.pack_rows if _copyrows is not None else None
 
 
-def _pack_rows(columns: Sequence[tuple[str, Sequence]], scan: bool) -> bytes:
+def _pack_rows(columns: Sequence[CopyColumn], scan: bool) -> bytes:
     """Equal-length columns as binary COPY rows, without a header. The C version (_copyrows.c)
     runs where it is loaded; it takes a quarter of the time because it makes no Python object for
     each value. Otherwise the rows are packed in Python."""
     if _pack_rows_c is not None:
-        return _pack_rows_c([kind for kind, _ in columns], [values for _, values in columns], scan)
+        packed: bytes = _pack_rows_c([kind for kind, _ in columns], [values for _, values in columns], scan)
+        return packed
     return _pack_rows_python(columns, scan)
 
 
-def _pack_rows_python(columns: Sequence[tuple[str, Sequence]], scan: bool) -> bytes:
+def _pack_rows_python(columns: Sequence[CopyColumn], scan: bool) -> bytes:
     """Equal-length columns as binary COPY rows, without a header. With `scan` False the columns
     hold no NULL, so none is looked for (a None is refused as a value of the wrong type is). Runs
     of columns without NULLs are packed together, with one struct call for each row that also
@@ -129,10 +143,13 @@ def _pack_rows_python(columns: Sequence[tuple[str, Sequence]], scan: bool) -> by
     value by value."""
     if len({len(values) for _, values in columns}) != 1:  # zip below would drop rows silently
         raise ValueError("columns of different lengths")
-    pieces: list = []
-    fmt, args = "!h", [repeat(len(columns), len(columns[0][1]))]
+    pieces: list[Sequence[bytes]] = []
+    # The struct format of a run of columns without NULLs, and its values: a field count or a
+    # length, then the column's values, for each column of the run.
+    fmt = "!h"
+    args: list[Iterable[int | float]] = [repeat(len(columns), len(columns[0][1]))]
 
-    def flush():
+    def flush() -> None:
         nonlocal fmt, args
         if len(fmt) > 1:
             pieces.append(list(starmap(struct.Struct(fmt).pack, zip(*args))))
@@ -178,9 +195,7 @@ def _pack_rows_python(columns: Sequence[tuple[str, Sequence]], scan: bool) -> by
     return _interleave(pieces)
 
 
-def binary_slices(
-    columns: Sequence[tuple[str, Sequence]], rows: int = SLICE_ROWS, nulls: bool = True
-) -> Iterator[bytes]:
+def binary_slices(columns: Sequence[CopyColumn], rows: int = SLICE_ROWS, nulls: bool = True) -> Iterator[bytes]:
     """The rows of equal-length columns as a binary COPY payload (`COPY ... (FORMAT binary)`), in
     slices of `rows` rows: their concatenation is the whole payload, header and trailer included.
     Kinds: 'int8', 'int4', 'float4', 'timestamp' (unix seconds, for a timestamptz column), 'text'
@@ -197,7 +212,7 @@ def binary_slices(
     yield BINARY_TRAILER
 
 
-def binary_payload(columns: Sequence[tuple[str, Sequence]]) -> bytes:
+def binary_payload(columns: Sequence[CopyColumn]) -> bytes:
     return b"".join(binary_slices(columns))
 
 
@@ -209,12 +224,21 @@ class PendingCopy:
     NOTHING RETURNING the key."""
 
     def __init__(
-        self, cur, table: str, target: str, column_names: str, pieces: list[bytes], key: str, binary: bool = False
+        self,
+        cur: PgCursor,
+        table: str,
+        target: str,
+        column_names: str,
+        pieces: list[bytes],
+        key: str,
+        binary: bool = False,
     ):
         """pieces: the payload, kept for the fallback."""
         self.cur, self.table, self.target, self.column_names, self.key = cur, table, target, column_names, key
         self.options = " (FORMAT binary)" if binary else ""
-        self.copy = self.error = None
+        # The COPY under way; else why it could not start (never both).
+        self.copy: StreamedCopy | None = None
+        self.error: Exception | None = None
         self.pieces = pieces
         if not pieces or binary and sum(map(len, pieces)) == len(BINARY_HEADER) + len(BINARY_TRAILER):
             return
@@ -229,12 +253,12 @@ class PendingCopy:
         if self.copy is not None:
             self.copy.abort(exc)
 
-    def finish(self) -> set | None:
+    def finish(self) -> set[int] | None:
         """None when every row went in; else the keys of the rows that did."""
-        if self.copy is None and self.error is None:
-            return None
         exc = self.error
         if exc is None:
+            if self.copy is None:  # nothing to send
+                return None
             try:
                 self.copy.finish()
             except Exception as error:

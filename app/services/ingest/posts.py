@@ -44,7 +44,9 @@ the name the row gets (names_of) and written with the sums, in the same statemen
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from operator import itemgetter
 from typing import NamedTuple
 
 from sqlalchemy import select, text
@@ -165,8 +167,8 @@ class Namesake(NamedTuple):
     key: int
     name_hash: int
     file_count: int | None
-    first_post: object
-    last_post: object
+    first_post: datetime | None
+    last_post: datetime | None
     companion: bool
     domain: str | None
 
@@ -193,7 +195,8 @@ def locked_stored_batch(session: Session, batch_id: int) -> tuple[SeedBatch, int
     )
     if row is None or row.state != BatchState.STORED:
         return None
-    return row, session.scalar(select(SeedRange.group_id).where(SeedRange.id == row.range_id))
+    group_id = session.execute(select(SeedRange.group_id).where(SeedRange.id == row.range_id)).scalar_one()
+    return row, group_id
 
 
 def mark_joined(row: SeedBatch, left_out: list[str] | None = None) -> None:
@@ -229,7 +232,7 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
         wanted[release] = wanted.get(anchor, anchor_post)
         pinned.add(wanted[release])
     keys = sorted(wanted)
-    current = dict(session.execute(CURRENT, {"g": group_id, "keys": keys}).all()) if keys else {}
+    current: dict[int, int] = dict(session.execute(CURRENT, {"g": group_id, "keys": keys}).all()) if keys else {}
     forget = [key for key in keys if wanted[key] == key and key in current]
     join = [key for key in keys if wanted[key] != key and current.get(key) != wanted[key]]
     if forget:
@@ -383,7 +386,7 @@ def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]], 
         session.execute(FORGET_POSTS, {"g": group_id, "keys": gone})
 
 
-def _named_arrays(posts: list[int], named: dict[int, Named]) -> dict[str, list]:
+def _named_arrays(posts: list[int], named: dict[int, Named]) -> dict[str, Sequence[int | date | str | None]]:
     return {
         **postnames.arrays_of(posts, [named[p].name for p in posts]),
         **{f"n_{field}": [getattr(named[p].inspected, field) for p in posts] for field in INSPECTED_FIELDS},
@@ -425,21 +428,22 @@ def posts_of(namesakes: list[Namesake]) -> dict[int, int]:
     name posted thousands of times costs a sort, not a comparison of every pair."""
     post: dict[int, int] = {r.key: r.key for r in namesakes}
     sets = [r for r in namesakes if not r.companion]
-    runs: dict[tuple, list[Namesake]] = defaultdict(list)
+    # The sets posted with dates, by (file count, mail domain): (first post, key, last post, set).
+    runs: dict[tuple[int | None, str], list[tuple[datetime, int, datetime, Namesake]]] = defaultdict(list)
     for r in sets:
         if r.domain is not None and r.first_post is not None and r.last_post is not None:
-            runs[(r.file_count, r.domain)].append(r)
+            runs[(r.file_count, r.domain)].append((r.first_post, r.key, r.last_post, r))
     for run in runs.values():
-        run.sort(key=lambda r: (r.first_post, r.key))
-        members = [run[0]]
-        first, last = run[0].first_post, run[0].last_post
-        for r in run[1:]:
-            if r.first_post <= last + JOIN_GAP and max(last, r.last_post) - first <= MAX_POST_SPAN:
+        run.sort(key=itemgetter(0, 1))  # by first post, then key
+        first, _, last, head = run[0]
+        members = [head]
+        for r_first, _, r_last, r in run[1:]:
+            if r_first <= last + JOIN_GAP and max(last, r_last) - first <= MAX_POST_SPAN:
                 members.append(r)
-                last = max(last, r.last_post)
+                last = max(last, r_last)
                 continue
             _one_post(members, post)
-            members, first, last = [r], r.first_post, r.last_post
+            members, first, last = [r], r_first, r_last
         _one_post(members, post)
     for companion in namesakes:
         if companion.companion:
@@ -459,6 +463,6 @@ def _one_post(members: list[Namesake], post: dict[int, int]) -> None:
 
 def _apart(a: Namesake, b: Namesake) -> timedelta | None:
     """The time between two releases' postings (zero when they overlap); None without dates."""
-    if None in (a.first_post, a.last_post, b.first_post, b.last_post):
+    if a.first_post is None or a.last_post is None or b.first_post is None or b.last_post is None:
         return None
     return max(b.first_post - a.last_post, a.first_post - b.last_post, timedelta(0))

@@ -7,7 +7,9 @@ this one.
 
 from __future__ import annotations
 
-from sqlalchemy import text
+from typing import Any, Unpack, cast
+
+from sqlalchemy import CursorResult, text
 from sqlalchemy.orm import Session
 
 from app.services.ingest.posts import join_posts, locked_stored_batch, mark_joined
@@ -70,4 +72,5 @@ def repair_releases(session: Session, group_id: int, release_keys: list[int]) ->
         ),
         params,
     )
-    return result.rowcount
+    # An UPDATE's result is a CursorResult (session.execute is typed to give its base, Result).
+    return cast("CursorResult[Unpack[tuple[Any, ...]]]", result).rowcount

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from time import perf_counter
+from typing import TYPE_CHECKING, cast
 
 from sqlalchemy import select, text
 from sqlalchemy.engine import Connection, Engine
@@ -32,10 +33,14 @@ from app.db import ensure_group_partitions, partition_name
 from app.models import Group, SeedBatch, SeedRange
 from app.models.batches import BatchState
 from app.services.ingest import catalog
-from app.services.ingest.checks import MalformedBatch, check_batch
+from app.services.ingest.checks import Column, DecodedBatch, MalformedBatch, Table, check_batch
 from app.services.ingest.decode import StoredBatch
 from app.services.ingest.hosts import host_column, message_host_ids
 from app.services.ingest.pgcopy import StreamedCopy, binary_slices
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +96,11 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
         return StoreResult(batch_id, stored=False)
     range_id = batch_row.range_id
     # The body in binary (as text, a bytea comes hex-encoded: twice the bytes, and decoded here).
-    with session.connection().connection.driver_connection.cursor() as cur:
+    with _psycopg(session.connection()).cursor() as cur:
         cur.execute("SELECT body FROM seed_batches WHERE id = %s", (batch_id,), binary=True)
-        (body,) = cur.fetchone()
+        row = cur.fetchone()
+        assert row is not None  # the batch's row, locked above
+        (body,) = row
     stored = StoredBatch(body, batch_row.content_type, batch_row.content_encoding)
     group_id, group_name = session.execute(
         select(SeedRange.group_id, Group.name)
@@ -130,16 +137,16 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
     return StoreResult(batch_id, stored=True)
 
 
-def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> int:
+def _record_stored(session: Session, batch_row: SeedBatch, batch: DecodedBatch) -> int:
     """The batch's counts added to its range's, and the batch marked stored. Returns its
     articles (overview lines read, less the rejected)."""
     range_id = batch_row.range_id
     chunks = batch["chunks"]
-    lines = sum(c[2] for c in chunks)
-    rejected = sum(c[3] for c in chunks)
+    lines = sum(chunk_lines for _, _, chunk_lines, _ in chunks)
+    rejected = sum(chunk_rejected for _, _, _, chunk_rejected in chunks)
     missing = sum(b - a + 1 for a, b in batch["missing"])
-    kept = batch["rules"].get("", [0, 0, 0, 0])
-    dropped = sum(v[2] for k, v in batch["rules"].items() if k != "")
+    kept_releases, kept_files, _, _ = batch["rules"].get("", [0, 0, 0, 0])
+    dropped = sum(fragments for rule, (_, _, fragments, _) in batch["rules"].items() if rule != "")
     session.execute(
         text(
             "UPDATE seed_ranges SET articles = articles + :articles, missing = missing + :missing,"
@@ -150,8 +157,8 @@ def _record_stored(session: Session, batch_row: SeedBatch, batch: dict) -> int:
             "articles": lines - rejected,
             "missing": missing,
             "rejected": rejected,
-            "files": kept[1],
-            "releases": kept[0],
+            "files": kept_files,
+            "releases": kept_releases,
             "dropped": dropped,
             "id": range_id,
         },
@@ -175,7 +182,7 @@ FRAGMENT_COLUMNS = "article, file_key, part, bytes, host_id, message_local"
 FRAGMENT_COPY = "COPY {table} (" + FRAGMENT_COLUMNS + ") FROM STDIN (FORMAT binary)"
 
 
-def fragment_slices(fragments: dict, locals_: list[bytes], host_ids: array) -> Iterator[bytes]:
+def fragment_slices(fragments: Table, locals_: list[bytes], host_ids: array[int]) -> Iterator[bytes]:
     """The fragments as a binary COPY payload for FRAGMENT_COPY, in slices (check_batch first:
     part and bytes must fit 32 bits), their message-ids as split_message_ids cut them and the
     hosts' ids."""
@@ -192,7 +199,7 @@ def fragment_slices(fragments: dict, locals_: list[bytes], host_ids: array) -> I
     )
 
 
-def _check_keys(stored: StoredBatch, *columns: list) -> None:
+def _check_keys(stored: StoredBatch, *columns: Column) -> None:
     """The keys the look-up sends are 64-bit integers (before the rest of the batch is checked)."""
     try:
         for keys in columns:
@@ -220,10 +227,10 @@ def load_catalog(
     fragments_connection: Connection,
     group_id: int,
     range_id: int,
-    batch: dict | StoredBatch,
-    host_ids: array,
+    batch: DecodedBatch | StoredBatch,
+    host_ids: array[int],
     batch_id: int,
-) -> dict:
+) -> DecodedBatch:
     """Files, fragments, releases, release chunks and rule counts of one batch, in bulk, and the
     releases' aggregates (what a repair recomputes) kept up to date as rows go in. Returns the
     batch (decoded whole).
@@ -247,8 +254,8 @@ def load_catalog(
     message_hosts id of each of the batch's hosts (message_host_ids).
     """
     stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
-    conn = session.connection().connection.driver_connection  # psycopg, for COPY
-    with conn.cursor() as cur, fragments_connection.connection.driver_connection.cursor() as fragment_cur:
+    conn = _psycopg(session.connection())  # for COPY
+    with conn.cursor() as cur, _psycopg(fragments_connection).cursor() as fragment_cur:
         # No JIT for the store's statements: PostgreSQL compiles one it prices high, and these are
         # short bulk ones (a look-up or update of a few thousand keys) where compiling costs tens
         # of ms and saves less. For both transactions, to their end.
@@ -291,12 +298,12 @@ def load_catalog(
             )
             # While the server stores the files, the rest of the batch is decoded and checked.
             others.store(cur, meanwhile=stored.decoded)
-            batch = stored.decoded()  # decoded and checked during the files' COPY, and kept since
+            decoded = stored.decoded()  # decoded and checked during the files' COPY, and kept since
             others.update_known_releases(cur)
             cur.executemany(
                 "INSERT INTO rule_counts (range_id, batch_from, rule, group_id, releases, files, fragments, bytes)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                [(range_id, batch["first"], rule, group_id, *counts) for rule, counts in batch["rules"].items()],
+                [(range_id, decoded["first"], rule, group_id, *counts) for rule, counts in decoded["rules"].items()],
             )
         except BaseException as exc:
             try:
@@ -310,9 +317,14 @@ def load_catalog(
             raise
         if fragments is not None:
             fragments.finish()
-    return batch
+    return decoded
+
+
+def _psycopg(connection: Connection) -> psycopg.Connection[TupleRow]:
+    """The psycopg connection under one of SQLAlchemy's (for COPY and binary results)."""
+    # The engine's driver is psycopg (postgresql+psycopg), and a checked-out connection has one.
+    return cast("psycopg.Connection[TupleRow]", connection.connection.driver_connection)
 
 
 def _engine_of(session: Session) -> Engine:
-    bind = session.get_bind()
-    return getattr(bind, "engine", bind)
+    return session.get_bind().engine  # an Engine's engine is itself
