@@ -42,7 +42,7 @@ _REDACTIONS = (
     (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]+"), rf"\1\2{REDACTED}"),
     # A password in a URL: scheme://user:password@host.
     (re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]*:)[^@/\s]+@"), rf"\1{REDACTED}@"),
-    # This system's credentials (app/services/tokens.py, apikeys.py: a prefix and 43 characters of
+    # This system's credentials (app/services/credentials.py: a prefix and 43 characters of
     # URL-safe base64) wherever they are, also where nothing names them.
     (re.compile(r"\b(seed(?:op|api)?_)[A-Za-z0-9_-]{32,}(?![A-Za-z0-9_-])"), rf"\1{REDACTED}"),
 )

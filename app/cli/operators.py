@@ -10,7 +10,7 @@ from app.services import operators as operator_service
 
 operators = AppGroup("operators", help="Operator keys: the whole status over the API (a node sees only its own).")
 
-_COLUMNS = ("id", "name", "created_at", "last_used_at")
+_COLUMNS = ("id", "name", "created_at", "last_used_at", "revoked_at")
 
 
 def _row(key) -> dict:
@@ -49,7 +49,9 @@ def list_(as_json: bool) -> None:
 @click.argument("name")
 @json_option
 def revoke(name: str, as_json: bool) -> None:
-    """Delete the key: it stops working at once."""
+    """Revoke the key: it stops working at once; its name stays in the list."""
     with service_call() as session:
-        row = {**_row(operator_service.revoke_key(session, name)), "revoked": True}
+        key = operator_service.revoke_key(session, name)
+        session.refresh(key)
+        row = _row(key)
     report(as_json, row, f"revoked operator key {name}")

@@ -15,7 +15,7 @@ from app.models.catalog import (
 )
 from app.models.groups import Group
 from app.models.inspections import InspectionJoin, InspectionState, PostFileHash, PostInspection
-from app.models.keys import OperatorKey
+from app.models.operators import OperatorKey
 from app.models.nodes import SeedNode
 from app.models.ranges import SeedPlan, SeedRange
 from app.models.rules import SeedRule

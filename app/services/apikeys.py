@@ -15,12 +15,9 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.models import ApiKey
 from app.models.apikeys import LIMIT_MAX, LIMIT_MIN, ApiKeyDay
-from app.services import tokens
+from app.services import credentials
 from app.services.errors import Conflict, NotFound, ServiceError
 
-# Told apart at a glance from node tokens (seed_) and operator keys (seedop_), so that a key
-# pasted into the wrong tool is recognised.
-API_KEY_PREFIX = "seedapi_"
 
 # A key's use is counted per UTC day, whatever the server's or the client's time zone: the
 # window every user of the key sees is the same, and it frees at 00:00 UTC.
@@ -73,16 +70,19 @@ def create_key(
 ) -> tuple[ApiKey, str]:
     """A new key and its secret; the secret is returned once and only its hash is stored. The
     limits are per UTC day, None for unlimited."""
-    tokens.check_name(name, "an API key name", "bad_api_key_name")
+    credentials.check_name(name, "an API key name", "bad_api_key_name")
     _check_limit(requests_per_day, "requests per day")
     _check_limit(grabs_per_day, "grabs per day")
     # A revoked key keeps its name: its counts stay readable under it, and a new key is not
     # mistaken for the old one in the list.
     if session.scalar(select(ApiKey.id).where(ApiKey.name == name)) is not None:
         raise Conflict(f"API key name already in use: {name}", code="api_key_exists")
-    secret = tokens.new_token(API_KEY_PREFIX)
+    secret = credentials.new_api_key()
     key = ApiKey(
-        name=name, key_hash=tokens.hash_token(secret), requests_per_day=requests_per_day, grabs_per_day=grabs_per_day
+        name=name,
+        key_hash=credentials.hash_token(secret),
+        requests_per_day=requests_per_day,
+        grabs_per_day=grabs_per_day,
     )
     session.add(key)
     session.flush()
@@ -143,24 +143,14 @@ def _usage(requests_max: int | None, grabs_max: int | None, day: ApiKeyDay | Non
 
 
 def revoke_key(session: Session, name: str) -> ApiKey:
-    """The key stops working at once; its row stays with its counts. Revoking it again keeps the
-    first revocation's time."""
-    key = session.scalar(select(ApiKey).where(ApiKey.name == name).with_for_update())
-    if key is None:
-        raise NotFound(f"no such API key: {name}", code="unknown_api_key")
-    if key.revoked_at is None:
-        key.revoked_at = func.now()
-        session.flush()
-    return key
+    """The key stops working at once; its row stays with its counts (credentials.revoke)."""
+    return credentials.revoke(session, ApiKey, name, what="API key", code="unknown_api_key")
 
 
 def holder(session: Session, presented_key: str) -> ApiKey | None:
-    """The active API key with this secret, or None (tokens.holder: found by hash, compared in
-    constant time)."""
-    key = tokens.holder(session, ApiKey, ApiKey.key_hash, presented_key)
-    if key is None or key.revoked_at is not None:
-        return None
-    return key
+    """The working API key with this secret, or None (credentials.holder: found by hash, compared
+    in constant time; its last use is written with its count, app.services.apikeys.use)."""
+    return credentials.holder(session, ApiKey, ApiKey.key_hash, presented_key)
 
 
 # One request counted, checked against the key's limits in the same statement: the upsert on the

@@ -242,7 +242,7 @@ DATACENTER_NODE = "datacenter"
 
 def datacenter_node(session: Session) -> SeedNode:
     """The node the data center's own runner leases as; disabled, so no token can act as it."""
-    from app.services.tokens import hash_token, new_token
+    from app.services.credentials import hash_token, new_token
 
     session.execute(
         insert(SeedNode)

@@ -1,4 +1,4 @@
-"""Edge nodes and their tokens."""
+"""Edge nodes and their credentials."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from app.models import SeedNode, SeedRange
-from app.services import leases, tokens
+from app.services import credentials, leases
 from app.services.errors import Conflict, NotFound
 
 
 def validate_node_name(name: str) -> str:
-    return tokens.check_name(name, "a node name", "bad_node_name")
+    return credentials.check_name(name, "a node name", "bad_node_name")
 
 
 def create_node(session: Session, name: str) -> tuple[SeedNode, str]:
@@ -20,8 +20,8 @@ def create_node(session: Session, name: str) -> tuple[SeedNode, str]:
     validate_node_name(name)
     if session.scalar(select(SeedNode.id).where(SeedNode.name == name)) is not None:
         raise Conflict(f"node already exists: {name}", code="node_exists")
-    token = tokens.new_token()
-    node = SeedNode(name=name, token_hash=tokens.hash_token(token))
+    token = credentials.new_token()
+    node = SeedNode(name=name, token_hash=credentials.hash_token(token))
     session.add(node)
     session.flush()
     return node, token
@@ -73,22 +73,23 @@ def delete_node(session: Session, name: str) -> tuple[SeedNode, list[int]]:
 
 def rotate_token(session: Session, name: str) -> tuple[SeedNode, str]:
     node = get_node(session, name)
-    token = tokens.new_token()
-    node.token_hash = tokens.hash_token(token)
+    token = credentials.new_token()
+    node.token_hash = credentials.hash_token(token)
     node.token_rotated_at = func.now()
     return node, token
 
 
-# A node found by its token's hash, its last contact noted (at most every 10 s, to keep the
-# hot path cheap) in the same statement: one round trip, outside any transaction; its commit does
-# not wait for the WAL flush (a last contact lost in a crash is noted again by the next call).
-NODE_BY_TOKEN = text("""
+# A node found by its token's hash, its last contact noted (at most once in
+# credentials.LAST_USE_SECONDS, to keep the hot path cheap) in the same statement: one round trip,
+# outside any transaction; its commit does not wait for the WAL flush (a last contact lost in a
+# crash is noted again by the next call).
+NODE_BY_TOKEN = text(f"""
     WITH found AS (SELECT id, name, enabled, token_hash, token_rotated_at, last_seen_at,
                           set_config('synchronous_commit', 'off', true) AS unflushed
                      FROM seed_nodes WHERE token_hash = :hash),
          seen AS (UPDATE seed_nodes n SET last_seen_at = now() FROM found f
                    WHERE n.id = f.id AND f.enabled
-                     AND (f.last_seen_at IS NULL OR f.last_seen_at < now() - interval '10 seconds'))
+                     AND (f.last_seen_at IS NULL OR f.last_seen_at < now() - {credentials.LAST_USE_INTERVAL_SQL}))
     SELECT id, name, enabled, token_hash, token_rotated_at, last_seen_at FROM found
 """)
 
@@ -97,16 +98,16 @@ def authenticate_call(connection: Connection, token: str) -> SeedNode | None:
     """The enabled node holding this token, or None, for a call of the node API: found by the
     token's hash, compared in constant time, its last contact noted; on a connection in autocommit
     (one round trip). The node returned is not attached to a session: its columns are read."""
-    if not token or len(token) > tokens.MAX_CREDENTIAL_LENGTH:
+    if not token or len(token) > credentials.MAX_CREDENTIAL_LENGTH:
         return None
-    row = connection.execute(NODE_BY_TOKEN, {"hash": tokens.hash_token(token)}).first()
-    if row is None or not tokens.token_matches(token, row.token_hash) or not row.enabled:
+    row = connection.execute(NODE_BY_TOKEN, {"hash": credentials.hash_token(token)}).first()
+    if row is None or not credentials.token_matches(token, row.token_hash) or not row.enabled:
         return None
     return SeedNode(**row._mapping)
 
 
 def authenticate(session: Session, token: str) -> SeedNode | None:
-    """The enabled node holding this token, or None (tokens.holder: found by hash, compared in
+    """The enabled node holding this token, or None (credentials.holder: found by hash, compared in
     constant time)."""
-    node = tokens.holder(session, SeedNode, SeedNode.token_hash, token)
+    node = credentials.holder(session, SeedNode, SeedNode.token_hash, token)
     return node if node is not None and node.enabled else None

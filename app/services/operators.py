@@ -1,22 +1,24 @@
-"""Operator keys: the credential of people and tools that see the whole seed."""
+"""Operator keys: the credential of people and tools that see the whole seed (app.services.credentials
+holds the policy they share with node tokens and API keys)."""
 
 from __future__ import annotations
 
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.models import OperatorKey
-from app.services import tokens
-from app.services.errors import Conflict, NotFound
+from app.services import credentials
+from app.services.errors import Conflict
 
 
 def create_key(session: Session, name: str) -> tuple[OperatorKey, str]:
-    """A new key and its secret; the secret is returned once and only its hash is stored."""
-    tokens.check_name(name, "an operator key name", "bad_operator_key_name")
+    """A new key and its secret; the secret is returned once and only its hash is stored. A name
+    is never given twice (a revoked key keeps its own)."""
+    credentials.check_name(name, "an operator key name", "bad_operator_key_name")
     if session.scalar(select(OperatorKey.id).where(OperatorKey.name == name)) is not None:
-        raise Conflict(f"operator key already exists: {name}", code="operator_key_exists")
-    secret = tokens.new_operator_key()
-    key = OperatorKey(name=name, key_hash=tokens.hash_token(secret))
+        raise Conflict(f"operator key name already in use: {name}", code="operator_key_exists")
+    secret = credentials.new_operator_key()
+    key = OperatorKey(name=name, key_hash=credentials.hash_token(secret))
     session.add(key)
     session.flush()
     return key, secret
@@ -27,27 +29,14 @@ def list_keys(session: Session) -> list[OperatorKey]:
 
 
 def revoke_key(session: Session, name: str) -> OperatorKey:
-    """The key stops working at once: its row is deleted (and returned as it was)."""
-    key = session.scalar(select(OperatorKey).where(OperatorKey.name == name).with_for_update())
-    if key is None:
-        raise NotFound(f"no such operator key: {name}", code="unknown_operator_key")
-    session.delete(key)
-    session.flush()
-    return key
+    """The key stops working at once; its row stays (credentials.revoke)."""
+    return credentials.revoke(session, OperatorKey, name, what="operator key", code="unknown_operator_key")
 
 
 def authenticate(session: Session, secret: str) -> OperatorKey | None:
-    """The operator key with this secret, or None (tokens.holder: found by hash, compared in
-    constant time)."""
-    key = tokens.holder(session, OperatorKey, OperatorKey.key_hash, secret)
-    if key is None:
-        return None
-    # Last use, written at most once a minute per key.
-    session.execute(
-        text(
-            "UPDATE operator_keys SET last_used_at = now() WHERE id = :id"
-            " AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')"
-        ),
-        {"id": key.id},
-    )
+    """The working operator key with this secret, or None (credentials.holder: found by hash,
+    compared in constant time), its last use noted."""
+    key = credentials.holder(session, OperatorKey, OperatorKey.key_hash, secret)
+    if key is not None:
+        credentials.note_use(session, OperatorKey.last_used_at, key.id)
     return key

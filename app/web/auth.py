@@ -3,7 +3,7 @@ with the request (``?apikey=``), and the cookie's signing key.
 
 A login stores in the session what logged in (``operator`` or ``apikey``), the key's row id and
 the first bytes of the key's stored hash, never the key: each request loads the row again, so a
-revoked key (an operator key's row deleted, an API key's ``revoked_at`` set) ends its sessions
+revoked key (its ``revoked_at`` set: app.services.credentials) ends its sessions
 at once, and a row id given anew after the tables were emptied does not match an old cookie. A
 login lasts LOGIN_SECONDS.
 
@@ -37,8 +37,7 @@ from sqlalchemy.orm import Session
 
 from app.models import ApiKey, OperatorKey
 from app.services import apikeys, operators
-from app.services.apikeys import API_KEY_PREFIX
-from app.services.tokens import MAX_CREDENTIAL_LENGTH, OPERATOR_KEY_PREFIX
+from app.services.credentials import API_KEY_PREFIX, MAX_CREDENTIAL_LENGTH, OPERATOR_KEY_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +251,7 @@ def session_visitor(db: Session) -> Visitor | None:
         return None
     if kind == OPERATOR:
         operator = db.get(OperatorKey, row_id)
-        if operator is None:
+        if operator is None or operator.revoked_at is not None:
             return None
         visitor, key_hash = Visitor(OPERATOR, operator.id, operator.name), operator.key_hash
     elif kind == API_KEY:

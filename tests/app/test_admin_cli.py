@@ -4,7 +4,7 @@ import json
 
 from sqlalchemy import text
 
-from app.services.tokens import hash_token
+from app.services.credentials import hash_token
 
 
 def test_groups_add_and_list(cli_runner, clean_db):

@@ -19,11 +19,11 @@ from sqlalchemy.orm import Session
 from app.config import Settings, override_settings
 from app.db import reset_engine, session_scope
 from app.models import ApiKey
-from app.services import apikeys, operators, tokens
-from app.services.apikeys import API_KEY_PREFIX, LimitReached, Usage
+from app.services import apikeys, credentials, operators
+from app.services.apikeys import LimitReached, Usage
 from app.services.errors import NotFound, ServiceError
 from app.services.nodes import authenticate as node_holder
-from app.services.tokens import OPERATOR_KEY_PREFIX, TOKEN_PREFIX, hash_token
+from app.services.credentials import API_KEY_PREFIX, OPERATOR_KEY_PREFIX, TOKEN_PREFIX, hash_token
 from tests.app.factories import make_node
 from tests.app.test_migrations import alembic_config
 from tests.fixtures.waiting import wait_until
@@ -179,7 +179,7 @@ def test_holder_knows_an_active_key_and_nothing_else(db_session):
         API_KEY_PREFIX,
         "",
         "x" * 300,
-        key + "x" * (tokens.MAX_CREDENTIAL_LENGTH - len(key) + 1),
+        key + "x" * (credentials.MAX_CREDENTIAL_LENGTH - len(key) + 1),
     ]
     for miss in near_misses:
         assert miss != key
@@ -190,13 +190,13 @@ def test_holder_compares_in_constant_time(db_session, monkeypatch):
     """The key is found by its hash, and the stored hash compared with hmac.compare_digest."""
     _, key = apikeys.create_key(db_session, "sonarr")
     compared = []
-    real = tokens.hmac.compare_digest
+    real = credentials.hmac.compare_digest
 
     def watched(a, b):
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(tokens.hmac, "compare_digest", watched)
+    monkeypatch.setattr(credentials.hmac, "compare_digest", watched)
     assert apikeys.holder(db_session, key) is not None
     assert compared == [(hash_token(key), hash_token(key))]
 

@@ -19,8 +19,8 @@ import pytest
 
 from app.config import Settings, SettingsError
 from app.logs import REDACTED, Formatter, StderrHandler, configure, logging_config, redact
-from app.services import apikeys, operators, tokens
-from app.services.tokens import new_operator_key, new_token
+from app.services import apikeys, credentials, operators
+from app.services.credentials import new_operator_key, new_token
 from tests.fixtures.api_server import start_api, stop_api
 
 TEXT_LINE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) (\w+) (\S+) \[(\d+)\] (.*)")
@@ -91,7 +91,8 @@ def test_an_access_line_carries_the_requests_figures():
 
 
 @pytest.mark.parametrize(
-    "secret", [new_token(), new_operator_key(), new_token(apikeys.API_KEY_PREFIX), new_token(tokens.TOKEN_PREFIX)]
+    "secret",
+    [new_token(), new_operator_key(), new_token(credentials.API_KEY_PREFIX), new_token(credentials.TOKEN_PREFIX)],
 )
 def test_the_systems_credentials_are_blanked_wherever_they_show(secret):
     for shown in (

@@ -14,9 +14,10 @@ from app.api.errors import register_error_handlers
 from app.api.operator import scoped_status
 from app.db import session_scope
 from app.models import SeedBatch
-from app.services import leases
+from app.services import credentials, leases, operators
 from app.services.nodes import set_enabled
-from app.services.tokens import OPERATOR_KEY_PREFIX, hash_token
+from app.services.credentials import OPERATOR_KEY_PREFIX, hash_token
+from tests.fixtures.queries import scalar
 from tests.app.factories import BIG, make_group, make_node, make_plan
 
 STATUS = "/api/v1/seed/status"
@@ -51,18 +52,31 @@ def test_operators_create_prints_a_key_once_that_is_stored_only_hashed(cli_runne
 def test_operators_list_revoke_and_errors(cli_runner, clean_db):
     create_key(cli_runner, "ops-1")
     dup = cli_runner.invoke(args=["seed", "operators", "create", "ops-1"])
-    assert dup.exit_code == 1 and "operator key already exists: ops-1" in dup.output
+    assert dup.exit_code == 1 and "operator key name already in use: ops-1" in dup.output
     bad = cli_runner.invoke(args=["seed", "operators", "create", "bad name!"])
     assert bad.exit_code == 1 and "not an operator key name" in bad.output
     listed = json.loads(cli_runner.invoke(args=["seed", "operators", "list", "--json"]).output)
     assert [k["name"] for k in listed] == ["ops-1"] and "key" not in listed[0]
     table = cli_runner.invoke(args=["seed", "operators", "list"]).output
-    assert table.splitlines()[0].split() == ["id", "name", "created_at", "last_used_at"]
-    revoked = cli_runner.invoke(args=["seed", "operators", "revoke", "ops-1"])
-    assert revoked.exit_code == 0 and "revoked operator key ops-1" in revoked.output
-    assert json.loads(cli_runner.invoke(args=["seed", "operators", "list", "--json"]).output) == []
-    unknown = cli_runner.invoke(args=["seed", "operators", "revoke", "ops-1"])
-    assert unknown.exit_code == 1 and "no such operator key: ops-1" in unknown.output
+    assert table.splitlines()[0].split() == ["id", "name", "created_at", "last_used_at", "revoked_at"]
+    assert listed[0]["revoked_at"] is None
+    revoked = cli_runner.invoke(args=["seed", "operators", "revoke", "ops-1", "--json"])
+    assert revoked.exit_code == 0, revoked.output
+    first = json.loads(revoked.output)
+    assert first["name"] == "ops-1" and first["revoked_at"] is not None
+    # The row stays, revoked (its name is not given again); revoking again keeps the first time.
+    (kept,) = json.loads(cli_runner.invoke(args=["seed", "operators", "list", "--json"]).output)
+    assert (kept["name"], kept["revoked_at"]) == ("ops-1", first["revoked_at"])
+    again = cli_runner.invoke(args=["seed", "operators", "revoke", "ops-1"])
+    assert again.exit_code == 0 and "revoked operator key ops-1" in again.output
+    assert (
+        json.loads(cli_runner.invoke(args=["seed", "operators", "list", "--json"]).output)[0]["revoked_at"]
+        == (first["revoked_at"])
+    )
+    reused = cli_runner.invoke(args=["seed", "operators", "create", "ops-1"])
+    assert reused.exit_code == 1 and "operator key name already in use: ops-1" in reused.output
+    unknown = cli_runner.invoke(args=["seed", "operators", "revoke", "ops-2"])
+    assert unknown.exit_code == 1 and "no such operator key: ops-2" in unknown.output
 
 
 @pytest.fixture
@@ -168,3 +182,31 @@ def test_anything_else_gets_401(status_client, two_nodes, cli_runner):
     with session_scope() as s:
         set_enabled(s, "edge-a", False)
     assert status_client.get(STATUS, headers=two_nodes["a"]).status_code == 401
+
+
+def test_a_keys_last_use_is_written_at_most_once_in_the_policys_interval(clean_db):
+    """credentials.LAST_USE_SECONDS, for operator keys as for nodes: a look within it leaves the
+    last use as it is, the first one after it writes it again; a revoked key is refused and its
+    last use left alone."""
+    with session_scope() as s:
+        _, secret = operators.create_key(s, "ops-1")
+    last_use = "SELECT last_used_at FROM operator_keys WHERE name = 'ops-1'"
+    with session_scope() as s:
+        assert operators.authenticate(s, secret) is not None
+    first = scalar(clean_db, last_use)
+    assert first is not None
+    with session_scope() as s:
+        assert operators.authenticate(s, secret) is not None
+    assert scalar(clean_db, last_use) == first
+    back = credentials.LAST_USE_SECONDS + 1
+    with session_scope() as s:
+        s.execute(text(f"UPDATE operator_keys SET last_used_at = last_used_at - interval '{back} seconds'"))
+    with session_scope() as s:
+        assert operators.authenticate(s, secret) is not None
+    assert scalar(clean_db, last_use) > first
+    with session_scope() as s:
+        operators.revoke_key(s, "ops-1")
+        s.execute(text("UPDATE operator_keys SET last_used_at = NULL"))
+    with session_scope() as s:
+        assert operators.authenticate(s, secret) is None
+    assert scalar(clean_db, last_use) is None

@@ -19,7 +19,7 @@ from app.services import leases
 from app.services.groups import get_group
 from app.services.ingest import accept as acceptance
 from app.services.ingest import lifecycle, store
-from app.services.tokens import hash_token
+from app.services.credentials import hash_token
 from edge.digest.batch import BatchFormatError
 from edge.digest.settings import NNTPSettings, TLSMode
 from simnews.generator import Config, generate

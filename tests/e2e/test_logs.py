@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import create_engine
 
-from app.services.tokens import new_operator_key, new_token
+from app.services.credentials import new_operator_key, new_token
 from tests.e2e.conftest import (
     BATCH_CHUNKS,
     CHUNK_SIZE,
