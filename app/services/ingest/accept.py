@@ -1,21 +1,21 @@
 """Accepting a batch: its raw body stored durably and the range's resume point moved past it, in
-the caller's transaction, under the range's row lock (app.services.leases.locked_range). The
-caller commits and only then enqueues the store (app.tasks.ingest.enqueue_store)."""
+the caller's transaction, under the range's row lock (FOR UPDATE, as leases.locked_range takes
+it), in two statements. The caller commits and only then enqueues the store
+(app.tasks.ingest.enqueue_store)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from time import perf_counter
 
-from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import LargeBinary, bindparam, select, text
 from sqlalchemy.orm import Session
 
 from app import metrics
-from app.models import Group, SeedBatch, SeedNode, SeedRule
-from app.services.errors import Conflict, ServiceError
+from app.models import SeedNode, SeedRange, SeedRule
+from app.services.errors import Conflict, NotFound, ServiceError
 from app.services.ingest.checks import MalformedBatch
-from app.services.leases import DATACENTER_NODE, NotYourLease, locked_range
+from app.services.leases import DATACENTER_NODE, NotYourLease
 from edge.digest.rules import EXECUTABLE_RULE
 
 
@@ -26,6 +26,34 @@ class OutOfOrder(Conflict):
 class OutsideRange(ServiceError):
     status = 422
     code = "outside_range"
+
+
+# The range's row locked (as leases.locked_range does), with its group's name and the batch that
+# starts at batch_from, if one was accepted (the unique key range_id, batch_from).
+_RANGE_FOR_BATCH = text("""
+    SELECT r.status, r.node_id, r.first_id, r.last_id, r.next_id, g.name AS group_name,
+           b.id AS previous_id, b.batch_to AS previous_to, b.node_id AS previous_node
+      FROM seed_ranges r
+      JOIN groups g ON g.id = r.group_id
+      LEFT JOIN seed_batches b ON b.range_id = r.id AND b.batch_from = :batch_from
+     WHERE r.id = :range_id
+       FOR UPDATE OF r
+""")
+
+# The batch's raw body stored and the range's resume point moved past it (its row is locked by
+# _RANGE_FOR_BATCH): the new batch's id.
+_STORE_AND_MOVE = text("""
+    WITH stored AS (
+        INSERT INTO seed_batches (range_id, node_id, batch_from, batch_to, body, content_type,
+                                  content_encoding, body_bytes)
+        VALUES (:range_id, :node_id, :batch_from, :batch_to, :body, :content_type, :content_encoding, :body_bytes)
+        RETURNING id
+    ), moved AS (
+        UPDATE seed_ranges SET next_id = :batch_to + 1, touched_at = now(), batches = batches + 1
+         WHERE id = :range_id
+    )
+    SELECT id FROM stored
+""").bindparams(bindparam("body", type_=LargeBinary))
 
 
 @dataclass(frozen=True)
@@ -70,47 +98,49 @@ def accept_batch(
     (app.metrics.batch_accepted).
     """
     started = perf_counter()
-    seed_range = locked_range(session, range_id)
-    previous = session.scalar(
-        select(SeedBatch).where(SeedBatch.range_id == range_id, SeedBatch.batch_from == batch_from)
-    )
+    # The range locked, its group's name and the batch accepted from batch_from before, if any:
+    # one round trip (the node API's hottest call).
+    found = session.execute(_RANGE_FOR_BATCH, {"range_id": range_id, "batch_from": batch_from}).first()
+    if found is None:
+        raise NotFound(f"no such range: {range_id}", code="unknown_range")
     # A node re-sending its own batch (its answer was lost) is answered even when its lease has
     # ended since. Anyone else must hold the lease and send the range's group before being told
     # anything about the range's batches.
-    own_replay = previous is not None and node is not None and previous.node_id == node.id
-    if not own_replay and node is not None and (seed_range.status != "leased" or seed_range.node_id != node.id):
+    replayed = found.previous_id is not None
+    own_replay = replayed and node is not None and found.previous_node == node.id
+    if not own_replay and node is not None and (found.status != "leased" or found.node_id != node.id):
         raise NotYourLease(f"range {range_id} is not leased to this node")
-    group_name = session.get_one(Group, seed_range.group_id).name
+    group_name: str = found.group_name
     if group is not None and group != group_name:
         raise OutsideRange(f"batch of group {group} for a range of another group")
-    if previous is not None:
-        if previous.batch_to != batch_to:
-            raise OutOfOrder(f"a batch from {batch_from} was accepted with end {previous.batch_to}, not {batch_to}")
+    if replayed:
+        if found.previous_to != batch_to:
+            raise OutOfOrder(f"a batch from {batch_from} was accepted with end {found.previous_to}, not {batch_to}")
         # Re-sent: already durable, nothing to do.
-        return Acceptance(batch_id=previous.id, next_id=seed_range.next_id, created=False)
-    if not (seed_range.first_id <= batch_from <= batch_to <= seed_range.last_id):
-        raise OutsideRange(f"batch {batch_from}-{batch_to} is outside range {seed_range.first_id}-{seed_range.last_id}")
-    if batch_from != seed_range.next_id:
-        raise OutOfOrder(f"batch starts at {batch_from}; the range resumes at {seed_range.next_id}")
+        return Acceptance(batch_id=found.previous_id, next_id=found.next_id, created=False)
+    if not (found.first_id <= batch_from <= batch_to <= found.last_id):
+        raise OutsideRange(f"batch {batch_from}-{batch_to} is outside range {found.first_id}-{found.last_id}")
+    if batch_from != found.next_id:
+        raise OutOfOrder(f"batch starts at {batch_from}; the range resumes at {found.next_id}")
     _check_rules_handed_out(session, rules)
-    batch_id = session.execute(
-        insert(SeedBatch)
-        .values(
-            range_id=range_id,
-            node_id=node.id if node else None,
-            batch_from=batch_from,
-            batch_to=batch_to,
-            body=body,
-            content_type=content_type,
-            content_encoding=content_encoding,
-            body_bytes=len(body),
-        )
-        .returning(SeedBatch.id)
+    # The body stored and the range moved past it, in one statement.
+    batch_id: int = session.execute(
+        _STORE_AND_MOVE,
+        {
+            "range_id": range_id,
+            "node_id": node.id if node else None,
+            "batch_from": batch_from,
+            "batch_to": batch_to,
+            "body": body,
+            "content_type": content_type,
+            "content_encoding": content_encoding,
+            "body_bytes": len(body),
+        },
     ).scalar_one()
-    seed_range.next_id = batch_to + 1
-    seed_range.touched_at = func.now()
-    seed_range.batches += 1
-    session.flush()
+    # A SeedRange this session loaded before is not what the row says any more.
+    for held in session.identity_map.values():
+        if isinstance(held, SeedRange) and held.id == range_id:
+            session.expire(held)
     metrics.batch_accepted(
         session,
         group_name,
