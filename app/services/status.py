@@ -24,8 +24,9 @@ How the figures are made, so that each says what it claims:
   batches were accepted (a minute counts whole), so it tells the pace of the recent work also
   after a pause, where a rate over the last minutes of the clock would read 0; `last_batch_at`
   says when that work was. The ETA is what remains at that rate. The minutes are looked for
-  among the seed's latest RATE_BATCHES batches (by the index on when they were accepted): a
-  group or node with none of them has no rate and no last batch shown.
+  among the seed's latest RATE_BATCHES batches (by the index on when they were accepted; when
+  there are more, the oldest minute among them is left out, as it is likely cut short): a group
+  or node with none of them has no rate and no last batch shown.
 - The batches are counted by state where they wait (accepted, stored, failed: each state's
   partial index); the joined ones, whose number only grows, are the batches the ranges count
   (seed_ranges.batches, one each as it is accepted) less those waiting. No statement here reads
@@ -363,9 +364,9 @@ def node_status(session: Session, node: SeedNode) -> SeedStatus:
 def overview(session: Session) -> Overview:
     """Each group's ranges by status and kind, each node, the batches by state (the module's doc)."""
     now = _now(session)
-    groups = _group_ranges(session)
-    batches = _batch_counts(session, now, sum(g.total.batches for g in groups))
-    return Overview(as_of=now, groups=groups, nodes=_node_states(session), batches=batches)
+    return Overview(
+        as_of=now, groups=_group_ranges(session), nodes=_node_states(session), batches=_batch_counts(session, now)
+    )
 
 
 def _now(session: Session) -> datetime:
@@ -453,16 +454,18 @@ def _node_states(session: Session) -> list[NodeState]:
     ]
 
 
-def _batch_counts(session: Session, now: datetime, accepted_ever: int) -> BatchCounts:
+def _batch_counts(session: Session, now: datetime) -> BatchCounts:
     # Each state where batches wait by its partial index (ix_seed_batches_pending,
-    # ix_seed_batches_failed); the joined are the rest of those the ranges count.
+    # ix_seed_batches_failed); the joined are the rest of those the ranges count, read in the same
+    # statement (one snapshot: a batch accepted meanwhile is in both or in neither).
     counts = (
         session.execute(
             text(
                 """
         SELECT (SELECT count(*) FROM seed_batches WHERE state = 'accepted') AS pending,
                (SELECT count(*) FROM seed_batches WHERE state = 'stored') AS stored,
-               (SELECT count(*) FROM seed_batches WHERE state = 'failed') AS failed
+               (SELECT count(*) FROM seed_batches WHERE state = 'failed') AS failed,
+               (SELECT coalesce(sum(batches), 0) FROM seed_ranges) AS accepted_ever
         """
             )
         )
@@ -480,7 +483,7 @@ def _batch_counts(session: Session, now: datetime, accepted_ever: int) -> BatchC
     return BatchCounts(
         pending=counts["pending"],
         stored=counts["stored"],
-        joined=max(0, accepted_ever - counts["pending"] - counts["stored"] - counts["failed"]),
+        joined=counts["accepted_ever"] - counts["pending"] - counts["stored"] - counts["failed"],
         failed=counts["failed"],
         oldest_unstored=(
             OldestBatch(**oldest[0], age_seconds=round(max(0.0, (now - oldest[0]["accepted_at"]).total_seconds()), 1))
@@ -567,14 +570,17 @@ def _rule_counts(session: Session) -> dict[int, dict[str, RuleCounts]]:
 # ix_seed_batches_accepted_at): how many minutes, their article numbers, their last batch.
 _ACTIVITY = """
     WITH latest AS (
-        SELECT b.accepted_at, b.node_id, b.batch_to - b.batch_from + 1 AS numbers, r.group_id
+        SELECT b.accepted_at, b.node_id, b.batch_to - b.batch_from + 1 AS numbers, r.group_id,
+               count(*) OVER () AS taken, min(b.accepted_at) OVER () AS oldest
           FROM (SELECT * FROM seed_batches ORDER BY accepted_at DESC LIMIT :batches) b
           JOIN seed_ranges r ON r.id = b.range_id
     ), minutes AS (
         SELECT kind, key, date_trunc('minute', accepted_at) AS minute, sum(numbers)::bigint AS numbers,
                max(accepted_at) AS last_at
           FROM latest CROSS JOIN LATERAL (VALUES ('seed', 0), ('group', group_id), ('node', node_id)) k(kind, key)
+         -- With the limit reached, the oldest minute taken is likely cut short: it is left out.
          WHERE key IS NOT NULL
+           AND NOT (taken = :batches AND date_trunc('minute', accepted_at) = date_trunc('minute', oldest))
          GROUP BY 1, 2, 3
     ), ranked AS (
         SELECT *, row_number() OVER (PARTITION BY kind, key ORDER BY minute DESC) AS nth FROM minutes

@@ -165,3 +165,20 @@ def test_no_look_at_the_status_reads_every_batch(clean_db, seeded, monkeypatch):
             seen = batches_read(s) - before
         assert seen < 200, (look, seen)
     assert figures.batches.joined == 4 + filler  # counted all the same (the overview's)
+
+
+def test_the_rate_leaves_out_the_minute_its_batch_limit_cut(clean_db, seeded, monkeypatch):
+    """With RATE_BATCHES = 3 the latest three batches are the other group's waiting one (20 minutes
+    ago), its stored one and the test group's last (one minute, hours ago): that minute may hold
+    more batches than were taken, so it is left out, and the seed's rate is the waiting batch's
+    minute alone (600 numbers in 60 s); the test group, with nothing left, shows no rate."""
+    monkeypatch.setattr(status_service, "RATE_BATCHES", 3)
+    with session_scope() as s:
+        figures = status_service.seed_status(s)
+    assert (figures.rate.article_numbers_per_second, figures.rate.rate_seconds) == (10.0, 60)
+    (test,) = [g for g in figures.groups if g.name == TEST]
+    assert (test.rate.article_numbers_per_second, test.rate.last_batch_at) == (0.0, None)
+    monkeypatch.setattr(status_service, "RATE_BATCHES", 1_000)  # all five: both minutes, as before
+    with session_scope() as s:
+        figures = status_service.seed_status(s)
+    assert (figures.rate.article_numbers_per_second, figures.rate.rate_seconds) == (round(1700 / 120, 1), 120)

@@ -1,6 +1,6 @@
 """Accepting a batch: its raw body stored durably and the range's resume point moved past it, in
 the caller's transaction, under the range's row lock (FOR UPDATE, as leases.locked_range takes
-it), in two statements. The caller commits and only then enqueues the store
+it), in three statements. The caller commits and only then enqueues the store
 (app.tasks.ingest.enqueue_store)."""
 
 from __future__ import annotations
@@ -28,20 +28,24 @@ class OutsideRange(ServiceError):
     code = "outside_range"
 
 
-# The range's row locked (as leases.locked_range does), with its group's name and the batch that
-# starts at batch_from, if one was accepted (the unique key range_id, batch_from).
-_RANGE_FOR_BATCH = text("""
-    SELECT r.status, r.node_id, r.first_id, r.last_id, r.next_id, g.name AS group_name,
-           b.id AS previous_id, b.batch_to AS previous_to, b.node_id AS previous_node
-      FROM seed_ranges r
-      JOIN groups g ON g.id = r.group_id
-      LEFT JOIN seed_batches b ON b.range_id = r.id AND b.batch_from = :batch_from
+# The range's row locked (as leases.locked_range does), with its group's name.
+_LOCKED_RANGE = text("""
+    SELECT r.status, r.node_id, r.first_id, r.last_id, r.next_id, g.name AS group_name
+      FROM seed_ranges r JOIN groups g ON g.id = r.group_id
      WHERE r.id = :range_id
        FOR UPDATE OF r
 """)
+# The batch accepted from batch_from, if one was (the unique key range_id, batch_from). Read in a
+# statement after the lock, not joined into it: a statement that waited for the lock sees the
+# locked row as it is now but the other tables as they were when it began, so a re-sent batch
+# accepted meanwhile, by the request the lock waited for, would look missing.
+_PREVIOUS = text(
+    "SELECT id, batch_to, node_id FROM seed_batches WHERE range_id = :range_id AND batch_from = :batch_from"
+)
 
 # The batch's raw body stored and the range's resume point moved past it (its row is locked by
-# _RANGE_FOR_BATCH): the new batch's id.
+# _LOCKED_RANGE): the new batch's id. next_id is computed by the caller: a parameter's arithmetic
+# would be done in the type psycopg gives the number, int4 for 2^31 - 1.
 _STORE_AND_MOVE = text("""
     WITH stored AS (
         INSERT INTO seed_batches (range_id, node_id, batch_from, batch_to, body, content_type,
@@ -49,7 +53,7 @@ _STORE_AND_MOVE = text("""
         VALUES (:range_id, :node_id, :batch_from, :batch_to, :body, :content_type, :content_encoding, :body_bytes)
         RETURNING id
     ), moved AS (
-        UPDATE seed_ranges SET next_id = :batch_to + 1, touched_at = now(), batches = batches + 1
+        UPDATE seed_ranges SET next_id = :next_id, touched_at = now(), batches = batches + 1
          WHERE id = :range_id
     )
     SELECT id FROM stored
@@ -98,26 +102,26 @@ def accept_batch(
     (app.metrics.batch_accepted).
     """
     started = perf_counter()
-    # The range locked, its group's name and the batch accepted from batch_from before, if any:
-    # one round trip (the node API's hottest call).
-    found = session.execute(_RANGE_FOR_BATCH, {"range_id": range_id, "batch_from": batch_from}).first()
+    # The range locked with its group's name, then the batch accepted from batch_from before, if
+    # any (the node API's hottest call: three statements with the insert).
+    found = session.execute(_LOCKED_RANGE, {"range_id": range_id}).first()
     if found is None:
         raise NotFound(f"no such range: {range_id}", code="unknown_range")
+    previous = session.execute(_PREVIOUS, {"range_id": range_id, "batch_from": batch_from}).first()
     # A node re-sending its own batch (its answer was lost) is answered even when its lease has
     # ended since. Anyone else must hold the lease and send the range's group before being told
     # anything about the range's batches.
-    replayed = found.previous_id is not None
-    own_replay = replayed and node is not None and found.previous_node == node.id
+    own_replay = previous is not None and node is not None and previous.node_id == node.id
     if not own_replay and node is not None and (found.status != "leased" or found.node_id != node.id):
         raise NotYourLease(f"range {range_id} is not leased to this node")
     group_name: str = found.group_name
     if group is not None and group != group_name:
         raise OutsideRange(f"batch of group {group} for a range of another group")
-    if replayed:
-        if found.previous_to != batch_to:
-            raise OutOfOrder(f"a batch from {batch_from} was accepted with end {found.previous_to}, not {batch_to}")
+    if previous is not None:
+        if previous.batch_to != batch_to:
+            raise OutOfOrder(f"a batch from {batch_from} was accepted with end {previous.batch_to}, not {batch_to}")
         # Re-sent: already durable, nothing to do.
-        return Acceptance(batch_id=found.previous_id, next_id=found.next_id, created=False)
+        return Acceptance(batch_id=previous.id, next_id=found.next_id, created=False)
     if not (found.first_id <= batch_from <= batch_to <= found.last_id):
         raise OutsideRange(f"batch {batch_from}-{batch_to} is outside range {found.first_id}-{found.last_id}")
     if batch_from != found.next_id:
@@ -131,6 +135,7 @@ def accept_batch(
             "node_id": node.id if node else None,
             "batch_from": batch_from,
             "batch_to": batch_to,
+            "next_id": batch_to + 1,
             "body": body,
             "content_type": content_type,
             "content_encoding": content_encoding,
