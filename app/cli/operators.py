@@ -53,5 +53,5 @@ def revoke(name: str, as_json: bool) -> None:
     with service_call() as session:
         key = operator_service.revoke_key(session, name)
         session.refresh(key)
-        row = _row(key)
+        row = {**_row(key), "revoked": True}
     report(as_json, row, f"revoked operator key {name}")

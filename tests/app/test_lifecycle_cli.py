@@ -382,7 +382,10 @@ def test_every_changing_command_prints_one_json_document(cli_runner, clean_db):
     assert operator["name"] == "alice" and operator["key"].startswith("seedop_")
     revoked = ok_json(cli_runner, "operators", "revoke", "alice")
     assert (revoked["name"], revoked["id"], revoked["revoked"]) == ("alice", operator["id"], True)
-    refused(cli_runner, "operators", "revoke", "alice", "--json", message="no such operator key: alice")
+    # Revoked, the key keeps its row (credentials' one policy): revoking it again changes nothing;
+    # a key that is none is refused, with --json too.
+    assert ok_json(cli_runner, "operators", "revoke", "alice")["revoked_at"] == revoked["revoked_at"]
+    refused(cli_runner, "operators", "revoke", "bob", "--json", message="no such operator key: bob")
 
     apikey = ok_json(cli_runner, "apikeys", "create", "sonarr")
     assert apikey["name"] == "sonarr" and apikey["key"].startswith("seedapi_")
