@@ -14,7 +14,9 @@ Debian's downloaded packages and pip's cache are kept on the host between runs (
 run on the same machine saves), never the installed result.
 
 The container shares the host's network (the way podman runs here), so every port ops/run opens
-is a free one chosen here, through the variables `ops/run --help` lists. The packages' own
+is a free one chosen here, through the variables `ops/run --help` lists: below the kernel's
+ephemeral range, since ops/test runs this test beside the rest of the suite, whose ports are
+chosen by binding to port 0 while these wait for apt and pip. The packages' own
 services do not start as they install (with no init system, invoke-rc.d blocks them): the
 project runs private instances of its own.
 """
@@ -30,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.podman import LIMITS, PODMAN, REPO, base_image, remove_container
-from tests.fixtures.ports import free_port
+from tests.fixtures.ports import free_ports_below_ephemeral
 
 pytestmark = [pytest.mark.services, pytest.mark.timeout(2700)]
 
@@ -112,18 +114,8 @@ def test_the_readme_commands_work_on_a_bare_debian_as_root_under_root(tmp_path):
     project_tarball(inputs / "project.tar")
     for cache in ("apt", "pip"):
         (CACHE / cache).mkdir(parents=True, exist_ok=True)
-    ports = {
-        name: str(free_port())
-        for name in (
-            "PG_PORT",
-            "REDIS_PORT",
-            "INN_READER_PORT",
-            "INN_FEED_PORT",
-            "INN_TLS_PORT",
-            "API_PORT",
-            "FLOWER_PORT",
-        )
-    }
+    names = ("PG_PORT", "REDIS_PORT", "INN_READER_PORT", "INN_FEED_PORT", "INN_TLS_PORT", "API_PORT", "FLOWER_PORT")
+    ports = dict(zip(names, map(str, free_ports_below_ephemeral(len(names))), strict=True))
     assert len(set(ports.values())) == len(ports)
     name = f"seed-fresh-{os.getpid()}"
     command = [
