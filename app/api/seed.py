@@ -120,14 +120,13 @@ def lease():
     settings = _settings()
     skip = _skip_list(_json_object())
     with session_scope() as session:
-        commit_unflushed(session)
-        refuse_when_behind(session, settings.store_backlog, "lease")
         granted = leases.lease(
             session,
             g.node,
             max_leases=settings.max_leases_per_node,
             skip=skip,
             backfill_every=settings.lease_backfill_every,
+            refuse_past=settings.store_backlog,
         )
         if granted is None:
             return Response(status=204)

@@ -10,13 +10,11 @@ from sqlalchemy import (
     ForeignKey,
     Identity,
     Integer,
-    LargeBinary,
-    Text,
-    func,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
+from app.models.credentials import RevocableCredential
 
 # The bounds of a daily limit, kept by the CLI, the service and a CHECK alike. A limit of 0 is
 # refused: a key that may do nothing is a revoked key, and the counting statement relies on a
@@ -25,19 +23,13 @@ LIMIT_MIN = 1
 LIMIT_MAX = 10**9
 
 
-class ApiKey(Base):
+class ApiKey(RevocableCredential, Base):
     """A user's API key: search and NZB downloads for a person or their tool (NZBHydra2, Sonarr).
-    Only the SHA-256 of the key is kept. A revoked key keeps its row, and so its name and its
-    counts, with revoked_at set; NULL there means the key works."""
+    A revoked key keeps its counts too."""
 
     __tablename__ = "api_keys"
 
     id: Mapped[int] = mapped_column(Integer, Identity(), primary_key=True)
-    name: Mapped[str] = mapped_column(Text, unique=True)
-    key_hash: Mapped[bytes] = mapped_column(LargeBinary, unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Every request made with the key since it was made, NZB downloads included; grabs counts
     # the downloads alone. The counts of each UTC day are in api_key_days.
     grabs: Mapped[int] = mapped_column(BigInteger, server_default="0")

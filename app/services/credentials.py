@@ -27,6 +27,7 @@ from sqlalchemy import func, or_, select, text, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.models import ApiKey, OperatorKey
+from app.models.credentials import RevocableCredential
 from app.services.errors import NotFound, ServiceError
 
 TOKEN_PREFIX = "seed_"
@@ -87,7 +88,7 @@ def holder(
     row = session.scalar(select(model).where(hash_column == hash_token(token)))
     if row is None or not token_matches(token, getattr(row, hash_column.key)):
         return None
-    if getattr(row, "revoked_at", None) is not None:  # a revoked key is no one's
+    if isinstance(row, RevocableCredential) and row.revoked_at is not None:  # a revoked key is no one's
         return None
     return row
 

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from app.config import get_settings
 from app.models import Group, SeedNode, SeedRange
 from app.services.errors import Conflict, NotFound
+from app.services.ingest import backlog
 
 
 class NotYourLease(Conflict):
@@ -43,31 +44,54 @@ class Lease:
     spooled: bool
 
 
-# The node's own lease calls serialised (its row locked, so that its cap holds under
-# concurrency) and this call's turn (_kinds); then, in a statement of its own so that its
-# snapshot follows the lock, the ranges the node holds.
-NODE_TURN = text("SELECT nextval('seed_lease_turns') FROM seed_nodes WHERE id = :node FOR UPDATE")
-HELD = text("SELECT count(*) FROM seed_ranges WHERE node_id = :node AND status = 'leased'")
-# The next planned range of a kind granted to the node: within the kind, ranges that failed on
-# some node after the others, then the oldest plan first; ranges of disabled groups are not
-# leased; SKIP LOCKED lets concurrent nodes each take a different range without waiting.
-GRANT = text("""
-    UPDATE seed_ranges r
-       SET status = 'leased', node_id = :node, leased_at = now(), touched_at = now()
-      FROM groups g
-     WHERE r.id = (SELECT c.id FROM seed_ranges c
-                    WHERE c.status = 'planned' AND c.kind = :kind AND c.id <> ALL(CAST(:skip AS bigint[]))
-                      AND EXISTS (SELECT FROM groups a WHERE a.id = c.group_id AND a.active)
-                    ORDER BY c.failures, c.plan_id, c.id
-                    LIMIT 1
-                      FOR UPDATE SKIP LOCKED)
-       AND g.id = r.group_id
-    RETURNING r.id, g.name, g.id AS group_id, r.first_id, r.last_id, r.next_id, r.spooled
+# A lease's first statement, one round trip: its commit made not to wait for the WAL's flush (a
+# lease lost in a crash is leased again: docs/api.md); the batches waiting for the workers,
+# counted up to the backlog's bound (0: none), so that a data center behind refuses the call; and,
+# unless it is refused, this call's turn (_kinds), with the node's row locked, which serialises the
+# node's own lease calls so that its cap holds under concurrency.
+OPEN = text(f"""
+    SELECT CASE WHEN :bound = 0 OR w.waiting < :bound THEN nextval('seed_lease_turns') END AS turn,
+           set_config('synchronous_commit', 'off', true) AS unflushed
+      FROM seed_nodes n, LATERAL ({backlog.WAITING_SQL}) AS w
+     WHERE n.id = :node
+       FOR UPDATE OF n
+""")
+# The next planned range of one kind: within the kind, ranges that failed on some node after the
+# others, then the oldest plan first; ranges of disabled groups are not leased; SKIP LOCKED lets
+# concurrent nodes each take a different range without waiting.
+_NEXT_OF_KIND = """
+    SELECT id FROM (SELECT c.id FROM seed_ranges c
+                     WHERE c.status = 'planned' AND c.kind = {kind} AND c.id <> ALL(CAST(:skip AS bigint[]))
+                       AND EXISTS (SELECT FROM groups a WHERE a.id = c.group_id AND a.active)
+                     ORDER BY c.failures, c.plan_id, c.id
+                     LIMIT 1
+                       FOR UPDATE SKIP LOCKED) AS {name}"""
+# Then, in a statement of its own so that its snapshot follows the node's lock: the ranges the node
+# holds and, below its cap, the next planned range granted to it, of the kind looked at first, else
+# of the other. The other kind is looked at only when the first has none: the branches of a UNION
+# ALL run in order, and its LIMIT stops at the first row.
+GRANT = text(f"""
+    WITH held AS (SELECT count(*) AS n FROM seed_ranges WHERE node_id = :node AND status = 'leased'),
+         chosen AS ({_NEXT_OF_KIND.format(kind=":first", name="first_kind")}
+                    UNION ALL {_NEXT_OF_KIND.format(kind=":second", name="second_kind")}
+                    LIMIT 1),
+         granted AS (UPDATE seed_ranges r
+                        SET status = 'leased', node_id = :node, leased_at = now(), touched_at = now()
+                       FROM groups g, chosen
+                      WHERE r.id = chosen.id AND g.id = r.group_id AND (SELECT n FROM held) < :cap
+                  RETURNING r.id, g.name, g.id AS group_id, r.first_id, r.last_id, r.next_id, r.spooled)
+    SELECT held.n AS held, granted.* FROM held LEFT JOIN granted ON true
 """)
 
 
 def lease(
-    session: Session, node: SeedNode, *, max_leases: int, skip: Collection[int] = (), backfill_every: int | None = None
+    session: Session,
+    node: SeedNode,
+    *,
+    max_leases: int,
+    skip: Collection[int] = (),
+    backfill_every: int | None = None,
+    refuse_past: int = 0,
 ) -> Lease | None:
     """The next planned range for this node, or None when nothing is left.
 
@@ -77,26 +101,29 @@ def lease(
     failed on some node come after the others; then the oldest plan first. Ranges of disabled
     groups are not leased. `skip`: ranges the node will not take (they failed there). SKIP
     LOCKED lets concurrent nodes each take a different range without waiting on each other.
-    Three or four statements.
+    With `refuse_past`, raises backlog.Busy when that many batches wait for the workers. Two
+    statements; the transaction's commit does not wait for the WAL's flush.
     """
-    turn = session.execute(NODE_TURN, {"node": node.id}).scalar_one()
-    held = session.execute(HELD, {"node": node.id}).scalar_one()
-    if held >= max_leases:
-        raise LeaseCap(f"node already holds {held} ranges (the cap is {max_leases})")
-    every = backfill_every or get_settings().lease_backfill_every
-    for kind in _kinds(turn, every):
-        granted = session.execute(GRANT, {"node": node.id, "kind": kind, "skip": sorted(skip)}).first()
-        if granted is not None:
-            return Lease(
-                range_id=granted.id,
-                group=granted.name,
-                group_id=granted.group_id,
-                first_id=granted.first_id,
-                last_id=granted.last_id,
-                next_id=granted.next_id,
-                spooled=granted.spooled,
-            )
-    return None
+    opened = session.execute(OPEN, {"node": node.id, "bound": refuse_past}).one()
+    if opened.turn is None:
+        raise backlog.refusal(refuse_past, "lease")
+    first, second = _kinds(opened.turn, backfill_every or get_settings().lease_backfill_every)
+    granted = session.execute(
+        GRANT, {"node": node.id, "first": first, "second": second, "skip": sorted(skip), "cap": max_leases}
+    ).one()
+    if granted.held >= max_leases:
+        raise LeaseCap(f"node already holds {granted.held} ranges (the cap is {max_leases})")
+    if granted.id is None:
+        return None
+    return Lease(
+        range_id=granted.id,
+        group=granted.name,
+        group_id=granted.group_id,
+        first_id=granted.first_id,
+        last_id=granted.last_id,
+        next_id=granted.next_id,
+        spooled=granted.spooled,
+    )
 
 
 def _kinds(turn: int, backfill_every: int) -> tuple[str, str]:

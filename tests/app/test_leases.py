@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select, text, update
 
 from app.db import session_scope
-from app.models import SeedBatch, SeedRange
+from app.models import SeedBatch, SeedPlan, SeedRange
 from app.services import leases
 from app.services.ingest import accept as acceptance
+from app.services.ingest import backlog
 from tests.app.factories import BIG, make_group, make_node, make_plan
 
 
@@ -205,3 +206,62 @@ def test_concurrent_nodes_never_share_a_range(clean_db):
     with session_scope() as s:
         holders = s.execute(select(SeedRange.node_id)).scalars().all()
     assert None not in holders
+
+
+def free_ranges(engine, ids: list[int]) -> list[int]:
+    """The ranges among `ids` that another transaction could lock now (not locked by a lease)."""
+    with engine.connect() as other:
+        return [
+            r
+            for (r,) in other.execute(
+                text("SELECT id FROM seed_ranges WHERE id = ANY(:ids) ORDER BY id FOR UPDATE SKIP LOCKED"),
+                {"ids": ids},
+            )
+        ]
+
+
+def test_a_lease_locks_no_range_but_the_one_it_grants(clean_db):
+    """While a lease's transaction is open, the other kind's next range (looked at only when the
+    first kind has none) and, at the node's cap, every range stay free for other nodes' leases;
+    a node refused for the backlog takes no turn."""
+    with session_scope() as session:
+        group = make_group(session)
+        node, _ = make_node(session)
+        (live,) = make_plan(session, group, [(BIG + 100, BIG + 199)])
+        backfill = make_plan(session, group, [(BIG, BIG + 49), (BIG + 50, BIG + 99)])
+        session.execute(update(SeedPlan).where(SeedPlan.id == live.plan_id).values(kind="live"))
+        live.kind = "live"
+        everything = [live.id, *(r.id for r in backfill)]
+    with session_scope() as session:
+        granted = leases.lease(session, node, max_leases=2, backfill_every=1000)
+        assert granted is not None and granted.range_id == live.id
+        assert free_ranges(clean_db, everything) == sorted(r.id for r in backfill)
+    with session_scope() as session:
+        granted = leases.lease(session, node, max_leases=2, backfill_every=1000)
+        assert granted is not None and granted.range_id == backfill[0].id
+        assert free_ranges(clean_db, everything) == sorted([live.id, backfill[1].id])
+    with session_scope() as session:
+        with pytest.raises(leases.LeaseCap):
+            leases.lease(session, node, max_leases=2, backfill_every=1000)
+        assert free_ranges(clean_db, everything) == sorted(everything)
+    turn = "SELECT last_value FROM seed_lease_turns"
+    with session_scope() as session:
+        before = session.scalar(text(turn))
+        session.add(
+            SeedBatch(
+                range_id=live.id,
+                node_id=node.id,
+                batch_from=BIG + 100,
+                batch_to=BIG + 100,
+                body=b"\x00",
+                content_type="application/msgpack",
+                body_bytes=1,
+            )
+        )
+    with session_scope() as session:
+        with pytest.raises(backlog.Busy):
+            leases.lease(session, node, max_leases=5, backfill_every=1000, refuse_past=1)
+    with session_scope() as session:
+        assert session.scalar(text(turn)) == before
+        assert leases.lease(session, node, max_leases=5, backfill_every=1000, refuse_past=2) is not None
+        assert session.scalar(text(turn)) == before + 1

@@ -314,6 +314,21 @@ def test_0007_stores_each_message_id_host_once_and_carries_the_fragments_over_an
         reset_engine()
 
 
+def one_planned_range(conn, first: int, last: int) -> None:
+    """Group 5 (alt.binaries.test) with its partitions, and plan 1 of one range, 1: first..last."""
+    conn.execute(text("INSERT INTO groups (id, name) VALUES (5, 'alt.binaries.test')"))
+    ensure_group_partitions(conn, 5)
+    conn.execute(
+        text("INSERT INTO seed_plans (id, group_id, first_id, last_id) VALUES (1, 5, :a, :b)"), {"a": first, "b": last}
+    )
+    conn.execute(
+        text(
+            "INSERT INTO seed_ranges (id, plan_id, group_id, first_id, last_id, next_id) VALUES (1, 1, 5, :a, :b, :a)"
+        ),
+        {"a": first, "b": last},
+    )
+
+
 def test_0008_drops_the_fragments_key_and_records_the_batches_whose_fragments_are_in(postgres, settings):
     """0008 drops the fragments' key. A batch that may still be stored (accepted, or failed and
     retried later) whose fragments are in (its store failed after their commit) is recorded in
@@ -326,19 +341,7 @@ def test_0008_drops_the_fragments_key_and_records_the_batches_whose_fragments_ar
     try:
         command.upgrade(alembic_config(), "0007")
         with engine.begin() as conn:
-            conn.execute(text("INSERT INTO groups (id, name) VALUES (5, 'alt.binaries.test')"))
-            ensure_group_partitions(conn, 5)
-            conn.execute(
-                text("INSERT INTO seed_plans (id, group_id, first_id, last_id) VALUES (1, 5, :a, :b)"),
-                {"a": big, "b": big + 9999},
-            )
-            conn.execute(
-                text(
-                    "INSERT INTO seed_ranges (id, plan_id, group_id, first_id, last_id, next_id)"
-                    " VALUES (1, 1, 5, :a, :b, :a)"
-                ),
-                {"a": big, "b": big + 9999},
-            )
+            one_planned_range(conn, big, big + 9999)
             # (id, from, to, state, fragments in)
             batches = [
                 (1, 0, 999, "gathered", True),
@@ -461,19 +464,7 @@ def test_0024_names_the_end_state_joined_and_back(postgres, settings):
     try:
         command.upgrade(alembic_config(), "0023")
         with engine.begin() as conn:
-            conn.execute(text("INSERT INTO groups (id, name) VALUES (5, 'alt.binaries.test')"))
-            ensure_group_partitions(conn, 5)
-            conn.execute(
-                text("INSERT INTO seed_plans (id, group_id, first_id, last_id) VALUES (1, 5, :a, :b)"),
-                {"a": big, "b": big + 3999},
-            )
-            conn.execute(
-                text(
-                    "INSERT INTO seed_ranges (id, plan_id, group_id, first_id, last_id, next_id)"
-                    " VALUES (1, 1, 5, :a, :b, :a)"
-                ),
-                {"a": big, "b": big + 3999},
-            )
+            one_planned_range(conn, big, big + 3999)
             for n, state in enumerate(states):
                 conn.execute(
                     text(

@@ -10,6 +10,7 @@ from time import perf_counter
 
 from sqlalchemy import LargeBinary, bindparam, select, text
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.util import identity_key
 
 from app import metrics
 from app.models import SeedNode, SeedRange, SeedRule
@@ -143,9 +144,9 @@ def accept_batch(
         },
     ).scalar_one()
     # A SeedRange this session loaded before is not what the row says any more.
-    for held in session.identity_map.values():
-        if isinstance(held, SeedRange) and held.id == range_id:
-            session.expire(held)
+    held = session.identity_map.get(identity_key(SeedRange, range_id))
+    if held is not None:
+        session.expire(held)
     metrics.batch_accepted(
         session,
         group_name,

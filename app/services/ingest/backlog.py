@@ -24,10 +24,13 @@ RETRY_AFTER = 2
 
 # The batches waiting for the workers: accepted (not stored yet) or stored (not joined yet),
 # counted no further than the bound, by the partial index that holds exactly them
-# (ix_seed_batches_pending): a bounded read, whatever the table holds.
-_WAITING = text(
-    "SELECT count(*) FROM (SELECT 1 FROM seed_batches WHERE state IN ('accepted', 'stored') LIMIT :bound) AS waiting"
+# (ix_seed_batches_pending): a bounded read, whatever the table holds. A sub-select, so that a
+# lease counts them in its first statement (app.services.leases).
+WAITING_SQL = (
+    "SELECT count(*) AS waiting"
+    " FROM (SELECT 1 FROM seed_batches WHERE state IN ('accepted', 'stored') LIMIT :bound) AS pending"
 )
+_WAITING = text(WAITING_SQL)
 
 
 class Busy(ServiceError):
@@ -45,7 +48,10 @@ def waiting(session: Session, bound: int) -> int:
 def refuse_when_behind(session: Session, bound: int, call: str) -> None:
     """Raises Busy when `bound` batches or more wait for the workers (0: no bound)."""
     if bound and waiting(session, bound) >= bound:
-        metrics.busy(call)
-        raise Busy(
-            f"the data center has {bound} or more batches to store; come back in {RETRY_AFTER} s (STORE_BACKLOG)"
-        )
+        raise refusal(bound, call)
+
+
+def refusal(bound: int, call: str) -> Busy:
+    """The Busy a call is refused with (counted in the metrics) when `bound` batches wait."""
+    metrics.busy(call)
+    return Busy(f"the data center has {bound} or more batches to store; come back in {RETRY_AFTER} s (STORE_BACKLOG)")
