@@ -239,24 +239,7 @@ class Services:
                 "127.0.0.1", self.ports["feed"], generate(articles // 2, Config(groups=(group,), namespace=group))
             )
             say(f"posted {posted.accepted} articles to {group} in {posted.seconds:.1f} s")
-        run(
-            "openssl",
-            "req",
-            "-new",
-            "-x509",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            self.workdir / "key.pem",
-            "-out",
-            self.workdir / "cert.pem",
-            stderr=subprocess.DEVNULL,
-        )
+        run(REPO / "ops/certificate", self.workdir / "cert.pem", self.workdir / "key.pem", "2")
         run(REPO / ".venv/bin/alembic", "upgrade", "head", env=self.env, stderr=subprocess.DEVNULL)
         venv = REPO / ".venv/bin"
         self._spawn("api", [venv / "gunicorn", "-c", "ops/gunicorn.conf.py", "wsgi:app"])

@@ -2,6 +2,7 @@
 
 import json
 import os
+import ssl
 import sys
 import threading
 
@@ -31,6 +32,23 @@ keepalive = 30
 # HTTPS when a certificate is configured (nodes verify it); plain HTTP behind a TLS proxy otherwise.
 certfile = _settings.api_certfile
 keyfile = _settings.api_keyfile
+# One TLS context a worker, made again only when the certificate or key file changes (a renewed
+# certificate is served from the next connection, as with gunicorn's own factory): that factory
+# makes a context for every connection, reading the key and the system's CA store each time,
+# which more than doubles the server's CPU a handshake (bench/tls.py).
+_contexts: dict[tuple[int, ...], ssl.SSLContext] = {}
+
+
+def ssl_context(conf, default_ssl_context_factory):
+    files = tuple(os.stat(path).st_mtime_ns if path else 0 for path in (conf.certfile, conf.keyfile))
+    context = _contexts.get(files)
+    if context is None:
+        context = default_ssl_context_factory()
+        _contexts.clear()
+        _contexts[files] = context
+    return context
+
+
 # gunicorn's error and access logs, and every logger of the app, through the one configuration
 # (app/logs.py): standard error, LOG_FORMAT and LOG_LEVEL; a logging configuration turns the access
 # log on. Each access line ends with the request's duration; its request line has credentials in

@@ -1,6 +1,7 @@
 """The API under gunicorn over HTTPS: the certificate verifies with its CA file, a wrong one does not."""
 
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -28,6 +29,40 @@ def test_a_certificate_from_another_ca_is_refused(api_server):
     with pytest.raises(urllib.error.URLError) as failed:
         urllib.request.urlopen(f"{api_server.url}/healthz", context=context, timeout=10)
     assert isinstance(failed.value.reason, ssl.SSLCertVerificationError)
+
+
+def healthz_over_tls(
+    server, context: ssl.SSLContext, session: ssl.SSLSession | None
+) -> tuple[bool, ssl.SSLSession | None]:
+    """A request on a new connection offering `session`: whether it was resumed, and the session
+    once the answer is read (TLS 1.3 sends its session tickets after the handshake)."""
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        tls = context.wrap_socket(raw, server_hostname="127.0.0.1", session=session)
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := tls.recv(65536):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        return bool(tls.session_reused), tls.session
+
+
+def test_a_client_coming_back_resumes_its_tls_session_until_the_certificate_changes(api_server):
+    """ops/gunicorn.conf.py keeps one TLS context a worker (gunicorn's own factory makes one for
+    every connection, which can resume no session): a client that comes back with its session
+    resumes it, on whichever worker issued it. A certificate renewed in place (its file changed)
+    is served from the next connection, in a new context, where the sessions of the old one
+    resume no more."""
+    context = ssl.create_default_context(cafile=api_server.cafile)
+    _, session = healthz_over_tls(api_server, context, None)
+    resumed = 0
+    for _ in range(20):  # 2 workers, each with its own session keys: some land on the other one
+        reused, session = healthz_over_tls(api_server, context, session)
+        resumed += reused
+    assert resumed > 0
+    before = os.stat(api_server.cafile).st_mtime_ns
+    os.utime(api_server.cafile, ns=(before + 1_000_000_000, before + 1_000_000_000))
+    assert not any(healthz_over_tls(api_server, context, session)[0] for _ in range(6))
 
 
 def test_the_broker_transport_is_loaded_before_the_first_request():
