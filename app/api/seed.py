@@ -10,7 +10,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, stream_
 from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.api.auth import node_required
+from app.api.auth import node_required, node_required_counting_backlog
 from app.api.operator import scoped_status
 from app.api.errors import error_response
 from app.config import Settings
@@ -95,12 +95,12 @@ def _batch_body() -> bytes:
     return body
 
 
-def range_call(view):
+def range_call(view, guard=node_required):
     """A call on one range, by a node (node_required). A range id past 64 bits names no range:
     404 unknown_range, as for any id the catalog does not hold, instead of a query the database
     cannot run."""
 
-    @node_required
+    @guard
     @wraps(view)
     def call(range_id: int):
         if range_id > INT64_MAX:
@@ -108,6 +108,12 @@ def range_call(view):
         return view(range_id)
 
     return call
+
+
+def batch_call(view):
+    """A batch posted to a range (range_call), the batches waiting for the workers counted by the
+    guard (g.batches_waiting)."""
+    return range_call(view, guard=node_required_counting_backlog)
 
 
 def _range_answer(status: str, seed_range, **extra):
@@ -162,17 +168,17 @@ def chunks(range_id: int):
 
 
 @seed_api.post("/ranges/<int:range_id>/batches")
-@range_call
+@batch_call
 def post_batch(range_id: int):
     settings = _settings()
     body = _batch_body()
     content_type = (request.mimetype or "").lower()
     content_encoding = (request.headers.get("Content-Encoding") or "").strip().lower()
+    # While the workers are behind, nothing more is taken: answered before the body is decoded.
+    refuse_when_behind(g.batches_waiting, settings.store_backlog, "batch")
+    # Decode and check the whole batch before anything is stored: bad input changes nothing.
+    header = check_body(body, content_type, content_encoding, settings.max_decoded_bytes)
     with session_scope() as session:
-        # While the workers are behind, nothing more is taken: answered before the body is decoded.
-        refuse_when_behind(session, settings.store_backlog, "batch")
-        # Decode and check the whole batch before anything is stored: bad input changes nothing.
-        header = check_body(body, content_type, content_encoding, settings.max_decoded_bytes)
         accepted = acceptance.accept_batch(
             session,
             g.node,

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from app.models import SeedNode, SeedRange
 from app.services import credentials, leases
+from app.services.ingest import backlog
 from app.services.errors import Conflict, NotFound
 
 
@@ -80,9 +81,11 @@ def rotate_token(session: Session, name: str) -> tuple[SeedNode, str]:
 
 
 # A node found by its token's hash, its last contact noted (at most once in
-# credentials.LAST_USE_SECONDS, to keep the hot path cheap) in the same statement: one round trip,
-# outside any transaction; its commit does not wait for the WAL flush (a last contact lost in a
-# crash is noted again by the next call).
+# credentials.LAST_USE_SECONDS, to keep the hot path cheap) in the same statement, and the batches
+# waiting for the workers counted up to :bound (0: not counted; a batch's call refuses itself when
+# the data center is behind: app.services.ingest.backlog): one round trip, outside any
+# transaction; its commit does not wait for the WAL flush (a last contact lost in a crash is
+# noted again by the next call).
 NODE_BY_TOKEN = text(f"""
     WITH found AS (SELECT id, name, enabled, token_hash, token_rotated_at, last_seen_at,
                           set_config('synchronous_commit', 'off', true) AS unflushed
@@ -90,20 +93,24 @@ NODE_BY_TOKEN = text(f"""
          seen AS (UPDATE seed_nodes n SET last_seen_at = now() FROM found f
                    WHERE n.id = f.id AND f.enabled
                      AND (f.last_seen_at IS NULL OR f.last_seen_at < now() - {credentials.LAST_USE_INTERVAL_SQL}))
-    SELECT id, name, enabled, token_hash, token_rotated_at, last_seen_at FROM found
+    SELECT id, name, enabled, token_hash, token_rotated_at, last_seen_at, ({backlog.WAITING_SQL}) AS waiting
+      FROM found
 """)
 
 
-def authenticate_call(connection: Connection, token: str) -> SeedNode | None:
+def authenticate_call(connection: Connection, token: str, backlog_bound: int = 0) -> tuple[SeedNode, int] | None:
     """The enabled node holding this token, or None, for a call of the node API: found by the
     token's hash, compared in constant time, its last contact noted; on a connection in autocommit
-    (one round trip). The node returned is not attached to a session: its columns are read."""
+    (one round trip). With it, the batches waiting for the workers, counted up to `backlog_bound`
+    (0: not counted). The node returned is not attached to a session: its columns are read."""
     if not token or len(token) > credentials.MAX_CREDENTIAL_LENGTH:
         return None
-    row = connection.execute(NODE_BY_TOKEN, {"hash": credentials.hash_token(token)}).first()
+    row = connection.execute(NODE_BY_TOKEN, {"hash": credentials.hash_token(token), "bound": backlog_bound}).first()
     if row is None or not credentials.token_matches(token, row.token_hash) or not row.enabled:
         return None
-    return SeedNode(**row._mapping)
+    columns = dict(row._mapping)
+    waiting: int = columns.pop("waiting")
+    return SeedNode(**columns), waiting
 
 
 def authenticate(session: Session, token: str) -> SeedNode | None:

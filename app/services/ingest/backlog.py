@@ -12,8 +12,6 @@ the data center's own fetch is never refused.
 
 from __future__ import annotations
 
-from sqlalchemy import text
-from sqlalchemy.orm import Session
 
 from app import metrics
 from app.services.errors import ServiceError
@@ -25,12 +23,12 @@ RETRY_AFTER = 2
 # The batches waiting for the workers: accepted (not stored yet) or stored (not joined yet),
 # counted no further than the bound, by the partial index that holds exactly them
 # (ix_seed_batches_pending): a bounded read, whatever the table holds. A sub-select, so that a
-# lease counts them in its first statement (app.services.leases).
+# call counts them in a statement it makes anyway: a lease in its first (app.services.leases), a
+# batch in its token's look-up (app.services.nodes.NODE_BY_TOKEN).
 WAITING_SQL = (
     "SELECT count(*) AS waiting"
     " FROM (SELECT 1 FROM seed_batches WHERE state IN ('accepted', 'stored') LIMIT :bound) AS pending"
 )
-_WAITING = text(WAITING_SQL)
 
 
 class Busy(ServiceError):
@@ -39,15 +37,9 @@ class Busy(ServiceError):
     retry_after = RETRY_AFTER
 
 
-def waiting(session: Session, bound: int) -> int:
-    """The batches accepted and not joined yet, counted up to `bound`."""
-    count: int = session.execute(_WAITING, {"bound": bound}).scalar_one()
-    return count
-
-
-def refuse_when_behind(session: Session, bound: int, call: str) -> None:
-    """Raises Busy when `bound` batches or more wait for the workers (0: no bound)."""
-    if bound and waiting(session, bound) >= bound:
+def refuse_when_behind(waiting: int, bound: int, call: str) -> None:
+    """Raises Busy when `waiting` (batches counted up to `bound`) reaches `bound` (0: no bound)."""
+    if bound and waiting >= bound:
         raise refusal(bound, call)
 
 
