@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import logging
 import os
+import select
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
 import psycopg
-from sqlalchemy import MetaData, create_engine, text
+from sqlalchemy import MetaData, create_engine, event, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.orm import DeclarativeBase, Session, configure_mappers, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from app.config import Settings, get_settings
 
@@ -42,10 +46,23 @@ def is_partition_name(name: str) -> bool:
     return bool(sep) and table in PARTITIONED_TABLES and suffix.isdigit()
 
 
-def make_engine(settings: Settings | None = None, *, reads: bool = False, **kwargs) -> Engine:
+# A pooled connection is pinged before it is used again only when there is a reason to: its socket
+# has something to read while it sits idle (a server that ends a connection, in a restart, a
+# shutdown or pg_terminate_backend, sends its goodbye and closes, which one poll of the socket
+# sees), or it has been idle this long (a connection cut without a word, which only a round trip
+# finds). Under load, when connections come back to the pool within milliseconds, no call pays a
+# round trip for the ping (SQLAlchemy's pool_pre_ping pinged at every checkout: two round trips
+# for each call of the node API).
+PING_IDLE_AFTER = 1.0  # seconds
+
+
+def make_engine(
+    settings: Settings | None = None, *, reads: bool = False, ping_idle_after: float = PING_IDLE_AFTER, **kwargs
+) -> Engine:
     """The engine of the primary, or with reads=True of the replica (settings.database_read_url),
     whose transactions are read-only: a write routed there by mistake fails at once, on a
-    replica or not."""
+    replica or not. Its pool pings a connection before handing it out when the server has closed
+    it or it has been idle `ping_idle_after` seconds (PING_IDLE_AFTER)."""
     settings = settings or get_settings()
     options = []
     if settings.db_search_path:
@@ -57,13 +74,41 @@ def make_engine(settings: Settings | None = None, *, reads: bool = False, **kwar
         url = settings.database_read_url
         options.append("-cdefault_transaction_read_only=on")
     connect_args = {"options": " ".join(options)} if options else {}
-    return create_engine(
-        url,
-        connect_args=connect_args,
-        pool_pre_ping=True,
-        future=True,
-        **kwargs,
-    )
+    engine = create_engine(url, connect_args=connect_args, future=True, **kwargs)
+    _ping_when_idle(engine, ping_idle_after)
+    return engine
+
+
+def _readable(dbapi_connection: DBAPIConnection) -> bool:
+    """Whether an idle connection's socket has data or an end of stream waiting (no round trip)."""
+    poller = select.poll()
+    poller.register(dbapi_connection.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _ping_when_idle(engine: Engine, after: float) -> None:
+    """SQLAlchemy's pool_pre_ping, for connections whose socket has something to say or that have
+    been idle `after` seconds or more (PING_IDLE_AFTER)."""
+
+    @event.listens_for(engine, "checkin")
+    def checked_in(dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def checked_out(
+        dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry, proxy: PoolProxiedConnection
+    ) -> None:
+        since = record.info.pop("idle_since", None)
+        if since is None:
+            return  # new: its connect was its check
+        if time.monotonic() - since < after and not _readable(dbapi_connection):
+            return  # used a moment ago, and the server has said nothing since
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except psycopg.Error as exc:
+            # As the pre-ping: this connection and every one older are replaced, and the
+            # checkout is tried again on a new connection.
+            raise sa_exc.InvalidatePoolError(f"the pooled connection is gone: {exc}") from exc
 
 
 _engine: Engine | None = None

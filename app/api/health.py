@@ -13,15 +13,18 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 import redis
 from flask import Blueprint, current_app, jsonify
 from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from app.db import get_engine, get_read_engine, replica_state
+from app.db import ReplicaState, get_engine, get_read_engine, replica_state
 from edge.digest.compiled import IMPL, load
 
 health = Blueprint("health", __name__)
@@ -33,12 +36,27 @@ COMPILED_PARTS = ("edge.digest._overview", "app.services._copyrows", "app.servic
 # Each check's own limit: an orchestrator's probe gives up after a few seconds itself.
 CHECK_TIMEOUT_SECONDS = 3
 
+T = TypeVar("T")
+
+
+def _checked(engine: Engine, check: Callable[[Connection], T]) -> T:
+    """check(conn) on a pooled connection, tried once more on a new one when the first proves
+    dropped (the pool pings only connections idle a while, app.db.PING_IDLE_AFTER): a probe says
+    how the database is now, not how it was when that connection was last used."""
+    try:
+        with engine.connect() as conn:
+            return check(conn)
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+    with engine.connect() as conn:
+        return check(conn)
+
 
 @health.get("/healthz")
 def healthz():
     try:
-        with get_engine().connect() as conn:
-            conn.execute(text("SELECT 1"))
+        _checked(get_engine(), lambda conn: conn.execute(text("SELECT 1")))
     except SQLAlchemyError as exc:
         response = jsonify(status="error", database="unavailable", message=str(exc.__class__.__name__), impl=IMPL)
         response.status_code = 503
@@ -72,10 +90,13 @@ def readyz():
 
 def _database_and_schema() -> tuple[dict, dict]:
     """The database's check, and the schema's: its alembic_version against the migrations' head."""
+
+    def read_revisions(conn: Connection) -> list[str]:
+        conn.execute(text(f"SET LOCAL statement_timeout = '{CHECK_TIMEOUT_SECONDS}s'"))
+        return sorted(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
+
     try:
-        with get_engine().connect() as conn:
-            conn.execute(text(f"SET LOCAL statement_timeout = '{CHECK_TIMEOUT_SECONDS}s'"))
-            revisions = sorted(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
+        revisions = _checked(get_engine(), read_revisions)
     except (SQLAlchemyError, psycopg.Error) as exc:
         if "alembic_version" in str(exc) and "does not exist" in str(exc):
             return _ok(), _failed("the database has no schema: run `alembic upgrade head`")
@@ -96,10 +117,13 @@ def _database_and_schema() -> tuple[dict, dict]:
 
 def _replica() -> dict:
     settings = current_app.config["SETTINGS"]
+
+    def read_state(conn: Connection) -> ReplicaState:
+        conn.execute(text(f"SET LOCAL statement_timeout = '{CHECK_TIMEOUT_SECONDS}s'"))
+        return replica_state(conn)
+
     try:
-        with get_read_engine().connect() as conn:
-            conn.execute(text(f"SET LOCAL statement_timeout = '{CHECK_TIMEOUT_SECONDS}s'"))
-            state = replica_state(conn)
+        state = _checked(get_read_engine(), read_state)
     except (SQLAlchemyError, psycopg.Error) as exc:
         return _failed(_reason(exc))
     lag = round(state.lag_seconds, 3)
