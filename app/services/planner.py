@@ -41,8 +41,8 @@ from edge.digest.overview import OverviewLayout, parse_date
 
 log = logging.getLogger(__name__)
 
-# The first probe window when looking for a dated article at or after a number; it grows
-# fourfold while the server answers with nothing (holes, expired articles).
+# The window a probe of the date bisection reads (find_first_after); it grows fourfold while
+# the server answers with nothing dated (holes, expired articles).
 PROBE_WINDOW = 64
 
 
@@ -83,53 +83,67 @@ class PlanResult:
         return dict(self.__dict__)
 
 
-def first_dated_article(source: OverviewSource, start: int, limit: int) -> tuple[int, int] | None:
-    """(number, unix date) of the first article in [start, limit] whose date reads, or None.
+def dated_window(source: OverviewSource, start: int, limit: int) -> list[tuple[int, int]]:
+    """(number, unix date) of every article whose date reads in the first window from `start` (up
+    to `limit`) that has any, in number order; empty when no article in [start, limit] has one.
 
-    Missing and expired articles are stepped over with a growing window.
+    The window is PROBE_WINDOW numbers, grown fourfold over missing and expired articles.
     """
     layout = source.overview_layout()
     window = PROBE_WINDOW
     number = start
     while number <= limit:
         end = min(number + window - 1, limit)
-        found = None
+        found = []
         for block in source.over(number, end):
-            if found is not None:
-                continue  # read the reply to its end: the connection must stay in step
             for line in block.split(b"\r\n"):
                 fields = line.split(b"\t")
                 if len(fields) > layout.date and fields[0].isdigit():
                     date = parse_date(fields[layout.date])
                     if date is not None:
-                        found = (int(fields[0]), date)
-                        break
-        if found is not None:
-            return found
+                        found.append((int(fields[0]), date))
+        if found:
+            return sorted(found)
         number = end + 1
         window *= 4
-    return None
+    return []
 
 
 def find_first_after(source: OverviewSource, low: int, high: int, cutoff: int) -> int | None:
-    """The lowest number n in [low, high] such that every article from n on was posted at or
-    after `cutoff` (unix seconds) as far as bisection over dates can tell; None when every
-    article is older. Holes are harmless: a probe takes the first article at or after it."""
-    first = first_dated_article(source, low, high)
-    if first is None:
+    """The lowest number n in [low, high] such that no article seen below n was posted at or
+    after `cutoff` (unix seconds), as far as bisection over dates can tell; None when every
+    article is older. Holes are harmless: a probe reads the first window at or after it that has
+    dated articles.
+
+    A poster sets an article's date, so dates are not in number order: among the articles of
+    this week, a repost may carry its first posting's date of years ago, or a broken clock 1970.
+    A probe that went by one article's date would take such an article for the group's past and
+    skip everything below the next probe, however recent. So a probe reads a window of articles
+    and counts it new when any one of them is: only a window where every article is older than
+    the cutoff moves the search up. Dates out of order can then make the plan start lower than
+    the cutoff (more to read), never higher (nothing newer than the cutoff skipped below the
+    start, among the articles the probes saw)."""
+
+    def first_new(window: list[tuple[int, int]]) -> int | None:
+        return next((number for number, date in window if date >= cutoff), None)
+
+    window = dated_window(source, low, high)
+    if not window:
         return None
-    if first[1] >= cutoff:
-        return low
-    # Invariant: the first dated article at or after lo is older than the cutoff;
-    # the one at or after hi is not (hi = high + 1 stands for "none is").
-    lo, hi = first[0], high + 1
+    if (found := first_new(window)) is not None:
+        return found
+    # Invariant: every dated article read at or below lo is older than the cutoff; from hi on, the
+    # first window read had a newer one at hi (hi = high + 1 stands for "none has").
+    lo, hi = window[-1][0], high + 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        probe = first_dated_article(source, mid, hi - 1)
-        if probe is None or probe[1] >= cutoff:
-            hi = mid
+        window = dated_window(source, mid, hi - 1)
+        if not window:
+            hi = mid  # nothing dated from mid up to hi: the articles there are not skipped
+        elif (found := first_new(window)) is not None:
+            hi = found  # the window's articles before it are older
         else:
-            lo = probe[0]
+            lo = window[-1][0]
     return hi if hi <= high else None
 
 

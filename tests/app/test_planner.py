@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 from sqlalchemy import select
@@ -98,6 +99,55 @@ def test_planning_through_a_provider_with_holes_and_boneless_numbers(inn, dated_
             deeper = plan_group(db_session, client, group, days=80, range_size=5_000, now=end)
     assert deeper.last_id == result.first_id - 1 and deeper.first_id < result.first_id
     assert group.backfill_id == deeper.first_id
+
+
+# Articles whose posters dated them long ago: runs of them through the whole group, as reposts and
+# broken clocks put among the week's articles.
+MISDATED = b"Date: Mon, 01 Jan 1990 00:00:00 +0000"
+
+
+def misdated(number: int) -> bool:
+    return number % 10 < 4
+
+
+@pytest.fixture(scope="module")
+def misdated_group(inn):
+    """30,000 articles over 120 days as dated_group's, but four articles of every ten dated 1990."""
+    name = "alt.binaries.plan.misdated"
+    inn.add_group(name)
+    config = Config(groups=(name,), namespace=name, days=120.0)
+    articles = [
+        dataclasses.replace(a, raw=re.sub(rb"(?m)^Date: [^\r\n]*", MISDATED, a.raw, count=1)) if misdated(i) else a
+        for i, a in enumerate(generate(30_000, config), start=1)
+    ]
+    assert inject(inn.host, inn.feed_port, articles, conns=1).accepted == 30_000
+    with connect(inn.host, inn.reader_port) as client:
+        info = client.group(name)
+        layout = client.overview_layout()
+        dates = [
+            (int(fields[0]), parse_date(fields[layout.date]))
+            for block in client.over(info.first, info.last)
+            for fields in (line.split(b"\t") for line in block.split(b"\r\n") if line)
+        ]
+    assert sum(1 for _, date in dates if date < 10**9) == 12_000  # as many misdated, in the overview
+    return name, dates, int(config.start.timestamp()) + 120 * DAY
+
+
+def test_articles_dated_long_ago_among_new_ones_do_not_make_the_plan_skip_new_ones(inn, misdated_group):
+    """Bisecting by one article's date took a misdated article for the group's past and skipped
+    every article below the next probe: it started this plan at 26,284 where the first article
+    newer than the cutoff is 22,504, about 2,270 newer articles never read. A probe reads a
+    window and moves up only when all of it is older."""
+    name, dates, end = misdated_group
+    cutoff = end - 30 * DAY
+    with connect(inn.host, inn.reader_port) as client:
+        info = client.group(name)
+        found = find_first_after(client, info.first, info.last, cutoff)
+    newer = [n for n, date in dates if date >= cutoff]
+    assert len(newer) > 4_000
+    # Not one article newer than the cutoff below the plan's start, and the start no lower than
+    # the first of them: the misdated articles of the weeks before are not planned for.
+    assert found == min(newer)
 
 
 def test_planning_starts_below_live_indexing_and_the_backfill(inn, dated_group, db_session):

@@ -299,14 +299,16 @@ class DataCenter:
             return create_node(session, name)[1]
 
     def plan(self, proxy, *groups: str, range_size: int = RANGE_SIZE) -> None:
-        """Plans the groups as `flask seed plan` does, through the provider (anything with a port)."""
+        """Plans the groups as `flask seed plan` does, through the provider (anything with a port),
+        each whole: 100 years back, as the real posts of tests/data/nzb/ carry their NZBs' dates,
+        1970 among them, mixed with the rest in the order the feed delivered them."""
         from app.services.groups import get_group
         from app.services.planner import plan_group
 
         with connect("127.0.0.1", proxy.port, compress=False) as client:
             for name in groups:
                 with self.session() as session:
-                    result = plan_group(session, client, get_group(session, name), days=3650, range_size=range_size)
+                    result = plan_group(session, client, get_group(session, name), days=36500, range_size=range_size)
                     assert result.plan_id is not None, result
 
     def prepare(
