@@ -115,14 +115,22 @@ def find_first_after(source: OverviewSource, low: int, high: int, cutoff: int) -
     article is older. Holes are harmless: a probe reads the first window at or after it that has
     dated articles.
 
-    A poster sets an article's date, so dates are not in number order: among the articles of
-    this week, a repost may carry its first posting's date of years ago, or a broken clock 1970.
-    A probe that went by one article's date would take such an article for the group's past and
-    skip everything below the next probe, however recent. So a probe reads a window of articles
-    and counts it new when any one of them is: only a window where every article is older than
-    the cutoff moves the search up. Dates out of order can then make the plan start lower than
-    the cutoff (more to read), never higher (nothing newer than the cutoff skipped below the
-    start, among the articles the probes saw)."""
+    A poster sets an article's date, so dates are not in number order: among this week's
+    articles a repost may carry its first posting's dates of years ago, thousands of articles in
+    a row, or a broken clock 1970. What is in order is when articles reached the server: their
+    numbers. A probe that went by one article's date would take a misdated one for the group's
+    past and skip everything below the next probe, however recent. So:
+
+    - a probe reads a window of articles and counts it new when any one of them is;
+    - a window where every article is older than the cutoff but also older than the newest date
+      already seen below it is out of order (misdated: it cannot have reached the server before
+      what is below it), and tells nothing: the probe looks further up, at windows ever farther
+      apart, for one that is new or in order; finding none below the search's upper end, it
+      counts the probe new.
+
+    Only a window that is older than the cutoff and in order moves the search up. Dates out of
+    order can then make the plan start lower than the cutoff (more to read), never skip an
+    article newer than the cutoff below a window read in order."""
 
     def first_new(window: list[tuple[int, int]]) -> int | None:
         return next((number for number, date in window if date >= cutoff), None)
@@ -132,19 +140,38 @@ def find_first_after(source: OverviewSource, low: int, high: int, cutoff: int) -
         return None
     if (found := first_new(window)) is not None:
         return found
-    # Invariant: every dated article read at or below lo is older than the cutoff; from hi on, the
-    # first window read had a newer one at hi (hi = high + 1 stands for "none has").
+    # Invariant: every window read in order at or below lo is older than the cutoff, the newest
+    # date among them `floor`; from hi on, the articles count as new (hi = high + 1: none do).
     lo, hi = window[-1][0], high + 1
+    floor = max(date for _, date in window)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        window = dated_window(source, mid, hi - 1)
-        if not window:
-            hi = mid  # nothing dated from mid up to hi: the articles there are not skipped
-        elif (found := first_new(window)) is not None:
-            hi = found  # the window's articles before it are older
-        else:
-            lo = window[-1][0]
+        start, step = mid, PROBE_WINDOW
+        while True:
+            window = dated_window(source, start, hi - 1) if start < hi else []
+            if not window:
+                hi = mid  # nothing dated, or nothing but misdated, from mid up to hi: not skipped
+                break
+            if (found := first_new(window)) is not None:
+                hi = _start_before(window, found, floor) if start == mid else mid
+                break
+            newest = max(date for _, date in window)
+            if newest >= floor:
+                lo, floor = window[-1][0], newest
+                break
+            start, step = window[-1][0] + step, step * 4  # out of order: look further up
     return hi if hi <= high else None
+
+
+def _start_before(window: list[tuple[int, int]], found: int, floor: int) -> int:
+    """Where the new part of a window starts, its first new article `found` in hand: just after the
+    last article before it dated in order (at or after `floor`: it reached the server before the
+    cutoff, and so did everything below it), or the window's first article when none is. The
+    misdated articles in between (older than the floor) may have reached the server after the
+    cutoff: they are planned. A window further up, past out-of-order ones, says nothing of what
+    lies between: its caller starts from the probe's number then."""
+    before = [i for i, (number, date) in enumerate(window) if number < found and date >= floor]
+    return window[before[-1] + 1][0] if before else window[0][0]
 
 
 def lowest_covered(session: Session, group: Group) -> int | None:

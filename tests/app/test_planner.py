@@ -101,19 +101,21 @@ def test_planning_through_a_provider_with_holes_and_boneless_numbers(inn, dated_
     assert group.backfill_id == deeper.first_id
 
 
-# Articles whose posters dated them long ago: runs of them through the whole group, as reposts and
-# broken clocks put among the week's articles.
+# Articles whose posters dated them long ago, as reposts and broken clocks put among the week's:
+# scattered (four of every ten, through the whole group), or a repost of 3,000 articles in a row
+# that all carry its first posting's date, just after the articles 30 days back.
 MISDATED = b"Date: Mon, 01 Jan 1990 00:00:00 +0000"
+PATTERNS = {
+    "scattered": lambda number: number % 10 < 4,
+    "a repost": lambda number: 22_510 <= number < 25_510,
+}
 
 
-def misdated(number: int) -> bool:
-    return number % 10 < 4
-
-
-@pytest.fixture(scope="module")
-def misdated_group(inn):
-    """30,000 articles over 120 days as dated_group's, but four articles of every ten dated 1990."""
-    name = "alt.binaries.plan.misdated"
+@pytest.fixture(scope="module", params=sorted(PATTERNS))
+def misdated_group(inn, request):
+    """30,000 articles over 120 days as dated_group's, some dated 1990 (PATTERNS)."""
+    misdated = PATTERNS[request.param]
+    name = f"alt.binaries.plan.misdated.{request.param.replace(' ', '')}"
     inn.add_group(name)
     config = Config(groups=(name,), namespace=name, days=120.0)
     articles = [
@@ -129,25 +131,29 @@ def misdated_group(inn):
             for block in client.over(info.first, info.last)
             for fields in (line.split(b"\t") for line in block.split(b"\r\n") if line)
         ]
-    assert sum(1 for _, date in dates if date < 10**9) == 12_000  # as many misdated, in the overview
-    return name, dates, int(config.start.timestamp()) + 120 * DAY
+    # As many misdated, where the pattern puts them (INN numbers them in posting order).
+    assert [n for n, date in dates if date < 10**9] == [n for n in range(1, 30_001) if misdated(n)]
+    return name, dates, int(config.start.timestamp()) + 120 * DAY, misdated
 
 
 def test_articles_dated_long_ago_among_new_ones_do_not_make_the_plan_skip_new_ones(inn, misdated_group):
     """Bisecting by one article's date took a misdated article for the group's past and skipped
-    every article below the next probe: it started this plan at 26,284 where the first article
-    newer than the cutoff is 22,504, about 2,270 newer articles never read. A probe reads a
-    window and moves up only when all of it is older."""
-    name, dates, end = misdated_group
+    every article below the next probe: scattered, it started the plan at 26,284 where the first
+    article newer than the cutoff is 22,504, about 2,270 newer articles never read. A probe reads
+    a window and moves up only when every article of it is older than the cutoff, and in order
+    (newer than what was seen below it): a repost's old dates, thousands in a row, tell nothing."""
+    name, dates, end, misdated = misdated_group
     cutoff = end - 30 * DAY
     with connect(inn.host, inn.reader_port) as client:
         info = client.group(name)
         found = find_first_after(client, info.first, info.last, cutoff)
     newer = [n for n, date in dates if date >= cutoff]
     assert len(newer) > 4_000
-    # Not one article newer than the cutoff below the plan's start, and the start no lower than
-    # the first of them: the misdated articles of the weeks before are not planned for.
-    assert found == min(newer)
+    # Not one article newer than the cutoff below the plan's start; below the first of them, the
+    # plan takes only misdated articles (any of which may have reached the server after the
+    # cutoff), never one dated in order before it.
+    assert found <= min(newer)
+    assert all(misdated(n) for n in range(found, min(newer)))
 
 
 def test_planning_starts_below_live_indexing_and_the_backfill(inn, dated_group, db_session):
