@@ -101,13 +101,14 @@ def _ping_when_idle(engine: Engine, after: float) -> None:
         since = record.info.pop("idle_since", None)
         if since is None:
             return  # new: its connect was its check
-        if time.monotonic() - since < after and not _readable(dbapi_connection):
-            return  # used a moment ago, and the server has said nothing since
         try:
+            if time.monotonic() - since < after and not _readable(dbapi_connection):
+                return  # used a moment ago, and the server has said nothing since
             engine.dialect.do_ping(dbapi_connection)
-        except psycopg.Error as exc:
+        except (psycopg.Error, OSError) as exc:
             # As the pre-ping: this connection and every one older are replaced, and the
-            # checkout is tried again on a new connection.
+            # checkout is tried again on a new connection. psycopg's fileno() raises too, for a
+            # connection whose socket libpq has already closed.
             raise sa_exc.InvalidatePoolError(f"the pooled connection is gone: {exc}") from exc
 
 

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 # The window a probe of the date bisection reads (find_first_after); it grows fourfold while
 # the server answers with nothing dated (holes, expired articles).
 PROBE_WINDOW = 64
+PROBE_WINDOW_MOST = 65_536
 
 
 class OverviewSource(Protocol):
@@ -84,18 +85,22 @@ class PlanResult:
 
 
 def dated_window(source: OverviewSource, start: int, limit: int) -> list[tuple[int, int]]:
-    """(number, unix date) of every article whose date reads in the first window from `start` (up
-    to `limit`) that has any, in number order; empty when no article in [start, limit] has one.
+    """(number, unix date) of the first PROBE_WINDOW articles from `start` (up to `limit`) whose
+    date reads, in number order; empty when no article in [start, limit] has one.
 
-    The window is PROBE_WINDOW numbers, grown fourfold over missing and expired articles.
+    Asked for PROBE_WINDOW numbers at a time, fourfold more each time the server has nothing dated
+    (missing and expired articles), up to PROBE_WINDOW_MOST: a reply past a long hole is at most
+    that many lines.
     """
     layout = source.overview_layout()
     window = PROBE_WINDOW
     number = start
     while number <= limit:
         end = min(number + window - 1, limit)
-        found = []
+        found: list[tuple[int, int]] = []
         for block in source.over(number, end):
+            if len(found) >= PROBE_WINDOW:
+                continue  # read the reply to its end: the connection must stay in step
             for line in block.split(b"\r\n"):
                 fields = line.split(b"\t")
                 if len(fields) > layout.date and fields[0].isdigit():
@@ -103,17 +108,17 @@ def dated_window(source: OverviewSource, start: int, limit: int) -> list[tuple[i
                     if date is not None:
                         found.append((int(fields[0]), date))
         if found:
-            return sorted(found)
+            return sorted(found)[:PROBE_WINDOW]
         number = end + 1
-        window *= 4
+        window = min(window * 4, PROBE_WINDOW_MOST)
     return []
 
 
 def find_first_after(source: OverviewSource, low: int, high: int, cutoff: int) -> int | None:
-    """The lowest number n in [low, high] such that no article seen below n was posted at or
-    after `cutoff` (unix seconds), as far as bisection over dates can tell; None when every
-    article is older. Holes are harmless: a probe reads the first window at or after it that has
-    dated articles.
+    """Where a plan down to `cutoff` (unix seconds) starts in [low, high]: the first article posted
+    at or after it, as far as bisection over dates can tell (on a group whose dates run in
+    number order, exactly that article); None when every article is older. Holes are harmless:
+    a probe reads the first dated articles at or after it.
 
     A poster sets an article's date, so dates are not in number order: among this week's
     articles a repost may carry its first posting's dates of years ago, thousands of articles in
@@ -123,14 +128,17 @@ def find_first_after(source: OverviewSource, low: int, high: int, cutoff: int) -
 
     - a probe reads a window of articles and counts it new when any one of them is;
     - a window where every article is older than the cutoff but also older than the newest date
-      already seen below it is out of order (misdated: it cannot have reached the server before
-      what is below it), and tells nothing: the probe looks further up, at windows ever farther
-      apart, for one that is new or in order; finding none below the search's upper end, it
-      counts the probe new.
+      already read in order below it (the floor) is out of order (misdated: it cannot have
+      reached the server before what is below it), and tells nothing: the probe looks further
+      up, at windows ever farther apart, for one that is new or in order; finding none below the
+      search's upper end, it counts the probe new.
 
-    Only a window that is older than the cutoff and in order moves the search up. Dates out of
-    order can then make the plan start lower than the cutoff (more to read), never skip an
-    article newer than the cutoff below a window read in order."""
+    Only a window older than the cutoff and in order moves the search up. Dates out of order can
+    then make the plan start lower than the cutoff (more to read). What dates cannot tell apart
+    is a misdated window that looks in order: a run of reposted articles all dated between the
+    floor and the cutoff (a post of 45 days ago reposted this week, planning 30 days back), or any
+    run when the group's first articles are misdated so old that the floor says nothing. Such a
+    run, where a probe lands in it, is taken for the group's past."""
 
     def first_new(window: list[tuple[int, int]]) -> int | None:
         return next((number for number, date in window if date >= cutoff), None)
