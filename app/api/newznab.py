@@ -31,7 +31,6 @@ import json
 import logging
 import urllib.parse
 from datetime import date, datetime, timezone
-from email.utils import format_datetime
 from typing import NamedTuple
 from xml.etree import ElementTree as ET
 
@@ -157,7 +156,6 @@ def api():
             elif function == "details":
                 posts, total, offset = _details(reads), 1, 0
                 return _feed(
-                    reads,
                     posts,
                     total,
                     offset,
@@ -173,7 +171,7 @@ def api():
                 answer = _get(session, reads)
                 _use(session, key, grab=True)
                 return answer
-            return _feed(reads, posts, total, offset, _use(session, key, grab=False), as_json)
+            return _feed(posts, total, offset, _use(session, key, grab=False), as_json)
     except NewznabError as exc:
         call.outcome = OUTCOMES.get(exc.code, "error")
         return _error(exc, as_json)
@@ -460,7 +458,6 @@ class Inside(NamedTuple):
 
 
 def _feed(
-    session: Session,
     posts: list[search.PostSummary],
     total: int,
     offset: int,
@@ -474,7 +471,9 @@ def _feed(
     api_url = request.host_url.rstrip("/") + "/api"
     key = urllib.parse.quote(request.args.get("apikey", ""), safe="")
     extended = request.args.get("extended", "") == "1"
-    grabbed = grabs.counts(session, [(post.group_id, post.key) for post in posts])
+    # Each item's NZB link, escaped once a page: all but the post's key (digits) is the same.
+    get_before, get_after = xml_attribute(f"{api_url}?t=get&id="), xml_attribute(f"&apikey={key}")
+    details = xml_text(api_url) + "?t=details&amp;id="
     parts = [
         f'<?xml version="1.0" encoding="UTF-8"?>\n'
         f'<rss xmlns:atom="{ATOM_NS}" xmlns:newznab="{NEWZNAB_NS}" version="2.0"><channel>'
@@ -485,7 +484,7 @@ def _feed(
     ]
     for post in posts:
         category = categories.category_named(post.category)
-        get_url = xml_attribute(f"{api_url}?t=get&id={post.key}&apikey={key}")
+        get_url = f"{get_before}{post.key}{get_after}"
         name = xml_text(post.name)
         attributes: list[tuple[str, object]] = [("category", category.parent)]
         if category.id != category.parent:
@@ -496,7 +495,7 @@ def _feed(
             ("poster", xml_attribute(post.poster)),
             ("group", post.group),
             ("usenetdate", _rfc822(post.first_post)),
-            ("grabs", grabbed.get((post.group_id, post.key), 0)),
+            ("grabs", post.grabs),
             ("completion", round(post.completion)),
         ]
         if post.password is not None:
@@ -521,7 +520,7 @@ def _feed(
                 )
         parts.append(
             f"<item><title>{name}</title>"
-            f'<guid isPermaLink="true">{xml_text(api_url)}?t=details&amp;id={post.key}</guid>'
+            f'<guid isPermaLink="true">{details}{post.key}</guid>'
             f"<link>{get_url}</link><pubDate>{_rfc822(post.last_post)}</pubDate>"
             f"<category>{xml_text(category.name)}</category><description>{description}</description>"
             f'<enclosure url="{get_url}" length="{post.bytes}" type="application/x-nzb" />'
@@ -637,9 +636,16 @@ def _as_dict(element: ET.Element) -> dict:
     return {local(element.tag): convert(element)}
 
 
+# RFC 822's names of days and months, whatever the locale (a page writes two dates an item).
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_EPOCH = datetime.fromtimestamp(0, timezone.utc)
+
+
 def _rfc822(moment: datetime | None) -> str:
-    moment = (moment or datetime.fromtimestamp(0, timezone.utc)).astimezone(timezone.utc)
-    return format_datetime(moment, usegmt=True)
+    """The moment in UTC as RFC 822 has it (email.utils.format_datetime's usegmt form)."""
+    m = (moment or _EPOCH).astimezone(timezone.utc)
+    return f"{_DAYS[m.weekday()]}, {m.day:02d} {_MONTHS[m.month - 1]} {m.year:04d} {m.hour:02d}:{m.minute:02d}:{m.second:02d} GMT"
 
 
 def _clean(text: str | None) -> str:

@@ -68,6 +68,10 @@ _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 # LF); in attributes the quote, and tab, LF and CR, which a parser's normalisation makes spaces.
 _TEXT_ENTITIES = {"\r": "&#13;"}
 _ATTRIBUTE_ENTITIES = {'"': "&quot;", "\t": "&#9;", "\n": "&#10;", "\r": "&#13;"}
+# Any character that escaping or cleaning would change, in text and in attributes: a value without
+# one (most names, subjects and message-ids) is written as it is, at the cost of one search.
+_TEXT_SPECIAL = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_ATTRIBUTE_SPECIAL = re.compile('[&<>"\t\n\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]')
 
 # The post of this key: in the group given, else in each group in the order of its id (a probe
 # of each group's release and release_posts primary keys), the first that holds it.
@@ -273,9 +277,13 @@ def xml_clean(value: str) -> str:
 
 def xml_text(value: str) -> str:
     """Element text, escaped, without forbidden characters."""
+    if not _TEXT_SPECIAL.search(value):
+        return value
     return escape(xml_clean(value), _TEXT_ENTITIES)
 
 
 def xml_attribute(value: str) -> str:
     """An attribute's value (between double quotes), escaped, without forbidden characters."""
+    if not _ATTRIBUTE_SPECIAL.search(value):
+        return value
     return escape(xml_clean(value), _ATTRIBUTE_ENTITIES)

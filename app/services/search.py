@@ -47,8 +47,10 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1_000
 MAX_OFFSET = 10_000
 # Matching posts are counted this far past the page asked for, and no further: counting every
-# post a common word has would cost more than the page itself.
-COUNT_AHEAD = 1_000
+# post a common word has would cost more than the page itself, and a client paging on sees more.
+COUNT_AHEAD = 100
+# What a search's plan counts a page read as (SEARCH_BEGIN).
+SEARCH_PAGE_COST = 0.1
 # Words beyond these bounds are refused: no real query needs more, and each word costs an index probe.
 MAX_WORDS_LENGTH = 500
 MAX_WORDS = 32
@@ -68,11 +70,13 @@ QUERY_WORDS = text(
     " regexp_replace(CAST(:words AS text), CAST(:word_break AS text), ' ', 'g')))"
 )
 
-# What a post's summary is read from (PostSummary).
+# What a post's summary is read from (PostSummary), its NZB's downloads with it (a probe of
+# post_grabs' key a post of the page).
 POST_COLUMNS = """p.key, p.group_id, p.name, p.poster, p.releases, p.files_seen AS files, p.parts_expected,
     p.parts_seen, p.bytes, p.completion, p.first_post, p.last_post, p.category, p.title, p.year, p.season,
     p.episode, p.episode_last, p.air_date, p.resolution, p.source, p.video, p.languages, p.password, p.imdb,
-    p.tvdb, p.tvmaze, p.tmdb"""
+    p.tvdb, p.tvmaze, p.tmdb,
+    coalesce((SELECT x.grabs FROM post_grabs x WHERE x.group_id = p.group_id AND x.post_key = p.key), 0) AS grabs"""
 # The posts matching the filters, a page of them newest first.
 PAGE = (
     """
@@ -85,27 +89,24 @@ PAGE = (
      LIMIT :limit OFFSET :offset
 """
 )
-# The count and the page in one statement, each post with its group's name. The posts matching are
-# read once, up to the count's bound, keeping each one's key and date: when fewer match than the
-# bound, they are all of them, and the page is cut from them (no second look at the index). Only
-# when more match is the page looked for apart (PAGE's plans: the newest-first index walked until
-# the page is full, or the words' index then a sort), the other branch never run (a one-time
-# filter on the count). One row a post of the page, each with the count; a row without a post
-# (key null) when the page is empty.
+# The count and the page in one statement, each post with its group's name. The posts matching
+# are read once, newest first, up to the count's bound: the page is cut from them. PostgreSQL picks
+# how: for words many posts have, the newest-first index walked until the bound (a search's
+# count then costs little more than its page); for words few posts have, every match found by the
+# words' index, then sorted (SEARCH_BEGIN's page costs make that choice right, see there). One row
+# a post of the page, each with the count; a row without a post (key null) when the page is empty.
 SEARCH = (
     """
     WITH matching AS MATERIALIZED (
-        SELECT p.group_id, p.key, p.last_post FROM posts p WHERE {filters} LIMIT :count_limit
+        SELECT p.group_id, p.key, p.last_post FROM posts p
+         WHERE {filters}
+         ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key
+         LIMIT :count_limit
     ), counted AS MATERIALIZED (
         SELECT count(*) AS total FROM matching
     ), page_keys AS (
-        (SELECT m.group_id, m.key FROM matching m
-          WHERE (SELECT total FROM counted) < :count_limit
-          ORDER BY m.last_post DESC NULLS LAST, m.group_id, m.key LIMIT :limit OFFSET :offset)
-        UNION ALL
-        (SELECT p.group_id, p.key FROM posts p
-          WHERE (SELECT total FROM counted) >= :count_limit AND {filters}
-          ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key LIMIT :limit OFFSET :offset)
+        SELECT m.group_id, m.key FROM matching m
+         ORDER BY m.last_post DESC NULLS LAST, m.group_id, m.key LIMIT :limit OFFSET :offset
     )
     SELECT counted.total, page.*, g.name AS group_name
       FROM counted
@@ -120,13 +121,20 @@ SEARCH = (
 """
 )
 
-# A search's work runs in a savepoint of its own with these settings (its statement timeout, and
-# no JIT), and the savepoint is rolled back afterwards: the search wrote nothing, and rolling back
-# gives the settings their old values. Each is one round trip, the settings sent with the
-# savepoint (statements without parameters may go together).
+# A search's work runs in a savepoint of its own with these settings, and the savepoint is rolled
+# back afterwards: the search wrote nothing, and rolling back gives the settings their old values.
+# Each is one round trip, the settings sent with the savepoint (statements without parameters may
+# go together). The settings: its statement timeout; no JIT; and the cost of reading a page as
+# that of a page in memory. With PostgreSQL's defaults (seq_page_cost 1, random_page_cost 4), a
+# match fetched by the words' index is priced 19 times a row of the newest-first index walked,
+# where it takes twice as long (on 1,000,000 posts, bench/catalog.py: 3.2 against 1.6 µs, the
+# words matched on each row walked), so a word 4,000 posts have walked 41,000 rows for a count of
+# 200 (66 ms) instead of fetching its 4,000 (15 ms). At 0.1, 5 times: the choice follows the time
+# from a few thousand matches up.
 SEARCH_BEGIN = (
     "SAVEPOINT search_posts; SELECT set_config('jit', 'off', true),"
-    " set_config('statement_timeout', '{timeout_ms}ms', true)"
+    " set_config('statement_timeout', '{timeout_ms}ms', true),"
+    f" set_config('seq_page_cost', '{SEARCH_PAGE_COST}', true), set_config('random_page_cost', '{SEARCH_PAGE_COST}', true)"
 )
 SEARCH_END = "ROLLBACK TO SAVEPOINT search_posts; RELEASE SAVEPOINT search_posts"
 
@@ -226,6 +234,7 @@ class PostSummary:
     tvdb: int | None = None
     tvmaze: int | None = None
     tmdb: int | None = None
+    grabs: int = 0  # its NZB's downloads (app.services.grabs)
 
 
 # The ids of other databases a post's inspection may have found (posts' columns of those names).
@@ -538,6 +547,7 @@ def _summary(row: RowMapping | Mapping[str, Any]) -> PostSummary:
         tvdb=row["tvdb"],
         tvmaze=row["tvmaze"],
         tmdb=row["tmdb"],
+        grabs=row["grabs"],
     )
 
 

@@ -22,6 +22,8 @@ from app.services.errors import NotFound, ServiceError
 from app.services.ingest import posts, store
 from app.services.search import (
     COUNT_AHEAD,
+    SEARCH_BEGIN,
+    SEARCH_END,
     MAX_LIMIT,
     MAX_OFFSET,
     SearchError,
@@ -605,7 +607,11 @@ def test_a_name_search_uses_the_index(catalog, db_session):
             search_posts(db_session, words, **filters)
             assert len(statements) == 1  # the count and the page in one statement
             ((statement, parameters),) = statements
-            plan = "\n".join(db_session.connection().exec_driver_sql(f"EXPLAIN {statement}", parameters).scalars())
+            # Planned as the search runs it: under its settings (SEARCH_BEGIN's page costs).
+            conn = db_session.connection()
+            conn.exec_driver_sql(SEARCH_BEGIN.format(timeout_ms=10_000))
+            plan = "\n".join(conn.exec_driver_sql(f"EXPLAIN {statement}", parameters).scalars())
+            conn.exec_driver_sql(SEARCH_END)
             # The posts matching, read up to the count's bound (the CTE "matching"), and the page.
             counting, _, rest = plan.partition("CTE counted")
             assert "Seq Scan on posts" not in rest, plan
