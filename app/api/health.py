@@ -24,7 +24,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from app.db import ReplicaState, get_engine, get_read_engine, replica_state
+from app.db import get_engine, get_read_engine, replica_state
 from edge.digest.compiled import IMPL, load
 
 health = Blueprint("health", __name__)
@@ -40,17 +40,23 @@ T = TypeVar("T")
 
 
 def _checked(engine: Engine, check: Callable[[Connection], T]) -> T:
-    """check(conn) on a pooled connection, tried once more on a new one when the first proves
-    dropped (the pool pings only connections idle a while, app.db.PING_IDLE_AFTER): a probe says
-    how the database is now, not how it was when that connection was last used."""
+    """check(conn) on a pooled connection, within CHECK_TIMEOUT_SECONDS, tried once more on a new
+    connection when the first proves dropped (the pool pings only connections idle a while,
+    app.db.PING_IDLE_AFTER): a probe says how the database is now, not how it was when that
+    connection was last used."""
+
+    def bounded(conn: Connection) -> T:
+        conn.execute(text(f"SET LOCAL statement_timeout = '{CHECK_TIMEOUT_SECONDS}s'"))
+        return check(conn)
+
     try:
         with engine.connect() as conn:
-            return check(conn)
+            return bounded(conn)
     except DBAPIError as exc:
         if not exc.connection_invalidated:
             raise
     with engine.connect() as conn:
-        return check(conn)
+        return bounded(conn)
 
 
 @health.get("/healthz")
@@ -92,7 +98,6 @@ def _database_and_schema() -> tuple[dict, dict]:
     """The database's check, and the schema's: its alembic_version against the migrations' head."""
 
     def read_revisions(conn: Connection) -> list[str]:
-        conn.execute(text(f"SET LOCAL statement_timeout = '{CHECK_TIMEOUT_SECONDS}s'"))
         return sorted(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
 
     try:
@@ -118,12 +123,8 @@ def _database_and_schema() -> tuple[dict, dict]:
 def _replica() -> dict:
     settings = current_app.config["SETTINGS"]
 
-    def read_state(conn: Connection) -> ReplicaState:
-        conn.execute(text(f"SET LOCAL statement_timeout = '{CHECK_TIMEOUT_SECONDS}s'"))
-        return replica_state(conn)
-
     try:
-        state = _checked(get_read_engine(), read_state)
+        state = _checked(get_read_engine(), replica_state)
     except (SQLAlchemyError, psycopg.Error) as exc:
         return _failed(_reason(exc))
     lag = round(state.lag_seconds, 3)
