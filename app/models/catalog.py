@@ -221,6 +221,17 @@ class Post(Base):
     tmdb: Mapped[int | None] = mapped_column(Integer)
 
 
+class PostWord(Base):
+    """A word of the names of a group's posts (migration 0026: a trigger on posts adds them),
+    what a search's last word stands for when it is matched as the start of a word
+    (app.services.search). In bytewise order, so that the words with a prefix are one range."""
+
+    __tablename__ = "post_words"
+
+    word: Mapped[str] = mapped_column(Text(collation="C"), primary_key=True)
+    group_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+
+
 class PostGrab(Base):
     """How often a post's NZB was downloaded through the newznab API (app.services.grabs)."""
 

@@ -59,6 +59,10 @@ MAX_WORDS = 32
 # The last word matches as the start of a word from this length on: a one-letter prefix would
 # probe every word of the index that starts with it.
 MIN_PREFIX = 2
+# The words the catalog has that start with the last word are searched for by name when there are
+# at most this many (GIN then skips through their posts as through any word's); past it, by GIN's
+# own prefix match, which reads all their posts first.
+PREFIX_WORDS = 64
 MAX_AGE_DAYS = 100 * 366
 MAX_BIGINT = 2**63 - 1
 SMALLINT = 32767
@@ -66,11 +70,25 @@ SMALLINT = 32767
 DEFAULT_TIMEOUT_MS = 10_000
 
 # The words asked for, read by the very functions that read the names (app.models.catalog.POST_WORDS):
-# the same characters are letters and digits, the same parser cuts words, the same lower-casing applies.
-QUERY_WORDS = text(
-    "SELECT lexeme, positions FROM unnest(to_tsvector('simple'::regconfig,"
-    " regexp_replace(CAST(:words AS text), CAST(:word_break AS text), ' ', 'g')))"
-)
+# the same characters are letters and digits, the same parser cuts words, the same lower-casing
+# applies. With the last word (the one at the greatest position), when it is long enough to be
+# matched as the start of a word, the words of the catalog's posts that start with it
+# (post_words, a range of its bytewise key; PREFIX_WORDS + 1 at most, to tell too many).
+QUERY_WORDS = text(f"""
+    WITH asked AS (
+        SELECT lexeme, positions[array_upper(positions, 1)] AS position
+          FROM unnest(to_tsvector('simple'::regconfig,
+                      regexp_replace(CAST(:words AS text), CAST(:word_break AS text), ' ', 'g')))
+    ), last AS (
+        SELECT lexeme FROM asked ORDER BY position DESC, lexeme DESC LIMIT 1
+    )
+    SELECT a.lexeme, a.position,
+           CASE WHEN a.lexeme = l.lexeme AND length(l.lexeme) >= {MIN_PREFIX} THEN ARRAY(
+               SELECT DISTINCT w.word FROM post_words w
+                WHERE w.word >= l.lexeme COLLATE "C" AND w.word < (l.lexeme || chr(1114111)) COLLATE "C"
+                ORDER BY w.word LIMIT {PREFIX_WORDS + 1}) END AS starting
+      FROM asked a CROSS JOIN last l
+""")
 
 # What a post's summary is read from (PostSummary), its NZB's downloads with it (a probe of
 # post_grabs' key a post of the page).
@@ -558,9 +576,11 @@ def _summary(row: RowMapping | Mapping[str, Any]) -> PostSummary:
 
 
 def _tsquery(session: Session, words: str | Sequence[str] | None) -> str | None:
-    """The words as a tsquery's text: every word, the last one also as a prefix; None when the
-    words hold no letter or digit. The words are cut by the server (QUERY_WORDS), so they are
-    exactly the words of the names; each is quoted, so nothing in them is tsquery syntax."""
+    """The words as a tsquery's text: every word, the last one also as the start of a word (the
+    words of the catalog that start with it, or a prefix match when there are more than
+    PREFIX_WORDS); None when the words hold no letter or digit. The words are cut by the server
+    (QUERY_WORDS), so they are exactly the words of the names; each is quoted, so nothing in them is
+    tsquery syntax."""
     if words is None:
         return None
     joined = _clean(words if isinstance(words, str) else " ".join(str(w) for w in words))
@@ -573,11 +593,18 @@ def _tsquery(session: Session, words: str | Sequence[str] | None) -> str | None:
         return None
     if len(lexemes) > MAX_WORDS:
         raise SearchError(f"more than {MAX_WORDS} different words")
-    ordered = sorted(lexemes, key=lambda row: (max(row.positions), row.lexeme))
-    terms = ["'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme, _ in ordered]
-    if len(ordered[-1].lexeme) >= MIN_PREFIX:
+    ordered = sorted(lexemes, key=lambda row: (row.position, row.lexeme))
+    terms = [_quoted(row.lexeme) for row in ordered]
+    starting = ordered[-1].starting
+    if starting is not None and len(starting) > PREFIX_WORDS:
         terms[-1] += ":*"
+    elif starting and starting != [ordered[-1].lexeme]:
+        terms[-1] = "(" + " | ".join(map(_quoted, starting)) + ")"
     return " & ".join(terms)
+
+
+def _quoted(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 # At most this many (title, year) of the posts an id names widen a search by it.

@@ -26,6 +26,7 @@ from app.services.search import (
     SEARCH_END,
     MAX_LIMIT,
     MAX_OFFSET,
+    PREFIX_WORDS,
     SearchError,
     SearchTimeout,
     find_post,
@@ -630,3 +631,53 @@ def test_a_name_search_uses_the_index(catalog, db_session):
     assert search_posts(db_session, "little show 42 s03").total == len(
         [n for n in range(1, 20001) if n % 5 == 4 and n % 997 == 42 and n % 30 == 3]
     )
+
+
+def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(catalog, db_session):
+    """A trigger on posts keeps each group's words (post_words), in the writing transaction, for
+    rows inserted and updated alike. The last word of a search is searched as the words that start
+    with it, named (GIN then skips through their posts), or as GIN's prefix match when more than
+    PREFIX_WORDS start with it: either way every post whose word starts with it is found."""
+    db_session.execute(text("INSERT INTO groups (id, name) VALUES (900002, 'alt.binaries.test.prefixes')"))
+    many = PREFIX_WORDS + 10
+    db_session.execute(
+        text("""
+        INSERT INTO posts (group_id, key, name, poster, names, posters, releases, files_seen, parts_expected,
+                           parts_seen, bytes, completion, first_post, last_post)
+        SELECT 900002, n, name, 'p@example.net', name, 'p@example.net', 1, 1, 1, 1, 1000, 100, now(), now()
+          FROM generate_series(1, :many + 3) n
+         CROSS JOIN LATERAL (SELECT CASE WHEN n <= :many THEN 'Prefixed.Word.Pfx' || n
+                                         ELSE 'Prefixed.Word.Qpx' || n END AS name) made
+    """),
+        {"many": many},
+    )
+    words = set(db_session.execute(text("SELECT word FROM post_words WHERE group_id = 900002")).scalars())
+    assert {"prefixed", "word", *(f"pfx{n}" for n in range(1, many + 1))} <= words
+    db_session.execute(
+        text("UPDATE posts SET names = names || E'\\nLater.Qpxlater' WHERE group_id = 900002 AND key = 1")
+    )
+    assert "qpxlater" in set(db_session.execute(text("SELECT word FROM post_words")).scalars())
+    statements = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany):
+        if "FROM posts p" in statement:
+            statements.append(parameters["query"])
+
+    connection = db_session.connection()
+    event.listen(connection, "before_cursor_execute", capture)
+    try:
+        # More words than PREFIX_WORDS start with pfx: GIN's prefix match.
+        assert search_posts(db_session, "prefixed word pfx", limit=1000).total == many
+        assert statements[-1].endswith("'pfx':*")
+        # Four start with qpx (one of them only in a name added later): named, each of them.
+        found = search_posts(db_session, "prefixed word qpx", limit=1000)
+        assert sorted(item.key for item in found.items) == [1, many + 1, many + 2, many + 3]
+        assert statements[-1].endswith(f"('qpx{many + 1}' | 'qpx{many + 2}' | 'qpx{many + 3}' | 'qpxlater')")
+        # A word no name has, whole or as a start: nothing, asked for as itself.
+        assert search_posts(db_session, "prefixed word zzq").total == 0
+        assert statements[-1].endswith("'zzq'")
+        # The last word is the one said last, whatever its place among the others.
+        assert search_posts(db_session, "qpxlater prefixed wor").total == 1
+        assert "'word'" in statements[-1].rpartition(" & ")[2]
+    finally:
+        event.remove(connection, "before_cursor_execute", capture)
