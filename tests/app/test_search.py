@@ -30,6 +30,7 @@ from app.services.search import (
     SearchError,
     SearchTimeout,
     find_post,
+    forget_common_words,
     post_details,
     search_posts,
 )
@@ -636,27 +637,33 @@ def test_a_name_search_uses_the_index(catalog, db_session):
 def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(catalog, db_session):
     """A trigger on posts keeps each group's words (post_words), in the writing transaction, for
     rows inserted and updated alike. The last word of a search is searched as the words that start
-    with it, named (GIN then skips through their posts), or as GIN's prefix match when more than
-    PREFIX_WORDS start with it: either way every post whose word starts with it is found."""
+    with it, named, when a common word (pg_stats) is among them (GIN's prefix match would read all
+    their posts first); else, or when more than PREFIX_WORDS start with it, as GIN's prefix match.
+    Either way every post whose word starts with it is found."""
     db_session.execute(text("INSERT INTO groups (id, name) VALUES (900002, 'alt.binaries.test.prefixes')"))
     many = PREFIX_WORDS + 10
+    # Posts of one common word each (cmn1 ... cmn3, a third of the posts each), of words each in
+    # one post (pfx1 ... pfx74), and of rare words again (rre1, rre2).
     db_session.execute(
         text("""
         INSERT INTO posts (group_id, key, name, poster, names, posters, releases, files_seen, parts_expected,
                            parts_seen, bytes, completion, first_post, last_post)
         SELECT 900002, n, name, 'p@example.net', name, 'p@example.net', 1, 1, 1, 1, 1000, 100, now(), now()
-          FROM generate_series(1, :many + 3) n
-         CROSS JOIN LATERAL (SELECT CASE WHEN n <= :many THEN 'Prefixed.Word.Pfx' || n
-                                         ELSE 'Prefixed.Word.Qpx' || n END AS name) made
+          FROM generate_series(1, 3000) n
+         CROSS JOIN LATERAL (SELECT 'Prefixed.Word.Cmn' || (n % 3 + 1)
+                                    || CASE WHEN n <= :many THEN '.Pfx' || n ELSE '' END
+                                    || CASE WHEN n IN (2000, 2001) THEN '.Rre' || n ELSE '' END AS name) made
     """),
         {"many": many},
     )
     words = set(db_session.execute(text("SELECT word FROM post_words WHERE group_id = 900002")).scalars())
-    assert {"prefixed", "word", *(f"pfx{n}" for n in range(1, many + 1))} <= words
+    assert {"prefixed", "word", "cmn1", "rre2000", *(f"pfx{n}" for n in range(1, many + 1))} <= words
     db_session.execute(
-        text("UPDATE posts SET names = names || E'\\nLater.Qpxlater' WHERE group_id = 900002 AND key = 1")
+        text("UPDATE posts SET names = names || E'\\nLater.Cmnlater.Rrelater' WHERE group_id = 900002 AND key = 1")
     )
-    assert "qpxlater" in set(db_session.execute(text("SELECT word FROM post_words")).scalars())
+    assert {"cmnlater", "rrelater"} <= set(db_session.execute(text("SELECT word FROM post_words")).scalars())
+    db_session.execute(text("ANALYZE posts"))
+    forget_common_words()  # read in this transaction, which made them
     statements = []
 
     def capture(conn, cursor, statement, parameters, context, executemany):
@@ -666,18 +673,25 @@ def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(ca
     connection = db_session.connection()
     event.listen(connection, "before_cursor_execute", capture)
     try:
-        # More words than PREFIX_WORDS start with pfx: GIN's prefix match.
-        assert search_posts(db_session, "prefixed word pfx", limit=1000).total == many
-        assert statements[-1].endswith("'pfx':*")
-        # Four start with qpx (one of them only in a name added later): named, each of them.
-        found = search_posts(db_session, "prefixed word qpx", limit=1000)
-        assert sorted(item.key for item in found.items) == [1, many + 1, many + 2, many + 3]
-        assert statements[-1].endswith(f"('qpx{many + 1}' | 'qpx{many + 2}' | 'qpx{many + 3}' | 'qpxlater')")
-        # A word no name has, whole or as a start: nothing, asked for as itself.
-        assert search_posts(db_session, "prefixed word zzq").total == 0
-        assert statements[-1].endswith("'zzq'")
+        # Common words start with cmn: named, each of them (cmnlater only in a name added later).
+        page = search_posts(db_session, "prefixed word cmn", limit=1000, offset=2000)
+        assert (page.total, page.total_exact, len(page.items)) == (3000, True, 1000)
+        assert statements[-1] == "'prefixed' & 'word' & ('cmn1' | 'cmn2' | 'cmn3' | 'cmnlater')"
+        assert search_posts(db_session, "cmnlater").total == 1
+        assert search_posts(db_session, "cmn1", limit=1000, offset=900).total == 1000
+        assert statements[-1] == "'cmn1'"  # the only word starting with it
+        # Rare words only: GIN's prefix match.
+        found = search_posts(db_session, "prefixed word rre")
+        assert sorted(item.key for item in found.items) == [1, 2000, 2001]
+        assert statements[-1] == "'prefixed' & 'word' & 'rre':*"
+        # More than PREFIX_WORDS start with pfx: GIN's prefix match.
+        assert search_posts(db_session, "cmn2 pfx", limit=1000).total == len(
+            [n for n in range(1, many + 1) if n % 3 + 1 == 2]
+        )
+        assert statements[-1] == "'cmn2' & 'pfx':*"
         # The last word is the one said last, whatever its place among the others.
-        assert search_posts(db_session, "qpxlater prefixed wor").total == 1
-        assert "'word'" in statements[-1].rpartition(" & ")[2]
+        assert search_posts(db_session, "rrelater prefixed cm").total == 1
+        assert statements[-1].startswith("'rrelater' & 'prefixed' & (")
     finally:
         event.remove(connection, "before_cursor_execute", capture)
+        forget_common_words()  # they go with the transaction
