@@ -8,7 +8,9 @@ Words are matched against release names as words: in the name and in the words a
 everything that is not a letter or a digit is a space, and words are compared without case
 (the 'simple' text search configuration: no stemming, no stop words). So
 ``walking dead s03e06`` finds ``The.Walking.Dead.S03E06.INTERNAL.720p.HDTV.x264-EVOLVE``. Every
-word must be in the name; the last one may be the start of a word (``walking de`` finds it too).
+word must be in the name; the last one may be the start of a word (``walking de`` finds it too):
+it is searched as the words of the catalog that start with it (post_words) when common ones are
+among them, else by GIN's prefix match (_tsquery).
 Nothing in the words is syntax: quotes, ``&``, ``|``, ``!``, ``:``, ``*``, parentheses and
 backslashes are spaces like any other punctuation.
 
