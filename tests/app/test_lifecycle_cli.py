@@ -35,7 +35,16 @@ GROUP_ROWS = {
     "spool_chunks": "SELECT count(*) FROM spool_chunks s JOIN seed_ranges r ON r.id = s.range_id WHERE r.group_id = :g",
     **{
         t: f"SELECT count(*) FROM {t} WHERE group_id = :g"
-        for t in ("files", "fragments", "release_chunks", "releases", "release_posts", "post_grabs", "rule_counts")
+        for t in (
+            "files",
+            "fragments",
+            "release_chunks",
+            "releases",
+            "release_posts",
+            "post_grabs",
+            "post_words",
+            "rule_counts",
+        )
     },
 }
 

@@ -18,6 +18,7 @@ CATALOG = {
     "release_posts",
     "post_file_hashes",
     "post_grabs",
+    "post_words",
     "inspection_joins",
     "post_inspections",
     "rule_counts",
