@@ -21,9 +21,9 @@ import hmac
 import re
 import secrets
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import func, or_, select, text, update
+from sqlalchemy import Select, bindparam, func, or_, select, text, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.models import ApiKey, OperatorKey
@@ -85,12 +85,27 @@ def holder(
     """
     if not token or len(token) > MAX_CREDENTIAL_LENGTH:
         return None
-    row = session.scalar(select(model).where(hash_column == hash_token(token)))
+    found = session.scalar(_by_hash(model, hash_column.key), {"credential_hash": hash_token(token)})
+    row = cast("_Holder | None", found)
     if row is None or not token_matches(token, getattr(row, hash_column.key)):
         return None
     if isinstance(row, RevocableCredential) and row.revoked_at is not None:  # a revoked key is no one's
         return None
     return row
+
+
+# The look-up of a holder by its hash, built once a model: every API call makes one, and building
+# the statement cost as much CPU as running it.
+_BY_HASH: dict[tuple[type, str], Select[Any]] = {}
+
+
+def _by_hash(model: type, column: str) -> Select[Any]:
+    statement = _BY_HASH.get((model, column))
+    if statement is None:
+        statement = _BY_HASH[model, column] = select(model).where(
+            getattr(model, column) == bindparam("credential_hash")
+        )
+    return statement
 
 
 def revoke(session: Session, model: type[_Revocable], name: str, *, what: str, code: str) -> _Revocable:
