@@ -69,7 +69,8 @@ PREFIX_WORDS = 64
 # They are named when those among the most common words of the posts' names (PostgreSQL's
 # statistics of posts.words, read again after COMMON_WORDS_SECONDS) are in this share of the posts
 # or more: GIN's prefix match costs only then, and PostgreSQL estimates a prefix better than many
-# rare words named (it would walk 340,000 posts for 28 words of 610 posts, 1.1 s, not 7 ms).
+# rare words named (EXPLAIN ANALYZE on bench/catalog.py's 1,000,000 posts: it walked 340,000
+# posts for 28 words of 610 posts, 1.1 s, where the prefix match took 7 ms).
 COMMON_SHARE = 0.01
 COMMON_WORDS_SECONDS = 60.0
 MAX_AGE_DAYS = 100 * 366
@@ -158,13 +159,14 @@ SEARCH = (
 # go together). The settings: its statement timeout; no JIT; and the cost of reading a page as
 # that of a page in memory. With PostgreSQL's defaults (seq_page_cost 1, random_page_cost 4), a
 # match fetched by the words' index is priced 19 times a row of the newest-first index walked,
-# where it takes twice as long (on 1,000,000 posts, bench/catalog.py: 3.2 against 1.6 µs, the
-# words matched on each row walked), so a word 4,000 posts have walked 41,000 rows for a count of
+# where it takes twice as long (EXPLAIN ANALYZE on bench/catalog.py's 1,000,000 posts: 3.2
+# against 1.6 µs, the words matched on each row walked), so a word 4,000 posts have walked 41,000 rows for a count of
 # 200 (66 ms) instead of fetching its 4,000 (15 ms). At 0.1, 5 times: the choice follows the time
 # from a few thousand matches up. And SEARCH_WORK_MEM for the words' bitmap: a last word matched as
 # a prefix puts every post of every word starting with it in the bitmap, which on 10,000,000
 # posts outgrows PostgreSQL's default 4 MB and goes lossy, and every row of its pages is then
-# read again (`internal bluray`: 1,346,373 rows, 2.7 s; 0.74 s in 16 MB).
+# read again (EXPLAIN ANALYZE of `internal bluray` on bench/catalog.py's 10,000,000 posts:
+# 1,346,373 rows, 2.7 s; 0.74 s in 16 MB).
 SEARCH_BEGIN = (
     "SAVEPOINT search_posts; SELECT set_config('jit', 'off', true),"
     " set_config('statement_timeout', '{timeout_ms}ms', true),"

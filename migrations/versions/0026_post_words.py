@@ -1,7 +1,7 @@
 """The words of the posts' names, each once a group: what a search's last word, matched as the
 start of a word, stands for (app.services.search). GIN's own prefix match reads every post of every
-word starting with it before the other words narrow them (on 10,000,000 posts, `internal bluray`
-took 1.2 s, 61 ms with the words that start with `bluray` named); with the words known, the
+word starting with it before the other words narrow them (counting every match of
+`internal bluray` on 10,000,000 posts took 1.2 s, 61 ms for the words whole: docs/benchmarks.md); with the words known, the
 search names them and GIN skips as it does for whole words.
 
 A statement-level trigger on posts adds the words of the rows each statement inserts or updates
