@@ -230,7 +230,7 @@ def test_a_result_and_a_join_of_its_group_under_way_do_not_deadlock(queued, clea
             30,
             "the result waiting",
         )
-        join.execute(inspections.QUEUE, {"g": group_id, "keys": [leased["post_key"]]})
+        join.execute(inspections.queue_statement(group_id), {"g": group_id, "keys": [leased["post_key"]]})
         transaction.commit()
     poster.join(30)
     assert [answer.status_code for answer in answers] == [200]
