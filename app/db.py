@@ -8,7 +8,8 @@ import select
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from datetime import date
+from typing import Iterable, Iterator
 
 import psycopg
 from sqlalchemy import MetaData, create_engine, event, text
@@ -31,6 +32,25 @@ NAMING_CONVENTION = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def array_literal(values: Iterable[int | str | date | None]) -> str:
+    """An array parameter as its text literal, for a statement that casts it (CAST(:keys AS
+    bigint[])): the server parses it in C, where psycopg would adapt a list value by value in
+    Python (finding a type that fits them all first), the larger part of the CPU a join of posts
+    spends in its parameters. None is NULL; every value not an int goes quoted."""
+    values = values if isinstance(values, (list, tuple)) else list(values)
+    if all(type(value) is int for value in values):
+        return "{" + ",".join(map(str, values)) + "}"
+    return "{" + ",".join(map(_array_element, values)) + "}"
+
+
+def _array_element(value: int | str | date | None) -> str:
+    if value is None:
+        return "NULL"
+    if type(value) is int:
+        return str(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # Tables partitioned by LIST (group_id); each group gets one partition of each.

@@ -25,7 +25,7 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, TextClause, func, select, text, update
 from sqlalchemy.orm import Session
 
-from app.db import partition_name
+from app.db import array_literal, partition_name
 from app.models import InspectionState, PostInspection, SeedNode
 from app.services import postnames, rules
 from app.services.errors import Conflict, NotFound, ServiceError
@@ -183,7 +183,7 @@ def queue(session: Session, group_id: int, post_keys: list[int]) -> None:
     before, or one read before that has more files now (MAX_ROUNDS times at most); one still
     queued is noted changed (its lease waits for it to settle)."""
     if post_keys:
-        session.execute(queue_statement(group_id), {"g": group_id, "keys": post_keys})
+        session.execute(queue_statement(group_id), {"g": group_id, "keys": array_literal(post_keys)})
 
 
 def lease(session: Session, node: SeedNode, count: int, timeout: int, settle: int = 0) -> list[InspectionLease]:

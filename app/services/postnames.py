@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, cast
 from sqlalchemy import CursorResult, Row, text
 from sqlalchemy.orm import Session
 
+from app.db import array_literal
 from app.services import names
 from app.services.categories import category_of
 
@@ -164,7 +165,7 @@ POST_FILE_NAMES = text("""
       FROM (SELECT key AS post_key, key FROM unnest(CAST(:keys AS bigint[])) AS t(key)
              WHERE NOT EXISTS (SELECT FROM release_posts x WHERE x.group_id = :g AND x.key = t.key)
             UNION ALL
-            SELECT x.post_key, x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = ANY(:keys)) m
+            SELECT x.post_key, x.key FROM release_posts x WHERE x.group_id = :g AND x.post_key = ANY(CAST(:keys AS bigint[]))) m
       JOIN LATERAL (SELECT name, file_index FROM files
                      WHERE group_id = :g AND release_key = m.key ORDER BY file_index NULLS LAST, name
                      LIMIT :most) f ON true
@@ -176,7 +177,9 @@ def file_names(session: Session, group_id: int, post_keys: list[int]) -> dict[in
     """The files' names of these posts of the group (as far as MAX_FILE_NAMES a release)."""
     found: dict[int, list[str]] = {}
     if post_keys:
-        rows = session.execute(POST_FILE_NAMES, {"g": group_id, "keys": post_keys, "most": MAX_FILE_NAMES})
+        rows = session.execute(
+            POST_FILE_NAMES, {"g": group_id, "keys": array_literal(post_keys), "most": MAX_FILE_NAMES}
+        )
         for post_key, name in rows:
             found.setdefault(post_key, []).append(name)
     return found

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from app.db import session_scope
+from app.db import array_literal, session_scope
 from app.services.ingest import catalog, pgcopy, posts, repair, store
 from tests.app.factories import BIG, accept, group_of_range, lease_one_range
 from tests.app.overview import make_batch
@@ -94,7 +94,7 @@ def test_the_look_up_finds_what_the_catalog_has_by_probing_its_keys(clean_db):
         ):
             conn.execute(text(f"INSERT INTO {table} {fill} FROM generate_series(1, 200000) AS n"), {"g": group_id})
             conn.execute(text(f"ANALYZE {table}"))
-            keys = catalog._array_literal(list(range(-5000, 0)))
+            keys = array_literal(list(range(-5000, 0)))
             cur.execute(
                 f"EXPLAIN SELECT key FROM {table} WHERE group_id = %s AND key = ANY(%s::bigint[])", (group_id, keys)
             )

@@ -9,7 +9,8 @@ import pytest
 
 from app.db import session_scope
 from app.services.ingest import checks, posts, store
-from app.services.ingest.catalog import _array_literal, _in_key_order
+from app.db import array_literal
+from app.services.ingest.catalog import _in_key_order
 from app.services.ingest.checks import MalformedBatch
 from app.services.ingest.decode import StoredBatch
 from edge.digest.batch import TABLES, BatchFormatError, decode_batch, encode_batch
@@ -162,9 +163,9 @@ def test_each_once_answers_for_arrays_in_any_order_and_lists(values, once):
 
 
 def test_array_literal():
-    assert _array_literal([1, -(2**63), 2**63 - 1]) == "{1,-9223372036854775808,9223372036854775807}"
-    assert _array_literal([None, 2]) == "{NULL,2}"
-    assert _array_literal([]) == "{}"
+    assert array_literal([1, -(2**63), 2**63 - 1]) == "{1,-9223372036854775808,9223372036854775807}"
+    assert array_literal([None, 2]) == "{NULL,2}"
+    assert array_literal([]) == "{}"
 
 
 def test_rows_go_in_in_key_order_whatever_order_the_batch_has():

@@ -19,7 +19,7 @@ from itertools import compress, islice, repeat
 from operator import itemgetter, lt
 from typing import TYPE_CHECKING
 
-from app.db import partition_name
+from app.db import array_literal, partition_name
 from app.services.ingest.checks import Column, Table
 from app.services.ingest.pgcopy import CopyColumn, PendingCopy, binary_slices
 from edge.digest.rules import METADATA, file_kind
@@ -60,24 +60,17 @@ def known_keys(
         return known
     # The keys as array literals: parsed by the server in C, where a list of ints would be adapted
     # value by value here.
-    cur.execute(PROBE_KEYS.format(table="releases"), (_array_literal(release_keys), group_id), binary=True)
+    cur.execute(PROBE_KEYS.format(table="releases"), (array_literal(release_keys), group_id), binary=True)
     known[1].update(key for (key,) in cur.fetchall())
     candidates = [key for key, release in zip(file_keys, file_releases) if release in known[1]] if known[1] else []
     if candidates:
         cur.execute(
             PROBE_KEYS.format(table=partition_name("files", group_id)),
-            (_array_literal(candidates), group_id),
+            (array_literal(candidates), group_id),
             binary=True,
         )
         known[0].update(key for (key,) in cur.fetchall())
     return known
-
-
-def _array_literal(integers: Sequence[int | None]) -> str:
-    """An integer array parameter as its text literal (None: NULL)."""
-    if None in integers:
-        return "{" + ",".join("NULL" if v is None else str(v) for v in integers) + "}"
-    return "{" + ",".join(map(str, integers)) + "}"
 
 
 def _without(known: set[int], keys: Sequence[int], columns: list[CopyColumn]) -> list[CopyColumn]:
@@ -321,7 +314,7 @@ class KeyedRows:
             else [key for key in self.metadata_only if key in inserted_releases]
         )
         if marked:
-            cur.execute(MARK_METADATA_ONLY, (_array_literal(marked), group_id))
+            cur.execute(MARK_METADATA_ONLY, (array_literal(marked), group_id))
         # Releases stored before (or by a concurrent batch meanwhile) get this batch's part added.
         self.to_update = sorted(
             key
@@ -334,10 +327,10 @@ class KeyedRows:
         if not self.to_update:
             return
         add = self.additions.columns(self.to_update)
-        keys = _array_literal(self.to_update)
+        keys = array_literal(self.to_update)
         cur.execute(LOCK_RELEASES, (keys, self.group_id))
         cur.execute(PROBES_ONLY)
-        cur.execute(UPDATE_RELEASES, (keys, *map(_array_literal, add), self.group_id))
+        cur.execute(UPDATE_RELEASES, (keys, *map(array_literal, add), self.group_id))
         updated = cur.rowcount
         cur.execute(PROBES_DONE)
         if updated != len(self.to_update):  # each was locked, so each is there: never silently fewer

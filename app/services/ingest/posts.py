@@ -54,7 +54,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app import metrics
-from app.db import is_transient
+from app.db import array_literal, is_transient
 from app.models import SeedBatch, SeedRange
 from app.models.batches import BatchState
 from app.services import inspections, postnames
@@ -73,10 +73,10 @@ NAMESAKES = text("""
            lower(substring(r.poster from '@([^>[:space:]]+)')) AS domain, r.name, r.files_seen,
            (SELECT name FROM groups WHERE id = :g) AS group_name
       FROM releases r
-     WHERE r.group_id = :g AND (r.key = ANY(:keys) OR r.name_hash IN (
-           SELECT name_hash FROM releases WHERE group_id = :g AND key = ANY(:keys) AND name_hash IS NOT NULL))
+     WHERE r.group_id = :g AND (r.key = ANY(CAST(:keys AS bigint[])) OR r.name_hash IN (
+           SELECT name_hash FROM releases WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[])) AND name_hash IS NOT NULL))
 """)
-CURRENT = text("SELECT key, post_key FROM release_posts WHERE group_id = :g AND key = ANY(:keys)")
+CURRENT = text("SELECT key, post_key FROM release_posts WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))")
 # Releases pinned to the post of an anchor release by an inspection (app.services.inspections),
 # among these or anchored at one of these, with the anchor's post now.
 PINS = text("""
@@ -85,7 +85,7 @@ PINS = text("""
       LEFT JOIN release_posts x ON x.group_id = j.group_id AND x.key = j.anchor
      WHERE j.group_id = :g AND (j.release_key = ANY(CAST(:keys AS bigint[])) OR j.anchor = ANY(CAST(:keys AS bigint[])))
 """)
-FORGET = text("DELETE FROM release_posts WHERE group_id = :g AND key = ANY(:keys)")
+FORGET = text("DELETE FROM release_posts WHERE group_id = :g AND key = ANY(CAST(:keys AS bigint[]))")
 JOIN = text("""
     INSERT INTO release_posts (group_id, key, post_key)
     SELECT :g, k, p FROM unnest(CAST(:keys AS bigint[]), CAST(:posts AS bigint[])) AS t(k, p)
@@ -215,7 +215,7 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
         return 0
     session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
     batch_keys = sorted(set(release_keys))
-    rows = session.execute(NAMESAKES, {"g": group_id, "keys": batch_keys}).all()
+    rows = session.execute(NAMESAKES, {"g": group_id, "keys": array_literal(batch_keys)}).all()
     by_name: dict[int, list[Namesake]] = defaultdict(list)
     for row in rows:
         if row.name_hash is not None:
@@ -227,18 +227,22 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
     # (app.services.inspections.join_by_par2): in the post of their anchor release.
     pinned: set[int] = set()
     for release, anchor, anchor_post in session.execute(
-        PINS, {"g": group_id, "keys": sorted(set(wanted) | set(batch_keys))}
+        PINS, {"g": group_id, "keys": array_literal(sorted(set(wanted) | set(batch_keys)))}
     ):
         wanted[release] = wanted.get(anchor, anchor_post)
         pinned.add(wanted[release])
     keys = sorted(wanted)
-    current: dict[int, int] = dict(session.execute(CURRENT, {"g": group_id, "keys": keys}).all()) if keys else {}
+    current: dict[int, int] = (
+        dict(session.execute(CURRENT, {"g": group_id, "keys": array_literal(keys)}).all()) if keys else {}
+    )
     forget = [key for key in keys if wanted[key] == key and key in current]
     join = [key for key in keys if wanted[key] != key and current.get(key) != wanted[key]]
     if forget:
-        session.execute(FORGET, {"g": group_id, "keys": forget})
+        session.execute(FORGET, {"g": group_id, "keys": array_literal(forget)})
     if join:
-        session.execute(JOIN, {"g": group_id, "keys": join, "posts": [wanted[key] for key in join]})
+        session.execute(
+            JOIN, {"g": group_id, "keys": array_literal(join), "posts": array_literal([wanted[key] for key in join])}
+        )
     # The posts to sum again: those of the batch's releases (a release without a name to join is
     # a post of its own), and for a release that changed post, its post before and after. Every
     # release of such a post shares its name, so it is among the namesakes: `wanted` has them all.
@@ -258,13 +262,13 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
         held = sorted(pinned & refresh)
         for post in held:
             refreshed[post] = []
-        for post, key in session.execute(POSTS_MEMBERS, {"g": group_id, "keys": held}):
+        for post, key in session.execute(POSTS_MEMBERS, {"g": group_id, "keys": array_literal(held)}):
             refreshed[post].append(key)
         unknown = sorted({key for keys in refreshed.values() for key in keys} - set(releases))
         if unknown:
             releases.update(
                 (row.key, (row.name, row.files_seen))
-                for row in session.execute(RELEASE_NAMES, {"g": group_id, "keys": unknown})
+                for row in session.execute(RELEASE_NAMES, {"g": group_id, "keys": array_literal(unknown)})
             )
     group = rows[0].group_name if rows else ""
     named = names_of(session, group_id, group, refreshed, releases)
@@ -321,7 +325,7 @@ def names_of(
     inspected = (
         {
             row.post_key: Inspected(*row[1:])
-            for row in session.execute(INSPECTIONS, {"g": group_id, "keys": sorted(chosen)})
+            for row in session.execute(INSPECTIONS, {"g": group_id, "keys": array_literal(sorted(chosen))})
         }
         if chosen
         else {}
@@ -377,20 +381,22 @@ def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]], 
             REFRESH_SEVERAL,
             {
                 "g": group_id,
-                "posts": [p for p, _ in several],
-                "keys": [k for _, k in several],
+                "posts": array_literal([p for p, _ in several]),
+                "keys": array_literal([k for _, k in several]),
                 **_named_arrays(several_posts, named),
             },
         )
     if gone:
-        session.execute(FORGET_POSTS, {"g": group_id, "keys": gone})
+        session.execute(FORGET_POSTS, {"g": group_id, "keys": array_literal(gone)})
 
 
-def _named_arrays(posts: list[int], named: dict[int, Named]) -> dict[str, Sequence[int | date | str | None]]:
-    return {
+def _named_arrays(posts: list[int], named: dict[int, Named]) -> dict[str, str]:
+    """The parameters of NAMED for these posts, as array literals (app.db.array_literal)."""
+    arrays: dict[str, Sequence[int | date | str | None]] = {
         **postnames.arrays_of(posts, [named[p].name for p in posts]),
         **{f"n_{field}": [getattr(named[p].inspected, field) for p in posts] for field in INSPECTED_FIELDS},
     }
+    return {name: array_literal(values) for name, values in arrays.items()}
 
 
 INSPECTED_FIELDS = ("inner_name", *INSPECTED)
