@@ -12,6 +12,8 @@ unchanged.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
@@ -166,7 +168,9 @@ def kind_hint(group: str) -> str | None:
 _KIND_OF_PARENT = {1000: "game", 2000: "movie", 3000: "music", 4000: "software", 5000: "tv", 6000: "xxx", 7000: "book"}
 
 
+@lru_cache(maxsize=4096)
 def _group_category(group: str) -> int:
+    # Cached: a group's name is read again for every post of it that a join names (kind_hint).
     parts = group.lower().split(".")
     # "e-book" as written, "e" and "book" split, and "cd.image" across a dot.
     words = set(parts) | set(_WORDS.split(group.lower())) | {f"{a}.{b}" for a, b in zip(parts, parts[1:])}

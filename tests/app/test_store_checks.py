@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.db import session_scope
+from app.db import array_literal, session_scope
 from app.services.ingest import checks, posts, store
-from app.db import array_literal
 from app.services.ingest.catalog import _in_key_order
 from app.services.ingest.checks import MalformedBatch
 from app.services.ingest.decode import StoredBatch

@@ -181,6 +181,9 @@ def _release_pieces(releases: Table, new: list[bool], group_id: int, additions: 
 
 
 _NOT_ALNUM = re.compile(r"[\W_]+")
+# The ASCII bytes that are not letters or digits: what _NOT_ALNUM removes from an ASCII name, in
+# one bytes.translate rather than a regex (a fifth of the time: the store hashes every new release).
+_ASCII_NOT_ALNUM = bytes(b for b in range(128) if not chr(b).isalnum())
 
 
 def name_hash(name: str | bytes) -> int | None:
@@ -190,7 +193,10 @@ def name_hash(name: str | bytes) -> int | None:
     would join releases that only share a word."""
     if isinstance(name, bytes):
         name = name.decode("utf-8", "replace")
-    folded = _NOT_ALNUM.sub("", name).casefold().encode()
+    if name.isascii():
+        folded = name.encode().translate(None, _ASCII_NOT_ALNUM).lower()
+    else:
+        folded = _NOT_ALNUM.sub("", name).casefold().encode()
     if len(folded) < 8:
         return None
     return int.from_bytes(blake2b(folded, digest_size=8).digest(), "big", signed=True)
