@@ -29,7 +29,7 @@ from app.db import array_literal, partition_name
 from app.models import InspectionState, PostInspection, SeedNode
 from app.services import postnames, rules
 from app.services.errors import Conflict, NotFound, ServiceError
-from edge.inspect.result import wanted_files
+from edge.inspect.result import MAX_WANTED, named_files, wanted_files
 
 # At most this many files are read of a post, and this many bytes in all (what the node is told).
 MAX_FILES = 4
@@ -119,8 +119,8 @@ _NEXT = """
 """
 NEXT_EXPIRED = text(_NEXT.format(which="i.state = 'leased' AND i.expires_at < now()"))
 NEXT_QUEUED = text(_NEXT.format(which="i.state = 'queued' AND i.changed_at <= now() - make_interval(secs => :settle)"))
-# The files of a group's posts with the first and the last article of each (at most
-# MAX_POST_FILES a post, by name): each post's own release's and those joined into it.
+# The files of a group's posts, by name (at most MAX_POST_FILES a post): each post's own
+# release's and those joined into it.
 MAX_POST_FILES = 10_000
 POST_FILES = text(f"""
     WITH members AS (
@@ -132,17 +132,22 @@ POST_FILES = text(f"""
         SELECT m.post, f.key, f.name, row_number() OVER (PARTITION BY m.post ORDER BY f.name) AS n
           FROM members m JOIN files f ON f.group_id = :g AND f.release_key = m.key
     )
-    SELECT l.post, l.name, a.bytes, a.message_local || h.host AS message_id,
+    SELECT post, key, name FROM listed WHERE n <= {MAX_POST_FILES} ORDER BY post, name
+""")
+# The first article of these files (by part), and the last of those asked for (last true). Each
+# end costs a read of every article of its file (the fragments' one index is by file alone), so
+# only the files a lease may hand out are read: those their names tell of, else every file of a
+# post whose names tell nothing (the smallest is read), and the last volume of a 7-Zip archive.
+FILE_ENDS = text("""
+    SELECT w.key, a.bytes, a.message_local || h.host AS message_id,
            z.bytes AS last_bytes, z.message_local || hz.host AS last_message_id
-      FROM listed l
+      FROM unnest(CAST(:keys AS bigint[]), CAST(:last AS boolean[])) AS w(key, last)
       JOIN LATERAL (SELECT bytes, message_local, host_id FROM fragments
-                     WHERE group_id = :g AND file_key = l.key ORDER BY part LIMIT 1) a ON true
-      JOIN LATERAL (SELECT bytes, message_local, host_id FROM fragments
-                     WHERE group_id = :g AND file_key = l.key ORDER BY part DESC LIMIT 1) z ON true
+                     WHERE group_id = :g AND file_key = w.key ORDER BY part LIMIT 1) a ON true
       JOIN message_hosts h ON h.id = a.host_id
-      JOIN message_hosts hz ON hz.id = z.host_id
-     WHERE l.n <= {MAX_POST_FILES}
-     ORDER BY l.post, l.name
+      LEFT JOIN LATERAL (SELECT bytes, message_local, host_id FROM fragments
+                          WHERE w.last AND group_id = :g AND file_key = w.key ORDER BY part DESC LIMIT 1) z ON true
+      LEFT JOIN message_hosts hz ON hz.id = z.host_id
 """)
 LEASED = text("""
     UPDATE post_inspections i
@@ -240,19 +245,43 @@ def lease(session: Session, node: SeedNode, count: int, timeout: int, settle: in
 def _files_to_read(session: Session, group_id: int, post_keys: list[int]) -> dict[int, list[dict[str, Any]]]:
     """The articles to read of each of these posts of a group (post key -> files; none for a post
     with no file worth reading)."""
-    by_post: dict[int, dict[str, Any]] = {}
-    for row in session.execute(POST_FILES, {"g": group_id, "keys": post_keys}):
-        by_post.setdefault(row.post, {})[row.name] = row
-    return {post: _chosen(by_name) for post, by_name in by_post.items()}
+    files: dict[int, dict[str, int]] = {}  # post -> file name -> file key
+    for post, key, name in session.execute(POST_FILES, {"g": group_id, "keys": array_literal(post_keys)}):
+        files.setdefault(post, {})[name] = key
+    # Which ends of which files are read (FILE_ENDS): file key -> whether its last article too.
+    ends: dict[int, bool] = {}
+    for by_name in files.values():
+        named = named_files(list(by_name))
+        for name in named[:MAX_FILES] if named else by_name:
+            ends.setdefault(by_name[name], False)
+        for name in named[:MAX_FILES]:
+            last = _last_7z_volume(name, list(by_name))
+            if last is not None:
+                ends[by_name[last]] = True
+    found: dict[int, Any] = {}
+    if ends:
+        keys = list(ends)
+        params = {"g": group_id, "keys": array_literal(keys), "last": array_literal([str(ends[k]) for k in keys])}
+        found = {row.key: row for row in session.execute(FILE_ENDS, params)}
+    return {
+        post: _chosen(list(by_name), {n: found[k] for n, k in by_name.items() if k in found})
+        for post, by_name in files.items()
+    }
 
 
-def _chosen(by_name: dict[str, Any]) -> list[dict[str, Any]]:
-    """Of a post's files (name -> its first and last article), the articles to read."""
+def _chosen(names: list[str], read: dict[str, Any]) -> list[dict[str, Any]]:
+    """Of a post's files (names) and the ends read of some (name -> its first article, and the
+    last for a 7-Zip archive's last volume; each file's when no name tells what it is), the
+    articles to read."""
+    named = named_files(names)
+    if not named:  # the smallest of the files with an article stored
+        names = list(read)
     chosen: list[dict[str, Any]] = []
     total = 0
-    names = list(by_name)
-    for name in wanted_files(names, [by_name[n].bytes for n in names])[:MAX_FILES]:
-        row = by_name[name]
+    for name in (named[:MAX_WANTED] if named else wanted_files(names, [read[n].bytes for n in names]))[:MAX_FILES]:
+        row = read.get(name)
+        if row is None:  # a file without an article stored
+            continue
         if total + row.bytes > MAX_BYTES:
             break
         total += row.bytes
@@ -260,19 +289,30 @@ def _chosen(by_name: dict[str, Any]) -> list[dict[str, Any]]:
     # 7-Zip writes its header (the files inside, and whether they or it are encrypted) at the end
     # of the archive: the last article of its last volume is read too, when the budget allows.
     for entry in list(chosen):
-        stem = _7Z.match(entry["name"])
-        if stem is None:
-            continue
-        volumes = {
-            n: int(found[2] or 1)
-            for n in names
-            if (found := _7Z.match(n)) is not None and found[1].lower() == stem[1].lower()
-        }
-        last = by_name[max(volumes, key=lambda n: (volumes[n], n))]
-        if last.last_message_id != entry["message_id"] and total + last.last_bytes <= MAX_BYTES:
+        last_name = _last_7z_volume(entry["name"], names)
+        last = read.get(last_name) if last_name is not None else None
+        if (
+            last is not None
+            and last.last_message_id is not None
+            and last.last_message_id != entry["message_id"]
+            and total + last.last_bytes <= MAX_BYTES
+        ):
             total += last.last_bytes
-            chosen.append({"name": last.name, "message_id": last.last_message_id, "bytes": last.last_bytes})
+            chosen.append({"name": last_name, "message_id": last.last_message_id, "bytes": last.last_bytes})
     return chosen
+
+
+def _last_7z_volume(name: str, names: list[str]) -> str | None:
+    """The last volume among names of the 7-Zip archive that name is a volume of (None: it is not one)."""
+    stem = _7Z.match(name)
+    if stem is None:
+        return None
+    volumes = {
+        n: int(found[2] or 1)
+        for n in names
+        if (found := _7Z.match(n)) is not None and found[1].lower() == stem[1].lower()
+    }
+    return max(volumes, key=lambda n: (volumes[n], n))
 
 
 def _locked(session: Session, inspection_id: int) -> PostInspection:

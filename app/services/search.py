@@ -155,21 +155,20 @@ SEARCH = (
 
 # A search's work runs in a savepoint of its own with these settings, and the savepoint is rolled
 # back afterwards: the search wrote nothing, and rolling back gives the settings their old values.
-# Each is one round trip, the settings sent with the savepoint (statements without parameters may
-# go together). The settings: its statement timeout; no JIT; and the cost of reading a page as
-# that of a page in memory. With PostgreSQL's defaults (seq_page_cost 1, random_page_cost 4), a
-# match fetched by the words' index is priced 19 times a row of the newest-first index walked,
-# where it takes twice as long (EXPLAIN ANALYZE on bench/catalog.py's 1,000,000 posts: 3.2
-# against 1.6 µs, the words matched on each row walked), so a word 4,000 posts have walked 41,000 rows for a count of
-# 200 (66 ms) instead of fetching its 4,000 (15 ms). At 0.1, 5 times: the choice follows the time
-# from a few thousand matches up. And SEARCH_WORK_MEM for the words' bitmap: a last word matched as
-# a prefix puts every post of every word starting with it in the bitmap, which on 10,000,000
-# posts outgrows PostgreSQL's default 4 MB and goes lossy, and every row of its pages is then
-# read again (EXPLAIN ANALYZE of `internal bluray` on bench/catalog.py's 10,000,000 posts:
-# 1,346,373 rows, 2.7 s; 0.74 s in 16 MB).
+# Each is one round trip, the settings sent with the savepoint (statements without parameters may go
+# together). The settings (JIT is off for every connection, app.db): its statement timeout; and the
+# cost of reading a page as that of a page in memory. With PostgreSQL's defaults (seq_page_cost 1,
+# random_page_cost 4), a match fetched by the words' index is priced 19 times a row of the
+# newest-first index walked, where it takes twice as long (EXPLAIN ANALYZE on bench/catalog.py's
+# 1,000,000 posts: 3.2 against 1.6 µs, the words matched on each row walked), so a word 4,000 posts
+# have walked 41,000 rows for a count of 200 (66 ms) instead of fetching its 4,000 (15 ms). At 0.1,
+# 5 times: the choice follows the time from a few thousand matches up. And SEARCH_WORK_MEM for the
+# words' bitmap: a last word matched as a prefix puts every post of every word starting with it in
+# the bitmap, which on 10,000,000 posts outgrows PostgreSQL's default 4 MB and goes lossy, and every
+# row of its pages is then read again (EXPLAIN ANALYZE of `internal bluray` on bench/catalog.py's
+# 10,000,000 posts: 1,346,373 rows, 2.7 s; 0.74 s in 16 MB).
 SEARCH_BEGIN = (
-    "SAVEPOINT search_posts; SELECT set_config('jit', 'off', true),"
-    " set_config('statement_timeout', '{timeout_ms}ms', true),"
+    "SAVEPOINT search_posts; SELECT set_config('statement_timeout', '{timeout_ms}ms', true),"
     f" set_config('seq_page_cost', '{SEARCH_PAGE_COST}', true), set_config('random_page_cost', '{SEARCH_PAGE_COST}', true),"
     f" set_config('work_mem', '{SEARCH_WORK_MEM}', true)"
 )
@@ -467,11 +466,9 @@ def _category_filter(categories: Iterable[int], params: dict[str, object]) -> st
 def _bounded_run(
     session: Session, statement: TextClause, params: dict[str, object], timeout_ms: int | None
 ) -> Sequence[RowMapping]:
-    """The statement's rows, in a savepoint of its own with a statement timeout and without JIT: the
-    planner's costs for a search that finds many releases are high enough to JIT-compile it, which
-    takes longer (hundreds of ms) than most searches run. The savepoint is rolled back either way,
-    so the caller's transaction goes on after a search that timed out, with its settings as they
-    were."""
+    """The statement's rows, in a savepoint of its own with SEARCH_BEGIN's settings. The savepoint
+    is rolled back either way, so the caller's transaction goes on after a search that timed out,
+    with its settings as they were."""
     connection = session.connection()
     connection.exec_driver_sql(SEARCH_BEGIN.format(timeout_ms=int(timeout_ms or 0)))
     try:

@@ -170,6 +170,20 @@ def wanted_files(file_names: Sequence[str], sizes: Sequence[int] | None = None) 
     ones first. When no name says what it is (obfuscated names), the smallest file when sizes
     (one per name) are given, else the first name: its yEnc header may tell its real name."""
     names = sorted(dict.fromkeys(file_names))
+    chosen = named_files(names)
+    if not chosen and names:
+        if sizes is not None and len(sizes) == len(file_names):
+            by_name = dict(zip(file_names, sizes))
+            chosen.append(min(names, key=lambda name: (by_name[name], name)))
+        else:
+            chosen.append(names[0])
+    return chosen[:MAX_WANTED]
+
+
+def named_files(file_names: Sequence[str]) -> list[str]:
+    """The files wanted_files picks by what their names say (an .nfo, the par2 index, the first
+    archive volumes), in its order; none when no name says what its file is."""
+    names = sorted(dict.fromkeys(file_names))
     lowered = {name: name.lower() for name in names}
     chosen: list[str] = []
     nfos = [name for name in names if lowered[name].endswith(".nfo")]
@@ -179,13 +193,7 @@ def wanted_files(file_names: Sequence[str], sizes: Sequence[int] | None = None) 
     if par2s:
         chosen.append(min(par2s, key=_par2_order))
     chosen += _first_volumes(names, lowered)
-    if not chosen and names:
-        if sizes is not None and len(sizes) == len(file_names):
-            by_name = dict(zip(file_names, sizes))
-            chosen.append(min(names, key=lambda name: (by_name[name], name)))
-        else:
-            chosen.append(names[0])
-    return chosen[:MAX_WANTED]
+    return chosen
 
 
 def _par2_order(name: str) -> tuple[int, int, str]:

@@ -148,6 +148,42 @@ def test_a_7z_lease_reads_the_last_article_of_its_last_volume_too(client, clean_
     ]
 
 
+def test_a_lease_of_a_post_whose_names_tell_nothing_reads_its_smallest_file(client, clean_db):
+    """Of files whose names say nothing (obfuscated), the one with the smallest first article is
+    read: each file's first article is looked up for it. In the same lease, a post whose names
+    tell has only the files they name looked up."""
+    hashed = "a91f0c2e9b7d4e1f6c3a"
+    files = {f"{hashed}.bin": 5000, f"{hashed}.dat": 700, f"{hashed}.img": 3000}
+    named = "Film.Name.2019.1080p.BluRay.x264-GRP"
+    overview = [
+        b"\t".join(
+            [
+                str(BIG + 2 * index + part).encode(),
+                b'%s [%d/3] - "%s" yEnc (%d/2)' % (hashed.encode(), index + 1, name.encode(), part + 1),
+                b"a <a@x.example>",
+                DATE,
+                b"<o%d.%d@example.net>" % (index, part),
+                b"",
+                str(size + part).encode(),
+                b"30",
+                b"",
+            ]
+        )
+        for index, (name, size) in enumerate(files.items())
+        for part in range(2)
+    ] + lines(named, [f"{named}.nfo", f"{named}.mkv", f"{named}.par2"], [b"b <b@y.example>"], first=6)
+    store_groups({"alt.binaries.misc": overview})
+    with session_scope() as s:
+        _, token = make_node(s, "edge-a")
+    answer = client.post(f"{API}/inspections/lease", json={"max": 5}, headers={"Authorization": f"Bearer {token}"})
+    leases = {lease["name"]: lease for lease in answer.json["inspections"]}
+    assert set(leases) == {hashed, named}, answer.json
+    assert [(f["name"], f["message_id"], f["bytes"]) for f in leases[hashed]["files"]] == [
+        (f"{hashed}.dat", "<o1.0@example.net>", 700)
+    ]
+    assert sorted(f["name"] for f in leases[named]["files"]) == [f"{named}.nfo", f"{named}.par2"]
+
+
 def test_a_lease_carries_the_articles_to_read_and_a_result_is_stored_once(queued, clean_db):
     client, a, b = queued
     answer = client.post(f"{API}/inspections/lease", json={"max": 5}, headers=a)

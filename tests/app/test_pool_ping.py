@@ -101,3 +101,9 @@ def test_a_connection_the_server_dropped_is_replaced_before_it_is_used(pool_of, 
     # Found gone at the checkout (its idle time, or the server's goodbye waiting on its socket):
     # the statement runs on a new connection, unharmed.
     assert backend_of(engine) != first
+
+
+def test_the_apps_connections_never_jit_compile(watcher):
+    # A short statement PostgreSQL prices high would otherwise be compiled first (app.db.make_engine).
+    with watcher.connect() as conn:
+        assert conn.execute(text("SHOW jit")).scalar_one() == "off"

@@ -219,9 +219,6 @@ def _packed(stored: StoredBatch, table: str, pieces: Iterator[bytes]) -> Iterato
         raise MalformedBatch(f"malformed batch: {table} hold a value that does not fit its column ({exc})") from None
 
 
-NO_JIT = "SELECT set_config('jit', 'off', true)"
-
-
 def load_catalog(
     session: Session,
     fragments_connection: Connection,
@@ -256,11 +253,6 @@ def load_catalog(
     stored = batch if isinstance(batch, StoredBatch) else StoredBatch.of(batch)
     conn = _psycopg(session.connection())  # for COPY
     with conn.cursor() as cur, _psycopg(fragments_connection).cursor() as fragment_cur:
-        # No JIT for the store's statements: PostgreSQL compiles one it prices high, and these are
-        # short bulk ones (a look-up or update of a few thousand keys) where compiling costs tens
-        # of ms and saves less. For both transactions, to their end.
-        cur.execute(NO_JIT)
-        fragment_cur.execute(NO_JIT)
         # The fragments first: their COPY is the longest part of a batch's store, and the server
         # stores them while the rest of the batch is read, looked up and stored on the session's.
         fragment_table, hosts = stored.table("fragments"), stored.message_hosts()
