@@ -55,15 +55,16 @@ def drop(watcher: Engine, pid: int) -> None:
     """The server ends the backend, as a restart or idle_session_timeout would."""
     with watcher.connect() as conn:
         assert conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar_one()
-        wait_until(
-            lambda: (
-                not conn.execute(
-                    text("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = :pid)"), {"pid": pid}
-                ).scalar_one()
-            ),
-            10,
-            "the backend gone",
-        )
+
+    def gone() -> bool:
+        # Each look in a transaction of its own: a transaction sees pg_stat_activity as it was at
+        # its first look, so a backend still exiting then would be there to the end of it.
+        with watcher.connect() as conn:
+            return not conn.execute(
+                text("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = :pid)"), {"pid": pid}
+            ).scalar_one()
+
+    wait_until(gone, 10, "the backend gone")
 
 
 def idle_past(seconds: float) -> None:
