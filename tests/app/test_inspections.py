@@ -29,20 +29,17 @@ DATE = b"Sat, 01 Nov 2025 07:27:27 +0000"
 HASHED = "8f3a9c2e71b04d5fa6e2c9d1b7f04a3e"
 
 
+def overview_line(number: int, subject: bytes, poster: bytes, message_id: bytes, size: int = 4000) -> bytes:
+    return b"\t".join([str(number).encode(), subject, poster, DATE, message_id, b"", str(size).encode(), b"30", b""])
+
+
 def lines(name: str, files: list[str], posters: list[bytes], first: int = 0) -> list[bytes]:
     return [
-        b"\t".join(
-            [
-                str(BIG + first + i).encode(),
-                b'%s [%d/%d] - "%s" yEnc (1/1)' % (name.encode(), i + 1, len(files), f.encode()),
-                posters[i % len(posters)],
-                DATE,
-                b"<i%d.%d@example.net>" % (first, i),
-                b"",
-                b"4000",
-                b"30",
-                b"",
-            ]
+        overview_line(
+            BIG + first + i,
+            b'%s [%d/%d] - "%s" yEnc (1/1)' % (name.encode(), i + 1, len(files), f.encode()),
+            posters[i % len(posters)],
+            b"<i%d.%d@example.net>" % (first, i),
         )
         for i, f in enumerate(files)
     ]
@@ -120,18 +117,11 @@ def test_a_7z_lease_reads_the_last_article_of_its_last_volume_too(client, clean_
     store_groups(
         {
             "alt.binaries.misc": [
-                b"\t".join(
-                    [
-                        str(BIG + 2 * v + p).encode(),
-                        b'%s [%d/3] - "%s" yEnc (%d/2)' % (name.encode(), v + 1, f.encode(), p + 1),
-                        b"a <a@x.example>",
-                        DATE,
-                        b"<z%d.%d@example.net>" % (v, p),
-                        b"",
-                        b"4000",
-                        b"30",
-                        b"",
-                    ]
+                overview_line(
+                    BIG + 2 * v + p,
+                    b'%s [%d/3] - "%s" yEnc (%d/2)' % (name.encode(), v + 1, f.encode(), p + 1),
+                    b"a <a@x.example>",
+                    b"<z%d.%d@example.net>" % (v, p),
                 )
                 for v, f in enumerate(volumes)
                 for p in range(2)
@@ -156,18 +146,12 @@ def test_a_lease_of_a_post_whose_names_tell_nothing_reads_its_smallest_file(clie
     files = {f"{hashed}.bin": 5000, f"{hashed}.dat": 700, f"{hashed}.img": 3000}
     named = "Film.Name.2019.1080p.BluRay.x264-GRP"
     overview = [
-        b"\t".join(
-            [
-                str(BIG + 2 * index + part).encode(),
-                b'%s [%d/3] - "%s" yEnc (%d/2)' % (hashed.encode(), index + 1, name.encode(), part + 1),
-                b"a <a@x.example>",
-                DATE,
-                b"<o%d.%d@example.net>" % (index, part),
-                b"",
-                str(size + part).encode(),
-                b"30",
-                b"",
-            ]
+        overview_line(
+            BIG + 2 * index + part,
+            b'%s [%d/3] - "%s" yEnc (%d/2)' % (hashed.encode(), index + 1, name.encode(), part + 1),
+            b"a <a@x.example>",
+            b"<o%d.%d@example.net>" % (index, part),
+            size + part,
         )
         for index, (name, size) in enumerate(files.items())
         for part in range(2)
