@@ -101,7 +101,7 @@ _QUEUE = f"""
 
 @lru_cache(maxsize=1024)
 def queue_statement(group_id: int) -> TextClause:
-    """QUEUE for one group: its files' partition named."""
+    """The join's queue of inspections (_QUEUE) for one group: its files' partition named."""
     return text(_QUEUE.format(files=f'"{partition_name("files", group_id)}"'))
 
 
