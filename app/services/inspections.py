@@ -248,37 +248,43 @@ def _files_to_read(session: Session, group_id: int, post_keys: list[int]) -> dic
     files: dict[int, dict[str, int]] = {}  # post -> file name -> file key
     for post, key, name in session.execute(POST_FILES, {"g": group_id, "keys": array_literal(post_keys)}):
         files.setdefault(post, {})[name] = key
+    picks = {post: _picks(list(by_name)) for post, by_name in files.items()}
     # Which ends of which files are read (FILE_ENDS): file key -> whether its last article too.
     ends: dict[int, bool] = {}
-    for by_name in files.values():
-        named = named_files(list(by_name))
-        for name in named[:MAX_FILES] if named else by_name:
+    for post, by_name in files.items():
+        named, lasts = picks[post]
+        for name in named or by_name:
             ends.setdefault(by_name[name], False)
-        for name in named[:MAX_FILES]:
-            last = _last_7z_volume(name, list(by_name))
-            if last is not None:
-                ends[by_name[last]] = True
+        for last in lasts.values():
+            ends[by_name[last]] = True
     found: dict[int, Any] = {}
     if ends:
         keys = list(ends)
         params = {"g": group_id, "keys": array_literal(keys), "last": array_literal([str(ends[k]) for k in keys])}
         found = {row.key: row for row in session.execute(FILE_ENDS, params)}
     return {
-        post: _chosen(list(by_name), {n: found[k] for n, k in by_name.items() if k in found})
+        post: _chosen(*picks[post], {n: found[k] for n, k in by_name.items() if k in found})
         for post, by_name in files.items()
     }
 
 
-def _chosen(names: list[str], read: dict[str, Any]) -> list[dict[str, Any]]:
-    """Of a post's files (names) and the ends read of some (name -> its first article, and the
-    last for a 7-Zip archive's last volume; each file's when no name tells what it is), the
-    articles to read."""
-    named = named_files(names)
-    if not named:  # the smallest of the files with an article stored
-        names = list(read)
+def _picks(names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Of a post's files (names), those a lease hands out by what their names say (named_files' first
+    MAX_WANTED, at most MAX_FILES; none when no name tells what its file is), and for each of them
+    that is a volume of a 7-Zip archive, the archive's last volume."""
+    named = named_files(names)[: min(MAX_WANTED, MAX_FILES)]
+    return named, {name: last for name in named if (last := _last_7z_volume(name, names)) is not None}
+
+
+def _chosen(named: list[str], lasts: dict[str, str], read: dict[str, Any]) -> list[dict[str, Any]]:
+    """The articles to read of a post: of the files _picks named (each with its first article in
+    read, and the last of a 7-Zip archive's last volume), or when it named none, of the smallest
+    file with an article stored (read then has every file's first)."""
+    if not named:
+        named = wanted_files(list(read), [row.bytes for row in read.values()])[:MAX_FILES]
     chosen: list[dict[str, Any]] = []
     total = 0
-    for name in (named[:MAX_WANTED] if named else wanted_files(names, [read[n].bytes for n in names]))[:MAX_FILES]:
+    for name in named:
         row = read.get(name)
         if row is None:  # a file without an article stored
             continue
@@ -289,7 +295,7 @@ def _chosen(names: list[str], read: dict[str, Any]) -> list[dict[str, Any]]:
     # 7-Zip writes its header (the files inside, and whether they or it are encrypted) at the end
     # of the archive: the last article of its last volume is read too, when the budget allows.
     for entry in list(chosen):
-        last_name = _last_7z_volume(entry["name"], names)
+        last_name = lasts.get(entry["name"])
         last = read.get(last_name) if last_name is not None else None
         if (
             last is not None

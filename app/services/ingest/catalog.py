@@ -182,7 +182,7 @@ def _release_pieces(releases: Table, new: list[bool], group_id: int, additions: 
 
 _NOT_ALNUM = re.compile(r"[\W_]+")
 # The ASCII bytes that are not letters or digits: what _NOT_ALNUM removes from an ASCII name, in
-# one bytes.translate rather than a regex (a fifth of the time: the store hashes every new release).
+# one bytes.translate rather than a regex (a third of the time: the store hashes every new release).
 _ASCII_NOT_ALNUM = bytes(b for b in range(128) if not chr(b).isalnum())
 
 
