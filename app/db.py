@@ -7,14 +7,16 @@ import os
 import select
 import time
 from contextlib import contextmanager
+from functools import lru_cache
 from dataclasses import dataclass
 from datetime import date
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, cast
 
 import psycopg
 from sqlalchemy import MetaData, create_engine, event, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.orm import DeclarativeBase, Session, configure_mappers, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
@@ -51,6 +53,34 @@ def _array_element(value: int | str | date | None) -> str:
     if type(value) is int:
         return str(value)
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@contextmanager
+def driver_connection(session: Session) -> Iterator[psycopg.Connection[Any]]:
+    """The psycopg connection under the session's, in the session's transaction: for the few
+    statements whose cost is mostly SQLAlchemy's (a search's, each API request's), which psycopg
+    can send together in one pipeline and give rows without SQLAlchemy's result machinery. Its
+    errors are raised as SQLAlchemy raises them (sqlalchemy.exc.OperationalError and the rest,
+    what callers catch), and a connection they broke is invalidated, as SQLAlchemy does with its
+    own. Statements are psycopg's (driver_sql makes one of a SQLAlchemy text)."""
+    connection = session.connection()
+    raw = cast("psycopg.Connection[Any]", connection.connection.driver_connection)
+    try:
+        yield raw
+    except psycopg.Error as exc:
+        if raw.broken or raw.closed:
+            connection.invalidate(exc)
+        raise sa_exc.DBAPIError.instance(None, None, exc, psycopg.Error) from exc
+
+
+_DIALECT = psycopg_dialect.dialect()
+
+
+@lru_cache(maxsize=256)
+def driver_sql(statement: str) -> str:
+    """A statement written with SQLAlchemy text()'s :name parameters as psycopg takes it
+    (%(name)s, a % doubled), compiled by SQLAlchemy's own psycopg dialect."""
+    return str(text(statement).compile(dialect=_DIALECT))
 
 
 # Tables partitioned by LIST (group_id); each group gets one partition of each.

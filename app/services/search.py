@@ -37,11 +37,13 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+import psycopg
 from psycopg.errors import QueryCanceled
-from sqlalchemy import RowMapping, TextClause, text
-from sqlalchemy.exc import OperationalError
+from psycopg.rows import dict_row
+from sqlalchemy import RowMapping, text
 from sqlalchemy.orm import Session
 
+from app.db import driver_connection, driver_sql
 from app.models.catalog import WORD_BREAK
 from app.services.errors import NotFound, ServiceError
 from app.services.groups import validate_group_name
@@ -155,8 +157,8 @@ SEARCH = (
 
 # A search's work runs in a savepoint of its own with these settings, and the savepoint is rolled
 # back afterwards: the search wrote nothing, and rolling back gives the settings their old values.
-# Each is one round trip, the settings sent with the savepoint (statements without parameters may go
-# together). The settings (JIT is off for every connection, app.db): its statement timeout; and the
+# The savepoint, its settings, the search and the rollback go to the server in one pipeline
+# (_bounded_run): one round trip. The settings (JIT is off for every connection, app.db): its statement timeout; and the
 # cost of reading a page as that of a page in memory. With PostgreSQL's defaults (seq_page_cost 1,
 # random_page_cost 4), a match fetched by the words' index is priced 19 times a row of the
 # newest-first index walked, where it takes twice as long (EXPLAIN ANALYZE on bench/catalog.py's
@@ -167,12 +169,17 @@ SEARCH = (
 # the bitmap, which on 10,000,000 posts outgrows PostgreSQL's default 4 MB and goes lossy, and every
 # row of its pages is then read again (EXPLAIN ANALYZE of `internal bluray` on bench/catalog.py's
 # 10,000,000 posts: 1,346,373 rows, 2.7 s; 0.74 s in 16 MB).
-SEARCH_BEGIN = (
-    "SAVEPOINT search_posts; SELECT set_config('statement_timeout', '{timeout_ms}ms', true),"
+SEARCH_SETTINGS = (
+    "SELECT set_config('statement_timeout', '{timeout_ms}ms', true),"
     f" set_config('seq_page_cost', '{SEARCH_PAGE_COST}', true), set_config('random_page_cost', '{SEARCH_PAGE_COST}', true),"
     f" set_config('work_mem', '{SEARCH_WORK_MEM}', true)"
 )
-SEARCH_END = "ROLLBACK TO SAVEPOINT search_posts; RELEASE SAVEPOINT search_posts"
+SEARCH_SAVEPOINT = ("SAVEPOINT search_posts",)
+SEARCH_ROLLBACK = ("ROLLBACK TO SAVEPOINT search_posts", "RELEASE SAVEPOINT search_posts")
+# The same as one text each (statements without parameters may go together): for a caller that
+# plans a search's statement as the search runs it (EXPLAIN).
+SEARCH_BEGIN = f"{SEARCH_SAVEPOINT[0]}; {SEARCH_SETTINGS}"
+SEARCH_END = "; ".join(SEARCH_ROLLBACK)
 
 # The group of a post key, or of a release key joined into a post: the least group id that has it
 # (a key is unique within a group; crossposts share keys across groups). Probed group by group, so
@@ -444,7 +451,7 @@ def search_posts(
         filters.append("p.last_post <= :before")
 
     where = " AND ".join(filters) or "true"
-    rows = _bounded_run(session, text(SEARCH.format(filters=where)), params, timeout_ms)
+    rows = _bounded_run(session, SEARCH.format(filters=where), params, timeout_ms)
     total: int = rows[0]["total"]
     items = [_summary(row) for row in rows if row["key"] is not None]
     return SearchPage(total=total, limit=limit, offset=offset, items=items, total_exact=total < count_limit)
@@ -464,24 +471,34 @@ def _category_filter(categories: Iterable[int], params: dict[str, object]) -> st
 
 
 def _bounded_run(
-    session: Session, statement: TextClause, params: dict[str, object], timeout_ms: int | None
-) -> Sequence[RowMapping]:
-    """The statement's rows, in a savepoint of its own with SEARCH_BEGIN's settings. The savepoint
-    is rolled back either way, so the caller's transaction goes on after a search that timed out,
-    with its settings as they were."""
-    connection = session.connection()
-    connection.exec_driver_sql(SEARCH_BEGIN.format(timeout_ms=int(timeout_ms or 0)))
-    try:
-        rows = connection.execute(statement, params).mappings().all()
-    except Exception as exc:
-        if not connection.invalidated:  # a connection lost has no savepoint to go back to
-            connection.exec_driver_sql(SEARCH_END)
-        if isinstance(exc, OperationalError) and isinstance(exc.orig, QueryCanceled):
-            bound = f"longer than {timeout_ms:,} ms" if timeout_ms is not None else "too long"
-            raise SearchTimeout(f"the search ran {bound}: give more words or filters") from None
-        raise
-    connection.exec_driver_sql(SEARCH_END)
-    return rows
+    session: Session, statement: str, params: dict[str, object], timeout_ms: int | None
+) -> list[dict[str, Any]]:
+    """The statement's rows (a text() statement's SQL), in a savepoint of its own with
+    SEARCH_SETTINGS. The savepoint is rolled back either way, so the caller's transaction goes on
+    after a search that timed out, with its settings as they were.
+
+    The savepoint, the settings, the statement and the rollback go in one psycopg pipeline, and
+    the rows come back as dicts from psycopg itself: with SQLAlchemy's execution and result
+    layers, and a round trip each, the same search cost the API about 0.5 ms more CPU and
+    PostgreSQL about 1.5 ms more (bench/catalog.py's searches in process, docs/benchmarks.md)."""
+    with driver_connection(session) as connection:
+        try:
+            with connection.pipeline():
+                for step in SEARCH_SAVEPOINT:
+                    connection.execute(step)
+                connection.execute(SEARCH_SETTINGS.format(timeout_ms=int(timeout_ms or 0)))
+                cursor = connection.cursor(row_factory=dict_row)
+                cursor.execute(driver_sql(statement), params)
+                for step in SEARCH_ROLLBACK:
+                    connection.execute(step)
+            return cursor.fetchall()
+        except psycopg.Error as exc:
+            if not (connection.broken or connection.closed):  # a connection lost has no savepoint
+                connection.execute(SEARCH_END)
+            if isinstance(exc, QueryCanceled):
+                bound = f"longer than {timeout_ms:,} ms" if timeout_ms is not None else "too long"
+                raise SearchTimeout(f"the search ran {bound}: give more words or filters") from None
+            raise
 
 
 def find_post(session: Session, post_key: int, group_id: int | None = None) -> PostSummary:

@@ -13,11 +13,14 @@ from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from pathlib import Path
 
+import psycopg
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
-from app.db import session_scope
+from app.db import driver_sql, session_scope
 from app.services import leases
+from app.services import search as search_service
 from app.services.errors import NotFound, ServiceError
 from app.services.ingest import posts, store
 from app.services.search import (
@@ -146,6 +149,21 @@ def store_group(group_name: str, lines: list[bytes], first: int) -> None:
         assert store.store_batch(s, batch_id).stored
     with session_scope() as s:
         assert posts.join_batch(s, batch_id) is not None
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """The statements search_posts runs in its savepoint, as (statement, parameters), the statement
+    as text() has it: recorded on their way, each then run as it would be."""
+    statements: list[tuple[str, dict]] = []
+    run = search_service._bounded_run
+
+    def recorded(session, statement, params, timeout_ms):
+        statements.append((statement, params))
+        return run(session, statement, params, timeout_ms)
+
+    monkeypatch.setattr(search_service, "_bounded_run", recorded)
+    return statements
 
 
 @pytest.fixture(scope="module")
@@ -436,6 +454,22 @@ def test_a_search_that_runs_too_long_is_cut_and_leaves_the_session_usable(catalo
         assert s.execute(text(settings)).one() == before
 
 
+def test_a_search_whose_connection_the_server_ends_raises_as_sqlalchemy_does_and_the_next_one_works(catalog):
+    """The search's statement goes by psycopg itself (app.db.driver_connection): a connection lost
+    under it is an OperationalError of SQLAlchemy's, as every caller expects (the newznab API's
+    900, the web page's 503), and is not given out again."""
+    with catalog.connect() as ender, session_scope() as s:
+        pid = s.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        # Waits (up to 10 s) until the backend is gone.
+        assert ender.execute(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid}).scalar_one()
+        with pytest.raises(OperationalError) as lost:
+            search_posts(s, None)  # no words and no group: the search's statement is its first
+        assert isinstance(lost.value.orig, psycopg.OperationalError)
+        assert s.connection().invalidated
+        s.rollback()
+    assert search("walking").total == 2
+
+
 def test_post_details(catalog):
     (post,) = search("economist").items
     nzb = load_nzb(NZB / "dlnzb_ngpost_economist.nzb")
@@ -561,7 +595,7 @@ def test_cli_show(catalog, flask_app):
     assert result.exit_code == 1 and "no such group" in result.output
 
 
-def test_a_name_search_uses_the_index(catalog, db_session):
+def test_a_name_search_uses_the_index(catalog, db_session, sent):
     """On 20,000 posts (inserted straight into the table, in a transaction rolled back at the
     end), the plan of a search finds the posts by an index, never by reading the table: by the
     words' index for words few posts have, else by the newest-first index. Only the count of a
@@ -583,44 +617,33 @@ def test_a_name_search_uses_the_index(catalog, db_session):
     """)
     )
     db_session.execute(text("ANALYZE posts"))
-    statements = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        if "FROM posts p" in statement:
-            statements.append((statement, parameters))
-
-    connection = db_session.connection()
-    event.listen(connection, "before_cursor_execute", capture)
-    try:
-        for words, filters, index in (
-            ("walking dead s03e06", {}, "ix_posts_words"),
-            ("little show 42 s03", {}, "ix_posts_words"),
-            ("walking dead", {"group": "alt.binaries.test.many"}, "ix_posts_words"),
-            ("daily show 7", {"min_size": 10, "max_age_days": 30, "poster": "poster1"}, "ix_posts_"),
-            # Words most posts have: the newest posts are read by the index until a page is full.
-            ("show", {}, "ix_posts_newest"),
-            (None, {}, "ix_posts_newest"),
-            (None, {"group": "alt.binaries.test.many"}, "ix_posts_"),
-            (None, {"group": MADE}, "ix_posts_group_newest"),
-            # A group of a few posts may be read by its key instead: either way, no scan.
-            ("generated", {"group": MADE}, ""),
-        ):
-            statements.clear()
-            search_posts(db_session, words, **filters)
-            assert len(statements) == 1  # the count and the page in one statement
-            ((statement, parameters),) = statements
-            # Planned as the search runs it: under its settings (SEARCH_BEGIN's page costs).
-            conn = db_session.connection()
-            conn.exec_driver_sql(SEARCH_BEGIN.format(timeout_ms=10_000))
-            plan = "\n".join(conn.exec_driver_sql(f"EXPLAIN {statement}", parameters).scalars())
-            conn.exec_driver_sql(SEARCH_END)
-            # The posts matching, read up to the count's bound (the CTE "matching"), and the page.
-            counting, _, rest = plan.partition("CTE counted")
-            assert "Seq Scan on posts" not in rest, plan
-            assert "Seq Scan on posts" not in counting or words in ("show", None), plan
-            assert index in plan, plan
-    finally:
-        event.remove(connection, "before_cursor_execute", capture)
+    for words, filters, index in (
+        ("walking dead s03e06", {}, "ix_posts_words"),
+        ("little show 42 s03", {}, "ix_posts_words"),
+        ("walking dead", {"group": "alt.binaries.test.many"}, "ix_posts_words"),
+        ("daily show 7", {"min_size": 10, "max_age_days": 30, "poster": "poster1"}, "ix_posts_"),
+        # Words most posts have: the newest posts are read by the index until a page is full.
+        ("show", {}, "ix_posts_newest"),
+        (None, {}, "ix_posts_newest"),
+        (None, {"group": "alt.binaries.test.many"}, "ix_posts_"),
+        (None, {"group": MADE}, "ix_posts_group_newest"),
+        # A group of a few posts may be read by its key instead: either way, no scan.
+        ("generated", {"group": MADE}, ""),
+    ):
+        sent.clear()
+        search_posts(db_session, words, **filters)
+        assert len(sent) == 1  # the count and the page in one statement
+        ((statement, parameters),) = sent
+        # Planned as the search runs it: under its settings (SEARCH_BEGIN's page costs).
+        conn = db_session.connection()
+        conn.exec_driver_sql(SEARCH_BEGIN.format(timeout_ms=10_000))
+        plan = "\n".join(conn.exec_driver_sql(f"EXPLAIN {driver_sql(statement)}", parameters).scalars())
+        conn.exec_driver_sql(SEARCH_END)
+        # The posts matching, read up to the count's bound (the CTE "matching"), and the page.
+        counting, _, rest = plan.partition("CTE counted")
+        assert "Seq Scan on posts" not in rest, plan
+        assert "Seq Scan on posts" not in counting or words in ("show", None), plan
+        assert index in plan, plan
     # Counted COUNT_AHEAD past the page, and said to be a lower bound past it; exact below.
     for offset, limit in ((0, 10), (500, 100), (MAX_OFFSET, MAX_LIMIT)):
         page = search_posts(db_session, "show", limit=limit, offset=offset)
@@ -634,7 +657,7 @@ def test_a_name_search_uses_the_index(catalog, db_session):
     )
 
 
-def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(catalog, db_session):
+def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(catalog, db_session, sent):
     """A trigger on posts keeps each group's words (post_words), in the writing transaction, for
     rows inserted and updated alike. The last word of a search is searched as the words that start
     with it, named, when a common word (pg_stats) is among them (GIN's prefix match would read all
@@ -677,34 +700,25 @@ def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(ca
     )
     db_session.execute(text("ANALYZE posts"))
     forget_common_words()  # read in this transaction, which made them
-    statements = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        if "FROM posts p" in statement:
-            statements.append(parameters["query"])
-
-    connection = db_session.connection()
-    event.listen(connection, "before_cursor_execute", capture)
     try:
         # Common words start with cmn: named, each of them (cmnlater only in a name added later).
         page = search_posts(db_session, "prefixed word cmn", limit=1000, offset=2000)
         assert (page.total, page.total_exact, len(page.items)) == (3000, True, 1000)
-        assert statements[-1] == "'prefixed' & 'word' & ('cmn1' | 'cmn2' | 'cmn3' | 'cmnlater')"
+        assert sent[-1][1]["query"] == "'prefixed' & 'word' & ('cmn1' | 'cmn2' | 'cmn3' | 'cmnlater')"
         assert search_posts(db_session, "cmnlater").total == 1
         assert search_posts(db_session, "cmn1", limit=1000, offset=900).total == 1000
-        assert statements[-1] == "'cmn1'"  # the only word starting with it
+        assert sent[-1][1]["query"] == "'cmn1'"  # the only word starting with it
         # Rare words only: GIN's prefix match.
         found = search_posts(db_session, "prefixed word rre")
         assert sorted(item.key for item in found.items) == [1, 2, 2000, 2001]
-        assert statements[-1] == "'prefixed' & 'word' & 'rre':*"
+        assert sent[-1][1]["query"] == "'prefixed' & 'word' & 'rre':*"
         # More than PREFIX_WORDS start with pfx: GIN's prefix match.
         assert search_posts(db_session, "cmn2 pfx", limit=1000).total == len(
             [n for n in range(1, many + 1) if n % 3 + 1 == 2]
         )
-        assert statements[-1] == "'cmn2' & 'pfx':*"
+        assert sent[-1][1]["query"] == "'cmn2' & 'pfx':*"
         # The last word is the one said last, whatever its place among the others.
         assert search_posts(db_session, "rrelater prefixed cm").total == 1
-        assert statements[-1].startswith("'rrelater' & 'prefixed' & (")
+        assert sent[-1][1]["query"].startswith("'rrelater' & 'prefixed' & (")
     finally:
-        event.remove(connection, "before_cursor_execute", capture)
         forget_common_words()  # they go with the transaction
