@@ -41,7 +41,6 @@ from werkzeug.exceptions import HTTPException
 
 from app import metrics
 from app.db import read_session_scope, session_scope
-from app.models import ApiKey
 from app.services import apikeys, categories, grabs, inspections, nzbexport, search
 from app.services.attachments import nzb_disposition
 from app.services.errors import NotFound
@@ -213,20 +212,24 @@ def http_error(exc: HTTPException) -> Response:
     return response
 
 
-def _key(session: Session) -> ApiKey:
-    presented = request.args.get("apikey", "")
-    key = apikeys.holder(session, presented) if presented else None
+def _key(session: Session) -> int:
+    """The id of the request's key (error 100 for none); whether it was revoked since a process
+    last saw it, _use tells."""
+    key = apikeys.key_id(session, request.args.get("apikey", ""))
     if key is None:
         raise NewznabError(100)
     return key
 
 
-def _use(session: Session, key: ApiKey, grab: bool) -> apikeys.Usage:
-    """Count the request against the key's limits: past one, error 500 or 501 (HTTP 429)."""
+def _use(session: Session, key: int, grab: bool) -> apikeys.Usage:
+    """Count the request against the key's limits: past one, error 500 or 501 (HTTP 429); a key
+    revoked (or gone), error 100, with nothing of the request's work committed."""
     try:
         return apikeys.use(session, key, grab)
     except apikeys.LimitReached as exc:
         raise NewznabError(501 if exc.kind == "grabs" else 500, retry_after=exc.retry_after) from None
+    except NotFound:
+        raise NewznabError(100) from None
 
 
 def _integer(name: str, default: int | None, low: int, high: int) -> int | None:

@@ -153,6 +153,30 @@ def holder(session: Session, presented_key: str) -> ApiKey | None:
     return credentials.holder(session, ApiKey, ApiKey.key_hash, presented_key)
 
 
+# The ids of the API keys presented lately, by their secret's hash, as key_id found them: a request
+# with a key a process has seen costs no look-up (with the ORM's load of the key, the larger part of
+# the CPU a newznab request spent outside its search: docs/benchmarks.md). Only keys that exist are
+# kept, so requests cannot grow it past the keys made. A key revoked since is refused by the
+# counting statement itself (use), and forgotten here then.
+_IDS: dict[bytes, int] = {}
+
+
+def key_id(session: Session, presented_key: str) -> int | None:
+    """The id of the API key with this secret, or None when no working key has it: looked up by
+    holder the first time a process sees it, then known. A key revoked since it was looked up is
+    still given here: use() refuses it (NotFound), and a caller answers only after use()."""
+    if not presented_key or len(presented_key) > credentials.MAX_CREDENTIAL_LENGTH:
+        return None
+    digest = credentials.hash_token(presented_key)
+    found = _IDS.get(digest)
+    if found is None:
+        key = holder(session, presented_key)
+        if key is None:
+            return None
+        found = _IDS[digest] = key.id
+    return found
+
+
 # One request counted, checked against the key's limits in the same statement: the upsert on the
 # key's row of the day takes the row's lock, and PostgreSQL checks its WHERE against the row's
 # newest version (a concurrent request's committed count included), so two requests at the
@@ -165,7 +189,7 @@ _USE = text("""
 WITH k AS (
     SELECT id, requests_per_day, grabs_per_day, (now() AT TIME ZONE 'UTC')::date AS day,
            set_config('synchronous_commit', 'off', true) AS unflushed  -- see use()
-      FROM api_keys WHERE id = :key_id
+      FROM api_keys WHERE id = :key_id AND (NOT :enforce OR revoked_at IS NULL)
 ), counted AS (
     INSERT INTO api_key_days AS d (key_id, day, requests, grabs, first_request, first_grab)
     SELECT id, day, 1, :grabs, now(), CASE WHEN :grab THEN now() END FROM k
@@ -189,8 +213,10 @@ SELECT k.requests_per_day, k.grabs_per_day, k.day, now() AS at,
 """)
 
 
-def use(session: Session, key_row: ApiKey, grab: bool) -> Usage:
-    """Count one request with the key (and one NZB download when grab), or raise LimitReached without counting when the key is at its limit (requests first, then grabs).
+def use(session: Session, key: ApiKey | int, grab: bool) -> Usage:
+    """Count one request with the key (a row, or its id from key_id) and one NZB download when
+    grab, or raise LimitReached without counting when the key is at its limit (requests first,
+    then grabs), NotFound when it is revoked or gone.
 
     Two statements when the request fits, one more when it is refused (today's use read after the
     refusal, for LimitReached.usage). The limits are read from the database in the counting
@@ -204,7 +230,7 @@ def use(session: Session, key_row: ApiKey, grab: bool) -> Usage:
     The counts are usage figures, not catalog data: the transaction's commit does not wait for the
     disk (synchronous_commit off), so a request does not wait a WAL flush for them, and a crash can
     lose the last fraction of a second of counts (and let as many requests past a limit)."""
-    return _count(session, key_row, grab, enforce=True)
+    return _count(session, key, grab, enforce=True)
 
 
 def record_use(session: Session, key_row: ApiKey, grab: bool) -> None:
@@ -214,20 +240,26 @@ def record_use(session: Session, key_row: ApiKey, grab: bool) -> None:
     _count(session, key_row, grab, enforce=False)
 
 
-def _count(session: Session, key_row: ApiKey, grab: bool, *, enforce: bool) -> Usage:
+def _count(session: Session, key: ApiKey | int, grab: bool, *, enforce: bool) -> Usage:
+    key_row = key if isinstance(key, ApiKey) else None
+    key_id = key.id if isinstance(key, ApiKey) else key
     row = session.execute(
-        _USE, {"key_id": key_row.id, "grab": grab, "grabs": 1 if grab else 0, "enforce": enforce}
+        _USE, {"key_id": key_id, "grab": grab, "grabs": 1 if grab else 0, "enforce": enforce}
     ).one_or_none()
     if row is None:
-        raise NotFound(f"no such API key: id {key_row.id}", code="unknown_api_key")
+        for digest in [d for d, i in _IDS.items() if i == key_id]:
+            _IDS.pop(digest, None)
+        raise NotFound(f"no such API key: id {key_id}", code="unknown_api_key")
     # The caller's copy of the key is given what the statement read and wrote, as loaded (no
     # change to flush): else it would show the totals and limits it was loaded with.
-    set_committed_value(key_row, "requests_per_day", row.requests_per_day)
-    set_committed_value(key_row, "grabs_per_day", row.grabs_per_day)
+    if key_row is not None:
+        set_committed_value(key_row, "requests_per_day", row.requests_per_day)
+        set_committed_value(key_row, "grabs_per_day", row.grabs_per_day)
     if row.requests is not None:
-        set_committed_value(key_row, "api_hits", row.total_requests)
-        set_committed_value(key_row, "grabs", row.total_grabs)
-        set_committed_value(key_row, "last_used_at", row.last_used_at)
+        if key_row is not None:
+            set_committed_value(key_row, "api_hits", row.total_requests)
+            set_committed_value(key_row, "grabs", row.total_grabs)
+            set_committed_value(key_row, "last_used_at", row.last_used_at)
         return Usage(
             row.requests, row.grabs, row.requests_per_day, row.grabs_per_day, row.first_request, row.first_grab
         )
@@ -235,7 +267,7 @@ def _count(session: Session, key_row: ApiKey, grab: bool, *, enforce: bool) -> U
     # limits were checked against (a plain read in the upsert's statement could see an older one).
     current = session.execute(
         select(ApiKeyDay)
-        .where(ApiKeyDay.key_id == key_row.id, ApiKeyDay.day == row.day)
+        .where(ApiKeyDay.key_id == key_id, ApiKeyDay.day == row.day)
         .execution_options(populate_existing=True)
     ).scalar_one()
     usage = _usage(row.requests_per_day, row.grabs_per_day, current)

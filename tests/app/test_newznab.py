@@ -12,6 +12,7 @@ from pathlib import Path
 import feedparser
 import pytest
 from nzb import Nzb
+from sqlalchemy import text
 
 from app.db import session_scope
 from app.services import apikeys
@@ -243,11 +244,22 @@ def test_hostile_words_are_text_and_come_back_escaped(catalog):
 
 
 def test_a_revoked_key_stops_working_at_once(catalog):
+    """Even in a process that has seen it work (apikeys.key_id knows it): every function refuses
+    it, and nothing of the refused request is kept (an NZB's download is not counted)."""
     client, key = catalog
-    assert ET.fromstring(get(client, t="search", apikey=key).data).tag == "rss"
+    root = ET.fromstring(get(client, t="search", q="economist", apikey=key).data)
+    post_id = root.find("channel/item/guid").text.rsplit("id=", 1)[1]
+    assert get(client, t="get", id=post_id, apikey=key).mimetype == "application/x-nzb"
     with session_scope() as s:
         apikeys.revoke_key(s, "sonarr")
-    assert error_code(get(client, t="search", apikey=key)) == 100
+        grabs = s.execute(text("SELECT sum(grabs) FROM post_grabs")).scalar_one()
+    assert grabs == 1
+    for params in ({"t": "search"}, {"t": "get", "id": post_id}, {"t": "details", "id": post_id}):
+        assert error_code(get(client, apikey=key, **params)) == 100
+    with session_scope() as s:
+        assert s.execute(text("SELECT sum(grabs) FROM post_grabs")).scalar_one() == grabs
+        (row,) = [k for k in apikeys.list_keys(s) if k.name == "sonarr"]
+        assert (row.grabs, row.api_hits) == (1, 2)
 
 
 def test_the_nzb_file_name_header_is_ascii_whatever_the_post_is_called():
