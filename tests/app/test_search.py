@@ -657,6 +657,71 @@ def test_a_name_search_uses_the_index(catalog, db_session, sent):
     )
 
 
+def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_first(catalog, db_session, sent):
+    """A search of words in WINDOW_SHARES of the posts (by the statistics) looks for its page among
+    the newest posts first, and among all only when the window holds fewer than the count's bound:
+    either way it finds what a search of all the posts finds. Here `mid` is in every 67th of 20,000
+    posts, one a minute back from now, and `oldmid` in as many, all among the oldest tenth: its
+    window (the newest posts its share says hold the page twice over) has none of them."""
+    db_session.execute(text("INSERT INTO groups (id, name) VALUES (900003, 'alt.binaries.test.window')"))
+    db_session.execute(
+        text("""
+        INSERT INTO posts (group_id, key, name, poster, names, posters, releases, files_seen, parts_expected,
+                           parts_seen, bytes, completion, first_post, last_post)
+        SELECT 900003, n, name, 'p@example.net', name, 'p@example.net', 1, 1, 1, 1, 1000, 100,
+               now() - n * interval '1 minute', now() - n * interval '1 minute'
+          FROM generate_series(1, 20000) n
+         CROSS JOIN LATERAL (SELECT 'Windowed.Post' || CASE WHEN n % 67 = 0 THEN '.Mid' ELSE '' END
+                                    || CASE WHEN n > 18000 AND n % 6 = 0 THEN '.Oldmid' ELSE '' END AS name) made
+    """)
+    )
+    db_session.execute(text("ANALYZE posts"))
+    forget_common_words()  # read in this transaction, which made them
+    try:
+        for words, limit, offset, fell_back in (
+            ("mid", 1, 0, False),
+            ("mid", 3, 20, False),
+            ("oldmid", 1, 0, True),
+            ("oldmid", 5, 40, True),
+        ):
+            sent.clear()
+            page = search_posts(db_session, words, limit=limit, offset=offset)
+            ((statement, parameters),) = sent
+            assert "windowed" in statement and parameters["window"] is not None, words
+            everywhere = (
+                db_session.execute(
+                    text(
+                        "SELECT key FROM posts WHERE words @@ CAST(:query AS tsquery)"
+                        " ORDER BY last_post DESC NULLS LAST, group_id, key"
+                    ),
+                    {"query": parameters["query"]},
+                )
+                .scalars()
+                .all()
+            )
+            assert [post.key for post in page.items] == everywhere[offset : offset + limit], words
+            assert (page.total, page.total_exact) == (offset + limit + COUNT_AHEAD, False), words
+            # Whether the search among all ran: the plan as the search ran it.
+            conn = db_session.connection()
+            conn.exec_driver_sql(SEARCH_BEGIN.format(timeout_ms=10_000))
+            plan = (
+                conn.exec_driver_sql(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {driver_sql(statement)}", parameters)
+                .scalars()
+                .all()
+            )
+            conn.exec_driver_sql(SEARCH_END)
+            gate = next(i for i, line in enumerate(plan) if "One-Time Filter" in line and " < " in line)
+            assert ("never executed" not in plan[gate + 1]) == fell_back, "\n".join(plan)
+        # Words too common or too rare for a window, and words with other filters, look among all at once.
+        for words, filters in (("windowed", {}), ("post 134", {}), ("mid", {"group": "alt.binaries.test.window"})):
+            sent.clear()
+            search_posts(db_session, words, limit=1, **filters)
+            ((statement, parameters),) = sent
+            assert "windowed" not in statement and "window" not in parameters, words
+    finally:
+        forget_common_words()  # they go with the transaction
+
+
 def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(catalog, db_session, sent):
     """A trigger on posts keeps each group's words (post_words), in the writing transaction, for
     rows inserted and updated alike. The last word of a search is searched as the words that start
