@@ -719,15 +719,14 @@ def forget_common_words() -> None:
     _statistics_read = None
 
 
-# Words of a share of the posts between WINDOW_SHARES (by the statistics; each word at most the
-# larger, all of them together at least the smaller) have their page looked for among the newest
+# Words of a share of the posts between WINDOW_SHARES (by the statistics, each word's share
+# multiplied) have their page looked for among the newest
 # posts first (MATCHING_WINDOWED), in a window WINDOW_MARGIN times as large as their share says
 # holds the count's bound. Rarer words are found whole by the words' index, and commoner ones by a
 # short walk of the newest-first index; between them the walk reads a hundred posts and more for
 # each one it keeps, where PostgreSQL can intersect the words' index with the window's range of the
 # newest-first index and fetch only the posts in both (EXPLAIN ANALYZE on bench/catalog.py's
 # 1,000,000 posts: `fasu`, in 1.2% of them, 20.5 ms walked, 6.2 ms in a window of the newest 3%).
-# A word in more than a few percent of the posts makes the intersection cost more than the walk.
 WINDOW_SHARES = (0.002, 0.02)
 WINDOW_MARGIN = 2.0
 
@@ -735,11 +734,10 @@ WINDOW_MARGIN = 2.0
 def _window(session: Session, shares: list[float | None], count_limit: int) -> datetime | None:
     """The last article's time from which a search of words in these shares of the posts looks
     first (None: it looks among all at once)."""
-    low, high = WINDOW_SHARES
-    if not shares or any(share is None or share > high for share in shares):
+    if not shares or any(share is None for share in shares):
         return None
     share = math.prod(cast(list[float], shares))
-    if share < low:
+    if not WINDOW_SHARES[0] <= share <= WINDOW_SHARES[1]:
         return None
     statistics = _statistics(session)
     buckets = len(statistics.bounds) - 1

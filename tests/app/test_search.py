@@ -681,6 +681,7 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
         for words, limit, offset, fell_back in (
             ("mid", 1, 0, False),
             ("mid", 3, 20, False),
+            ("windowed mid", 2, 10, False),  # the words' shares multiplied: 1.5% of the posts
             ("oldmid", 1, 0, True),
             ("oldmid", 5, 40, True),
         ):
