@@ -719,15 +719,22 @@ def forget_common_words() -> None:
     _statistics_read = None
 
 
-# Words of a share of the posts between WINDOW_SHARES (by the statistics, each word's share
-# multiplied) have their page looked for among the newest
-# posts first (MATCHING_WINDOWED), in a window WINDOW_MARGIN times as large as their share says
-# holds the count's bound. Rarer words are found whole by the words' index, and commoner ones by a
-# short walk of the newest-first index; between them the walk reads a hundred posts and more for
-# each one it keeps, where PostgreSQL can intersect the words' index with the window's range of the
-# newest-first index and fetch only the posts in both (EXPLAIN ANALYZE on bench/catalog.py's
-# 1,000,000 posts: `fasu`, in 1.2% of them, 20.5 ms walked, 6.2 ms in a window of the newest 3%).
-WINDOW_SHARES = (0.002, 0.02)
+# A search of words has its page looked for among the newest posts first (MATCHING_WINDOWED), in a
+# window WINDOW_MARGIN times as large as their share of the posts (by the statistics, each word's
+# multiplied) says holds the count's bound, when they are in between: in at most WINDOW_SHARE of
+# the posts (commoner words are found by a short walk of the newest-first index), in at least
+# WINDOW_MATCHES times the count's bound (fewer are fetched whole by the words' index at little
+# cost), and each word in at most WINDOW_WORD_POSTS posts (the words' index reads every post of
+# each word into its bitmap). Between them the walk reads a hundred posts and more for each one it
+# keeps, and fetching every match costs as much, where PostgreSQL can intersect the words' index
+# with the window's range of the newest-first index and fetch only the posts in both. EXPLAIN
+# ANALYZE on bench/catalog.py's catalogs: `fasu`, in 1.2% of 1,000,000 posts, 20.5 ms walked,
+# 6.2 ms in a window of the newest 3%; `vimugi`, in 0.18% of 10,000,010, 197 ms fetched whole,
+# 36 ms in a window; `baniteru`, in 55,890 of them, 44 ms walked, 70 ms in a window (its words'
+# bitmap alone 46 ms).
+WINDOW_SHARE = 0.02
+WINDOW_MATCHES = 10
+WINDOW_WORD_POSTS = 25_000
 WINDOW_MARGIN = 2.0
 
 
@@ -736,16 +743,24 @@ def _window(session: Session, shares: list[float | None], count_limit: int) -> d
     first (None: it looks among all at once)."""
     if not shares or any(share is None for share in shares):
         return None
-    share = math.prod(cast(list[float], shares))
-    if not WINDOW_SHARES[0] <= share <= WINDOW_SHARES[1]:
-        return None
+    known = cast(list[float], shares)
+    share = math.prod(known)
     statistics = _statistics(session)
     buckets = len(statistics.bounds) - 1
-    if statistics.posts <= 0 or buckets < 2:
+    posts = statistics.posts
+    if (
+        buckets < 2
+        or not WINDOW_MATCHES * count_limit <= share * posts
+        or share > WINDOW_SHARE
+        or min(known) * posts > WINDOW_WORD_POSTS
+    ):
         return None
-    newest = WINDOW_MARGIN * count_limit / (share * statistics.posts)  # the window's share of the posts
-    first = math.floor(buckets * (1 - newest))
-    return statistics.bounds[first] if first > 0 else None
+    newest = WINDOW_MARGIN * count_limit / (share * posts)  # the window's share of the posts
+    start = buckets * (1 - newest)  # where it starts among the buckets, taken as even within each
+    first = math.floor(start)
+    if first <= 0:
+        return None
+    return statistics.bounds[first] + (statistics.bounds[first + 1] - statistics.bounds[first]) * (start - first)
 
 
 def _quoted(lexeme: str) -> str:

@@ -657,12 +657,17 @@ def test_a_name_search_uses_the_index(catalog, db_session, sent):
     )
 
 
-def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_first(catalog, db_session, sent):
-    """A search of words in WINDOW_SHARES of the posts (by the statistics) looks for its page among
-    the newest posts first, and among all only when the window holds fewer than the count's bound:
+def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_first(
+    catalog, db_session, sent, monkeypatch
+):
+    """A search of words in between (search._window: by the statistics, in at most WINDOW_SHARE of
+    the posts, in WINDOW_MATCHES times the count's bound or more) looks for its page among the
+    newest posts first, and among all only when the window holds fewer than the count's bound:
     either way it finds what a search of all the posts finds. Here `mid` is in every 67th of 20,000
     posts, one a minute back from now, and `oldmid` in as many, all among the oldest tenth: its
-    window (the newest posts its share says hold the page twice over) has none of them."""
+    window (the newest posts its share says hold the page twice over) has none of them. A few
+    hundred matches are enough here (WINDOW_MATCHES 1): the bounds are for catalogs of millions."""
+    monkeypatch.setattr(search_service, "WINDOW_MATCHES", 1)
     db_session.execute(text("INSERT INTO groups (id, name) VALUES (900003, 'alt.binaries.test.window')"))
     db_session.execute(
         text("""
@@ -713,10 +718,21 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
             conn.exec_driver_sql(SEARCH_END)
             gate = next(i for i, line in enumerate(plan) if "One-Time Filter" in line and " < " in line)
             assert ("never executed" not in plan[gate + 1]) == fell_back, "\n".join(plan)
-        # Words too common or too rare for a window, and words with other filters, look among all at once.
-        for words, filters in (("windowed", {}), ("post 134", {}), ("mid", {"group": "alt.binaries.test.window"})):
+        # Words too common, too rare or of too many posts each for a window, and words with other
+        # filters, look among all at once.
+        monkeypatch.setattr(search_service, "WINDOW_WORD_POSTS", 250)
+        for words, filters in (
+            ("windowed", {}),
+            ("post 134", {}),
+            ("mid", {"group": "alt.binaries.test.window"}),
+            ("mid", {}),  # in 298 posts, more than WINDOW_WORD_POSTS
+            ("oldmid", {"limit": 100}),  # in 333 posts, fewer than WINDOW_MATCHES times 201
+        ):
+            if words == "oldmid":
+                monkeypatch.setattr(search_service, "WINDOW_WORD_POSTS", 25_000)
+                monkeypatch.setattr(search_service, "WINDOW_MATCHES", 2)
             sent.clear()
-            search_posts(db_session, words, limit=1, **filters)
+            search_posts(db_session, words, **{"limit": 1, **filters})
             ((statement, parameters),) = sent
             assert "windowed" not in statement and "window" not in parameters, words
     finally:
