@@ -57,9 +57,9 @@ def _array_element(value: int | str | date | None) -> str:
 
 @contextmanager
 def driver_connection(session: Session) -> Iterator[psycopg.Connection[Any]]:
-    """The psycopg connection under the session's, in the session's transaction: for the few
-    statements whose cost is mostly SQLAlchemy's (a search's, each API request's), which psycopg
-    can send together in one pipeline and give rows without SQLAlchemy's result machinery. Its
+    """The psycopg connection under the session's, in the session's transaction: for statements
+    whose cost is mostly SQLAlchemy's (a search's: app.services.search._bounded_run), which
+    psycopg can send together in one pipeline and give rows without SQLAlchemy's result machinery. Its
     errors are raised as SQLAlchemy raises them (sqlalchemy.exc.OperationalError and the rest,
     what callers catch), and a connection they broke is invalidated, as SQLAlchemy does with its
     own. Statements are psycopg's (driver_sql makes one of a SQLAlchemy text)."""
