@@ -124,31 +124,24 @@ PAGE = (
      LIMIT :limit OFFSET :offset
 """
 )
-# The posts matching the filters, newest first, up to the count's bound (SEARCH's CTE matching).
-MATCHING = """
-    matching AS MATERIALIZED (
-        SELECT p.group_id, p.key, p.last_post FROM posts p
+# The posts matching the filters, newest first, up to the count's bound.
+_NEWEST_MATCHES = """SELECT p.group_id, p.key, p.last_post FROM posts p
          WHERE {filters}
          ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key
-         LIMIT :count_limit
-    )"""
+         LIMIT :count_limit"""
+# SEARCH's CTE matching: those posts.
+MATCHING = f"""
+    matching AS MATERIALIZED ({_NEWEST_MATCHES})"""
 # The same, looked for among the posts since :window first (windowed), and among all of them only
 # when fewer than the count's bound are there: that part is gated by a one-time filter, which
 # PostgreSQL tests before running it. Either way the posts are those MATCHING gives: every post
 # since the window is newer than any before it (NULL last: never among the newest).
-MATCHING_WINDOWED = """
-    windowed AS MATERIALIZED (
-        SELECT p.group_id, p.key, p.last_post FROM posts p
-         WHERE {filters} AND p.last_post >= :window
-         ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key
-         LIMIT :count_limit
-    ), matching AS MATERIALIZED (
+MATCHING_WINDOWED = f"""
+    windowed AS MATERIALIZED ({_NEWEST_MATCHES.format(filters="{filters} AND p.last_post >= :window")}),
+    matching AS MATERIALIZED (
         SELECT * FROM windowed WHERE (SELECT count(*) FROM windowed) >= :count_limit
         UNION ALL
-        (SELECT p.group_id, p.key, p.last_post FROM posts p
-          WHERE {filters} AND (SELECT count(*) FROM windowed) < :count_limit
-          ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key
-          LIMIT :count_limit)
+        ({_NEWEST_MATCHES.format(filters="{filters} AND (SELECT count(*) FROM windowed) < :count_limit")})
     )"""
 # The count and the page in one statement, each post with its group's name. The posts matching
 # are read once, newest first, up to the count's bound: the page is cut from them. PostgreSQL picks
@@ -197,11 +190,11 @@ SEARCH_SETTINGS = (
     f" set_config('seq_page_cost', '{SEARCH_PAGE_COST}', true), set_config('random_page_cost', '{SEARCH_PAGE_COST}', true),"
     f" set_config('work_mem', '{SEARCH_WORK_MEM}', true)"
 )
-SEARCH_SAVEPOINT = ("SAVEPOINT search_posts",)
+SEARCH_SAVEPOINT = "SAVEPOINT search_posts"
 SEARCH_ROLLBACK = ("ROLLBACK TO SAVEPOINT search_posts", "RELEASE SAVEPOINT search_posts")
 # The same as one text each (statements without parameters may go together): for a caller that
 # plans a search's statement as the search runs it (EXPLAIN).
-SEARCH_BEGIN = f"{SEARCH_SAVEPOINT[0]}; {SEARCH_SETTINGS}"
+SEARCH_BEGIN = f"{SEARCH_SAVEPOINT}; {SEARCH_SETTINGS}"
 SEARCH_END = "; ".join(SEARCH_ROLLBACK)
 
 # The group of a post key, or of a release key joined into a post: the least group id that has it
@@ -508,13 +501,12 @@ def _bounded_run(
 
     The savepoint, the settings, the statement and the rollback go in one psycopg pipeline, and
     the rows come back as dicts from psycopg itself: with SQLAlchemy's execution and result
-    layers, and a round trip each, the same search cost the API about 0.5 ms more CPU and
-    PostgreSQL about 1.5 ms more (bench/catalog.py's searches in process, docs/benchmarks.md)."""
+    layers, and a round trip each, the same search cost both the API and PostgreSQL more CPU
+    (docs/benchmarks.md, "A search's statements through psycopg")."""
     with driver_connection(session) as connection:
         try:
             with connection.pipeline():
-                for step in SEARCH_SAVEPOINT:
-                    connection.execute(step)
+                connection.execute(SEARCH_SAVEPOINT)
                 connection.execute(SEARCH_SETTINGS.format(timeout_ms=int(timeout_ms or 0)))
                 cursor = connection.cursor(row_factory=dict_row)
                 cursor.execute(driver_sql(statement), params)
