@@ -27,8 +27,9 @@ for each fleet size (alt.binaries.fleet.nN). For each size N, in turn:
 
 Measured for each size: the latency of each answer (lease, batch accept, done: p50, p99, most;
 a call answered 429 busy and made again after the wait it was told is timed answer by answer, the
-busy ones apart, and the nodes' waits summed),
-articles stored a second (from the first lease to the last batch joined), the data center's CPU
+busy ones apart, and the nodes' waits summed; and the same answers as the API timed them, from
+gunicorn's access log: the nodes' latency beyond that is the wait around the API's part, for a
+worker's thread, the TLS and the client's own threads), articles stored a second (from the first lease to the last batch joined), the data center's CPU
 an article (API, workers, PostgreSQL, from /proc) and how busy each part was (cores), what the
 clients spent, and the ground truth, exact: every article of the digest stored once (fragments
 against the batches' kept articles; no message-id twice), every range leased to one node only
@@ -41,6 +42,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -219,6 +221,37 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"count": len(ordered), "p50_ms": at(0.50), "p99_ms": at(0.99), "max_ms": round(1e3 * ordered[-1], 1)}
 
 
+# gunicorn's access line of a node API call (app.logs.ACCESS_LOG_FORMAT): its path, its status and
+# the seconds the API took from the request read to the answer written.
+ACCESS_LINE = re.compile(
+    r'"POST /api/v1/seed/(lease|ranges/\d+/batches|ranges/\d+/done) HTTP/[\d.]+" (\d{3}) \S+ ([\d.]+)s'
+)
+# The kinds the nodes' answers are timed under (timed()), by the call and its status.
+ACCESS_KINDS = {
+    ("lease", "200"): "lease",
+    ("lease", "204"): "lease_204",
+    ("lease", "429"): "lease_busy",
+    ("batches", "202"): "accept",
+    ("batches", "429"): "accept_busy",
+    ("done", "200"): "done",
+}
+
+
+def answered_in_api(log: Path, since: int) -> dict[str, dict[str, float]]:
+    """The same answers as the API timed them (gunicorn's access log from byte `since`): the time
+    a request spent in the API, without the wait before a worker's thread took it, nor the TLS and
+    the network on either side. The nodes' latency less this is that queue."""
+    seconds: dict[str, list[float]] = {}
+    with open(log, "rb") as lines:
+        lines.seek(since)
+        for line in lines:
+            found = ACCESS_LINE.search(line.decode("utf-8", "replace"))
+            kind = found and ACCESS_KINDS.get((found.group(1).rsplit("/", 1)[-1], found.group(2)))
+            if found and kind:
+                seconds.setdefault(kind, []).append(float(found.group(3)))
+    return {kind: percentiles(values) for kind, values in sorted(seconds.items())}
+
+
 # -- one fleet size --------------------------------------------------------------------------------
 
 
@@ -261,6 +294,8 @@ def run_fleet(
     starts = [(token, ramp * index / nodes) for index, token in enumerate(tokens)]
     shares = [starts[i::clients] for i in range(clients)]
     pids = services.pids()
+    api_log = services.workdir / "api.log"
+    log_from = api_log.stat().st_size
     with ProcessPoolExecutor(max_workers=clients, mp_context=context) as pool:
         futures = [pool.submit(client_process, url, cafile, share, go, pace) for share in shares if share]
         time.sleep(1.0)  # the client processes are up and waiting on `go`
@@ -328,6 +363,8 @@ def run_fleet(
         "accept_busy": percentiles(calls.get("accept_busy", [])),
         "busy_answers": len(calls.get("lease_busy", [])) + len(calls.get("accept_busy", [])),
         "node_wait_seconds": round(sum(calls.get("wait", [])), 1),
+        # The same answers as the API timed them: what the nodes saw beyond is the queue before it.
+        "in_api": answered_in_api(api_log, log_from),
         "retried": {kind: len(values) for kind, values in calls.items() if kind.endswith("_retried")},
         "cpu_seconds": {name: round(value, 2) for name, value in cpu.items()},
         "cores_busy": {name: round(value / seconds, 2) for name, value in cpu.items()},
@@ -472,7 +509,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{figures['nodes']:>4} nodes: {figures['articles_per_second']:>8,} articles/s;"
             f" lease p50/p99 {figures['lease'].get('p50_ms')}/{figures['lease'].get('p99_ms')} ms,"
             f" accept p50/p99 {figures['accept'].get('p50_ms')}/{figures['accept'].get('p99_ms')} ms,"
-            f" done p99 {figures['done'].get('p99_ms')} ms; data center {figures['dc_us_per_article']} µs an"
+            f" done p99 {figures['done'].get('p99_ms')} ms (in the API: lease"
+            f" {figures['in_api'].get('lease', {}).get('p50_ms')}/{figures['in_api'].get('lease', {}).get('p99_ms')},"
+            f" accept {figures['in_api'].get('accept', {}).get('p50_ms')}/{figures['in_api'].get('accept', {}).get('p99_ms')});"
+            f" data center {figures['dc_us_per_article']} µs an"
             f" article, cores {figures['cores_busy']}; ground truth exact: {figures['ground_truth']['exact']}"
         )
     largest = max(runs, key=lambda figures: figures["nodes"])
