@@ -202,18 +202,22 @@ def post_batch(range_id: int):
 @range_call
 def heartbeat(range_id: int):
     with session_scope() as session:
-        commit_unflushed(session)
-        return _range_answer(
-            "leased", leases.heartbeat(session, g.node, range_id), lease_timeout=_settings().lease_timeout
-        )
+        next_id = leases.touched(session, g.node, range_id)
+        if next_id is None:
+            commit_unflushed(session)
+            next_id = leases.heartbeat(session, g.node, range_id).next_id
+    return jsonify(status="leased", next_id=next_id, lease_timeout=_settings().lease_timeout)
 
 
 @seed_api.post("/ranges/<int:range_id>/done")
 @range_call
 def done(range_id: int):
     with session_scope() as session:
-        commit_unflushed(session)
-        return _range_answer("done", leases.finish(session, g.node, range_id))
+        next_id = leases.finished(session, g.node, range_id)
+        if next_id is None:
+            commit_unflushed(session)
+            next_id = leases.finish(session, g.node, range_id).next_id
+    return jsonify(status="done", next_id=next_id)
 
 
 @seed_api.post("/ranges/<int:range_id>/release")

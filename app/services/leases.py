@@ -168,6 +168,32 @@ def held_range(session: Session, node: SeedNode | None, range_id: int) -> SeedRa
     return seed_range
 
 
+# A node's heartbeat, or the end of its lease with every batch in, in one statement: the UPDATE
+# locks the range's row and checks its conditions on the row as locked, as held_range and finish
+# do after their lock, and its commit is made not to wait for the WAL's flush. No row: the caller
+# takes the long way (heartbeat, finish), which says why (or finds the range done already).
+_HELD = "id = :range AND status = 'leased' AND node_id = :node"
+_UNFLUSHED = "set_config('synchronous_commit', 'off', true) AS unflushed"
+TOUCH = text(f"UPDATE seed_ranges SET touched_at = now() WHERE {_HELD} RETURNING next_id, {_UNFLUSHED}")
+FINISH = text(f"""
+    UPDATE seed_ranges SET status = 'done', node_id = NULL, done_at = now()
+     WHERE {_HELD} AND next_id > last_id
+    RETURNING next_id, {_UNFLUSHED}
+""")
+
+
+def touched(session: Session, node: SeedNode, range_id: int) -> int | None:
+    """The range's next_id once its lease is renewed, in one statement; None when this node does
+    not hold it (heartbeat() then says why)."""
+    return session.execute(TOUCH, {"range": range_id, "node": node.id}).scalar()
+
+
+def finished(session: Session, node: SeedNode, range_id: int) -> int | None:
+    """The range's next_id once it is done, in one statement; None when this node does not hold
+    it or batches are missing (finish() then says which, or finds it done already)."""
+    return session.execute(FINISH, {"range": range_id, "node": node.id}).scalar()
+
+
 def heartbeat(session: Session, node: SeedNode, range_id: int) -> SeedRange:
     seed_range = held_range(session, node, range_id)
     seed_range.touched_at = func.now()
