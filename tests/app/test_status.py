@@ -289,7 +289,8 @@ def test_housekeeping_tasks_send_no_events_ingest_does(celery_app):
 
 def test_status_times_are_utc_whatever_the_sessions_zone(clean_db, seeded):
     with session_scope() as s:
-        s.execute(text("SET TIME ZONE 'America/New_York'"))
+        # SET LOCAL: the zone ends with the transaction, not kept by the pooled connection for the next test.
+        s.execute(text("SET LOCAL TIME ZONE 'America/New_York'"))
         data = status_service.seed_status(s).as_json()
     assert data["as_of"].utcoffset() == timedelta(0) and data["as_of"].tzinfo == timezone.utc
     (test,) = [g for g in data["groups"] if g["group"] == TEST]
