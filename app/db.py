@@ -63,7 +63,22 @@ def driver_connection(session: Session) -> Iterator[psycopg.Connection[Any]]:
     errors are raised as SQLAlchemy raises them (sqlalchemy.exc.OperationalError and the rest,
     what callers catch), and a connection they broke is invalidated, as SQLAlchemy does with its
     own. Statements are psycopg's (driver_sql makes one of a SQLAlchemy text)."""
-    connection = session.connection()
+    with _driver(session.connection()) as raw:
+        yield raw
+
+
+@contextmanager
+def autocommit_driver_connection() -> Iterator[psycopg.Connection[Any]]:
+    """A psycopg connection of the pool in autocommit, as driver_connection gives one: for a
+    statement outside any transaction that every call makes (a node call's token:
+    app.services.nodes.authenticate_call), where SQLAlchemy's execution would double its CPU."""
+    with get_engine().connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        with _driver(connection) as raw:
+            yield raw
+
+
+@contextmanager
+def _driver(connection: Connection) -> Iterator[psycopg.Connection[Any]]:
     raw = cast("psycopg.Connection[Any]", connection.connection.driver_connection)
     try:
         yield raw

@@ -8,7 +8,7 @@ from flask import g, request
 
 from app.api.errors import error_response
 from app.config import get_settings
-from app.db import get_engine
+from app.db import autocommit_driver_connection
 from app.services.nodes import authenticate_call
 
 
@@ -42,7 +42,7 @@ def _guarded(view, counting_backlog: bool):
             response.headers["WWW-Authenticate"] = 'Bearer realm="seed"'
             return response
         bound = get_settings().store_backlog if counting_backlog else 0
-        with get_engine().connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        with autocommit_driver_connection() as connection:
             caller = authenticate_call(connection, token, bound)
         if caller is None:
             response = error_response(401, "unauthorized", "unknown or disabled node token")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
 from sqlalchemy import func, select, text
-from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
+from app.db import driver_sql
 from app.models import SeedNode, SeedRange
 from app.services import credentials, leases
 from app.services.ingest import backlog
@@ -98,17 +102,24 @@ NODE_BY_TOKEN = text(f"""
 """)
 
 
-def authenticate_call(connection: Connection, token: str, backlog_bound: int = 0) -> tuple[SeedNode, int] | None:
+def authenticate_call(
+    connection: psycopg.Connection[Any], token: str, backlog_bound: int = 0
+) -> tuple[SeedNode, int] | None:
     """The enabled node holding this token, or None, for a call of the node API: found by the
-    token's hash, compared in constant time, its last contact noted; on a connection in autocommit
-    (one round trip). With it, the batches waiting for the workers, counted up to `backlog_bound`
-    (0: not counted). The node returned is not attached to a session: its columns are read."""
+    token's hash, compared in constant time, its last contact noted; on psycopg's connection in
+    autocommit (app.db.autocommit_driver_connection: one round trip, and psycopg's own execution,
+    as every node call makes it). With it, the batches waiting for the workers, counted up to
+    `backlog_bound` (0: not counted). The node returned is not attached to a session: its columns
+    are read."""
     if not token or len(token) > credentials.MAX_CREDENTIAL_LENGTH:
         return None
-    row = connection.execute(NODE_BY_TOKEN, {"hash": credentials.hash_token(token), "bound": backlog_bound}).first()
-    if row is None or not credentials.token_matches(token, row.token_hash) or not row.enabled:
+    columns = (
+        connection.cursor(row_factory=dict_row)
+        .execute(driver_sql(NODE_BY_TOKEN.text), {"hash": credentials.hash_token(token), "bound": backlog_bound})
+        .fetchone()
+    )
+    if columns is None or not credentials.token_matches(token, columns["token_hash"]) or not columns["enabled"]:
         return None
-    columns = dict(row._mapping)
     waiting: int = columns.pop("waiting")
     return SeedNode(**columns), waiting
 
