@@ -20,7 +20,7 @@ from app.services.errors import NotFound, ServiceError
 from app.services.ingest import accept as acceptance
 from app.services.ingest.backlog import refuse_when_behind
 from app.services.ingest.decode import check_body
-from app.services.rules import active_rules
+from app.services.rules import applying
 from app.tasks.ingest import enqueue_store
 
 log = logging.getLogger(__name__)
@@ -134,9 +134,8 @@ def lease():
             backfill_every=settings.lease_backfill_every,
             refuse_past=settings.store_backlog,
         )
-        if granted is None:
-            return Response(status=204)
-        rules = active_rules(session, granted.group)
+    if granted is None:
+        return Response(status=204)
     return jsonify(
         range={
             "id": granted.range_id,
@@ -150,7 +149,7 @@ def lease():
         batch_chunks=settings.batch_chunks,
         lease_timeout=settings.lease_timeout,
         max_body_bytes=settings.max_body_bytes,
-        rules=rules,
+        rules=applying(granted.rules, granted.group),
     )
 
 

@@ -8,7 +8,7 @@ disagree, and any number of API processes can run side by side.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, text, update
@@ -19,6 +19,7 @@ from app.config import get_settings
 from app.models import Group, SeedNode, SeedRange
 from app.services.errors import Conflict, NotFound
 from app.services.ingest import backlog
+from app.services.rules import ACTIVE_RULES_JSON
 
 
 class NotYourLease(Conflict):
@@ -42,6 +43,9 @@ class Lease:
     last_id: int
     next_id: int
     spooled: bool
+    # The enabled header rules as the lease read them (app.services.rules.applying picks the
+    # group's); none where the lease was not granted by GRANT.
+    rules: tuple[Mapping[str, str | None], ...] = ()
 
 
 # A lease's first statement, one round trip: its commit made not to wait for the WAL's flush (a
@@ -80,7 +84,8 @@ GRANT = text(f"""
                        FROM groups g, chosen
                       WHERE r.id = chosen.id AND g.id = r.group_id AND (SELECT n FROM held) < :cap
                   RETURNING r.id, g.name, g.id AS group_id, r.first_id, r.last_id, r.next_id, r.spooled)
-    SELECT held.n AS held, granted.* FROM held LEFT JOIN granted ON true
+    SELECT held.n AS held, granted.*, CASE WHEN granted.id IS NOT NULL THEN {ACTIVE_RULES_JSON} END AS rules
+      FROM held LEFT JOIN granted ON true
 """)
 
 
@@ -123,6 +128,7 @@ def lease(
         last_id=granted.last_id,
         next_id=granted.next_id,
         spooled=granted.spooled,
+        rules=tuple(granted.rules),
     )
 
 

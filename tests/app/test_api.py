@@ -67,6 +67,39 @@ def test_lease_gives_each_node_its_own_range_then_204(client, seeded):
     assert client.post(f"{API}/lease", headers=seeded["a"]).status_code == 204
 
 
+def test_a_lease_hands_out_the_enabled_header_rules_of_its_group_in_order(client, seeded):
+    """A lease's rules: the enabled header rules whose groups match the range's group, or that have
+    none, in the order they were added, as the node's digest reads them; not the disabled ones, nor
+    the flag rules (the data center applies those to inspections). The data center's own fetch
+    reads the same (active_rules)."""
+    from app.services import rules as rule_service
+
+    with session_scope() as s:
+        for data in (
+            {"name": "spam-posters", "field": "poster", "pattern": "spam@"},
+            {"name": "other-groups", "field": "subject", "pattern": "x", "groups": "alt.other.*"},
+            {"name": "switched-off", "field": "subject", "pattern": "y"},
+            {
+                "name": "keep-this-group",
+                "field": "subject",
+                "pattern": "z",
+                "action": "keep",
+                "groups": "alt.binaries.*",
+            },
+            {"name": "no-passwords", "field": "flag", "pattern": "password"},
+        ):
+            rule_service.add_rule(s, data)
+        rule_service.set_enabled(s, "switched-off", False)
+    spam = {"name": "spam-posters", "field": "poster", "pattern": "spam@", "action": "drop"}
+    keep = {"name": "keep-this-group", "field": "subject", "pattern": "z", "action": "keep", "groups": "alt.binaries.*"}
+    other = {"name": "other-groups", "field": "subject", "pattern": "x", "action": "drop", "groups": "alt.other.*"}
+    lease = client.post(f"{API}/lease", headers=seeded["a"]).get_json()
+    assert lease["range"]["group"] == "alt.binaries.test" and lease["rules"] == [spam, keep]
+    with session_scope() as s:
+        assert rule_service.active_rules(s, "alt.binaries.test") == [spam, keep]
+        assert rule_service.active_rules(s, "alt.other.group") == [spam, other]
+
+
 def test_batches_accepted_once_and_the_guard_holds(client, seeded, clean_db):
     range_id = seeded["ranges"][0]
     client.post(f"{API}/lease", headers=seeded["a"])
