@@ -131,14 +131,17 @@ _NEWEST_MATCHES = """SELECT p.group_id, p.key, p.last_post FROM posts p
          LIMIT :count_limit"""
 # SEARCH's CTE matching: those posts.
 MATCHING = f"""
-    matching AS MATERIALIZED ({_NEWEST_MATCHES})"""
+    matching AS MATERIALIZED (
+        {_NEWEST_MATCHES}
+    )"""
 # The same, looked for among the posts since :window first (windowed), and among all of them only
 # when fewer than the count's bound are there: that part is gated by a one-time filter, which
 # PostgreSQL tests before running it. Either way the posts are those MATCHING gives: every post
 # since the window is newer than any before it (NULL last: never among the newest).
 MATCHING_WINDOWED = f"""
-    windowed AS MATERIALIZED ({_NEWEST_MATCHES.format(filters="{filters} AND p.last_post >= :window")}),
-    matching AS MATERIALIZED (
+    windowed AS MATERIALIZED (
+        {_NEWEST_MATCHES.format(filters="{filters} AND p.last_post >= :window")}
+    ), matching AS MATERIALIZED (
         SELECT * FROM windowed WHERE (SELECT count(*) FROM windowed) >= :count_limit
         UNION ALL
         ({_NEWEST_MATCHES.format(filters="{filters} AND (SELECT count(*) FROM windowed) < :count_limit")})
