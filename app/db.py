@@ -275,8 +275,10 @@ def session_scope() -> Iterator[Session]:
 
 
 # For this transaction only (set_config's is_local): its commit does not wait for its WAL to be
-# flushed to disk. A crash may lose the last fraction of a second of such commits, whole.
-UNFLUSHED_COMMIT = text("SELECT set_config('synchronous_commit', 'off', true)")
+# flushed to disk. A crash may lose the last fraction of a second of such commits, whole. The
+# expression, for statements that set it as they do their work (UNFLUSHED_SQL AS unflushed).
+UNFLUSHED_SQL = "set_config('synchronous_commit', 'off', true)"
+UNFLUSHED_COMMIT = text(f"SELECT {UNFLUSHED_SQL}")
 
 
 def commit_unflushed(session: Session) -> None:

@@ -13,6 +13,7 @@ from sqlalchemy import Date, and_, cast, func, select, text
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from app.db import UNFLUSHED_SQL
 from app.models import ApiKey
 from app.models.apikeys import LIMIT_MAX, LIMIT_MIN, ApiKeyDay
 from app.services import credentials
@@ -185,10 +186,10 @@ def key_id(session: Session, presented_key: str) -> int | None:
 # as a limit is at least 1 (a CHECK on api_keys). The day is the database's: one clock for every
 # process. `counted` is read before api_keys is updated (the totals wait on it), so requests
 # take the two rows' locks in one order and cannot deadlock each other.
-_USE = text("""
+_USE = text(f"""
 WITH k AS (
     SELECT id, requests_per_day, grabs_per_day, (now() AT TIME ZONE 'UTC')::date AS day,
-           set_config('synchronous_commit', 'off', true) AS unflushed  -- see use()
+           {UNFLUSHED_SQL} AS unflushed  -- see use()
       FROM api_keys WHERE id = :key_id AND (NOT :enforce OR revoked_at IS NULL)
 ), counted AS (
     INSERT INTO api_key_days AS d (key_id, day, requests, grabs, first_request, first_grab)

@@ -16,6 +16,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from app.config import get_settings
+from app.db import UNFLUSHED_SQL
 from app.models import Group, SeedNode, SeedRange
 from app.services.errors import Conflict, NotFound
 from app.services.ingest import backlog
@@ -55,7 +56,7 @@ class Lease:
 # node's own lease calls so that its cap holds under concurrency.
 OPEN = text(f"""
     SELECT CASE WHEN :bound = 0 OR w.waiting < :bound THEN nextval('seed_lease_turns') END AS turn,
-           set_config('synchronous_commit', 'off', true) AS unflushed
+           {UNFLUSHED_SQL} AS unflushed
       FROM seed_nodes n, LATERAL ({backlog.WAITING_SQL}) AS w
      WHERE n.id = :node
        FOR UPDATE OF n
@@ -179,7 +180,7 @@ def held_range(session: Session, node: SeedNode | None, range_id: int) -> SeedRa
 # do after their lock, and its commit is made not to wait for the WAL's flush. No row: the caller
 # takes the long way (heartbeat, finish), which says why (or finds the range done already).
 _HELD = "id = :range AND status = 'leased' AND node_id = :node"
-_UNFLUSHED = "set_config('synchronous_commit', 'off', true) AS unflushed"
+_UNFLUSHED = f"{UNFLUSHED_SQL} AS unflushed"
 TOUCH = text(f"UPDATE seed_ranges SET touched_at = now() WHERE {_HELD} RETURNING next_id, {_UNFLUSHED}")
 FINISH = text(f"""
     UPDATE seed_ranges SET status = 'done', node_id = NULL, done_at = now()

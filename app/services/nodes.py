@@ -9,7 +9,7 @@ from psycopg.rows import dict_row
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from app.db import driver_sql
+from app.db import UNFLUSHED_SQL, driver_sql
 from app.models import SeedNode, SeedRange
 from app.services import credentials, leases
 from app.services.ingest import backlog
@@ -92,7 +92,7 @@ def rotate_token(session: Session, name: str) -> tuple[SeedNode, str]:
 # noted again by the next call).
 NODE_BY_TOKEN = text(f"""
     WITH found AS (SELECT id, name, enabled, token_hash, token_rotated_at, last_seen_at,
-                          set_config('synchronous_commit', 'off', true) AS unflushed
+                          {UNFLUSHED_SQL} AS unflushed
                      FROM seed_nodes WHERE token_hash = :hash),
          seen AS (UPDATE seed_nodes n SET last_seen_at = now() FROM found f
                    WHERE n.id = f.id AND f.enabled
