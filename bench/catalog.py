@@ -92,7 +92,9 @@ from edge.digest.runner import batch_spans  # noqa: E402
 from simnews.ports import free_ports  # noqa: E402
 
 GROUP = "alt.binaries.multimedia"
-GOALS = {"search_p99_ms": 50.0, "get_big_ms": 100.0, "get_big_segments": 10_000}
+# The search's p99 from --clients threads at once (issues 25 and 35: 50 ms from 4 on 1,000,000
+# posts) and from one (issue 35: 25 ms); the NZB of a post of 10,000 segments (issue 25).
+GOALS = {"search_p99_ms": 50.0, "search_p99_one_client_ms": 25.0, "get_big_ms": 100.0, "get_big_segments": 10_000}
 # The commonest words of real release names: the vocabulary's first ranks.
 TAGS = (
     "1080p",
@@ -947,10 +949,10 @@ def main(argv: list[str] | None = None) -> int:
             "met": p99 <= GOALS["search_p99_ms"],
         },
         "search_p99_one_client_ms": {
-            "goal": GOALS["search_p99_ms"],
+            "goal": GOALS["search_p99_one_client_ms"],
             "clients": 1,
             "measured": one_p99,
-            "met": one_p99 is not None and one_p99 <= GOALS["search_p99_ms"],
+            "met": one_p99 is not None and one_p99 <= GOALS["search_p99_one_client_ms"],
         },
         "get_big_ms": {
             "goal": GOALS["get_big_ms"],
@@ -1049,7 +1051,8 @@ def main(argv: list[str] | None = None) -> int:
             [
                 f"search p99 from {args.clients} threads {p99} ms <= {GOALS['search_p99_ms']:g}:"
                 f" {'met' if goals['search_p99_ms']['met'] else 'NOT met'}",
-                f"from one thread {one_p99} ms: {'met' if goals['search_p99_one_client_ms']['met'] else 'NOT met'}",
+                f"from one thread {one_p99} ms <= {GOALS['search_p99_one_client_ms']:g}:"
+                f" {'met' if goals['search_p99_one_client_ms']['met'] else 'NOT met'}",
                 f"NZB of {args.big_segments:,} segments median {get_median} ms <= {GOALS['get_big_ms']:g}"
                 f"{'' if args.big_segments >= GOALS['get_big_segments'] else ' (fewer segments than the goal names)'}:"
                 f" {'met' if goals['get_big_ms']['met'] else 'NOT met'}",
