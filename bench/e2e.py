@@ -7,8 +7,8 @@ PostgreSQL, beside the raw OVER read rate from the same server with the same con
 
 Everything runs on this machine, as ops/run starts it: a private PostgreSQL (durable as a production
 catalog runs: fsync and synchronous_commit on; `--no-durability` turns both off to show their cost), Redis and
-INN 2 (ops/pg, ops/redis, ops/inn), gunicorn over HTTPS (2 workers), one Celery worker on the
-ingest queue and one on repair+control, and one `edge run` with --connections NNTP connections
+INN 2 (ops/pg, ops/redis, ops/inn), gunicorn over HTTPS (2 workers), the Celery workers as
+ops/run starts them (WORKERS), and one `edge run` with --connections NNTP connections
 and its inspector on, as a node with a Usenet server runs: it inspects the posts the join queues
 while the job goes on (INN keeps no bodies here, so every BODY it sends is answered 430 and
 counted missing), and is stopped (SIGTERM) once the job is done, whatever it has left to inspect;
@@ -71,6 +71,10 @@ GROUPS = ("alt.binaries.e-book.french", "alt.binaries.cd.image.playstation2.dvdi
 CATALOG = ("files", "fragments", "releases", "release_chunks", "rule_counts", "message_hosts")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 POLL = 0.02  # seconds between two looks at whether the job is done
+# The Celery workers as ops/run and compose.yaml start them (tests/app/test_bench_workers.py
+# checks that the three agree): (node name, queues, processes). Two store and join batches at
+# once, each group's joins one at a time (app.services.ingest.posts).
+WORKERS = (("ingest", "ingest,repair", 2), ("control", "control", 1))
 ACCEPTANCE = {"share_of_raw": 0.30, "dc_us_per_article": 2.5, "db_bytes_per_overview_byte": 0.50}
 
 
@@ -243,40 +247,24 @@ class Services:
         run(REPO / ".venv/bin/alembic", "upgrade", "head", env=self.env, stderr=subprocess.DEVNULL)
         venv = REPO / ".venv/bin"
         self._spawn("api", [venv / "gunicorn", "-c", "ops/gunicorn.conf.py", "wsgi:app"])
-        self._spawn(
-            "ingest",
-            [
-                venv / "celery",
-                "-A",
-                "app.worker",
-                "worker",
-                "-Q",
-                "ingest",
-                "-c",
-                "1",
-                "-n",
-                "ingest@%h",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-        )
-        self._spawn(
-            "repair",
-            [
-                venv / "celery",
-                "-A",
-                "app.worker",
-                "worker",
-                "-Q",
-                "repair,control",
-                "-c",
-                "1",
-                "-n",
-                "repair@%h",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-        )
+        for node, queues, processes in WORKERS:
+            self._spawn(
+                node,
+                [
+                    venv / "celery",
+                    "-A",
+                    "app.worker",
+                    "worker",
+                    "-Q",
+                    queues,
+                    "-c",
+                    str(processes),
+                    "-n",
+                    f"{node}@%h",
+                    "--without-gossip",
+                    "--without-mingle",
+                ],
+            )
         self._wait_api()
 
     def _spawn(self, name: str, argv: list) -> None:
@@ -360,7 +348,7 @@ class Services:
         nnrpd = int((self.inn_dir / f"run/nnrpd-{self.ports['reader']}.pid").read_text().split()[0])
         return {
             "api": self.procs["api"].pid,
-            "workers": [self.procs["ingest"].pid, self.procs["repair"].pid],
+            "workers": [self.procs[node].pid for node, _, _ in WORKERS],
             "postgresql": postmaster,
             "inn": [innd, nnrpd],
         }

@@ -5,8 +5,8 @@
                                     [--ramp 0] [--pace 0] [--workdir /tmp/fleet-bench] [--no-durability]
 
 The data center runs as bench/e2e.py starts it (its Services: PostgreSQL durable as a production
-catalog runs, Redis, gunicorn over HTTPS with 2 workers, one Celery worker on the ingest queue and
-one on repair and control) with INN 2 holding --articles generated articles in a group of its own
+catalog runs, Redis, gunicorn over HTTPS with 2 workers, the Celery workers as ops/run starts
+them) with INN 2 holding --articles generated articles in a group of its own
 for each fleet size (alt.binaries.fleet.nN). For each size N, in turn:
 
 - the group is planned by `flask seed plan` (ranges of --range-size articles);

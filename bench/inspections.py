@@ -5,8 +5,8 @@ bytes it reads a post, and the data center's CPU an inspection.
                                           [--workdir /tmp/inspections-bench] [--no-durability]
 
 Everything runs on this machine as bench/e2e.py starts it (its Services: PostgreSQL durable as a
-production catalog runs, Redis, INN 2, gunicorn over HTTPS with 2 workers, one Celery worker on
-the ingest queue and one on repair and control), except that INN keeps every article whole (CNFS
+production catalog runs, Redis, INN 2, gunicorn over HTTPS with 2 workers, the Celery workers as
+ops/run starts them), except that INN keeps every article whole (CNFS
 storage, its buffer sized to what is posted). --releases real releases are made and posted to one
 group, their kinds in turn, in parts of simnews.yencpost.PART_SIZE (700,000 bytes, as posting
 tools cut them; every volume is larger, so its first article is a full part):
