@@ -72,9 +72,10 @@ CATALOG = ("files", "fragments", "releases", "release_chunks", "rule_counts", "m
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 POLL = 0.02  # seconds between two looks at whether the job is done
 # The Celery workers as ops/run and compose.yaml start them (tests/app/test_bench_workers.py
-# checks that the three agree): (node name, queues, processes). Two store and join batches at
-# once, each group's joins one at a time (app.services.ingest.posts).
-WORKERS = (("ingest", "ingest,repair", 2), ("control", "control", 1))
+# checks that the three agree): (node name, queues, processes, niceness). Two store and join
+# batches at once, each group's joins one at a time (app.services.ingest.posts), at a lower CPU
+# priority than the API's (docs/benchmarks.md, "The store yields to the API").
+WORKERS = (("ingest", "ingest,repair", 2, 10), ("control", "control", 1, 0))
 ACCEPTANCE = {"share_of_raw": 0.30, "dc_us_per_article": 2.5, "db_bytes_per_overview_byte": 0.50}
 
 
@@ -247,10 +248,11 @@ class Services:
         run(REPO / ".venv/bin/alembic", "upgrade", "head", env=self.env, stderr=subprocess.DEVNULL)
         venv = REPO / ".venv/bin"
         self._spawn("api", [venv / "gunicorn", "-c", "ops/gunicorn.conf.py", "wsgi:app"])
-        for node, queues, processes in WORKERS:
+        for node, queues, processes, niceness in WORKERS:
             self._spawn(
                 node,
-                [
+                (["nice", "-n", str(niceness)] if niceness else [])
+                + [
                     venv / "celery",
                     "-A",
                     "app.worker",
@@ -348,7 +350,7 @@ class Services:
         nnrpd = int((self.inn_dir / f"run/nnrpd-{self.ports['reader']}.pid").read_text().split()[0])
         return {
             "api": self.procs["api"].pid,
-            "workers": [self.procs[node].pid for node, _, _ in WORKERS],
+            "workers": [self.procs[node].pid for node, *_ in WORKERS],
             "postgresql": postmaster,
             "inn": [innd, nnrpd],
         }
