@@ -36,6 +36,8 @@ PARTITION_BY_GROUP = {"postgresql_partition_by": "LIST (group_id)"}
 # words).
 WORD_BREAK = "[^[:alnum:]]+"
 POST_WORDS = f"to_tsvector('simple'::regconfig, regexp_replace(names, '{WORD_BREAK}', ' ', 'g'))"
+# The days a post's last article is in, as words (migration 0027's function).
+POST_TIMES = "post_times(last_post)"
 
 
 class File(Base):
@@ -164,8 +166,15 @@ class Post(Base):
     __table_args__ = (
         PrimaryKeyConstraint("group_id", "key"),
         # New rows' words wait in a pending list, merged into the index in bulk; every search reads
-        # the list whole, so it is kept small (migration 0016).
-        Index("ix_posts_words", "words", postgresql_using="gin", postgresql_with={"gin_pending_list_limit": 512}),
+        # the list whole, so it is kept small (migration 0016). The days of times with them: a
+        # search among the newest posts intersects both in the index (migration 0027).
+        Index(
+            "ix_posts_words",
+            "words",
+            "times",
+            postgresql_using="gin",
+            postgresql_with={"gin_pending_list_limit": 512},
+        ),
         # Newest first: every post, and a group's.
         Index("ix_posts_newest", text("last_post DESC NULLS LAST"), "group_id", "key"),
         Index("ix_posts_group_newest", "group_id", text("last_post DESC NULLS LAST"), "key"),
@@ -219,6 +228,9 @@ class Post(Base):
     tvdb: Mapped[int | None] = mapped_column(Integer)
     tvmaze: Mapped[int | None] = mapped_column(Integer)
     tmdb: Mapped[int | None] = mapped_column(Integer)
+    # The day, the 16 days and the 256 days its last article is in, as words (post_times,
+    # migration 0027): a search among the newest posts asks for those since its window's start.
+    times: Mapped[str | None] = mapped_column(TSVECTOR, Computed(POST_TIMES, persisted=True))
 
 
 class PostWord(Base):

@@ -35,7 +35,7 @@ import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, cast
 
 import psycopg
@@ -134,13 +134,18 @@ MATCHING = f"""
     matching AS MATERIALIZED (
         {_NEWEST_MATCHES}
     )"""
+# The posts since :window, a day's start: those whose days (the column times, migration 0027) are
+# among :window_days, the days from the window's start on, and those posted from :window_end on,
+# past those days (posted after the search began, or dated ahead). The words' index holds the days
+# with the words, and intersects both: only the posts in the window are fetched (window_days).
+_WINDOW = "p.last_post >= :window AND (p.times @@ CAST(:window_days AS tsquery) OR p.last_post >= :window_end)"
 # The same, looked for among the posts since :window first (windowed), and among all of them only
 # when fewer than the count's bound are there: that part is gated by a one-time filter, which
 # PostgreSQL tests before running it. Either way the posts are those MATCHING gives: every post
 # since the window is newer than any before it (NULL last: never among the newest).
 MATCHING_WINDOWED = f"""
     windowed AS MATERIALIZED (
-        {_NEWEST_MATCHES.format(filters="{filters} AND p.last_post >= :window")}
+        {_NEWEST_MATCHES.format(filters="{filters} AND " + _WINDOW)}
     ), matching AS MATERIALIZED (
         SELECT * FROM windowed WHERE (SELECT count(*) FROM windowed) >= :count_limit
         UNION ALL
@@ -420,7 +425,7 @@ def search_posts(
     params: dict[str, object] = {"limit": limit, "offset": offset, "count_limit": count_limit}
     filters = []
 
-    query, shares = _tsquery(session, words)
+    query, shares, prefixed = _tsquery(session, words)
     if query is not None:
         filters.append("p.words @@ CAST(:query AS tsquery)")
         params["query"] = query
@@ -472,9 +477,10 @@ def search_posts(
     where = " AND ".join(filters) or "true"
     matching = MATCHING.format(filters=where)
     if query is not None and len(filters) == 1:
-        window = _window(session, shares, count_limit)
-        if window is not None:
-            params["window"] = window
+        window = _window(session, shares, prefixed, count_limit)
+        days = window_days(window, datetime.now(UTC)) if window is not None else None
+        if days is not None:
+            params["window"], params["window_days"], params["window_end"] = days
             matching = MATCHING_WINDOWED.format(filters=where)
     rows = _bounded_run(session, SEARCH.format(matching=matching), params, timeout_ms)
     total: int = rows[0]["total"]
@@ -626,24 +632,24 @@ def _summary(row: RowMapping | Mapping[str, Any]) -> PostSummary:
     )
 
 
-def _tsquery(session: Session, words: str | Sequence[str] | None) -> tuple[str | None, list[float | None]]:
+def _tsquery(session: Session, words: str | Sequence[str] | None) -> tuple[str | None, list[float | None], bool]:
     """The words as a tsquery's text: every word, the last one also as the start of a word (the
     words of the catalog that start with it, or a prefix match when there are more than
     PREFIX_WORDS); None when the words hold no letter or digit. The words are cut by the server
     (QUERY_WORDS), so they are exactly the words of the names; each is quoted, so nothing in them is
     tsquery syntax. With it, the share of the posts each of its words is in by PostgreSQL's
     statistics (the last one's: of the words starting with it), None for a word not among their
-    common words (a few posts have it)."""
+    common words (a few posts have it); and whether the last word is GIN's prefix match."""
     if words is None:
-        return None, []
+        return None, [], False
     joined = _clean(words if isinstance(words, str) else " ".join(str(w) for w in words))
     if len(joined) > MAX_WORDS_LENGTH:
         raise SearchError(f"the words are longer than {MAX_WORDS_LENGTH} characters")
     if not joined.strip():
-        return None, []
+        return None, [], False
     lexemes = session.execute(QUERY_WORDS, {"words": joined, "word_break": WORD_BREAK}).all()
     if not lexemes:
-        return None, []
+        return None, [], False
     if len(lexemes) > MAX_WORDS:
         raise SearchError(f"more than {MAX_WORDS} different words")
     ordered = sorted(lexemes, key=lambda row: (row.position, row.lexeme))
@@ -651,6 +657,7 @@ def _tsquery(session: Session, words: str | Sequence[str] | None) -> tuple[str |
     common = _statistics(session).words
     shares: list[float | None] = [common.get(row.lexeme) for row in ordered]
     last = ordered[-1]
+    prefixed = False
     if last.starting is not None:  # long enough to be the start of a word
         starting = sum(common.get(word, 0.0) for word in last.starting)
         if len(last.starting) <= PREFIX_WORDS and starting >= COMMON_SHARE:
@@ -663,7 +670,8 @@ def _tsquery(session: Session, words: str | Sequence[str] | None) -> tuple[str |
             # than of many words), or too many to name (and then too many to tell their share).
             terms[-1] += ":*"
             shares[-1] = starting if len(last.starting) <= PREFIX_WORDS and starting > 0 else None
-    return " & ".join(terms), shares
+            prefixed = True
+    return " & ".join(terms), shares, prefixed
 
 
 # The words most common in the posts' names and the share of the posts each is in, by PostgreSQL's
@@ -719,23 +727,26 @@ def forget_common_words() -> None:
 # multiplied) says holds the count's bound, when they are in between: in at most WINDOW_SHARE of
 # the posts (commoner words are found by a short walk of the newest-first index), in at least
 # WINDOW_MATCHES times the count's bound (fewer are fetched whole by the words' index at little
-# cost), and each word in at most WINDOW_WORD_POSTS posts (the words' index reads every post of
-# each word into its bitmap). Between them the walk reads a hundred posts and more for each one it
-# keeps, and fetching every match costs as much, where PostgreSQL can intersect the words' index
-# with the window's range of the newest-first index and fetch only the posts in both. EXPLAIN
-# ANALYZE on bench/catalog.py's catalogs: `fasu`, in 1.2% of 1,000,000 posts, 20.5 ms walked,
-# 6.2 ms in a window of the newest 3%; `vimugi`, in 0.18% of 10,000,010, 197 ms fetched whole,
-# 36 ms in a window; `baniteru`, in 55,890 of them, 44 ms walked, 70 ms in a window (its words'
-# bitmap alone 46 ms).
-WINDOW_SHARE = 0.02
-WINDOW_MATCHES = 10
+# cost), and a last word matched by GIN's prefix match in at most WINDOW_WORD_POSTS posts (the
+# prefix match reads every post of its words into a bitmap before the days narrow them). Between
+# them the walk reads ten posts and more for each one it keeps, and fetching every match costs as
+# much, where the words' index intersects the words with the window's days (the posts' times,
+# window_days) and only the posts in both are fetched. EXPLAIN ANALYZE on bench/catalog.py's
+# 1,000,000 posts: `bizesiki`, in 4,293 posts, 28.9 ms with the window a range of the
+# newest-first index (4,180 pages fetched), 2.8 ms in its days (434); `ddp5`, in 2.5% of the
+# posts, 15.6 ms walked (9,351 posts read), 1.6 ms in its days; `2160p multi`, 1,769 posts,
+# 9.2 ms fetched whole. Words in more than 10% of the posts are walked in 2,000 posts or fewer
+# (3 ms), little more than a window costs.
+WINDOW_SHARE = 0.1
+WINDOW_MATCHES = 5
 WINDOW_WORD_POSTS = 25_000
 WINDOW_MARGIN = 2.0
 
 
-def _window(session: Session, shares: list[float | None], count_limit: int) -> datetime | None:
-    """The last article's time from which a search of words in these shares of the posts looks
-    first (None: it looks among all at once)."""
+def _window(session: Session, shares: list[float | None], prefixed: bool, count_limit: int) -> datetime | None:
+    """The last article's time from which a search of words in these shares of the posts (the last
+    one matched by GIN's prefix match when prefixed) looks first (None: it looks among all at
+    once)."""
     if not shares or any(share is None for share in shares):
         return None
     known = cast(list[float], shares)
@@ -747,7 +758,7 @@ def _window(session: Session, shares: list[float | None], count_limit: int) -> d
         buckets < 2
         or not WINDOW_MATCHES * count_limit <= share * posts
         or share > WINDOW_SHARE
-        or min(known) * posts > WINDOW_WORD_POSTS
+        or (prefixed and known[-1] * posts > WINDOW_WORD_POSTS)
     ):
         return None
     newest = WINDOW_MARGIN * count_limit / (share * posts)  # the window's share of the posts
@@ -756,6 +767,37 @@ def _window(session: Session, shares: list[float | None], count_limit: int) -> d
     if first <= 0:
         return None
     return statistics.bounds[first] + (statistics.bounds[first + 1] - statistics.bounds[first]) * (start - first)
+
+
+# The days a post's times hold (migration 0027's post_times), longest first: a window is asked for
+# as the fewest of them, each one starting where the one before ends. At most WINDOW_DAY_WORDS: a
+# window of a dozen years still fits.
+TIME_WORD_DAYS = (256, 16, 1)
+WINDOW_DAY_WORDS = 64
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def time_words(moment: datetime) -> list[str]:
+    """The words post_times gives a post whose last article is at this moment (time zone aware)."""
+    day = (moment - EPOCH) // DAY
+    return [f"{days}d{day // days}" for days in TIME_WORD_DAYS]
+
+
+def window_days(window: datetime, now: datetime) -> tuple[datetime, str, datetime] | None:
+    """The window from the start of the day it starts in: that start, the days from it to the day
+    after now as post_times' words (a tsquery, any of them), and the end of those days. None when
+    the days take more than WINDOW_DAY_WORDS words (the search looks among all posts at once)."""
+    day, last = (window - EPOCH) // DAY, (now - EPOCH) // DAY + 1
+    words = []
+    while day <= last:
+        days = next(d for d in TIME_WORD_DAYS if day % d == 0)
+        words.append(f"'{days}d{day // days}'")
+        day += days
+    if not words or len(words) > WINDOW_DAY_WORDS:
+        return None
+    start = EPOCH + (window - EPOCH) // DAY * DAY
+    return start, " | ".join(words), EPOCH + day * DAY
 
 
 def _quoted(lexeme: str) -> str:

@@ -33,9 +33,12 @@ from app.services.search import (
     SearchError,
     SearchTimeout,
     find_post,
+    TIME_WORD_DAYS,
     forget_common_words,
     post_details,
     search_posts,
+    time_words,
+    window_days,
 )
 from edge.digest.gather import Gatherer
 from simnews.generator import Article
@@ -664,9 +667,14 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
     the posts, in WINDOW_MATCHES times the count's bound or more) looks for its page among the
     newest posts first, and among all only when the window holds fewer than the count's bound:
     either way it finds what a search of all the posts finds. Here `mid` is in every 67th of 20,000
-    posts, one a minute back from now, and `oldmid` in as many, all among the oldest tenth: its
-    window (the newest posts its share says hold the page twice over) has none of them. A few
-    hundred matches are enough here (WINDOW_MATCHES 1): the bounds are for catalogs of millions."""
+    posts, one a minute back from now, and in one dated 400 days ahead (past the window's days: it
+    is found by its date), and `oldmid` in as many, all among the oldest tenth: its window (the
+    newest posts its share says hold the page twice over) has none of them; `rarish` is as common
+    as `mid`, searched by GIN's prefix match of `rari`, windowed unless that reads more than
+    WINDOW_WORD_POSTS posts. The window is asked
+    for as the days of the posts' times too (whether PostgreSQL intersects them with the words in
+    the index is its choice: on bench/catalog.py's catalogs it does). A few hundred matches are
+    enough here (WINDOW_MATCHES 1): the bounds are for catalogs of millions."""
     monkeypatch.setattr(search_service, "WINDOW_MATCHES", 1)
     db_session.execute(text("INSERT INTO groups (id, name) VALUES (900003, 'alt.binaries.test.window')"))
     db_session.execute(
@@ -677,7 +685,11 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
                now() - n * interval '1 minute', now() - n * interval '1 minute'
           FROM generate_series(1, 20000) n
          CROSS JOIN LATERAL (SELECT 'Windowed.Post' || CASE WHEN n % 67 = 0 THEN '.Mid' ELSE '' END
-                                    || CASE WHEN n > 18000 AND n % 6 = 0 THEN '.Oldmid' ELSE '' END AS name) made
+                                    || CASE WHEN n > 18000 AND n % 6 = 0 THEN '.Oldmid' ELSE '' END
+                                    || CASE WHEN n % 67 = 5 THEN '.Rarish' ELSE '' END AS name) made
+        UNION ALL
+        SELECT 900003, 20001, 'Windowed.Ahead.Mid', 'p@example.net', 'Windowed.Ahead.Mid', 'p@example.net', 1, 1, 1, 1, 1000, 100,
+               now() + interval '400 days', now() + interval '400 days'
     """)
     )
     db_session.execute(text("ANALYZE posts"))
@@ -689,11 +701,16 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
             ("windowed mid", 2, 10, False),  # the words' shares multiplied: 1.5% of the posts
             ("oldmid", 1, 0, True),
             ("oldmid", 5, 40, True),
+            ("rari", 1, 0, False),  # 'rarish' (as many as `mid`), by GIN's prefix match
         ):
+            if words == "rari":  # a prefix of words in under 5% of the posts is matched as one
+                monkeypatch.setattr(search_service, "COMMON_SHARE", 0.05)
             sent.clear()
             page = search_posts(db_session, words, limit=limit, offset=offset)
             ((statement, parameters),) = sent
             assert "windowed" in statement and parameters["window"] is not None, words
+            assert parameters["window"] < parameters["window_end"] < datetime.now(timezone.utc) + timedelta(days=400)
+            assert parameters["window_days"].count("'") >= 2, words
             everywhere = (
                 db_session.execute(
                     text(
@@ -707,6 +724,7 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
             )
             assert [post.key for post in page.items] == everywhere[offset : offset + limit], words
             assert (page.total, page.total_exact) == (offset + limit + COUNT_AHEAD, False), words
+            assert (everywhere[0] == 20001) == ("mid" in words.split()), words
             # Whether the search among all ran: the plan as the search ran it.
             conn = db_session.connection()
             conn.exec_driver_sql(SEARCH_BEGIN.format(timeout_ms=10_000))
@@ -720,12 +738,12 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
             assert ("never executed" not in plan[gate + 1]) == fell_back, "\n".join(plan)
         # Words too common, too rare or of too many posts each for a window, and words with other
         # filters, look among all at once.
-        monkeypatch.setattr(search_service, "WINDOW_WORD_POSTS", 250)
+        monkeypatch.setattr(search_service, "WINDOW_WORD_POSTS", 100)
         for words, filters in (
             ("windowed", {}),
             ("post 134", {}),
             ("mid", {"group": "alt.binaries.test.window"}),
-            ("mid", {}),  # in 298 posts, more than WINDOW_WORD_POSTS
+            ("rari", {}),  # a prefix match of 298 posts, more than WINDOW_WORD_POSTS
             ("oldmid", {"limit": 100}),  # in 333 posts, fewer than WINDOW_MATCHES times 201
         ):
             if words == "oldmid":
@@ -737,6 +755,55 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
             assert "windowed" not in statement and "window" not in parameters, words
     finally:
         forget_common_words()  # they go with the transaction
+
+
+def test_a_posts_times_are_the_days_python_names_for_its_last_article(db_session):
+    """post_times (migration 0027) and search.time_words give a moment the same days: at a day's
+    first and last microsecond, before 1970, far ahead, in another time zone. A post without dates
+    has no times."""
+    moments = [
+        datetime(2026, 12, 6, 0, 0, tzinfo=timezone.utc),
+        datetime(2026, 12, 5, 23, 59, 59, 999999, tzinfo=timezone.utc),
+        datetime(1969, 12, 31, 23, 59, 59, tzinfo=timezone.utc),
+        datetime(1900, 3, 1, 12, tzinfo=timezone.utc),
+        datetime(9999, 12, 31, 23, tzinfo=timezone.utc),
+        datetime(2026, 12, 6, 1, 30, tzinfo=timezone(timedelta(hours=5))),  # the 5th in UTC
+    ]
+    for moment in moments:
+        stored = db_session.execute(
+            text("SELECT tsvector_to_array(post_times(:moment))"), {"moment": moment}
+        ).scalar_one()
+        assert sorted(stored) == sorted(time_words(moment)), moment
+    assert time_words(moments[5]) == time_words(datetime(2026, 12, 5, 20, 30, tzinfo=timezone.utc))
+    assert db_session.execute(text("SELECT post_times(NULL)")).scalar_one() is None
+
+
+def test_a_window_is_asked_for_as_the_fewest_days_from_its_start_to_the_day_after_now():
+    """window_days: the window from the start of its day, as days of TIME_WORD_DAYS, each starting
+    where the one before ends, from that day to the day after now at least; None when that takes
+    too many words, or the window starts after tomorrow."""
+    now = datetime(2026, 12, 6, 17, 5, tzinfo=timezone.utc)
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    for window in (
+        datetime(2026, 9, 8, 21, 27, 57, tzinfo=timezone.utc),
+        datetime(2026, 12, 6, 0, 0, tzinfo=timezone.utc),
+        datetime(2026, 12, 7, 23, 59, tzinfo=timezone.utc),
+        datetime(2020, 1, 1, 0, 0, 1, tzinfo=timezone.utc),
+        datetime(2015, 3, 1, 20, 17, tzinfo=timezone.utc),
+    ):
+        days = window_days(window, now)
+        assert days is not None, window
+        start, asked, end = days
+        assert start <= window < start + timedelta(days=1) and start.time() == datetime.min.time(), window
+        assert end >= datetime(2026, 12, 8, tzinfo=timezone.utc), window
+        day = (start - epoch).days
+        for word in asked.split(" | "):
+            size, index = (int(part) for part in word.strip("'").split("d"))
+            assert size in TIME_WORD_DAYS and index * size == day, (window, asked)
+            day += size
+        assert epoch + timedelta(days=day) == end, window
+    assert window_days(datetime(2026, 12, 8, 0, 0, tzinfo=timezone.utc), now) is None
+    assert window_days(datetime(1969, 7, 20, 20, 17, tzinfo=timezone.utc), now) is None  # 81 words
 
 
 def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(catalog, db_session, sent):
