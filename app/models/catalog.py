@@ -36,7 +36,7 @@ PARTITION_BY_GROUP = {"postgresql_partition_by": "LIST (group_id)"}
 # words).
 WORD_BREAK = "[^[:alnum:]]+"
 POST_WORDS = f"to_tsvector('simple'::regconfig, regexp_replace(names, '{WORD_BREAK}', ' ', 'g'))"
-# The days a post's last article is in, as words (migration 0027's function).
+# The hours a post's last article is in, as words (migration 0027's function).
 POST_TIMES = "post_times(last_post)"
 
 
@@ -166,7 +166,7 @@ class Post(Base):
     __table_args__ = (
         PrimaryKeyConstraint("group_id", "key"),
         # New rows' words wait in a pending list, merged into the index in bulk; every search reads
-        # the list whole, so it is kept small (migration 0016). The days of times with them: a
+        # the list whole, so it is kept small (migration 0016). The hours of times with them: a
         # search among the newest posts intersects both in the index (migration 0027).
         Index(
             "ix_posts_words",
@@ -228,8 +228,8 @@ class Post(Base):
     tvdb: Mapped[int | None] = mapped_column(Integer)
     tvmaze: Mapped[int | None] = mapped_column(Integer)
     tmdb: Mapped[int | None] = mapped_column(Integer)
-    # The day, the 16 days and the 256 days its last article is in, as words (post_times,
-    # migration 0027): a search among the newest posts asks for those since its window's start.
+    # The hour, the day and the 16 days its last article is in, as words (post_times, migration
+    # 0027): a search among the newest posts asks for those since its window's start.
     times: Mapped[str | None] = mapped_column(TSVECTOR, Computed(POST_TIMES, persisted=True))
 
 

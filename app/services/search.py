@@ -134,11 +134,12 @@ MATCHING = f"""
     matching AS MATERIALIZED (
         {_NEWEST_MATCHES}
     )"""
-# The posts since :window, a day's start: those whose days (the column times, migration 0027) are
-# among :window_days, the days from the window's start on, and those posted from :window_end on,
-# past those days (posted after the search began, or dated ahead). The words' index holds the days
-# with the words, and intersects both: only the posts in the window are fetched (window_days).
-_WINDOW = "p.last_post >= :window AND (p.times @@ CAST(:window_days AS tsquery) OR p.last_post >= :window_end)"
+# The posts since :window, an hour's start: those whose times (the column times, migration 0027)
+# are among :window_times, the hours from the window's start on, and those posted from :window_end
+# on, past those hours (posted after the search began, or dated ahead). The words' index holds the
+# times with the words, and intersects both: only the posts in the window are fetched
+# (window_times).
+_WINDOW = "p.last_post >= :window AND (p.times @@ CAST(:window_times AS tsquery) OR p.last_post >= :window_end)"
 # The same, looked for among the posts since :window first (windowed), and among all of them only
 # when fewer than the count's bound are there: that part is gated by a one-time filter, which
 # PostgreSQL tests before running it. Either way the posts are those MATCHING gives: every post
@@ -478,9 +479,9 @@ def search_posts(
     matching = MATCHING.format(filters=where)
     if query is not None and len(filters) == 1:
         window = _window(session, shares, prefixed, count_limit)
-        days = window_days(window, datetime.now(UTC)) if window is not None else None
-        if days is not None:
-            params["window"], params["window_days"], params["window_end"] = days
+        times = window_times(window, datetime.now(UTC)) if window is not None else None
+        if times is not None:
+            params["window"], params["window_times"], params["window_end"] = times
             matching = MATCHING_WINDOWED.format(filters=where)
     rows = _bounded_run(session, SEARCH.format(matching=matching), params, timeout_ms)
     total: int = rows[0]["total"]
@@ -728,13 +729,13 @@ def forget_common_words() -> None:
 # the posts (commoner words are found by a short walk of the newest-first index), in at least
 # WINDOW_MATCHES times the count's bound (fewer are fetched whole by the words' index at little
 # cost), and a last word matched by GIN's prefix match in at most WINDOW_WORD_POSTS posts (the
-# prefix match reads every post of its words into a bitmap before the days narrow them). Between
+# prefix match reads every post of its words into a bitmap before the times narrow them). Between
 # them the walk reads ten posts and more for each one it keeps, and fetching every match costs as
-# much, where the words' index intersects the words with the window's days (the posts' times,
-# window_days) and only the posts in both are fetched. EXPLAIN ANALYZE on bench/catalog.py's
+# much, where the words' index intersects the words with the window's hours (the posts' times,
+# window_times) and only the posts in both are fetched. EXPLAIN ANALYZE on bench/catalog.py's
 # 1,000,000 posts: `bizesiki`, in 4,293 posts, 28.9 ms with the window a range of the
-# newest-first index (4,180 pages fetched), 2.8 ms in its days (434); `ddp5`, in 2.5% of the
-# posts, 15.6 ms walked (9,351 posts read), 1.6 ms in its days; `2160p multi`, 1,769 posts,
+# newest-first index (4,180 pages fetched), 2.8 ms in its times (434); `ddp5`, in 2.5% of the
+# posts, 15.6 ms walked (9,351 posts read), 1.6 ms in its times; `2160p multi`, 1,769 posts,
 # 9.2 ms fetched whole. Words in more than 10% of the posts are walked in 2,000 posts or fewer
 # (3 ms), little more than a window costs.
 WINDOW_SHARE = 0.1
@@ -769,35 +770,35 @@ def _window(session: Session, shares: list[float | None], prefixed: bool, count_
     return statistics.bounds[first] + (statistics.bounds[first + 1] - statistics.bounds[first]) * (start - first)
 
 
-# The days a post's times hold (migration 0027's post_times), longest first: a window is asked for
-# as the fewest of them, each one starting where the one before ends. At most WINDOW_DAY_WORDS: a
-# window of a dozen years still fits.
-TIME_WORD_DAYS = (256, 16, 1)
-WINDOW_DAY_WORDS = 64
+# The hours a post's times hold (migration 0027's post_times): its last article's hour, day and 16
+# days since 1970 in UTC, longest first. A window is asked for as the fewest of them, each one
+# starting where the one before ends; at most WINDOW_TIME_WORDS (two years back take 53).
+TIME_WORD_HOURS = (384, 24, 1)
+WINDOW_TIME_WORDS = 64
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
 
 
 def time_words(moment: datetime) -> list[str]:
     """The words post_times gives a post whose last article is at this moment (time zone aware)."""
-    day = (moment - EPOCH) // DAY
-    return [f"{days}d{day // days}" for days in TIME_WORD_DAYS]
+    hour = (moment - EPOCH) // HOUR
+    return [f"{hours}h{hour // hours}" for hours in TIME_WORD_HOURS]
 
 
-def window_days(window: datetime, now: datetime) -> tuple[datetime, str, datetime] | None:
-    """The window from the start of the day it starts in: that start, the days from it to the day
-    after now as post_times' words (a tsquery, any of them), and the end of those days. None when
-    the days take more than WINDOW_DAY_WORDS words (the search looks among all posts at once)."""
-    day, last = (window - EPOCH) // DAY, (now - EPOCH) // DAY + 1
+def window_times(window: datetime, now: datetime) -> tuple[datetime, str, datetime] | None:
+    """The window from the start of the hour it starts in: that start, the hours from it to the
+    hour after now as post_times' words (a tsquery, any of them), and the end of those hours. None
+    when that takes more than WINDOW_TIME_WORDS words (the search looks among all posts at once)."""
+    hour, last = (window - EPOCH) // HOUR, (now - EPOCH) // HOUR + 1
     words = []
-    while day <= last:
-        days = next(d for d in TIME_WORD_DAYS if day % d == 0)
-        words.append(f"'{days}d{day // days}'")
-        day += days
-    if not words or len(words) > WINDOW_DAY_WORDS:
+    while hour <= last:
+        hours = next(h for h in TIME_WORD_HOURS if hour % h == 0)
+        words.append(f"'{hours}h{hour // hours}'")
+        hour += hours
+    if not words or len(words) > WINDOW_TIME_WORDS:
         return None
-    start = EPOCH + (window - EPOCH) // DAY * DAY
-    return start, " | ".join(words), EPOCH + day * DAY
+    start = EPOCH + (window - EPOCH) // HOUR * HOUR
+    return start, " | ".join(words), EPOCH + hour * HOUR
 
 
 def _quoted(lexeme: str) -> str:

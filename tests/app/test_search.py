@@ -33,12 +33,12 @@ from app.services.search import (
     SearchError,
     SearchTimeout,
     find_post,
-    TIME_WORD_DAYS,
+    TIME_WORD_HOURS,
     forget_common_words,
     post_details,
     search_posts,
     time_words,
-    window_days,
+    window_times,
 )
 from edge.digest.gather import Gatherer
 from simnews.generator import Article
@@ -710,7 +710,7 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
             ((statement, parameters),) = sent
             assert "windowed" in statement and parameters["window"] is not None, words
             assert parameters["window"] < parameters["window_end"] < datetime.now(timezone.utc) + timedelta(days=400)
-            assert parameters["window_days"].count("'") >= 2, words
+            assert parameters["window_times"].count("'") >= 2, words
             everywhere = (
                 db_session.execute(
                     text(
@@ -757,10 +757,10 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
         forget_common_words()  # they go with the transaction
 
 
-def test_a_posts_times_are_the_days_python_names_for_its_last_article(db_session):
-    """post_times (migration 0027) and search.time_words give a moment the same days: at a day's
-    first and last microsecond, before 1970, far ahead, in another time zone. A post without dates
-    has no times."""
+def test_a_posts_times_are_the_hours_python_names_for_its_last_article(db_session):
+    """post_times (migration 0027) and search.time_words give a moment the same hour, day and 16
+    days: at a day's first and last microsecond, before 1970, far ahead, in another time zone. A
+    post without dates has no times."""
     moments = [
         datetime(2026, 12, 6, 0, 0, tzinfo=timezone.utc),
         datetime(2026, 12, 5, 23, 59, 59, 999999, tzinfo=timezone.utc),
@@ -776,34 +776,38 @@ def test_a_posts_times_are_the_days_python_names_for_its_last_article(db_session
         assert sorted(stored) == sorted(time_words(moment)), moment
     assert time_words(moments[5]) == time_words(datetime(2026, 12, 5, 20, 30, tzinfo=timezone.utc))
     assert db_session.execute(text("SELECT post_times(NULL)")).scalar_one() is None
+    # Inlined: the column's expression is the function's, without a call per row written.
+    plan = db_session.execute(text("EXPLAIN (VERBOSE) SELECT post_times(last_post) FROM posts")).scalars().all()
+    assert "array_to_tsvector" in "\n".join(plan) and "post_times" not in "\n".join(plan), plan
 
 
-def test_a_window_is_asked_for_as_the_fewest_days_from_its_start_to_the_day_after_now():
-    """window_days: the window from the start of its day, as days of TIME_WORD_DAYS, each starting
-    where the one before ends, from that day to the day after now at least; None when that takes
-    too many words, or the window starts after tomorrow."""
+def test_a_window_is_asked_for_as_the_fewest_times_from_its_start_to_the_hour_after_now():
+    """window_times: the window from the start of its hour, as times of TIME_WORD_HOURS, each
+    starting where the one before ends, from that hour to the hour after now at least; None when
+    that takes too many words, or the window starts later."""
     now = datetime(2026, 12, 6, 17, 5, tzinfo=timezone.utc)
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    hour = timedelta(hours=1)
     for window in (
+        datetime(2026, 12, 6, 16, 59, tzinfo=timezone.utc),
         datetime(2026, 9, 8, 21, 27, 57, tzinfo=timezone.utc),
         datetime(2026, 12, 6, 0, 0, tzinfo=timezone.utc),
-        datetime(2026, 12, 7, 23, 59, tzinfo=timezone.utc),
-        datetime(2020, 1, 1, 0, 0, 1, tzinfo=timezone.utc),
-        datetime(2015, 3, 1, 20, 17, tzinfo=timezone.utc),
+        datetime(2026, 12, 6, 18, 59, tzinfo=timezone.utc),
+        datetime(2026, 1, 1, 0, 0, 1, tzinfo=timezone.utc),
     ):
-        days = window_days(window, now)
-        assert days is not None, window
-        start, asked, end = days
-        assert start <= window < start + timedelta(days=1) and start.time() == datetime.min.time(), window
-        assert end >= datetime(2026, 12, 8, tzinfo=timezone.utc), window
-        day = (start - epoch).days
+        times = window_times(window, now)
+        assert times is not None, window
+        start, asked, end = times
+        assert start <= window < start + hour and start.minute == start.second == start.microsecond == 0, window
+        assert end >= datetime(2026, 12, 6, 19, tzinfo=timezone.utc), window
+        at = (start - epoch) // hour
         for word in asked.split(" | "):
-            size, index = (int(part) for part in word.strip("'").split("d"))
-            assert size in TIME_WORD_DAYS and index * size == day, (window, asked)
-            day += size
-        assert epoch + timedelta(days=day) == end, window
-    assert window_days(datetime(2026, 12, 8, 0, 0, tzinfo=timezone.utc), now) is None
-    assert window_days(datetime(1969, 7, 20, 20, 17, tzinfo=timezone.utc), now) is None  # 81 words
+            size, index = (int(part) for part in word.strip("'").split("h"))
+            assert size in TIME_WORD_HOURS and index * size == at, (window, asked)
+            at += size
+        assert epoch + at * hour == end, window
+    assert window_times(datetime(2026, 12, 6, 19, 0, tzinfo=timezone.utc), now) is None
+    assert window_times(datetime(2023, 7, 20, 20, 17, tzinfo=timezone.utc), now) is None  # 90 words
 
 
 def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(catalog, db_session, sent):
