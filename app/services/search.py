@@ -40,7 +40,7 @@ from typing import Any, cast
 
 import psycopg
 from psycopg.errors import QueryCanceled
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, namedtuple_row
 from sqlalchemy import RowMapping, text
 from sqlalchemy.orm import Session
 
@@ -104,6 +104,10 @@ QUERY_WORDS = text(f"""
     SELECT a.lexeme, a.position, s.words AS starting
       FROM asked a LEFT JOIN starting s ON s.lexeme = a.lexeme
 """)
+
+# The same as psycopg runs it (_tsquery): through SQLAlchemy's execution it cost the API 0.3 - 0.45 ms
+# more of CPU (docs/benchmarks.md, "A search's statements through psycopg").
+QUERY_WORDS_SQL = driver_sql(QUERY_WORDS.text)
 
 # What a post's summary is read from (PostSummary), its NZB's downloads with it (a probe of
 # post_grabs' key a post of the page).
@@ -648,7 +652,9 @@ def _tsquery(session: Session, words: str | Sequence[str] | None) -> tuple[str |
         raise SearchError(f"the words are longer than {MAX_WORDS_LENGTH} characters")
     if not joined.strip():
         return None, [], False
-    lexemes = session.execute(QUERY_WORDS, {"words": joined, "word_break": WORD_BREAK}).all()
+    with driver_connection(session) as connection:  # psycopg's own execution: a search's every call
+        cursor = connection.cursor(row_factory=namedtuple_row)
+        lexemes: list[Any] = cursor.execute(QUERY_WORDS_SQL, {"words": joined, "word_break": WORD_BREAK}).fetchall()
     if not lexemes:
         return None, [], False
     if len(lexemes) > MAX_WORDS:
