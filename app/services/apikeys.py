@@ -250,6 +250,7 @@ def record_use(session: Session, key_row: ApiKey, grab: bool) -> None:
 def _count(session: Session, key: ApiKey | int, grab: bool, *, enforce: bool) -> Usage:
     key_row = key if isinstance(key, ApiKey) else None
     key_id = key.id if isinstance(key, ApiKey) else key
+    session.flush()  # what the session holds of keys, written first, as its own execution would
     with driver_connection(session) as connection:  # psycopg's own execution: every API call counts
         cursor = connection.cursor(row_factory=namedtuple_row)
         params = {"key_id": key_id, "grab": grab, "grabs": 1 if grab else 0, "enforce": enforce}

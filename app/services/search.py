@@ -796,8 +796,8 @@ def window_times(window: datetime, now: datetime) -> tuple[datetime, str, dateti
     hour after now as post_times' words (a tsquery, any of them), and the end of those hours. None
     when that takes more than WINDOW_TIME_WORDS words (the search looks among all posts at once)."""
     hour, last = (window - EPOCH) // HOUR, (now - EPOCH) // HOUR + 1
-    words = []
-    while hour <= last:
+    words: list[str] = []
+    while hour <= last and len(words) <= WINDOW_TIME_WORDS:
         hours = next(h for h in TIME_WORD_HOURS if hour % h == 0)
         words.append(f"'{hours}h{hour // hours}'")
         hour += hours
