@@ -740,9 +740,9 @@ def forget_common_words() -> None:
 # much, where the words' index intersects the words with the window's hours (the posts' times,
 # window_times) and only the posts in both are fetched. EXPLAIN ANALYZE on bench/catalog.py's
 # 1,000,000 posts: `bizesiki`, in 4,293 posts, 28.9 ms with the window a range of the
-# newest-first index (4,180 pages fetched), 2.8 ms in its times (434); `ddp5`, in 2.5% of the
-# posts, 15.6 ms walked (9,351 posts read), 1.6 ms in its times; `2160p multi`, 1,769 posts,
-# 9.2 ms fetched whole. Words in more than 10% of the posts are walked in 2,000 posts or fewer
+# newest-first index (4,180 pages fetched), 2.8 ms in its days (434; the times' first form, days,
+# 470 pages with hours); `ddp5`, in 2.5% of the posts, 15.6 ms walked (9,351 posts read), 1.6 ms
+# in its days; `2160p multi`, 1,769 posts, 9.2 ms fetched whole. Words in more than 10% of the posts are walked in 2,000 posts or fewer
 # (3 ms), little more than a window costs.
 WINDOW_SHARE = 0.1
 WINDOW_MATCHES = 5

@@ -4,7 +4,7 @@ search of words looking among the newest posts first (app.services.search, MATCH
 for the hours since its window's start as these words, and GIN intersects them with its words inside
 the index: it fetches the posts in the window only. With last_post's own index, PostgreSQL fetched
 every post having the words to keep those in the window (EXPLAIN ANALYZE of `bizesiki` on
-bench/catalog.py's 1,000,000 posts: 4,180 pages read, 28.9 ms; 434 pages, 2.8 ms with the times,
+bench/catalog.py's 1,000,000 posts: 4,180 pages read, 28.9 ms; 470 pages with the times,
 docs/benchmarks.md).
 
 post_times is immutable (a moment's hour in UTC does not depend on the session's time zone), as a
