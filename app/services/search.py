@@ -69,8 +69,8 @@ MIN_PREFIX = 2
 # at most this many (GIN then skips through their posts as through any word's); past it, by GIN's
 # own prefix match, which reads all their posts first.
 PREFIX_WORDS = 64
-# They are named when those among the most common words of the posts' names (PostgreSQL's
-# statistics of posts.words, read again after COMMON_WORDS_SECONDS) are in this share of the posts
+# They are named when those among the most common words of the posts' names (as ANALYZE counted
+# them, COMMON_WORDS, read again after COMMON_WORDS_SECONDS) are in this share of the posts
 # or more: GIN's prefix match costs only then, and PostgreSQL estimates a prefix better than many
 # rare words named (EXPLAIN ANALYZE on bench/catalog.py's 1,000,000 posts: it walked 340,000
 # posts for 28 words of 610 posts, 1.1 s, where the prefix match took 7 ms).
@@ -681,14 +681,27 @@ def _tsquery(session: Session, words: str | Sequence[str] | None) -> tuple[str |
     return " & ".join(terms), shares, prefixed
 
 
-# The words most common in the posts' names and the share of the posts each is in, by PostgreSQL's
-# statistics (pg_stats of posts.words, as ANALYZE last made them).
+# The words most common in the posts' names and the share of the posts each is in, as ANALYZE last
+# counted them: those of the statistics object posts_word_shares (migration 0028: the 10,000
+# commonest), or, before an ANALYZE has filled it, the column's own (pg_stats of posts.words).
 COMMON_WORDS = text("""
+    WITH posts AS (
+        SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.oid = CAST('posts' AS regclass)
+    ), counted AS (
+        SELECT 1 AS source, CAST(CAST(e.most_common_elems AS text) AS text[]) AS words,
+               e.most_common_elem_freqs AS shares
+          FROM pg_stats_ext_exprs e JOIN posts ON e.statistics_schemaname = posts.nspname
+         WHERE e.statistics_name = 'posts_word_shares' AND e.most_common_elems IS NOT NULL
+        UNION ALL
+        SELECT 2, CAST(CAST(t.most_common_elems AS text) AS text[]), t.most_common_elem_freqs
+          FROM pg_stats t JOIN posts ON t.schemaname = posts.nspname
+         WHERE t.tablename = 'posts' AND t.attname = 'words'
+         ORDER BY source LIMIT 1
+    )
     SELECT f.word, f.share
-      FROM pg_stats t JOIN pg_class c ON c.oid = CAST('posts' AS regclass)
-      JOIN pg_namespace n ON n.oid = c.relnamespace,
-           unnest(CAST(CAST(t.most_common_elems AS text) AS text[]), t.most_common_elem_freqs) AS f(word, share)
-     WHERE t.schemaname = n.nspname AND t.tablename = 'posts' AND t.attname = 'words' AND f.word IS NOT NULL
+      FROM counted, unnest(counted.words, counted.shares) AS f(word, share)
+     WHERE f.word IS NOT NULL
 """)
 # The posts' count and the bounds of the histogram of their last articles (oldest first, each
 # bucket about as many posts), by the same statistics.

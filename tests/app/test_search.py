@@ -757,6 +757,46 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
         forget_common_words()  # they go with the transaction
 
 
+def test_the_words_shares_are_counted_past_the_words_postgresql_plans_with(db_session):
+    """A search sizes its window by the shares of the statistics object posts_word_shares
+    (migration 0028), which keeps ten times the words the column's own statistics keep: PostgreSQL
+    plans with the column's, and a longer list costs every plan. Here the column keeps 10 words
+    (statistics target 1, in this transaction only), and 60 words each in a 60th of the posts are
+    all counted, with their shares; without the object's counts, the column's are read."""
+    db_session.execute(text("INSERT INTO groups (id, name) VALUES (900004, 'alt.binaries.test.shares')"))
+    db_session.execute(text("ALTER TABLE posts ALTER COLUMN words SET STATISTICS 1"))
+    db_session.execute(
+        text("""
+        INSERT INTO posts (group_id, key, name, poster, names, posters, releases, files_seen, parts_expected,
+                           parts_seen, bytes, completion, first_post, last_post)
+        SELECT 900004, n, 'Shared.Word' || n % 60, 'p@example.net', 'Shared.Word' || n % 60, 'p@example.net',
+               1, 1, 1, 1, 1000, 100, now(), now()
+          FROM generate_series(1, 6000) n
+    """)
+    )
+    planned = text("""
+        SELECT array_length(most_common_elems, 1) FROM pg_stats
+         WHERE tablename = 'posts' AND attname = 'words' AND schemaname = current_schema()
+    """)
+    forget_common_words()
+    try:
+        db_session.execute(text("ANALYZE posts"))
+        shares = search_service._statistics(db_session).words
+        assert db_session.execute(planned).scalar_one() <= 10
+        posts = db_session.execute(text("SELECT count(*) FROM posts")).scalar_one()
+        for n in range(60):
+            assert shares[f"word{n}"] == pytest.approx(100 / posts, rel=0.01), n
+        assert shares["shared"] == pytest.approx(6000 / posts, rel=0.01)
+        # Without the object's counts (dropped in this transaction): the column's.
+        db_session.execute(text("DROP STATISTICS posts_word_shares"))
+        forget_common_words()
+        column = search_service._statistics(db_session).words
+        assert len(column) == db_session.execute(planned).scalar_one()
+        assert column["shared"] == pytest.approx(6000 / posts, rel=0.01)
+    finally:
+        forget_common_words()  # they go with the transaction
+
+
 def test_a_posts_times_are_the_hours_python_names_for_its_last_article(db_session):
     """post_times (migration 0027) and search.time_words give a moment the same hour, day and 16
     days: at a day's first and last microsecond, before 1970, far ahead, in another time zone. A
