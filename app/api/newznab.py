@@ -27,10 +27,11 @@ too, with its HTTP status (http_error).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import urllib.parse
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import NamedTuple
 from xml.etree import ElementTree as ET
 
@@ -485,22 +486,26 @@ def _feed(
         f"<link>{xml_text(request.host_url)}</link><generator>usenet-seed</generator>"
         f'<newznab:response offset="{offset}" total="{total}" />{_limits(usage)}'
     ]
+    # What repeats from post to post is escaped once a page: a category's text and attributes, a
+    # poster's name.
+    written_categories: dict[int, tuple[str, str]] = {}
+    written_posters: dict[str, str] = {}
     for post in posts:
-        category = categories.category_named(post.category)
+        written = written_categories.get(post.category)
+        if written is None:
+            category = categories.category_named(post.category)
+            ids = [category.parent] + ([category.id] if category.id != category.parent else [])
+            written = written_categories[post.category] = (
+                xml_text(category.name),
+                "".join(f'<newznab:attr name="category" value="{i}" />' for i in ids),
+            )
+        category_text, category_attributes = written
+        poster = written_posters.get(post.poster)
+        if poster is None:
+            poster = written_posters[post.poster] = xml_attribute(post.poster)
         get_url = f"{get_before}{post.key}{get_after}"
         name = xml_text(post.name)
-        attributes: list[tuple[str, object]] = [("category", category.parent)]
-        if category.id != category.parent:
-            attributes.append(("category", category.id))
-        attributes += [
-            ("size", post.bytes),
-            ("files", post.files),
-            ("poster", xml_attribute(post.poster)),
-            ("group", post.group),
-            ("usenetdate", _rfc822(post.first_post)),
-            ("grabs", post.grabs),
-            ("completion", round(post.completion)),
-        ]
+        attributes: list[tuple[str, object]] = []
         if post.password is not None:
             attributes.append(("password", post.password))
         if extended:
@@ -525,8 +530,16 @@ def _feed(
             f"<item><title>{name}</title>"
             f'<guid isPermaLink="true">{details}{post.key}</guid>'
             f"<link>{get_url}</link><pubDate>{_rfc822(post.last_post)}</pubDate>"
-            f"<category>{xml_text(category.name)}</category><description>{description}</description>"
+            f"<category>{category_text}</category><description>{description}</description>"
             f'<enclosure url="{get_url}" length="{post.bytes}" type="application/x-nzb" />'
+            f"{category_attributes}"
+            f'<newznab:attr name="size" value="{post.bytes}" />'
+            f'<newznab:attr name="files" value="{post.files}" />'
+            f'<newznab:attr name="poster" value="{poster}" />'
+            f'<newznab:attr name="group" value="{post.group}" />'
+            f'<newznab:attr name="usenetdate" value="{_rfc822(post.first_post)}" />'
+            f'<newznab:attr name="grabs" value="{post.grabs}" />'
+            f'<newznab:attr name="completion" value="{round(post.completion)}" />'
             + "".join(f'<newznab:attr name="{n}" value="{v}" />' for n, v in attributes)
             + "</item>"
         )
@@ -643,12 +656,27 @@ def _as_dict(element: ET.Element) -> dict:
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _EPOCH = datetime.fromtimestamp(0, timezone.utc)
+_UTC_OFFSET = timedelta(0)
+# Each minute of a day and each second of a minute, written once.
+_CLOCK = tuple(f"{hour:02d}:{minute:02d}:" for hour in range(24) for minute in range(60))
+_SECONDS = tuple(f"{second:02d} GMT" for second in range(60))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rfc822_day(ordinal: int) -> str:
+    day = date.fromordinal(ordinal)
+    return f"{_DAYS[day.weekday()]}, {day.day:02d} {_MONTHS[day.month - 1]} {day.year:04d} "
 
 
 def _rfc822(moment: datetime | None) -> str:
-    """The moment in UTC as RFC 822 has it (email.utils.format_datetime's usegmt form)."""
-    m = (moment or _EPOCH).astimezone(timezone.utc)
-    return f"{_DAYS[m.weekday()]}, {m.day:02d} {_MONTHS[m.month - 1]} {m.year:04d} {m.hour:02d}:{m.minute:02d}:{m.second:02d} GMT"
+    """The moment in UTC as RFC 822 has it (email.utils.format_datetime's usegmt form). A page of
+    100 posts writes 200 of them: converted (PostgreSQL's moments come in the session's zone, a
+    ZoneInfo) and formatted field by field, they took 0.84 ms of the page's 1.3 (4.2 µs each);
+    from the day's text, made once, and the clock's, 0.8 µs (timeit, one-off)."""
+    m = moment or _EPOCH
+    if m.utcoffset() != _UTC_OFFSET:
+        m = m.astimezone(timezone.utc)
+    return _rfc822_day(m.toordinal()) + _CLOCK[m.hour * 60 + m.minute] + _SECONDS[m.second]
 
 
 def _clean(text: str | None) -> str:

@@ -161,9 +161,9 @@ def sent(monkeypatch):
     statements: list[tuple[str, dict]] = []
     run = search_service._bounded_run
 
-    def recorded(session, statement, params, timeout_ms):
+    def recorded(session, statement, params, timeout_ms, **options):
         statements.append((statement, params))
-        return run(session, statement, params, timeout_ms)
+        return run(session, statement, params, timeout_ms, **options)
 
     monkeypatch.setattr(search_service, "_bounded_run", recorded)
     return statements

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from xml.etree import ElementTree as ET
+from zoneinfo import ZoneInfo
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,8 +40,10 @@ def test_escaped_text_and_attributes_read_back_as_the_text_less_what_xml_forbids
 @given(
     st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
     st.integers(min_value=-14 * 60, max_value=14 * 60),
+    st.sampled_from([None, "Etc/UTC", "UTC", "Europe/Berlin", "America/New_York", "Asia/Kathmandu"]),
 )
-def test_rfc822_dates_are_the_standard_librarys(moment: datetime, minutes: int) -> None:
-    aware = moment.replace(tzinfo=timezone(timedelta(minutes=minutes)))
+def test_rfc822_dates_are_the_standard_librarys(moment: datetime, minutes: int, zone: str | None) -> None:
+    """In a fixed offset, or a named zone as PostgreSQL's moments come (psycopg: the session's zone)."""
+    aware = moment.replace(tzinfo=timezone(timedelta(minutes=minutes)) if zone is None else ZoneInfo(zone))
     assert _rfc822(aware) == format_datetime(aware.astimezone(timezone.utc), usegmt=True)
     assert _rfc822(None) == "Thu, 01 Jan 1970 00:00:00 GMT"
