@@ -10,7 +10,7 @@ everything that is not a letter or a digit is a space, and words are compared wi
 ``walking dead s03e06`` finds ``The.Walking.Dead.S03E06.INTERNAL.720p.HDTV.x264-EVOLVE``. Every
 word must be in the name; the last one may be the start of a word (``walking de`` finds it too):
 it is searched as the words of the catalog that start with it (post_words) when common ones are
-among them, else by GIN's prefix match (_tsquery).
+among them or they are few, else by GIN's prefix match (_tsquery).
 Nothing in the words is syntax: quotes, ``&``, ``|``, ``!``, ``:``, ``*``, parentheses and
 backslashes are spaces like any other punctuation.
 
@@ -77,6 +77,11 @@ PREFIX_WORDS = 64
 # posts for 28 words of 610 posts, 1.1 s, where the prefix match took 7 ms).
 COMMON_SHARE = 0.01
 COMMON_WORDS_SECONDS = 60.0
+# And when at most this many start with it, whatever their share: most often the word itself only.
+# GIN's prefix match of a word read its posts slower than the word named, and kept its index from
+# skipping through them with a window's times (timed once on bench/catalog.py's 1,000,000 posts:
+# `buzase`, in 6,132 posts, counting its 401 newest in a window took 6.15 ms as a prefix, 3.8 named).
+FEW_WORDS = 3
 MAX_AGE_DAYS = 100 * 366
 MAX_BIGINT = 2**63 - 1
 SMALLINT = 32767
@@ -694,13 +699,14 @@ def _tsquery(session: Session, words: str | Sequence[str] | None) -> tuple[str |
     prefixed = False
     if last.starting is not None:  # long enough to be the start of a word
         starting = sum(common.get(word, 0.0) for word in last.starting)
-        if len(last.starting) <= PREFIX_WORDS and starting >= COMMON_SHARE:
-            # Named, when a common word is among them: GIN's prefix match would read all their posts.
-            if last.starting != [last.lexeme]:
-                terms[-1] = "(" + " | ".join(map(_quoted, last.starting)) + ")"
-            shares[-1] = starting
+        if len(last.starting) <= PREFIX_WORDS and (starting >= COMMON_SHARE or 0 < len(last.starting) <= FEW_WORDS):
+            # Named, when a common word is among them (GIN's prefix match would read all their
+            # posts), or when they are few (GIN's prefix match costs more than their words).
+            named = " | ".join(map(_quoted, last.starting))
+            terms[-1] = named if len(last.starting) == 1 else f"({named})"
+            shares[-1] = starting or None
         else:
-            # Rare words only (their posts are few, and PostgreSQL's estimate of a prefix is better
+            # Many rare words (their posts are few, and PostgreSQL's estimate of a prefix is better
             # than of many words), or too many to name (and then too many to tell their share).
             terms[-1] += ":*"
             shares[-1] = starting if len(last.starting) <= PREFIX_WORDS and starting > 0 else None
@@ -818,9 +824,15 @@ def _window(session: Session, shares: list[float | None], prefixed: bool, count_
 
 # The hours a post's times hold (migration 0027's post_times): its last article's hour, day and 16
 # days since 1970 in UTC, longest first. A window is asked for as the fewest of them, each one
-# starting where the one before ends; at most WINDOW_TIME_WORDS (two years back take 53).
+# starting where the one before ends; at most WINDOW_TIME_WORDS (two years back take 47).
 TIME_WORD_HOURS = (384, 24, 1)
 WINDOW_TIME_WORDS = 64
+# A window's start moves down to the start of its 16 days, or of its day, when that lengthens it
+# by at most this share: its words are then all of the longest kind. GIN matches each post against
+# every one of them, so that a year's window took 38 words from a start within a day, and 3.8 ms to
+# count a word's 401 posts in it, against 5 words and 2.4 ms from the start of its 16 days (420
+# posts; timed once on bench/catalog.py's 1,000,000 posts).
+WINDOW_GROWTH = 0.25
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
@@ -832,10 +844,16 @@ def time_words(moment: datetime) -> list[str]:
 
 
 def window_times(window: datetime, now: datetime) -> tuple[datetime, str, datetime] | None:
-    """The window from the start of the hour it starts in: that start, the hours from it to the
-    hour after now as post_times' words (a tsquery, any of them), and the end of those hours. None
-    when that takes more than WINDOW_TIME_WORDS words (the search looks among all posts at once)."""
+    """The window from the start of the hour it starts in, or of its 16 days or its day when that
+    lengthens it by at most WINDOW_GROWTH: that start, the hours from it to the hour after now as
+    post_times' words (a tsquery, any of them), and the end of those hours. None when that takes
+    more than WINDOW_TIME_WORDS words (the search looks among all posts at once)."""
     hour, last = (window - EPOCH) // HOUR, (now - EPOCH) // HOUR + 1
+    for hours in TIME_WORD_HOURS:
+        if hour % hours <= WINDOW_GROWTH * (last - hour):
+            hour -= hour % hours
+            break
+    start = EPOCH + hour * HOUR
     words: list[str] = []
     while hour <= last and len(words) <= WINDOW_TIME_WORDS:
         hours = next(h for h in TIME_WORD_HOURS if hour % h == 0)
@@ -843,7 +861,6 @@ def window_times(window: datetime, now: datetime) -> tuple[datetime, str, dateti
         hour += hours
     if not words or len(words) > WINDOW_TIME_WORDS:
         return None
-    start = EPOCH + (window - EPOCH) // HOUR * HOUR
     return start, " | ".join(words), EPOCH + hour * HOUR
 
 

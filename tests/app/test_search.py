@@ -34,6 +34,7 @@ from app.services.search import (
     SearchTimeout,
     find_post,
     TIME_WORD_HOURS,
+    WINDOW_GROWTH,
     forget_common_words,
     post_details,
     search_posts,
@@ -670,12 +671,13 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
     posts, one a minute back from now, and in one dated 400 days ahead (past the window's days: it
     is found by its date), and `oldmid` in as many, all among the oldest tenth: its window (the
     newest posts its share says hold the page twice over) has none of them; `rarish` is as common
-    as `mid`, searched by GIN's prefix match of `rari`, windowed unless that reads more than
+    as `mid`, searched by GIN's prefix match of `rari` (FEW_WORDS 0 here), windowed unless that reads more than
     WINDOW_WORD_POSTS posts. The window is asked
     for as the days of the posts' times too (whether PostgreSQL intersects them with the words in
     the index is its choice: on bench/catalog.py's catalogs it does). A few hundred matches are
     enough here (WINDOW_MATCHES 1): the bounds are for catalogs of millions."""
     monkeypatch.setattr(search_service, "WINDOW_MATCHES", 1)
+    monkeypatch.setattr(search_service, "FEW_WORDS", 0)  # `rari`, the start of one word, by GIN's prefix match
     db_session.execute(text("INSERT INTO groups (id, name) VALUES (900003, 'alt.binaries.test.window')"))
     db_session.execute(
         text("""
@@ -822,40 +824,48 @@ def test_a_posts_times_are_the_hours_python_names_for_its_last_article(db_sessio
 
 
 def test_a_window_is_asked_for_as_the_fewest_times_from_its_start_to_the_hour_after_now():
-    """window_times: the window from the start of its hour, as times of TIME_WORD_HOURS, each
-    starting where the one before ends, from that hour to the hour after now at least; None when
-    that takes too many words, or the window starts later."""
+    """window_times: the window from the start of its hour, or of its 16 days or its day when that
+    lengthens it by at most WINDOW_GROWTH, as times of TIME_WORD_HOURS, each starting where the one
+    before ends, from that start to the hour after now at least; None when that takes too many
+    words, or the window starts later."""
     now = datetime(2026, 12, 6, 17, 5, tzinfo=timezone.utc)
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
     hour = timedelta(hours=1)
-    for window in (
-        datetime(2026, 12, 6, 16, 59, tzinfo=timezone.utc),
-        datetime(2026, 9, 8, 21, 27, 57, tzinfo=timezone.utc),
-        datetime(2026, 12, 6, 0, 0, tzinfo=timezone.utc),
-        datetime(2026, 12, 6, 18, 59, tzinfo=timezone.utc),
-        datetime(2026, 1, 1, 0, 0, 1, tzinfo=timezone.utc),
+    after_now = datetime(2026, 12, 6, 18, tzinfo=timezone.utc)
+    for window, first_size, words in (
+        (datetime(2026, 12, 6, 16, 59, tzinfo=timezone.utc), 1, 3),  # 2 hours: from its hour
+        (datetime(2026, 9, 8, 21, 27, 57, tzinfo=timezone.utc), 384, 6),  # 16 days start on Sep 8
+        (datetime(2026, 12, 6, 0, 0, tzinfo=timezone.utc), 24, 1),
+        (datetime(2026, 12, 6, 18, 59, tzinfo=timezone.utc), 1, 1),
+        (datetime(2026, 1, 1, 0, 0, 1, tzinfo=timezone.utc), 384, 22),  # from Dec 26, 6 days earlier
+        (datetime(2026, 11, 20, 5, 0, tzinfo=timezone.utc), 24, 8),  # its 16 days: 9 of 16 days earlier
     ):
         times = window_times(window, now)
         assert times is not None, window
         start, asked, end = times
-        assert start <= window < start + hour and start.minute == start.second == start.microsecond == 0, window
+        assert start <= window and start.minute == start.second == start.microsecond == 0, window
+        hour_start = window.replace(minute=0, second=0, microsecond=0)
+        assert start == hour_start or hour_start - start <= WINDOW_GROWTH * (after_now - hour_start), window
         assert end >= datetime(2026, 12, 6, 19, tzinfo=timezone.utc), window
         at = (start - epoch) // hour
+        sizes = []
         for word in asked.split(" | "):
             size, index = (int(part) for part in word.strip("'").split("h"))
             assert size in TIME_WORD_HOURS and index * size == at, (window, asked)
             at += size
+            sizes.append(size)
         assert epoch + at * hour == end, window
+        assert (sizes[0], len(sizes)) == (first_size, words), (window, asked)
     assert window_times(datetime(2026, 12, 6, 19, 0, tzinfo=timezone.utc), now) is None
-    assert window_times(datetime(2023, 7, 20, 20, 17, tzinfo=timezone.utc), now) is None  # 90 words
+    assert window_times(datetime(2023, 7, 20, 20, 17, tzinfo=timezone.utc), now) is None  # 78 words
 
 
 def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(catalog, db_session, sent):
     """A trigger on posts keeps each group's words (post_words), in the writing transaction, for
     rows inserted and updated alike. The last word of a search is searched as the words that start
-    with it, named, when a common word (pg_stats) is among them (GIN's prefix match would read all
-    their posts first); else, or when more than PREFIX_WORDS start with it, as GIN's prefix match.
-    Either way every post whose word starts with it is found."""
+    with it, named, when a common word (COMMON_WORDS) is among them (GIN's prefix match would read
+    all their posts first) or at most FEW_WORDS start with it; else, or when more than PREFIX_WORDS
+    start with it, as GIN's prefix match. Either way every post whose word starts with it is found."""
     db_session.execute(text("INSERT INTO groups (id, name) VALUES (900002, 'alt.binaries.test.prefixes')"))
     many = PREFIX_WORDS + 10
     # Posts of one common word each (cmn1 ... cmn3, a third of the posts each), of words each in
@@ -901,10 +911,17 @@ def test_the_last_word_stands_for_the_words_of_the_catalog_that_start_with_it(ca
         assert search_posts(db_session, "cmnlater").total == 1
         assert search_posts(db_session, "cmn1", limit=1000, offset=900).total == 1000
         assert sent[-1][1]["query"] == "'cmn1'"  # the only word starting with it
-        # Rare words only: GIN's prefix match.
+        # More than FEW_WORDS rare words: GIN's prefix match.
         found = search_posts(db_session, "prefixed word rre")
         assert sorted(item.key for item in found.items) == [1, 2, 2000, 2001]
         assert sent[-1][1]["query"] == "'prefixed' & 'word' & 'rre':*"
+        # FEW_WORDS or fewer: named, rare or not.
+        assert search_posts(db_session, "prefixed word rre200").total == 2
+        assert sent[-1][1]["query"] == "'prefixed' & 'word' & ('rre2000' | 'rre2001')"
+        assert search_posts(db_session, "rrelat").total == 1
+        assert sent[-1][1]["query"] == "'rrelater'"
+        assert search_posts(db_session, "rrelatest").total == 0  # no word starts with it
+        assert sent[-1][1]["query"] == "'rrelatest':*"
         # More than PREFIX_WORDS start with pfx: GIN's prefix match.
         assert search_posts(db_session, "cmn2 pfx", limit=1000).total == len(
             [n for n in range(1, many + 1) if n % 3 + 1 == 2]
