@@ -139,3 +139,27 @@ def test_a_worker_that_cannot_warm_up_still_starts(monkeypatch, caplog):
         hooks["post_worker_init"](worker)
     assert "starts cold" in caplog.text and "administrator command" in caplog.text
     assert util.write_error is hooks["write_json_error"]
+
+
+def test_a_workers_heartbeat_file_is_in_memory(api_server):
+    """gunicorn's workers change a file's mode every turn of their loop to tell the arbiter they
+    live: in /dev/shm (ops/gunicorn.conf.py, worker_tmp_dir), not on the disk's file system."""
+    workers = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:  # gone meanwhile
+                continue
+            if parent == api_server.proc.pid:
+                workers.append(int(entry))
+    assert workers
+    for worker in workers:
+        files = []
+        for fd in os.listdir(f"/proc/{worker}/fd"):
+            try:
+                files.append(os.readlink(f"/proc/{worker}/fd/{fd}"))
+            except OSError:
+                continue
+        assert any(name.startswith("/dev/shm/wgunicorn-") for name in files), files
