@@ -1,5 +1,6 @@
 """gunicorn settings for the API (`gunicorn -c ops/gunicorn.conf.py wsgi:app`), from app.config."""
 
+import gc
 import json
 import os
 import ssl
@@ -119,6 +120,11 @@ def post_worker_init(worker):
         warm_pool(2)
     except Exception as exc:  # noqa: BLE001 - see above
         worker.log.warning("warming the worker failed, it starts cold: %s: %s", type(exc).__name__, exc)
+    # What the worker loaded lives as long as it does: out of the garbage collector's sight, a full
+    # collection scans only what requests made since. With the app's 125,000 objects in sight, one
+    # held the GIL, and every request of the worker, for 73 - 78 ms (gc.collect(2) in a process
+    # that had served 50 searches; 0.13 ms frozen).
+    gc.freeze()
 
 
 def child_exit(server, worker):

@@ -121,6 +121,7 @@ def test_a_worker_opens_its_database_connections_as_it_starts(engine, settings):
 def test_a_worker_that_cannot_warm_up_still_starts(monkeypatch, caplog):
     """A database going down while a worker starts (its warm connections closed under it) must not
     fail the worker's boot: gunicorn would stop the whole API. The worker starts cold and says so."""
+    import gc
     import logging
     import runpy
 
@@ -133,6 +134,7 @@ def test_a_worker_that_cannot_warm_up_still_starts(monkeypatch, caplog):
 
     monkeypatch.setattr(app.db, "warm_pool", shut_down)
     monkeypatch.setattr(util, "write_error", util.write_error)  # the hook replaces it: put it back after
+    monkeypatch.setattr(gc, "freeze", lambda: None)  # not this process's objects (the test below)
     hooks = runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "..", "ops", "gunicorn.conf.py"))
     worker = type("Worker", (), {"log": logging.getLogger("test.gunicorn")})()
     with caplog.at_level(logging.WARNING, logger="test.gunicorn"):
@@ -163,3 +165,32 @@ def test_a_workers_heartbeat_file_is_in_memory(api_server):
             except OSError:
                 continue
         assert any(name.startswith("/dev/shm/wgunicorn-") for name in files), files
+
+
+def test_a_worker_freezes_what_it_loaded_as_it_starts():
+    """post_worker_init ends with gc.freeze(): the app's objects, loaded as the worker started,
+    are out of the garbage collector's sight, so that a full collection, which holds every thread
+    of the worker, scans only what requests made since. Run as gunicorn runs the hook, in a process
+    of its own (a freeze is for the rest of a process's life); its warming fails there (nothing
+    listens on the ports), which it only says."""
+    code = (
+        "import gc, logging, runpy;"
+        " hooks = runpy.run_path('ops/gunicorn.conf.py');"
+        " assert gc.get_freeze_count() == 0;"
+        " worker = type('Worker', (), {'log': logging.getLogger('worker')})();"
+        " hooks['post_worker_init'](worker);"
+        " print(gc.get_freeze_count())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=os.path.join(os.path.dirname(__file__), "..", ".."),
+        env={
+            **os.environ,
+            "DATABASE_URL": "postgresql+psycopg://seed@127.0.0.1:1/none",
+            "REDIS_URL": "redis://127.0.0.1:1/0",
+        },
+    )
+    assert int(out.stdout.strip()) > 10_000, out.stderr
