@@ -738,8 +738,38 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
             conn.exec_driver_sql(SEARCH_END)
             gate = next(i for i, line in enumerate(plan) if "One-Time Filter" in line and " < " in line)
             assert ("never executed" not in plan[gate + 1]) == fell_back, "\n".join(plan)
+        # Words and categories (what Radarr's searches send) are windowed too, the categories' share
+        # of the posts (by the statistics) multiplied with the words' (their own share deciding
+        # whether they are in between); the same posts are found.
+        for categories, limit, offset, test in (
+            ([8000], 3, 20, "category BETWEEN 8000 AND 8999"),
+            ([8010, 5030], 1, 0, "category IN (8010, 5030)"),
+        ):
+            sent.clear()
+            page = search_posts(db_session, "mid", categories=categories, limit=limit, offset=offset)
+            ((statement, parameters),) = sent
+            assert "windowed" in statement and parameters["window"] is not None, categories
+            everywhere = (
+                db_session.execute(
+                    text(
+                        f"SELECT key FROM posts WHERE words @@ CAST(:query AS tsquery) AND {test}"
+                        " ORDER BY last_post DESC NULLS LAST, group_id, key"
+                    ),
+                    {"query": parameters["query"]},
+                )
+                .scalars()
+                .all()
+            )
+            assert [post.key for post in page.items] == everywhere[offset : offset + limit], categories
+        # Categories of no post, or of fewer than WINDOW_NARROWED of them: no window.
+        for categories, narrowed in (([7000], 0.25), ([8000], 1.01)):
+            monkeypatch.setattr(search_service, "WINDOW_NARROWED", narrowed)
+            sent.clear()
+            search_posts(db_session, "mid", categories=categories)
+            ((statement, parameters),) = sent
+            assert "windowed" not in statement, categories
         # Words too common, too rare or of too many posts each for a window, and words with other
-        # filters, look among all at once.
+        # filters than categories, look among all at once.
         monkeypatch.setattr(search_service, "WINDOW_WORD_POSTS", 100)
         for words, filters in (
             ("windowed", {}),
