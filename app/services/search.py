@@ -813,7 +813,7 @@ WINDOW_MATCHES = 5
 # quarter of the posts or more (timed once on bench/catalog.py's 1,000,000 posts, 200 searches of
 # its words, in process: in category 2040, 38.6% of them, p95 8.7 ms against 17.6 without windows,
 # the slowest 12.1 against 66.4; in 2045, 5%, words of a few percent took 43 - 84 ms in windows of
-# a third of the posts, 24 - 31 without).
+# a third of the posts, at most 31 without).
 WINDOW_NARROWED = 0.25
 WINDOW_WORD_POSTS = 25_000
 WINDOW_MARGIN = 2.0

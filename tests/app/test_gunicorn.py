@@ -11,6 +11,19 @@ import urllib.request
 import pytest
 
 from tests.fixtures.api_server import make_certificate
+from tests.fixtures.postgres import REPO
+
+# Where a worker's warming connects to nothing: ports nobody listens on.
+NOWHERE = {"DATABASE_URL": "postgresql+psycopg://seed@127.0.0.1:1/none", "REDIS_URL": "redis://127.0.0.1:1/0"}
+
+
+def python_says(code: str, **env: str) -> str:
+    """What a Python process of its own prints running `code` in the repository, with `env` added
+    to this one's environment."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env={**os.environ, **env}
+    )
+    return out.stdout.strip()
 
 
 def test_api_serves_https_that_verifies(api_server, clean_db):
@@ -73,14 +86,7 @@ def test_the_broker_transport_is_loaded_before_the_first_request():
         " assert 'kombu.transport.redis' not in sys.modules; warm_broker_transport();"
         " print('kombu.transport.redis' in sys.modules)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0"},
-    )
-    assert out.stdout.strip() == "True"
+    assert python_says(code, REDIS_URL=NOWHERE["REDIS_URL"]) == "True"
 
 
 def test_a_worker_configures_the_orm_mappers_as_it_starts():
@@ -90,14 +96,7 @@ def test_a_worker_configures_the_orm_mappers_as_it_starts():
         "from sqlalchemy import inspect; from app.models import SeedBatch; from app.db import warm_pool;"
         " assert not inspect(SeedBatch).configured; warm_pool(1); print(inspect(SeedBatch).configured)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "DATABASE_URL": "postgresql+psycopg://seed@127.0.0.1:1/none"},
-    )
-    assert out.stdout.strip() == "True"
+    assert python_says(code, DATABASE_URL=NOWHERE["DATABASE_URL"]) == "True"
 
 
 def test_a_worker_opens_its_database_connections_as_it_starts(engine, settings):
@@ -181,16 +180,4 @@ def test_a_worker_freezes_what_it_loaded_as_it_starts():
         " hooks['post_worker_init'](worker);"
         " print(gc.get_freeze_count())"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=os.path.join(os.path.dirname(__file__), "..", ".."),
-        env={
-            **os.environ,
-            "DATABASE_URL": "postgresql+psycopg://seed@127.0.0.1:1/none",
-            "REDIS_URL": "redis://127.0.0.1:1/0",
-        },
-    )
-    assert int(out.stdout.strip()) > 10_000, out.stderr
+    assert int(python_says(code, **NOWHERE)) > 10_000
