@@ -31,8 +31,9 @@ timeout = 300
 graceful_timeout = 30
 keepalive = 30
 # Each worker tells the arbiter it lives by changing a file's mode, every turn of its loop: on a
-# disk's file system that writes the inode's change each time (3.7% of the API's busy samples
-# under bench/catalog.py's 4 clients, py-spy), in memory it costs nothing (gunicorn's own advice).
+# disk's file system that writes the inode's change each time, in memory less (gunicorn's own
+# advice): 3.7% of the API's busy samples under bench/catalog.py's 4 clients on /tmp's disk, 2.5% on
+# /dev/shm (py-spy).
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
 # HTTPS when a certificate is configured (nodes verify it); plain HTTP behind a TLS proxy otherwise.
 certfile = _settings.api_certfile

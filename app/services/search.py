@@ -642,38 +642,9 @@ def _group_names(session: Session, ids: set[int]) -> dict[int, str]:
 
 
 def _summary(row: RowMapping | Mapping[str, Any]) -> PostSummary:
-    return PostSummary(
-        key=row["key"],
-        group_id=row["group_id"],
-        group=row["group_name"],
-        name=row["name"],
-        poster=row["poster"],
-        releases=row["releases"],
-        files=row["files"],
-        parts_expected=row["parts_expected"],
-        parts_seen=row["parts_seen"],
-        bytes=row["bytes"],
-        completion=float(row["completion"]),
-        first_post=row["first_post"],
-        last_post=row["last_post"],
-        category=row["category"],
-        title=row["title"],
-        year=row["year"],
-        season=row["season"],
-        episode=row["episode"],
-        episode_last=row["episode_last"],
-        air_date=row["air_date"],
-        resolution=row["resolution"],
-        source=row["source"],
-        video=row["video"],
-        languages=row["languages"],
-        password=row["password"],
-        imdb=row["imdb"],
-        tvdb=row["tvdb"],
-        tvmaze=row["tvmaze"],
-        tmdb=row["tmdb"],
-        grabs=row["grabs"],
-    )
+    """A post from a row of PAGE's columns by name (the one post of find_post; pages are made by
+    position, _page_rows, from the same columns)."""
+    return PostSummary(*(row[SUMMARY_COLUMNS.get(f.name, f.name)] for f in fields(PostSummary)))
 
 
 def _tsquery(session: Session, words: str | Sequence[str] | None) -> tuple[str | None, list[float | None], bool]:
@@ -820,7 +791,7 @@ WINDOW_MARGIN = 2.0
 
 
 def _window(
-    session: Session, shares: list[float | None], prefixed: bool, count_limit: int, narrowed: float | None = 1.0
+    session: Session, shares: list[float | None], prefixed: bool, count_limit: int, narrowed: float | None
 ) -> datetime | None:
     """The last article's time from which a search of words in these shares of the posts (the last
     one matched by GIN's prefix match when prefixed), among the share `narrowed` of the posts (its
