@@ -38,7 +38,8 @@ center has anything to do: 1.0 - 1.9 s) and drain are paid once. A run of 600,00
 - CPU seconds per article of each process tree (edge, API, workers, PostgreSQL, INN), from
   /proc, over the end-to-end run, and how busy that kept the machine (their sum at the run's
   rate over the cores it has);
-- DB bytes (the catalog tables and their indexes) per overview byte read;
+- DB bytes (the catalog tables and their indexes) per overview byte read and per article, those
+  of all tables (the read side's posts too), and each table's heap and indexes an article;
 - the inspections as the job ended: done (and the articles they found missing), queued, leased.
 
 The last line printed is JSON with every figure.
@@ -651,6 +652,22 @@ def main(argv: list[str] | None = None) -> int:
                 + "}') OR c.relname ~ '^(files|fragments|release_chunks)_g[0-9]+$')"
             )
         )
+        # Where the bytes are: every table of the database (the read side's too, which db_bytes
+        # leaves out), its partitions summed under its name, the heap (with TOAST) apart from the
+        # indexes.
+        bytes_by_table = {
+            name: {"table": int(heap), "indexes": int(indexes)}
+            for name, heap, indexes in (
+                line.split("|")
+                for line in services.sql_value(
+                    "SELECT regexp_replace(c.relname, '_g[0-9]+$', ''),"
+                    " sum(pg_table_size(c.oid)), sum(pg_indexes_size(c.oid))"
+                    " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    " WHERE c.relkind = 'r' AND n.nspname = 'public' GROUP BY 1"
+                    " ORDER BY sum(pg_table_size(c.oid)) + sum(pg_indexes_size(c.oid)) DESC"
+                ).splitlines()
+            )
+        }
         # Autovacuum's passes over the catalog (the partitions are made during the run, so these
         # fell in it, or just after): each ANALYZE reads a sample of a table, on PostgreSQL's CPU.
         autovacuum_passes = int(
@@ -697,6 +714,14 @@ def main(argv: list[str] | None = None) -> int:
         "overlap": round(overlap, 3),
         "db_bytes": db_bytes,
         "db_bytes_per_overview_byte": round(db_bytes / overview_bytes, 3),
+        "db_bytes_per_article": round(db_bytes / articles, 1),
+        "db_bytes_all_tables_per_article": round(sum(sum(s.values()) for s in bytes_by_table.values()) / articles, 1),
+        # The tables of half a byte an article or more.
+        "db_bytes_by_table_per_article": {
+            name: {part: round(size / articles, 1) for part, size in sizes.items()}
+            for name, sizes in bytes_by_table.items()
+            if sum(sizes.values()) >= articles / 2
+        },
         "autovacuum_passes": autovacuum_passes,
         "inspect": not args.no_inspect,
         "inspections": {
@@ -742,6 +767,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes;"
         f" autovacuum passes over the catalog: {autovacuum_passes}"
+    )
+    print(
+        f"DB bytes an article: {figures['db_bytes_per_article']} in the catalog's tables"
+        f" ({', '.join(CATALOG)}), {figures['db_bytes_all_tables_per_article']} in all;"
+        " by table (heap + indexes): "
+        + ", ".join(
+            f"{name} {sizes['table']} + {sizes['indexes']}"
+            for name, sizes in figures["db_bytes_by_table_per_article"].items()
+        )
     )
     share, db_share = figures["share_of_raw"], figures["db_bytes_per_overview_byte"]
     bars = [
