@@ -2,6 +2,7 @@
 through gunicorn, on >= 1,000,000 releases stored the normal way.
 
     .venv/bin/python bench/catalog.py [--releases 1000000] [--searches 500] [--clients 4] [--serial 100]
+                                      [--category-searches 200] [--categories 2000,2040,2045,5030]
                                       [--big-segments 10000] [--keep DIR] [--no-durability]
                                       [--explain] [--seed 1]
     .venv/bin/python bench/catalog.py --keep /tmp/catalog-bench          # fill once, time many
@@ -47,6 +48,12 @@ Measured, through gunicorn (HTTP keep-alive, one connection per client thread):
   posts it found (newznab:response total), and the CPU gunicorn and PostgreSQL spent a search;
 - then --serial searches drawn the same way from one thread: the latency without queueing
   behind other searches;
+- then --category-searches searches drawn the same way from --clients threads, each with one of
+  --categories in turn (newznab's `cat`, as Radarr and Sonarr send theirs): a parent takes its
+  subcategories, and a category that holds few of the posts narrows a search less cheaply than
+  one that holds many (app.services.search: WINDOW_NARROWED). Timed apart from the searches
+  above, whose figures the goals are about: p50/p95/p99/max overall and per category, the posts
+  found, and the CPU a search;
 - t=search without words (every post a candidate), a few times;
 - t=get of the post of --big-segments segments (best and median of --gets) and of a few small
   posts; each big NZB is checked to hold every segment.
@@ -578,6 +585,7 @@ def add_copies(port: int, note: dict, copies: int) -> dict:
 class Request:
     kind: str
     words: str
+    category: int | None = None  # newznab's cat, when the search has one
     seconds: float = 0.0
     total: int | None = None
     status: int = 0
@@ -660,7 +668,10 @@ def run_searches(port: int, cafile: str, key: str, requests: list[Request], clie
                     request = next(pending, None)
                 if request is None:
                     return
-                request.seconds, request.status, body = client.get({"t": "search", "apikey": key, "q": request.words})
+                query = {"t": "search", "apikey": key, "q": request.words}
+                if request.category is not None:
+                    query["cat"] = str(request.category)
+                request.seconds, request.status, body = client.get(query)
                 request.size = len(body)
                 found = TOTAL.search(body)
                 request.total = int(found.group(1)) if found else None
@@ -680,6 +691,38 @@ def run_searches(port: int, cafile: str, key: str, requests: list[Request], clie
     if failures:
         raise RuntimeError(f"{len(failures)} searches failed, the first: {failures[0]}")
     return time.perf_counter() - started
+
+
+def parse_categories(text: str) -> list[int] | None:
+    """--categories as numbers, each once in the order given; None unless each is a newznab category
+    number (0 to 9999) and there is at least one."""
+    try:
+        numbers = [int(part) for part in text.split(",")]
+    except ValueError:
+        return None
+    if not numbers or not all(0 <= n <= 9999 for n in numbers):
+        return None
+    return list(dict.fromkeys(numbers))
+
+
+def category_searches(
+    requests: list[Request], categories: list[int], cpu_before: tuple[float, float], cpu_after: tuple[float, float]
+) -> dict:
+    """The searches with a category: latency overall, with the CPU a search, and per category with
+    the posts found."""
+    figures: dict = {"all": latency_figures([r.seconds for r in requests])}
+    figures["all"]["cpu_ms_per_search"] = {
+        "gunicorn": round(1000 * (cpu_after[0] - cpu_before[0]) / len(requests), 2),
+        "postgresql": round(1000 * (cpu_after[1] - cpu_before[1]) / len(requests), 2),
+    }
+    for category in categories:
+        picked = [r for r in requests if r.category == category]
+        if picked:
+            figures[str(category)] = latency_figures([r.seconds for r in picked])
+            totals = [posts_found(r) for r in picked]
+            figures[str(category)]["posts_found_median"] = statistics.median(totals)
+            figures[str(category)]["posts_found_max"] = max(totals)
+    return figures
 
 
 def post_keys(url: str, big_name: str, small: int, seed: int) -> tuple[int, list[int]]:
@@ -774,6 +817,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--serial", type=int, default=100, help="then this many searches from one thread (latency without queueing)"
     )
+    parser.add_argument(
+        "--category-searches",
+        type=int,
+        default=200,
+        help="then this many searches with a category, from --clients threads (0: none)",
+    )
+    parser.add_argument(
+        "--categories",
+        default="2000,2040,2045,5030",
+        help="the categories those searches take in turn, comma-separated (newznab's numbers)",
+    )
     parser.add_argument("--gets", type=int, default=5, help="t=get of the big post this many times")
     parser.add_argument("--no-words", type=int, default=3, help="t=search without words this many times")
     parser.add_argument("--keep", metavar="DIR", help="keep the filled cluster in DIR; reuse the one there")
@@ -795,6 +849,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--releases at least 100, --searches at least 4; --big-segments, --clients and --gets at least 1")
     if args.vocabulary < len(TAGS) + 100:
         parser.error(f"--vocabulary at least {len(TAGS) + 100}")
+    categories = parse_categories(args.categories)
+    if categories is None:
+        parser.error("--categories: newznab category numbers (0 to 9999), comma-separated")
+    if args.category_searches < 0:
+        parser.error("--category-searches at least 0")
     print("command: .venv/bin/python bench/catalog.py " + " ".join(argv if argv is not None else sys.argv[1:]))
 
     from app.config import get_settings
@@ -901,6 +960,17 @@ def main(argv: list[str] | None = None) -> int:
             say(f"{args.serial} searches from one thread ...")
             run_searches(api_port, api.cafile, key, serial, 1)
 
+        by_category = [
+            Request(KINDS[i % 4], query_words(vocabulary, rng, KINDS[i % 4]), categories[i % len(categories)])
+            for i in range(args.category_searches)
+        ]
+        if by_category:
+            say(f"{args.category_searches} searches with a category from {args.clients} threads ...")
+            cpu_before = (tree_cpu(api.proc.pid), tree_cpu(cluster.pid()))
+            run_searches(api_port, api.cafile, key, by_category, args.clients)
+            cpu_after = (tree_cpu(api.proc.pid), tree_cpu(cluster.pid()))
+            category_figures = category_searches(by_category, categories, cpu_before, cpu_after)
+
         say("t=search without words, t=get ...")
         client = Client(api_port, api.cafile)
         no_words = [client.get({"t": "search", "apikey": key})[0] for _ in range(args.no_words)]
@@ -977,6 +1047,7 @@ def main(argv: list[str] | None = None) -> int:
         "searches": search_figures,
         "searches_by_posts_found": by_found,
         "searches_one_client": latency_figures([r.seconds for r in serial]) if serial else None,
+        "searches_with_category": category_figures if by_category else None,
         "slowest_searches": [
             {"q": r.words, "kind": r.kind, "ms": round(1000 * r.seconds, 1), "posts_found": r.total} for r in slowest
         ],
@@ -1035,6 +1106,22 @@ def main(argv: list[str] | None = None) -> int:
             f"t=search, {one['n']} searches from one thread: p50 {one['p50_ms']} ms, p95 {one['p95_ms']},"
             f" p99 {one['p99_ms']}, max {one['max_ms']}"
         )
+    if by_category:
+        every = category_figures["all"]
+        print(
+            f"t=search with a category, {every['n']} searches from {args.clients} threads: p50 {every['p50_ms']} ms,"
+            f" p95 {every['p95_ms']}, p99 {every['p99_ms']}, max {every['max_ms']} (CPU a search: gunicorn"
+            f" {every['cpu_ms_per_search']['gunicorn']} ms, PostgreSQL {every['cpu_ms_per_search']['postgresql']} ms)"
+        )
+        for category in categories:
+            found = category_figures.get(str(category))
+            if found is None:  # fewer searches than categories
+                continue
+            print(
+                f"  cat={category:>4}: p50 {found['p50_ms']} ms, p95 {found['p95_ms']}, p99 {found['p99_ms']},"
+                f" max {found['max_ms']}; posts found: median {found['posts_found_median']:,},"
+                f" max {found['posts_found_max']:,}"
+            )
     print(f"t=search without words: {', '.join(f'{1000 * s:.0f}' for s in no_words)} ms")
     print(
         f"t=get of the post of {args.big_segments:,} segments: best {get_best} ms, median {get_median}"

@@ -27,6 +27,8 @@ SMALL = [
     "4",
     "--serial",
     "8",
+    "--category-searches",
+    "8",
     "--gets",
     "2",
     "--no-words",
@@ -69,6 +71,17 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
         assert searches["common"]["posts_found_max"] > 100
         assert sum(band["n"] for band in figures["searches_by_posts_found"].values()) == 24
         assert figures["searches_one_client"]["n"] == 8
+        # Searches with a category, each of the default four in turn, timed apart from the rest.
+        by_category = figures["searches_with_category"]
+        assert by_category["all"]["n"] == 8 and by_category["all"]["cpu_ms_per_search"]["gunicorn"] > 0
+        assert {key: by_category[key]["n"] for key in ("2000", "2040", "2045", "5030")} == {
+            "2000": 2,
+            "2040": 2,
+            "2045": 2,
+            "5030": 2,
+        }
+        assert "t=search with a category, 8 searches from 4 threads" in first.stdout
+        assert "cat=2045:" in first.stdout
         assert len(figures["slowest_searches"]) == 5 and len(figures["search_no_words_ms"]) == 1
         assert len(figures["get_big_ms"]["all"]) == 2 and figures["get_big_ms"]["best"] > 0
         assert len(figures["get_small_ms"]["all"]) == 5
@@ -99,6 +112,10 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
         assert reused["reused_catalog"] and not reused["durable"] and reused["postgresql"]["fsync"] == "off"
         assert reused["fill"] == fill
         assert "filling" not in again.stderr
+
+        for bad in ("20x0", "", "2000,10000", "-1"):
+            refused = run_bench("--keep", str(keep), "--categories", bad)
+            assert refused.returncode == 2 and "--categories: newznab category numbers" in refused.stderr, bad
 
         other = run_bench("--keep", str(keep), "--seed", "2")
         assert other.returncode == 2 and "give the same options or another directory" in other.stderr

@@ -768,6 +768,27 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
             search_posts(db_session, "mid", categories=categories)
             ((statement, parameters),) = sent
             assert "windowed" not in statement, categories
+        # One category alone, of fewer than WINDOW_NARROWED of the posts, is tested by equality (its
+        # posts newest first from ix_posts_category_newest); of more, by `= ANY`. The same posts.
+        for narrowed, by_equality in ((1.01, True), (0.0, False)):
+            monkeypatch.setattr(search_service, "WINDOW_NARROWED", narrowed)
+            sent.clear()
+            page = search_posts(db_session, "mid", categories=[8010], limit=3, offset=2)
+            ((statement, parameters),) = sent
+            assert ("p.category = CAST(:category AS smallint)" in statement) == by_equality, narrowed
+            assert ("p.category = ANY(" in statement) != by_equality, narrowed
+            everywhere = (
+                db_session.execute(
+                    text(
+                        "SELECT key FROM posts WHERE words @@ CAST(:query AS tsquery) AND category = 8010"
+                        " ORDER BY last_post DESC NULLS LAST, group_id, key"
+                    ),
+                    {"query": parameters["query"]},
+                )
+                .scalars()
+                .all()
+            )
+            assert len(everywhere) > 5 and [post.key for post in page.items] == everywhere[2:5], narrowed
         # Words too common, too rare or of too many posts each for a window, and words with other
         # filters than categories, look among all at once.
         monkeypatch.setattr(search_service, "WINDOW_WORD_POSTS", 100)
