@@ -60,6 +60,18 @@ def test_upgrade_on_empty_database_then_check_agrees_with_models(postgres, setti
                 ).scalar_one()
                 == "e"
             )
+        # 0029: the posts vacuumed past a few thousand dead versions, their indexes with them.
+        posts_options = text("SELECT reloptions FROM pg_class WHERE relname = 'posts'")
+        with engine.connect() as conn:
+            assert set(conn.execute(posts_options).scalar_one()) == {
+                "fillfactor=80",
+                "autovacuum_vacuum_scale_factor=0",
+                "autovacuum_vacuum_threshold=2000",
+                "vacuum_index_cleanup=on",
+            }
+        command.downgrade(alembic_config(), "0028")
+        with engine.connect() as conn:
+            assert conn.execute(posts_options).scalar_one() == ["fillfactor=80"]
         command.downgrade(alembic_config(), "base")
         assert "files" not in set(inspect(engine).get_table_names())
         engine.dispose()
