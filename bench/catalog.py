@@ -705,16 +705,21 @@ def parse_categories(text: str) -> list[int] | None:
     return list(dict.fromkeys(numbers))
 
 
+def cpu_per_search(before: tuple[float, float], after: tuple[float, float], searches: int) -> dict[str, float]:
+    """The CPU gunicorn and PostgreSQL spent a search (ms), from their CPU seconds before and after."""
+    return {
+        "gunicorn": round(1000 * (after[0] - before[0]) / searches, 2),
+        "postgresql": round(1000 * (after[1] - before[1]) / searches, 2),
+    }
+
+
 def category_searches(
     requests: list[Request], categories: list[int], cpu_before: tuple[float, float], cpu_after: tuple[float, float]
 ) -> dict:
     """The searches with a category: latency overall, with the CPU a search, and per category with
     the posts found."""
     figures: dict = {"all": latency_figures([r.seconds for r in requests])}
-    figures["all"]["cpu_ms_per_search"] = {
-        "gunicorn": round(1000 * (cpu_after[0] - cpu_before[0]) / len(requests), 2),
-        "postgresql": round(1000 * (cpu_after[1] - cpu_before[1]) / len(requests), 2),
-    }
+    figures["all"]["cpu_ms_per_search"] = cpu_per_search(cpu_before, cpu_after, len(requests))
     for category in categories:
         picked = [r for r in requests if r.category == category]
         if picked:
@@ -944,10 +949,7 @@ def main(argv: list[str] | None = None) -> int:
             search_figures[kind]["posts_found_median"] = statistics.median(totals)
             search_figures[kind]["posts_found_max"] = max(totals)
         search_figures["all"]["searches_per_second"] = round(len(timed) / wall, 1)
-        search_figures["all"]["cpu_ms_per_search"] = {
-            "gunicorn": round(1000 * (cpu_after[0] - cpu_before[0]) / len(timed), 2),
-            "postgresql": round(1000 * (cpu_after[1] - cpu_before[1]) / len(timed), 2),
-        }
+        search_figures["all"]["cpu_ms_per_search"] = cpu_per_search(cpu_before, cpu_after, len(timed))
         # How latency grows with what a search finds: the timed searches by the posts they found.
         by_found = {}
         for low, high in ((0, 100), (100, 1_000), (1_000, 10_000), (10_000, 100_000), (100_000, 10**9)):
