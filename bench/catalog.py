@@ -3,6 +3,7 @@ through gunicorn, on >= 1,000,000 releases stored the normal way.
 
     .venv/bin/python bench/catalog.py [--releases 1000000] [--searches 500] [--clients 4] [--serial 100]
                                       [--category-searches 200] [--categories 2000,2040,2045,5030]
+                                      [--dead 0]
                                       [--big-segments 10000] [--keep DIR] [--no-durability]
                                       [--explain] [--seed 1]
     .venv/bin/python bench/catalog.py --keep /tmp/catalog-bench          # fill once, time many
@@ -54,6 +55,12 @@ Measured, through gunicorn (HTTP keep-alive, one connection per client thread):
   one that holds many (app.services.search: WINDOW_NARROWED). Timed apart from the searches
   above, whose figures the goals are about: p50/p95/p99/max overall and per category, the posts
   found, and the CPU a search;
+- with --dead N: the newest N/2 posts' rows written twice (their last article a second later, then
+  back), as later batches and inspections write a post's row again, which leaves N dead versions
+  among the newest posts; --serial searches from one thread with them, then `VACUUM posts` (as
+  autovacuum would run it, with the table's own settings: migration 0029 has it clean the
+  indexes; autovacuum is off for posts meanwhile), then the same searches again: the latency and
+  the CPU a search of both, and the vacuum's time and CPU;
 - t=search without words (every post a candidate), a few times;
 - t=get of the post of --big-segments segments (best and median of --gets) and of a few small
   posts; each big NZB is checked to hold every segment.
@@ -85,7 +92,7 @@ import threading
 import time
 import traceback
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -713,6 +720,62 @@ def cpu_per_search(before: tuple[float, float], after: tuple[float, float], sear
     }
 
 
+def dead_versions(
+    port: int, dead: int, requests: list[Request], run: Callable[[], float], pids: tuple[int, int]
+) -> dict:
+    """--dead: the searches run (`run`, the requests timed) as the catalog is; then with the newest
+    dead/2 posts' rows written twice (their last article a second later, then back: the catalog is
+    left as it was); then after `VACUUM posts` with the table's own settings. Autovacuum is off for
+    posts meanwhile, so that it cleans nothing while the searches with dead versions run."""
+    import psycopg
+
+    def timed() -> dict:
+        for request in requests:
+            request.seconds, request.total = 0.0, None
+        before = (tree_cpu(pids[0]), tree_cpu(pids[1]))
+        run()
+        after = (tree_cpu(pids[0]), tree_cpu(pids[1]))
+        figures = latency_figures([r.seconds for r in requests])
+        figures["cpu_ms_per_search"] = cpu_per_search(before, after, len(requests))
+        return figures
+
+    with psycopg.connect(f"host=127.0.0.1 port={port} user=seed dbname=seed", autocommit=True) as conn:
+        options = conn.execute(
+            "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'posts'::regclass"
+        ).fetchone()
+        conn.execute("ALTER TABLE posts SET (autovacuum_enabled = false)")
+        try:
+            clean = timed()
+            conn.execute(
+                "CREATE TEMP TABLE churned AS SELECT group_id, key FROM posts"
+                " ORDER BY last_post DESC NULLS LAST, group_id, key LIMIT %s",
+                (dead // 2,),
+            )
+            written = 0
+            for step in ("+", "-"):
+                written += conn.execute(
+                    f"UPDATE posts p SET last_post = p.last_post {step} interval '1 second' FROM churned c"
+                    " WHERE p.group_id = c.group_id AND p.key = c.key"
+                ).rowcount
+            with_dead = timed()
+            cpu, started = tree_cpu(pids[1]), time.perf_counter()
+            conn.execute("VACUUM posts")
+            vacuum_seconds, vacuum_cpu = time.perf_counter() - started, tree_cpu(pids[1]) - cpu
+        finally:
+            conn.execute("ALTER TABLE posts RESET (autovacuum_enabled)")
+        left = conn.execute("SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'posts'::regclass").fetchone()
+    return {
+        "dead": written,
+        "posts_options": sorted(options[0]) if options else [],
+        "posts_options_left": sorted(left[0]) if left else [],  # autovacuum on again, as before
+        "clean": clean,
+        "with_dead_versions": with_dead,
+        "vacuum_seconds": round(vacuum_seconds, 2),
+        "vacuum_cpu_seconds": round(vacuum_cpu, 2),
+        "after_vacuum": timed(),
+    }
+
+
 def category_searches(
     requests: list[Request], categories: list[int], cpu_before: tuple[float, float], cpu_after: tuple[float, float]
 ) -> dict:
@@ -833,6 +896,13 @@ def main(argv: list[str] | None = None) -> int:
         default="2000,2040,2045,5030",
         help="the categories those searches take in turn, comma-separated (newznab's numbers)",
     )
+    parser.add_argument(
+        "--dead",
+        type=int,
+        default=0,
+        help="then leave this many dead row versions among the newest posts and time searches before and"
+        " after a vacuum (0: not)",
+    )
     parser.add_argument("--gets", type=int, default=5, help="t=get of the big post this many times")
     parser.add_argument("--no-words", type=int, default=3, help="t=search without words this many times")
     parser.add_argument("--keep", metavar="DIR", help="keep the filled cluster in DIR; reuse the one there")
@@ -859,6 +929,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--categories: newznab category numbers (0 to 9999), comma-separated")
     if args.category_searches < 0:
         parser.error("--category-searches at least 0")
+    if args.dead < 0 or args.dead % 2 or (args.dead and args.serial < 1):
+        parser.error("--dead: an even number of dead row versions, at least 0 (and --serial at least 1)")
     print("command: .venv/bin/python bench/catalog.py " + " ".join(argv if argv is not None else sys.argv[1:]))
 
     from app.config import get_settings
@@ -973,6 +1045,22 @@ def main(argv: list[str] | None = None) -> int:
             cpu_after = (tree_cpu(api.proc.pid), tree_cpu(cluster.pid()))
             category_figures = category_searches(by_category, categories, cpu_before, cpu_after)
 
+        dead_figures = None
+        if args.dead:
+            dead_requests = [
+                Request(KINDS[i % 4], query_words(vocabulary, rng, KINDS[i % 4])) for i in range(args.serial)
+            ]
+            say(
+                f"{args.dead:,} dead row versions among the newest posts, {args.serial} searches before and after a vacuum"
+            )
+            dead_figures = dead_versions(
+                port,
+                args.dead,
+                dead_requests,
+                lambda: run_searches(api_port, api.cafile, key, dead_requests, 1),
+                (api.proc.pid, cluster.pid()),
+            )
+
         say("t=search without words, t=get ...")
         client = Client(api_port, api.cafile)
         no_words = [client.get({"t": "search", "apikey": key})[0] for _ in range(args.no_words)]
@@ -1050,6 +1138,7 @@ def main(argv: list[str] | None = None) -> int:
         "searches_by_posts_found": by_found,
         "searches_one_client": latency_figures([r.seconds for r in serial]) if serial else None,
         "searches_with_category": category_figures if by_category else None,
+        "dead_versions": dead_figures,
         "slowest_searches": [
             {"q": r.words, "kind": r.kind, "ms": round(1000 * r.seconds, 1), "posts_found": r.total} for r in slowest
         ],
@@ -1124,6 +1213,22 @@ def main(argv: list[str] | None = None) -> int:
                 f" max {found['max_ms']}; posts found: median {found['posts_found_median']:,},"
                 f" max {found['posts_found_max']:,}"
             )
+    if dead_figures is not None:
+        clean, before, after = (
+            dead_figures["clean"],
+            dead_figures["with_dead_versions"],
+            dead_figures["after_vacuum"],
+        )
+        print(
+            f"t=search, {clean['n']} from one thread: p50 {clean['p50_ms']} ms, p99 {clean['p99_ms']} (CPU a search:"
+            f" gunicorn {clean['cpu_ms_per_search']['gunicorn']} ms, PostgreSQL"
+            f" {clean['cpu_ms_per_search']['postgresql']}); with {dead_figures['dead']:,} dead row versions among the"
+            f" newest posts: p50 {before['p50_ms']} ms, p99 {before['p99_ms']} (gunicorn"
+            f" {before['cpu_ms_per_search']['gunicorn']} ms, PostgreSQL {before['cpu_ms_per_search']['postgresql']});"
+            f" after a vacuum ({dead_figures['vacuum_seconds']} s, {dead_figures['vacuum_cpu_seconds']} s of CPU;"
+            f" the posts' settings: {', '.join(dead_figures['posts_options']) or 'the defaults'}): p50"
+            f" {after['p50_ms']} ms, p99 {after['p99_ms']} (PostgreSQL {after['cpu_ms_per_search']['postgresql']})"
+        )
     print(f"t=search without words: {', '.join(f'{1000 * s:.0f}' for s in no_words)} ms")
     print(
         f"t=get of the post of {args.big_segments:,} segments: best {get_best} ms, median {get_median}"

@@ -106,9 +106,22 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
         assert "fragments" in plans[2]
         assert (keep / "catalog.json").exists() and not (keep / "pg" / "postmaster.pid").exists()
 
-        again = run_bench("--keep", str(keep), "--no-durability")
+        assert figures["dead_versions"] is None  # not asked for
+        again = run_bench("--keep", str(keep), "--no-durability", "--dead", "200")
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
         reused = json.loads(again.stdout.splitlines()[-1])
+        # Searches before and with 200 dead row versions among the newest posts, and after a vacuum
+        # with the posts' own settings (migration 0029's); the settings as they were after.
+        dead = reused["dead_versions"]
+        assert dead["dead"] == 200 and dead["vacuum_seconds"] > 0
+        assert {"autovacuum_vacuum_threshold=2000", "vacuum_index_cleanup=on"} <= set(dead["posts_options"])
+        assert dead["posts_options_left"] == dead["posts_options"]
+        for phase in ("clean", "with_dead_versions", "after_vacuum"):
+            assert dead[phase]["n"] == 8 and dead[phase]["cpu_ms_per_search"]["postgresql"] >= 0, phase
+        assert "with 200 dead row versions among the newest posts" in again.stdout
+        for bad in ("3", "-2"):
+            refused = run_bench("--keep", str(keep), "--dead", bad)
+            assert refused.returncode == 2 and "--dead: an even number" in refused.stderr, bad
         assert reused["reused_catalog"] and not reused["durable"] and reused["postgresql"]["fsync"] == "off"
         assert reused["fill"] == fill
         assert "filling" not in again.stderr
