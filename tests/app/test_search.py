@@ -789,6 +789,28 @@ def test_words_of_a_few_percent_of_the_posts_are_looked_for_among_the_newest_fir
                 .all()
             )
             assert len(everywhere) > 5 and [post.key for post in page.items] == everywhere[2:5], narrowed
+        # Several narrow categories without words (Sonarr's RSS sync): each one's newest posts, merged
+        # (MATCHING_BY_CATEGORY); of more posts, or with words, `= ANY`. The same posts and count.
+        newest = (
+            db_session.execute(
+                text(
+                    "SELECT key FROM posts WHERE category IN (8010, 5030)"
+                    " ORDER BY last_post DESC NULLS LAST, group_id, key"
+                )
+            )
+            .scalars()
+            .all()
+        )
+        assert len(newest) > 6
+        for narrowed, words, merged in ((1.01, None, True), (0.0, None, False), (1.01, "mid", False)):
+            monkeypatch.setattr(search_service, "WINDOW_NARROWED", narrowed)
+            sent.clear()
+            page = search_posts(db_session, words, categories=[8010, 5030], limit=3, offset=2)
+            ((statement, parameters),) = sent
+            assert ("CROSS JOIN LATERAL" in statement) == merged, (narrowed, words)
+            if words is None:
+                assert [post.key for post in page.items] == newest[2:5], narrowed
+                assert page.total == min(len(newest), 2 + 3 + COUNT_AHEAD), narrowed
         # Words too common, too rare or of too many posts each for a window, and words with other
         # filters than categories, look among all at once.
         monkeypatch.setattr(search_service, "WINDOW_WORD_POSTS", 100)
