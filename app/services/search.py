@@ -144,6 +144,18 @@ MATCHING = f"""
     matching AS MATERIALIZED (
         {_NEWEST_MATCHES}
     )"""
+# The newest posts of several categories, each category's newest from ix_posts_category_newest,
+# merged: for categories of few posts, where `category = ANY(...)` walks every post newest first
+# and drops the others' (the newest 200 of categories 2045 and 7020, 5.5% of bench/catalog.py's
+# 1,000,000 posts: 0.25 - 0.53 ms so, 6.0 - 40.5 ms by `= ANY`; EXPLAIN ANALYZE). The same posts:
+# a post is in one category, so the newest of all are among the newest of each.
+MATCHING_BY_CATEGORY = f"""
+    matching AS MATERIALIZED (
+        SELECT m.* FROM unnest(CAST(:categories AS smallint[])) AS c(category)
+         CROSS JOIN LATERAL ({_NEWEST_MATCHES.format(filters="p.category = c.category")}) m
+         ORDER BY m.last_post DESC NULLS LAST, m.group_id, m.key
+         LIMIT :count_limit
+    )"""
 # The posts since :window, an hour's start: those whose times (the column times, migration 0027)
 # are among :window_times, the hours from the window's start on, and those posted from :window_end
 # on, past those hours (posted after the search began, or dated ahead). The words' index holds the
@@ -154,22 +166,6 @@ _WINDOW = "p.last_post >= :window AND (p.times @@ CAST(:window_times AS tsquery)
 # when fewer than the count's bound are there: that part is gated by a one-time filter, which
 # PostgreSQL tests before running it. Either way the posts are those MATCHING gives: every post
 # since the window is newer than any before it (NULL last: never among the newest).
-# The newest posts of several categories, each category's newest from ix_posts_category_newest,
-# merged: for categories of few posts, where `category = ANY(...)` walks every post newest first
-# and drops the others' (the newest 200 of categories 2045 and 7020, 5.5% of bench/catalog.py's
-# 1,000,000 posts: 0.25 - 0.53 ms so, 6.0 - 40.5 ms by `= ANY`; EXPLAIN ANALYZE). The same posts:
-# a post is in one category, so the newest of all are among the newest of each.
-MATCHING_BY_CATEGORY = """
-    matching AS MATERIALIZED (
-        SELECT m.group_id, m.key, m.last_post
-          FROM unnest(CAST(:categories AS smallint[])) AS c(category)
-         CROSS JOIN LATERAL (
-            SELECT p.group_id, p.key, p.last_post FROM posts p
-             WHERE p.category = c.category
-             ORDER BY p.last_post DESC NULLS LAST, p.group_id, p.key LIMIT :count_limit) m
-         ORDER BY m.last_post DESC NULLS LAST, m.group_id, m.key
-         LIMIT :count_limit
-    )"""
 MATCHING_WINDOWED = f"""
     windowed AS MATERIALIZED (
         {_NEWEST_MATCHES.format(filters="{filters} AND " + _WINDOW)}
