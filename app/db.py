@@ -99,7 +99,7 @@ def driver_sql(statement: str) -> str:
 
 
 # Tables partitioned by LIST (group_id); each group gets one partition of each.
-PARTITIONED_TABLES = ("files", "fragments", "release_chunks")
+PARTITIONED_TABLES = ("files", "fragment_packs", "release_chunks")
 
 
 def partition_name(table: str, group_id: int) -> str:

@@ -69,7 +69,7 @@ from simnews.inject import inject  # noqa: E402
 from simnews.ports import free_ports  # noqa: E402
 
 GROUPS = ("alt.binaries.e-book.french", "alt.binaries.cd.image.playstation2.dvdiso")
-CATALOG = ("files", "fragments", "releases", "release_chunks", "rule_counts", "message_hosts")
+CATALOG = ("files", "fragment_packs", "releases", "release_chunks", "rule_counts", "message_hosts")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 POLL = 0.02  # seconds between two looks at whether the job is done
 # The Celery workers as ops/run and compose.yaml start them (tests/app/test_bench_workers.py
@@ -649,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
                 "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relkind = 'r'"
                 " AND (c.relname = ANY('{"
                 + ",".join(CATALOG)
-                + "}') OR c.relname ~ '^(files|fragments|release_chunks)_g[0-9]+$')"
+                + "}') OR c.relname ~ '^(files|fragment_packs|release_chunks)_g[0-9]+$')"
             )
         )
         # Where the bytes are: every table of the database (the read side's too, which db_bytes
@@ -673,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
         autovacuum_passes = int(
             services.sql_value(
                 "SELECT coalesce(sum(autoanalyze_count + autovacuum_count), 0) FROM pg_stat_user_tables"
-                " WHERE relname ~ '^(files|fragments|release_chunks)_g' OR relname = 'releases'"
+                " WHERE relname ~ '^(files|fragment_packs|release_chunks)_g' OR relname = 'releases'"
             )
         )
     finally:

@@ -36,7 +36,7 @@ from app.services import leases  # noqa: E402
 from app.services.ingest import accept as acceptance  # noqa: E402
 from app.services.ingest import store  # noqa: E402
 from app.services.ingest.hosts import host_column, message_host_ids, split_message_ids  # noqa: E402
-from app.services.ingest.store import FRAGMENT_COPY, fragment_slices  # noqa: E402
+from app.services.ingest.store import PACK_COPY, pack_slices  # noqa: E402
 from app.services.ingest.pgcopy import copy_payload  # noqa: E402
 from app.services.groups import add_groups  # noqa: E402
 from edge.digest.batch import Batch, decode_batch, encode_batch  # noqa: E402
@@ -217,13 +217,16 @@ def _fill_catalog(group_id: int, files: int) -> None:
 
 
 def _raw_copy(decoded: list[dict], group_id: int, text_format: bool = False) -> float:
-    """The same fragments COPYed into a table shaped like a fragments partition (without a key,
-    as the fragments have none, and with its group_id default), the same way the store sends them (binary, in slices), one
-    transaction per batch as the store has. Their message-ids are cut and their hosts' ids found
-    before the clock starts (the store's timing includes both)."""
+    """The same fragments COPYed into a table shaped like a partition of the packs (without a key,
+    as the packs have none, with their index, and with its group_id default), the same way the
+    store sends them (binary, in slices), one transaction per batch as the store has; or, with
+    `text_format`, a row an article in COPY's text format into a table of the view `fragments`'
+    columns. Their message-ids are cut and their hosts' ids found before the clock starts (the
+    store's timing includes both)."""
     table = f"bench_raw_fragments_{secrets.token_hex(4)}"
     with session_scope() as session:
-        session.execute(text(f"CREATE TABLE {table} (LIKE fragments INCLUDING ALL)"))
+        like = "fragments" if text_format else "fragment_packs INCLUDING ALL"
+        session.execute(text(f"CREATE TABLE {table} (LIKE {like})"))
         # As a partition: its group_id defaults to its group.
         session.execute(text(f"ALTER TABLE {table} ALTER COLUMN group_id SET DEFAULT {int(group_id)}"))
         hosts = [split_message_ids(batch["fragments"]["message_id"]) for batch in decoded]
@@ -253,8 +256,8 @@ def _raw_copy(decoded: list[dict], group_id: int, text_format: bool = False) -> 
                         ) as copy:
                             copy.write(copy_payload(columns))
                         continue
-                    with cur.copy(FRAGMENT_COPY.format(table=table)) as copy:
-                        for piece in fragment_slices(batch["fragments"], cut.locals, ids):  # as the store sends them
+                    with cur.copy(PACK_COPY.format(table=table)) as copy:
+                        for piece in pack_slices(batch["fragments"], cut.locals, ids):  # as the store sends them
                             copy.write(piece)
         return time.perf_counter() - started
     finally:

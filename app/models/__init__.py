@@ -4,7 +4,7 @@ from app.models.apikeys import ApiKey
 from app.models.batches import SeedBatch, StoredFragments
 from app.models.catalog import (
     File,
-    Fragment,
+    FragmentPack,
     MessageHost,
     Post,
     PostGrab,
@@ -25,7 +25,7 @@ from app.models.spool import SpoolChunk
 __all__ = [
     "ApiKey",
     "File",
-    "Fragment",
+    "FragmentPack",
     "Group",
     "InspectionJoin",
     "InspectionState",

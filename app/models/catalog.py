@@ -1,6 +1,6 @@
 """What the seed produces: files (details once), fragments, releases, release chunks, rule counts.
 
-Files, fragments and release chunks are partitioned by group (LIST on group_id); the partitions
+Files, fragment packs and release chunks are partitioned by group (LIST on group_id); the partitions
 are made on demand by app.db.ensure_group_partitions (a partition's group_id defaults to its group). No foreign keys on these hot tables: a
 row can only land in an existing group's partition, and keys come from the digest library.
 """
@@ -25,7 +25,7 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -70,31 +70,41 @@ class File(Base):
     poster: Mapped[str | None] = mapped_column(Text)
 
 
-class Fragment(Base):
-    """One article of a file; an article number appears once per group.
+class FragmentPack(Base):
+    """Up to PACK_ARTICLES articles of one batch, an array a column: the i-th article of the pack
+    is (file_keys[i], articles[i], parts[i], bytes[i], host_ids[i], message_locals[i]), and an
+    article number appears once per group.
 
-    The table has no key (migration 0008). Keeping one up to date would cost about half of the
-    server's work for each batch, and an article is stored only once without it: one batch holds
-    it, once, and a batch's fragments go in whole, recorded in stored_fragments. The mapper's
-    primary key is (group_id, article) all the same. The one index is of a file's articles, for
-    the NZB export (migration 0016): a file's articles come together in a batch, so each file
-    adds to one place of it. The columns are in the table's order, 8-byte ones first so that no alignment
-    padding is stored. A message-id's host is stored once, in message_hosts (migration 0007).
+    The articles of a batch are stored in packs rather than a row each (migration 0030): a row an
+    article cost 72 bytes of heap and its COPY with its index by file was the largest part of
+    PostgreSQL's work for each batch. The arrays are compressed by lz4. The one index is a GIN of
+    the files' keys, so the packs of a file are found without reading the group's: read them as
+    app.services.fragments does. The view `fragments` unpacks every pack, in the columns of a row
+    an article, and `fragments_with_ids` has each message-id whole (message_local || its host,
+    stored once in message_hosts). The packs have no key: a batch's go in whole, recorded in
+    stored_fragments, so an article is stored once. The mapper's primary key is (group_id,
+    articles) all the same.
     """
 
-    __tablename__ = "fragments"
-    __table_args__ = (Index("ix_fragments_file", "file_key"), PARTITION_BY_GROUP)
+    __tablename__ = "fragment_packs"
+    __table_args__ = (
+        Index("ix_fragment_packs_files", "file_keys", postgresql_using="gin"),
+        PARTITION_BY_GROUP,
+    )
 
-    article: Mapped[int] = mapped_column(BigInteger)
-    file_key: Mapped[int] = mapped_column(BigInteger)
     group_id: Mapped[int] = mapped_column(Integer)
-    part: Mapped[int] = mapped_column(Integer)
-    bytes: Mapped[int] = mapped_column(Integer)
-    # The message-id is message_local || message_hosts.host (the view fragments_with_ids).
-    host_id: Mapped[int] = mapped_column(Integer)
-    message_local: Mapped[str] = mapped_column(Text)
+    file_keys: Mapped[list[int]] = mapped_column(ARRAY(BigInteger))
+    articles: Mapped[list[int]] = mapped_column(ARRAY(BigInteger))
+    parts: Mapped[list[int]] = mapped_column(ARRAY(Integer))
+    bytes: Mapped[list[int]] = mapped_column(ARRAY(Integer))
+    host_ids: Mapped[list[int]] = mapped_column(ARRAY(Integer))
+    message_locals: Mapped[list[str]] = mapped_column(ARRAY(Text))
 
-    __mapper_args__ = {"primary_key": [group_id, article]}
+    __mapper_args__ = {"primary_key": [group_id, articles]}
+
+
+# Articles a pack holds at most (the store's packs, and migration 0030's).
+PACK_ARTICLES = 100
 
 
 class MessageHost(Base):

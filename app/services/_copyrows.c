@@ -2,14 +2,16 @@
  * makes no Python object for each value: no struct calls, no tuple for each row, and no join to
  * interleave the columns.
  *
- * pack_rows(kinds, columns, scan) -> bytes
+ * pack_rows(kinds, columns, scan, counts=True) -> bytes
  *   kinds:   a sequence of kind names, one for each column: "int8", "int4", "float4", "timestamp"
  *            (unix seconds, for a timestamptz column), "text" (str, sent as UTF-8) or "utf8"
  *            (text given as UTF-8 bytes, which the caller checked);
  *   columns: a sequence of equally long sequences, one for each kind. An integer column may
  *            instead be an array.array of 'q' or 'i'; it is then read as C integers, without
  *            making an int object for each value;
- *   scan:    None is NULL when true; when false a None is refused like a value of the wrong type.
+ *   scan:    None is NULL when true; when false a None is refused like a value of the wrong type;
+ *   counts:  false leaves out each row's field count: one column's values so packed are the
+ *            elements of a binary array value (pgcopy.array_value).
  *
  * It returns the rows without a header or trailer: for each row an int16 field count, then for
  * each field an int32 length (-1 for NULL) and the value, big-endian (a timestamptz is an int8 of
@@ -263,10 +265,10 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
     PyObject *kinds_arg, *columns_arg, *result = NULL;
     PyObject *kinds_seq = NULL, *columns_seq = NULL;
     struct column *cols = NULL;
-    int scan;
+    int scan, counts = 1;
     Py_ssize_t ncols = 0, nrows = 0, c, r;
 
-    if (!PyArg_ParseTuple(args, "OOp:pack_rows", &kinds_arg, &columns_arg, &scan))
+    if (!PyArg_ParseTuple(args, "OOp|p:pack_rows", &kinds_arg, &columns_arg, &scan, &counts))
         return NULL;
     kinds_seq = PySequence_Tuple(kinds_arg);
     columns_seq = kinds_seq ? PySequence_Tuple(columns_arg) : NULL;
@@ -321,7 +323,8 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
                 goto too_large;
         }
     }
-    if (nrows > PY_SSIZE_T_MAX / 2 || __builtin_add_overflow(total, 2 * nrows, &total))
+    Py_ssize_t count_bytes = counts ? 2 : 0; /* each row's field count */
+    if (nrows > PY_SSIZE_T_MAX / 2 || __builtin_add_overflow(total, count_bytes * nrows, &total))
         goto too_large;
     result = PyBytes_FromStringAndSize(NULL, total);
     if (result == NULL)
@@ -332,11 +335,13 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
      * the last guard. */
     char *p = PyBytes_AS_STRING(result), *end = p + total;
     for (r = 0; r < nrows; r++) {
-        if (end - p < 2)
-            goto changed;
-        p[0] = (char)(ncols >> 8);
-        p[1] = (char)ncols;
-        p += 2;
+        if (counts) {
+            if (end - p < 2)
+                goto changed;
+            p[0] = (char)(ncols >> 8);
+            p[1] = (char)ncols;
+            p += 2;
+        }
         for (c = 0; c < ncols; c++) {
             const struct column *col = &cols[c];
             if (col->itemsize) { /* a fixed width, which the first pass sized exactly */
@@ -353,7 +358,7 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
             Py_ssize_t size = 0, bytes = field_size(col->kind, value, scan, &text, &size);
             if (bytes < 0)
                 goto fail;
-            if (bytes > end - p - (nrows - r - 1) * 2)
+            if (bytes > end - p - (nrows - r - 1) * count_bytes)
                 goto changed;
             if (value == Py_None) {
                 put32(p, 0xFFFFFFFFu);
@@ -389,11 +394,11 @@ done:
 /* The interface's version, the module's VERSION: edge.digest.compiled.VERSIONS holds the one the
  * Python code expects, and a build whose VERSION differs (made from other sources) is refused when
  * loaded. Raise both together with any change to what a function takes or gives. */
-#define INTERFACE_VERSION 1
+#define INTERFACE_VERSION 2
 
 static PyMethodDef methods[] = {
     {"pack_rows", pack_rows, METH_VARARGS,
-     "pack_rows(kinds, columns, scan) -> bytes: equal-length columns as binary COPY rows."},
+     "pack_rows(kinds, columns, scan, counts=True) -> bytes: equal-length columns as binary COPY rows."},
     {NULL, NULL, 0, NULL},
 };
 

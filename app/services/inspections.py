@@ -29,6 +29,7 @@ from app.db import array_literal, partition_name
 from app.models import InspectionState, PostInspection, SeedNode
 from app.services import postnames, rules
 from app.services.errors import Conflict, NotFound, ServiceError
+from app.services.fragments import file_articles
 from edge.inspect.result import MAX_WANTED, named_files, wanted_files
 
 # At most this many files are read of a post, and this many bytes in all (what the node is told).
@@ -135,18 +136,18 @@ POST_FILES = text(f"""
     SELECT post, key, name FROM listed WHERE n <= {MAX_POST_FILES} ORDER BY post, name
 """)
 # The first article of these files (by part), and the last of those asked for (last true). Each
-# end costs a read of every article of its file (the fragments' one index is by file alone), so
-# only the files a lease may hand out are read: those their names tell of, else every file of a
-# post whose names tell nothing (the smallest is read), and the last volume of a 7-Zip archive.
-FILE_ENDS = text("""
-    SELECT w.key, a.bytes, a.message_local || h.host AS message_id,
+# end costs a read of the packs that hold its file, so only the files a lease may hand out are
+# read: those their names tell of, else every file of a post whose names tell nothing (the
+# smallest is read), and the last volume of a 7-Zip archive.
+FILE_ENDS = text(f"""
+    SELECT w.key, f.bytes, f.message_local || h.host AS message_id,
            z.bytes AS last_bytes, z.message_local || hz.host AS last_message_id
       FROM unnest(CAST(:keys AS bigint[]), CAST(:last AS boolean[])) AS w(key, last)
-      JOIN LATERAL (SELECT bytes, message_local, host_id FROM fragments
-                     WHERE group_id = :g AND file_key = w.key ORDER BY part LIMIT 1) a ON true
-      JOIN message_hosts h ON h.id = a.host_id
-      LEFT JOIN LATERAL (SELECT bytes, message_local, host_id FROM fragments
-                          WHERE w.last AND group_id = :g AND file_key = w.key ORDER BY part DESC LIMIT 1) z ON true
+      JOIN LATERAL (SELECT bytes, message_local, host_id FROM ({file_articles(":g", "w.key")}) a
+                     ORDER BY part, article LIMIT 1) f ON true
+      JOIN message_hosts h ON h.id = f.host_id
+      LEFT JOIN LATERAL (SELECT bytes, message_local, host_id FROM ({file_articles(":g", "w.key")}) a
+                          WHERE w.last ORDER BY part DESC, article DESC LIMIT 1) z ON true
       LEFT JOIN message_hosts hz ON hz.id = z.host_id
 """)
 LEASED = text("""

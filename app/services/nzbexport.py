@@ -36,8 +36,8 @@ normalisation keeps them.
 The segments are read with a server-side cursor and written out as they come (nzb_chunks), so a
 post of 100,000 segments never has all its rows in memory at once; post_nzb joins the chunks.
 Writing the XML costs about 1.3 s of CPU per million segments. A post's files are found by the
-index of files by release (ix_files_release) and each file's articles by the index of fragments
-by file (ix_fragments_file), so an export's time grows with the post, not with its group.
+index of files by release (ix_files_release) and their articles' packs by the packs' index of their
+files (app.services.fragments), so an export's time grows with the post, not with its group.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.services.errors import NotFound
+from app.services.fragments import file_articles
 
 XML_DECLARATION = '<?xml version="1.0" encoding="utf-8"?>\n'
 DOCTYPE = '<!DOCTYPE nzb PUBLIC "-//newzBin//DTD NZB 1.1//EN" "http://www.newzbin.com/DTD/nzb/nzb-1.1.dtd">\n'
@@ -114,10 +115,11 @@ CROSSPOSTED = text("""
      WHERE g.id <> :group_id
 """)
 # The files' articles, each file's by part and article number, the files in the order given.
-SEGMENTS = text("""
-    SELECT o.position, f.part, f.bytes, f.message_id
+SEGMENTS = text(f"""
+    SELECT o.position, f.part, f.bytes, f.message_local || h.host AS message_id
       FROM unnest(CAST(:files AS bigint[])) WITH ORDINALITY AS o(key, position)
-      JOIN fragments_with_ids f ON f.group_id = :group_id AND f.file_key = o.key
+     CROSS JOIN LATERAL ({file_articles(":group_id", "o.key")}) f
+      JOIN message_hosts h ON h.id = f.host_id
      ORDER BY o.position, f.part, f.article
 """)
 

@@ -48,6 +48,7 @@ from sqlalchemy.orm import Session
 from app.db import driver_connection, driver_sql
 from app.models.catalog import WORD_BREAK
 from app.services.errors import NotFound, ServiceError
+from app.services.fragments import file_articles
 from app.services.groups import validate_group_name
 
 DEFAULT_LIMIT = 100
@@ -255,14 +256,14 @@ POST_RELEASES = text("""
      ORDER BY r.first_post NULLS LAST, r.key
 """)
 # A post's files in posting order, each with what the catalog holds of its articles (by the
-# indexes of files by release and fragments by file).
-POST_FILES = text("""
+# index of files by release, and the packs' index of their files).
+POST_FILES = text(f"""
     SELECT f.key, f.release_key, f.name, f.subject, coalesce(f.poster, r.poster) AS poster, f.posted_at,
            f.file_index, f.file_count, f.parts, s.seen, s.bytes
       FROM files f
       JOIN releases r ON r.group_id = f.group_id AND r.key = f.release_key
-     CROSS JOIN LATERAL (SELECT count(*) AS seen, coalesce(sum(x.bytes), 0) AS bytes FROM fragments x
-                          WHERE x.group_id = :g AND x.file_key = f.key) s
+     CROSS JOIN LATERAL (SELECT count(*) AS seen, coalesce(sum(x.bytes), 0) AS bytes
+                           FROM ({file_articles(":g", "f.key")}) x) s
      WHERE f.group_id = :g AND f.release_key = ANY(:releases)
      ORDER BY f.posted_at NULLS LAST, f.file_index NULLS LAST, f.name, f.key
 """)

@@ -32,7 +32,7 @@ DIGEST_MODULE = "edge.digest._overview"
 # INTERFACE_VERSION, the built module's VERSION). A build with another is stale, made from other
 # sources than the Python beside it, and loading it is an error whatever SEED_IMPL says (as
 # SABnzbd refuses a sabctools of another version): it would be called with what it does not take.
-VERSIONS = {"edge.digest._overview": 1, "app.services._copyrows": 1, "app.services._msgcolumns": 1}
+VERSIONS = {"edge.digest._overview": 1, "app.services._copyrows": 2, "app.services._msgcolumns": 1}
 
 
 class StaleBuild(RuntimeError):

@@ -18,7 +18,7 @@ def test_groups_add_and_list(cli_runner, clean_db):
         partitions = conn.execute(
             text(
                 "SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent"
-                " WHERE p.relname IN ('files', 'fragments', 'release_chunks')"
+                " WHERE p.relname IN ('files', 'fragment_packs', 'release_chunks')"
             )
         ).scalar_one()
     assert partitions >= 6

@@ -37,7 +37,7 @@ GROUP_ROWS = {
         t: f"SELECT count(*) FROM {t} WHERE group_id = :g"
         for t in (
             "files",
-            "fragments",
+            "fragment_packs",
             "release_chunks",
             "releases",
             "release_posts",
@@ -183,9 +183,11 @@ def test_remove_deletes_everything_of_the_group_and_nothing_else(cli_runner, cle
     assert {t: dry["counts"][t] for t in GROUP_ROWS} == before
     # Tables not named here (added later, as a posts table) are counted too: the rows add up.
     assert dry["rows"] == sum(dry["counts"].values()) >= sum(before.values())
-    assert dry["partitions"] == sorted(f"{t}_g{removed_group['id']}" for t in ("files", "fragments", "release_chunks"))
+    assert dry["partitions"] == sorted(
+        f"{t}_g{removed_group['id']}" for t in ("files", "fragment_packs", "release_chunks")
+    )
     text_dry = invoke(cli_runner, "groups", "remove", A, "--dry-run")
-    assert text_dry.exit_code == 0 and shows_count(text_dry.output, "fragments", before["fragments"])
+    assert text_dry.exit_code == 0 and shows_count(text_dry.output, "fragment_packs", before["fragment_packs"])
     assert rows_of(clean_db, removed_group["id"]) == before  # a dry run deletes nothing
 
     # Asked, and answered no: nothing goes.

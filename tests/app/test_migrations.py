@@ -35,7 +35,7 @@ def test_upgrade_on_empty_database_then_check_agrees_with_models(postgres, setti
             "seed_ranges",
             "seed_batches",
             "files",
-            "fragments",
+            "fragment_packs",
             "releases",
             "release_chunks",
             "rule_counts",
@@ -45,11 +45,13 @@ def test_upgrade_on_empty_database_then_check_agrees_with_models(postgres, setti
             kinds = dict(
                 conn.execute(
                     text(
-                        "SELECT relname, relkind FROM pg_class WHERE relname IN ('files', 'fragments', 'release_chunks')"
+                        "SELECT relname, relkind FROM pg_class"
+                        " WHERE relname IN ('files', 'fragment_packs', 'fragments', 'release_chunks')"
                     )
                 ).all()
             )
-        assert kinds == {"files": "p", "fragments": "p", "release_chunks": "p"}
+        # 0030: the fragments in packs, and a view of them a row an article.
+        assert kinds == {"files": "p", "fragment_packs": "p", "fragments": "v", "release_chunks": "p"}
         with engine.connect() as conn:  # 0009: a raw body stored as it comes (gzip: no pglz)
             assert (
                 conn.execute(
@@ -72,6 +74,7 @@ def test_upgrade_on_empty_database_then_check_agrees_with_models(postgres, setti
         command.downgrade(alembic_config(), "0028")
         with engine.connect() as conn:
             assert conn.execute(posts_options).scalar_one() == ["fillfactor=80"]
+            assert conn.execute(text("SELECT relkind FROM pg_class WHERE relname = 'fragments'")).scalar_one() == "p"
         command.downgrade(alembic_config(), "base")
         assert "files" not in set(inspect(engine).get_table_names())
         engine.dispose()
@@ -100,12 +103,12 @@ def test_partitions_are_idempotent_and_hold_numbers_past_2_32(db_session):
     big = 2**32 + 17
     db_session.execute(
         text(
-            "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
-            " VALUES (4242, :a, -9223372036854775808, 1, 700000, 1, '<x')"
+            "INSERT INTO fragment_packs (group_id, file_keys, articles, parts, bytes, host_ids, message_locals)"
+            " VALUES (4242, '{-9223372036854775808}', ARRAY[CAST(:a AS bigint)], '{1}', '{700000}', '{1}', '{<x}')"
         ),
         {"a": big},
     )
-    stored = db_session.execute(text("SELECT article FROM fragments_g4242")).scalar_one()
+    stored = db_session.execute(text("SELECT article FROM fragments WHERE group_id = 4242")).scalar_one()
     assert stored == big
 
 
@@ -327,9 +330,11 @@ def test_0007_stores_each_message_id_host_once_and_carries_the_fragments_over_an
 
 
 def one_planned_range(conn, first: int, last: int) -> None:
-    """Group 5 (alt.binaries.test) with its partitions, and plan 1 of one range, 1: first..last."""
+    """Group 5 (alt.binaries.test) with its partitions (of the tables before 0030), and plan 1 of
+    one range, 1: first..last."""
     conn.execute(text("INSERT INTO groups (id, name) VALUES (5, 'alt.binaries.test')"))
-    ensure_group_partitions(conn, 5)
+    for table in ("files", "fragments", "release_chunks"):
+        conn.execute(text(f"CREATE TABLE {table}_g5 PARTITION OF {table} (group_id DEFAULT 5) FOR VALUES IN (5)"))
     conn.execute(
         text("INSERT INTO seed_plans (id, group_id, first_id, last_id) VALUES (1, 5, :a, :b)"), {"a": first, "b": last}
     )
@@ -419,15 +424,16 @@ def test_0008_drops_the_fragments_key_and_records_the_batches_whose_fragments_ar
 def test_a_partition_made_without_its_group_default_gets_it(db_session):
     """A partition without a group_id default (as migrations before 0006 made them) is given one,
     so rows COPYed without group_id land in it."""
-    db_session.execute(text("CREATE TABLE fragments_g4343 PARTITION OF fragments FOR VALUES IN (4343)"))
+    db_session.execute(text("CREATE TABLE fragment_packs_g4343 PARTITION OF fragment_packs FOR VALUES IN (4343)"))
     assert ensure_group_partitions(db_session, 4343) is True
     assert ensure_group_partitions(db_session, 4343) is False
     db_session.execute(
         text(
-            "INSERT INTO fragments_g4343 (article, file_key, part, bytes, host_id, message_local) VALUES (1, 2, 3, 4, 1, '<x')"
+            "INSERT INTO fragment_packs_g4343 (file_keys, articles, parts, bytes, host_ids, message_locals)"
+            " VALUES ('{2}', '{1}', '{3}', '{4}', '{1}', '{<x}')"
         )
     )
-    assert db_session.execute(text("SELECT group_id FROM fragments_g4343")).scalar_one() == 4343
+    assert db_session.execute(text("SELECT group_id FROM fragment_packs_g4343")).scalar_one() == 4343
 
 
 def test_0018_fills_every_existing_post_from_its_name(postgres, settings):
@@ -502,6 +508,76 @@ def test_0024_names_the_end_state_joined_and_back(postgres, settings):
         with engine.connect() as conn:
             assert conn.execute(text(batch_states)).scalars().all() == states
             assert conn.execute(text("SELECT gathered_at FROM releases")).scalar_one() == stamp
+    finally:
+        engine.dispose()
+        override_settings(settings)
+        reset_engine()
+
+
+def test_0030_packs_the_fragments_and_gives_them_back(postgres, settings):
+    """0030 packs each group's fragments, PACK_ARTICLES articles at most a pack, each column an
+    array compressed by lz4: the view `fragments` gives back every row (numbers past 2^32, an
+    empty local part), fragments_with_ids every message-id, and the packs' index finds a file's
+    articles; the way down gives back the table a row an article, with its index by file."""
+    from app.models.catalog import PACK_ARTICLES
+    from app.services.fragments import file_articles
+
+    url = postgres.create_database("seed_migration_0030")
+    override_settings(Settings(database_url=url))
+    engine = create_engine(url)
+    big = 2**32 + 704  # a multiple of 100: 2,500 articles make 25 packs
+    rows = "SELECT group_id, article, file_key, part, bytes, host_id, message_local FROM fragments ORDER BY 1, 2"
+    ids = "SELECT group_id, article, message_id FROM fragments_with_ids ORDER BY 1, 2"
+    try:
+        command.upgrade(alembic_config(), "0029")
+        with engine.begin() as conn:
+            host = conn.execute(text("INSERT INTO message_hosts (host) VALUES ('@x>') RETURNING id")).scalar_one()
+            for group_id, count in ((3, 2500), (11, 5)):
+                conn.execute(
+                    text(
+                        f"CREATE TABLE fragments_g{group_id} PARTITION OF fragments (group_id DEFAULT {group_id})"
+                        f" FOR VALUES IN ({group_id})"
+                    )
+                )
+                conn.execute(
+                    text(
+                        "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
+                        " SELECT :g, :a + n, n / 7 - 4611686018427387904, n % 7 + 1, n * 10, :h,"
+                        " CASE WHEN n = 3 THEN '' ELSE '<p' || n END FROM generate_series(0, :c - 1) n"
+                    ),
+                    {"g": group_id, "a": big, "h": host, "c": count},
+                )
+            before = conn.execute(text(rows)).all(), conn.execute(text(ids)).all()
+        command.upgrade(alembic_config(), "0030")
+        with engine.connect() as conn:
+            assert (conn.execute(text(rows)).all(), conn.execute(text(ids)).all()) == before
+            packs = conn.execute(
+                text(
+                    "SELECT group_id, count(*), sum(cardinality(articles)), max(cardinality(articles))"
+                    " FROM fragment_packs GROUP BY 1 ORDER BY 1"
+                )
+            ).all()
+            assert [(g, n, articles) for g, n, articles, _ in packs] == [(3, 25, 2500), (11, 1, 5)]
+            assert max(most for *_, most in packs) <= PACK_ARTICLES
+            compressions = conn.execute(
+                text(
+                    "SELECT attname, attcompression FROM pg_attribute WHERE attrelid = 'fragment_packs_g3'::regclass"
+                    " AND attnum > 0 AND NOT attisdropped AND attname <> 'group_id'"
+                )
+            ).all()
+            assert len(compressions) == 6 and {c for _, c in compressions} == {"l"}
+            file_key = -(2**62) + 200  # articles 1400 - 1406 of group 3
+            found = conn.execute(
+                text(f"SELECT article - :a, part FROM ({file_articles(':g', 'CAST(:key AS bigint)')}) f ORDER BY 1"),
+                {"g": 3, "key": file_key, "a": big},
+            ).all()
+            assert found == [(1400 + n, n + 1) for n in range(7)]
+        command.downgrade(alembic_config(), "0029")
+        with engine.connect() as conn:
+            assert (conn.execute(text(rows)).all(), conn.execute(text(ids)).all()) == before
+            assert conn.execute(text("SELECT relkind FROM pg_class WHERE relname = 'fragments'")).scalar_one() == "p"
+            assert conn.execute(text("SELECT to_regclass('ix_fragments_file') IS NOT NULL")).scalar_one()
+            assert conn.execute(text("SELECT to_regclass('fragment_packs')")).scalar_one() is None
     finally:
         engine.dispose()
         override_settings(settings)

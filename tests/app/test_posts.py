@@ -137,7 +137,7 @@ def test_every_order_gives_the_same_posts(clean_db):
     for order in itertools.permutations((0, 1)):
         with clean_db.begin() as conn:
             conn.exec_driver_sql(
-                "TRUNCATE releases, files, release_chunks, fragments, stored_fragments,"
+                "TRUNCATE releases, files, release_chunks, fragment_packs, stored_fragments,"
                 " rule_counts, seed_batches, seed_ranges, seed_plans, seed_nodes, groups CASCADE"
             )
         store_in(9, order)
@@ -168,7 +168,7 @@ def test_every_cut_of_the_batches_gives_the_same_posts(clean_db):
     for cut in (2, 7, 12, 13, 15):
         with clean_db.begin() as conn:
             conn.exec_driver_sql(
-                "TRUNCATE releases, release_posts, posts, files, release_chunks, fragments,"
+                "TRUNCATE releases, release_posts, posts, files, release_chunks, fragment_packs,"
                 " stored_fragments, rule_counts, seed_batches, seed_ranges, seed_plans, seed_nodes,"
                 " groups CASCADE"
             )

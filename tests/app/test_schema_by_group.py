@@ -11,7 +11,7 @@ from tests.fixtures.queries import query
 # Tables of the catalog: rows of one group each, read and written by group.
 CATALOG = {
     "files",
-    "fragments",
+    "fragment_packs",
     "release_chunks",
     "releases",
     "posts",

@@ -424,12 +424,12 @@ def test_making_a_groups_partitions_gives_up_on_a_lock_it_cannot_get(clean_db, m
     node, range_id = lease_one_range(BIG, BIG + 999)
     group_id = group_of_range(range_id)
     with session_scope() as s:  # as for a group whose partitions were never made
-        for table in ("files", "fragments", "release_chunks"):
+        for table in ("files", "fragment_packs", "release_chunks"):
             s.execute(text(f'DROP TABLE "{table}_g{group_id}"'))
     batch = make_batch(BIG, BIG + 999)
     batch_id = accept(node, range_id, batch)
     with clean_db.connect() as other:
-        other.execute(text("LOCK TABLE fragments IN ACCESS SHARE MODE"))  # held until the block ends
+        other.execute(text("LOCK TABLE fragment_packs IN ACCESS SHARE MODE"))  # held until the block ends
         with pytest.raises(OperationalError, match="lock timeout"):
             with session_scope() as s:
                 store.store_batch(s, batch_id)

@@ -57,10 +57,11 @@ def test_two_nodes_on_both_groups_store_exactly_the_ground_truth(dc, news):
 
     # The check is not vacuous: a catalog spoiled in the usual ways fails it (rolled back).
     spoilers = {
-        "articles lost": "DELETE FROM fragments WHERE article = (SELECT min(article) FROM fragments)",
-        "stored more than once": "INSERT INTO fragments (group_id, article, file_key, part, bytes, host_id, message_local)"
-        " SELECT group_id, article + 1000000, file_key, part, bytes, host_id, message_local"
-        " FROM fragments WHERE article = (SELECT max(article) FROM fragments)",
+        "articles lost": "UPDATE fragment_packs SET file_keys = file_keys[2:], articles = articles[2:],"
+        " parts = parts[2:], bytes = bytes[2:], host_ids = host_ids[2:], message_locals = message_locals[2:]"
+        " WHERE (SELECT min(article) FROM fragments) = ANY(articles)",
+        "stored more than once": "INSERT INTO fragment_packs SELECT * FROM fragment_packs"
+        " WHERE (SELECT max(article) FROM fragments) = ANY(articles)",
         "missing articles": "UPDATE seed_ranges SET missing = missing + 1 WHERE id = 1",
         "the executable rule counts": "UPDATE rule_counts SET fragments = fragments + 1"
         " WHERE rule = 'executable' AND range_id = 2",

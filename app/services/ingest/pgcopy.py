@@ -125,29 +125,30 @@ _copyrows = load_compiled("app.services._copyrows")
 _pack_rows_c = _copyrows.pack_rows if _copyrows is not None else None
 
 
-def _pack_rows(columns: Sequence[CopyColumn], scan: bool) -> bytes:
-    """Equal-length columns as binary COPY rows, without a header. The C version (_copyrows.c)
-    runs where it is loaded; it takes a quarter of the time because it makes no Python object for
-    each value. Otherwise the rows are packed in Python."""
+def _pack_rows(columns: Sequence[CopyColumn], scan: bool, counts: bool = True) -> bytes:
+    """Equal-length columns as binary COPY rows, without a header; with `counts` False without
+    each row's field count either (array_value's elements). The C version (_copyrows.c) runs
+    where it is loaded; it takes a quarter of the time because it makes no Python object for each
+    value. Otherwise the rows are packed in Python."""
     if _pack_rows_c is not None:
-        packed: bytes = _pack_rows_c([kind for kind, _ in columns], [values for _, values in columns], scan)
+        packed: bytes = _pack_rows_c([kind for kind, _ in columns], [values for _, values in columns], scan, counts)
         return packed
-    return _pack_rows_python(columns, scan)
+    return _pack_rows_python(columns, scan, counts)
 
 
-def _pack_rows_python(columns: Sequence[CopyColumn], scan: bool) -> bytes:
-    """Equal-length columns as binary COPY rows, without a header. With `scan` False the columns
-    hold no NULL, so none is looked for (a None is refused as a value of the wrong type is). Runs
-    of columns without NULLs are packed together, with one struct call for each row that also
-    packs the next text column's length; a column with NULLs (looked for when `scan`) is packed
-    value by value."""
+def _pack_rows_python(columns: Sequence[CopyColumn], scan: bool, counts: bool = True) -> bytes:
+    """Equal-length columns as binary COPY rows, without a header (nor, with `counts` False, each
+    row's field count). With `scan` False the columns hold no NULL, so none is looked for (a None
+    is refused as a value of the wrong type is). Runs of columns without NULLs are packed
+    together, with one struct call for each row that also packs the next text column's length; a
+    column with NULLs (looked for when `scan`) is packed value by value."""
     if len({len(values) for _, values in columns}) != 1:  # zip below would drop rows silently
         raise ValueError("columns of different lengths")
     pieces: list[Sequence[bytes]] = []
     # The struct format of a run of columns without NULLs, and its values: a field count or a
     # length, then the column's values, for each column of the run.
-    fmt = "!h"
-    args: list[Iterable[int | float]] = [repeat(len(columns), len(columns[0][1]))]
+    fmt = "!h" if counts else "!"
+    args: list[Iterable[int | float]] = [repeat(len(columns), len(columns[0][1]))] if counts else []
 
     def flush() -> None:
         nonlocal fmt, args
@@ -214,6 +215,24 @@ def binary_slices(columns: Sequence[CopyColumn], rows: int = SLICE_ROWS, nulls: 
 
 def binary_payload(columns: Sequence[CopyColumn]) -> bytes:
     return b"".join(binary_slices(columns))
+
+
+# The element types of array_value's kinds (PostgreSQL's type oids: int8, int4, text).
+ARRAY_ELEMENT_OIDS = {"int8": 20, "int4": 23, "utf8": 25, "text": 25}
+_array_header = struct.Struct("!iiiii").pack
+
+
+def array_value(kind: str, values: Sequence[Any]) -> bytes:
+    """One-dimensional array of `values` as a binary COPY field's value (without its length word):
+    a header (dimensions, no NULLs, the element type, the length, lower bound 1), then each
+    element as a field is packed (its length, its value). Kinds: int8, int4, text and utf8; no
+    NULLs. A value out of its kind's range raises struct.error, one of the wrong type TypeError."""
+    oid = ARRAY_ELEMENT_OIDS.get(kind)
+    if oid is None:
+        raise ValueError(f"no binary array kind {kind!r}")
+    if not len(values):
+        return struct.pack("!iii", 0, 0, oid)
+    return _array_header(1, 0, oid, len(values), 1) + _pack_rows([(kind, values)], scan=False, counts=False)
 
 
 class PendingCopy:

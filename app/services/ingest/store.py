@@ -36,7 +36,8 @@ from app.services.ingest import catalog
 from app.services.ingest.checks import Column, DecodedBatch, MalformedBatch, Table, check_batch
 from app.services.ingest.decode import StoredBatch
 from app.services.ingest.hosts import host_column, message_host_ids
-from app.services.ingest.pgcopy import StreamedCopy, binary_slices
+from app.models.catalog import PACK_ARTICLES
+from app.services.ingest.pgcopy import BINARY_HEADER, BINARY_TRAILER, SLICE_ROWS, StreamedCopy, array_value
 
 if TYPE_CHECKING:
     import psycopg
@@ -176,27 +177,46 @@ def _record_stored(session: Session, batch_row: SeedBatch, batch: DecodedBatch) 
 # Whether a batch's fragments are in (committed with them, see load_catalog).
 FRAGMENTS_STORED = "SELECT FROM stored_fragments WHERE batch_id = %s"
 RECORD_FRAGMENTS_STORED = "INSERT INTO stored_fragments (batch_id) VALUES (%s)"
-# Fragments' columns in the table's order (no alignment padding: 8-byte columns first); the
-# partition's own default gives group_id. They go in by binary COPY (the bulk of every batch).
-FRAGMENT_COLUMNS = "article, file_key, part, bytes, host_id, message_local"
-FRAGMENT_COPY = "COPY {table} (" + FRAGMENT_COLUMNS + ") FROM STDIN (FORMAT binary)"
+# A pack's columns in the table's order, each an array; the partition's own default gives
+# group_id. They go in by binary COPY, the bulk of every batch.
+PACK_COLUMNS = "file_keys, articles, parts, bytes, host_ids, message_locals"
+PACK_COPY = "COPY {table} (" + PACK_COLUMNS + ") FROM STDIN (FORMAT binary)"
+# Packs sent to the server at a time (about SLICE_ROWS articles).
+PACKS_PER_SLICE = max(1, SLICE_ROWS // PACK_ARTICLES)
+_PACK_FIELDS = struct.pack("!h", len(PACK_COLUMNS.split(", ")))
+_field_length = struct.Struct("!i").pack
 
 
-def fragment_slices(fragments: Table, locals_: list[bytes], host_ids: array[int]) -> Iterator[bytes]:
-    """The fragments as a binary COPY payload for FRAGMENT_COPY, in slices (check_batch first:
-    part and bytes must fit 32 bits), their message-ids as split_message_ids cut them and the
-    hosts' ids."""
-    return binary_slices(
-        [
-            ("int8", fragments["article"]),
-            ("int8", fragments["file"]),
-            ("int4", fragments["part"]),
-            ("int4", fragments["bytes"]),
-            ("int4", host_ids),
-            ("utf8", locals_),
-        ],
-        nulls=False,
-    )
+def pack_slices(
+    fragments: Table, locals_: list[bytes], host_ids: array[int], articles: int = PACK_ARTICLES
+) -> Iterator[bytes]:
+    """The fragments as a binary COPY payload for PACK_COPY, `articles` a pack in the batch's
+    order, in slices of PACKS_PER_SLICE packs (check_batch first: part and bytes must fit 32
+    bits), their message-ids as split_message_ids cut them and the hosts' ids."""
+    columns = [
+        ("int8", fragments["file"]),
+        ("int8", fragments["article"]),
+        ("int4", fragments["part"]),
+        ("int4", fragments["bytes"]),
+        ("int4", host_ids),
+        ("utf8", locals_),
+    ]
+    count = len(fragments["article"])
+    if any(len(values) != count for _, values in columns):  # a pack's arrays are of one length
+        raise ValueError("columns of different lengths")
+    yield BINARY_HEADER
+    rows: list[bytes] = []
+    for start in range(0, count, articles):
+        rows.append(_PACK_FIELDS)
+        for kind, values in columns:
+            value = array_value(kind, values[start : start + articles])
+            rows += (_field_length(len(value)), value)
+        if len(rows) >= PACKS_PER_SLICE * (1 + 2 * len(columns)):
+            yield b"".join(rows)
+            rows = []
+    if rows:
+        yield b"".join(rows)
+    yield BINARY_TRAILER
 
 
 def _check_keys(stored: StoredBatch, *columns: Column) -> None:
@@ -265,11 +285,11 @@ def load_catalog(
             if fragment_table["article"]:
                 # A plain COPY, each slice sent as it is packed and let go: no key, so nothing to
                 # fall back on (PendingCopy's savepoint and kept payload are for the keyed tables).
-                fragment_rows = fragment_slices(fragment_table, hosts.locals, host_column(hosts.numbers, host_ids))
+                packs = pack_slices(fragment_table, hosts.locals, host_column(hosts.numbers, host_ids))
                 fragments = StreamedCopy(
                     fragment_cur,
-                    FRAGMENT_COPY.format(table=f'"{partition_name("fragments", group_id)}"'),
-                    _packed(stored, "fragments", fragment_rows),
+                    PACK_COPY.format(table=f'"{partition_name("fragment_packs", group_id)}"'),
+                    _packed(stored, "fragments", packs),
                 )
         try:
             files, releases = stored.table("files"), stored.table("releases")
