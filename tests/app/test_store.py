@@ -438,3 +438,55 @@ def test_making_a_groups_partitions_gives_up_on_a_lock_it_cannot_get(clean_db, m
     with session_scope() as s:
         assert store.store_batch(s, batch_id).stored
     assert scalar(clean_db, "SELECT count(*) FROM fragments") == len(batch["fragments"]["article"])
+
+
+def test_a_batchs_fragments_go_in_packs_and_each_file_reads_back_whole(clean_db):
+    """A batch's fragments are stored PACK_ARTICLES a pack, in the batch's order (its articles
+    ascending), each column an array of one length; every article once. Each file's articles read
+    through app.services.fragments (the packs' index, a file at a time) are exactly the batch's,
+    message-ids whole, numbers past 2^32, also for a file that spans packs."""
+    from app.models.catalog import PACK_ARTICLES
+    from app.services.fragments import file_articles
+
+    node, range_id = lease_one_range(BIG, BIG + 1049)
+    group_id = group_of_range(range_id)
+    batch = make_batch(BIG, BIG + 1049, files=3, parts=7)
+    with session_scope() as s:
+        assert store.store_batch(s, accept(node, range_id, batch)).stored
+    fragments = batch["fragments"]
+    count = len(fragments["article"])
+    assert count > 2 * PACK_ARTICLES
+    packs = query_rows(
+        clean_db,
+        "SELECT articles, cardinality(file_keys), cardinality(parts), cardinality(bytes), cardinality(host_ids),"
+        " cardinality(message_locals) FROM fragment_packs ORDER BY articles[1]",
+    )
+    assert [len(p[0]) for p in packs] == [min(PACK_ARTICLES, count - n) for n in range(0, count, PACK_ARTICLES)]
+    assert all(len(set(p[1:])) == 1 and p[1] == len(p[0]) for p in packs)
+    assert [a for p in packs for a in p[0]] == fragments["article"]
+    expected: dict[int, list[tuple[int, int, int, str]]] = {}
+    for key, article, part, size, message_id in zip(
+        fragments["file"], fragments["article"], fragments["part"], fragments["bytes"], fragments["message_id"]
+    ):
+        text_id = message_id.decode() if isinstance(message_id, bytes) else message_id
+        expected.setdefault(key, []).append((article, part, size, text_id))
+    pack_of = {article: n for n, pack in enumerate(packs) for article in pack[0]}
+    spanning = 0
+    with clean_db.connect() as conn:
+        for key, articles in expected.items():
+            found = conn.execute(
+                text(
+                    f"SELECT f.article, f.part, f.bytes, f.message_local || h.host"
+                    f" FROM ({file_articles(':g', 'CAST(:key AS bigint)')}) f"
+                    " JOIN message_hosts h ON h.id = f.host_id ORDER BY f.article"
+                ),
+                {"g": group_id, "key": key},
+            ).all()
+            assert [tuple(row) for row in found] == sorted(articles)
+            spanning += len({pack_of[a] for a, *_ in articles}) > 1
+    assert spanning  # some file's articles are in two packs
+
+
+def query_rows(engine, sql: str) -> list[tuple]:
+    with engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(text(sql))]
