@@ -11,7 +11,7 @@ from __future__ import annotations
 def file_articles(group: str, key: str) -> str:
     """A subquery of the articles of one file of a group, for a LATERAL join over the files:
     rows (article, part, bytes, host_id, message_local). `group` is an SQL expression of the
-    group's id, `key` one of the file's key.
+    group's id, `key` one of the file's key (a column of the outer query, or a parameter).
 
     One file at a time, by containment of its key alone: PostgreSQL then reads the packs by their
     index. Asked for several files at once (`&&`), or let to pull the subquery up into a join by

@@ -490,3 +490,46 @@ def test_a_batchs_fragments_go_in_packs_and_each_file_reads_back_whole(clean_db)
 def query_rows(engine, sql: str) -> list[tuple]:
     with engine.connect() as conn:
         return [tuple(row) for row in conn.execute(text(sql))]
+
+
+def test_pack_slices_cut_the_packs_into_slices_that_postgres_reads_back(engine, monkeypatch):
+    """The packs' payload, however many packs a slice holds, is one COPY that gives back each
+    pack's arrays: `articles` a pack, the last one shorter, numbers past 2^32 and 2^31."""
+    from array import array
+
+    fragments = {
+        "file": [2**62 + n // 4 for n in range(11)],
+        "article": [BIG + n for n in range(11)],
+        "part": [n % 4 + 1 for n in range(11)],
+        "bytes": [2**31 - 1 - n for n in range(11)],
+    }
+    locals_ = [f"<p{n}".encode() for n in range(11)]
+    hosts = array("i", [n % 2 + 1 for n in range(11)])
+    monkeypatch.setattr(store, "PACKS_PER_SLICE", 1000)
+    whole = list(store.pack_slices(fragments, locals_, hosts, articles=3))
+    monkeypatch.setattr(store, "PACKS_PER_SLICE", 2)
+    sliced = list(store.pack_slices(fragments, locals_, hosts, articles=3))
+    assert len(whole) == 3 and len(sliced) == 4  # header, 2 + 2 packs, trailer
+    assert b"".join(sliced) == b"".join(whole)
+    with engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        with raw.cursor() as cur:
+            cur.execute("CREATE TEMP TABLE packs (LIKE fragment_packs)")
+            cur.execute("ALTER TABLE packs ALTER COLUMN group_id SET DEFAULT 7")
+            with cur.copy(store.PACK_COPY.format(table="packs")) as copy:
+                for piece in sliced:
+                    copy.write(piece)
+            cur.execute(f"SELECT {store.PACK_COLUMNS} FROM packs ORDER BY articles[1]")
+            packs = cur.fetchall()
+        conn.rollback()
+    assert len(packs) == 4
+    for n, pack in enumerate(packs):
+        cut = slice(3 * n, 3 * n + 3)
+        assert pack == (
+            fragments["file"][cut],
+            fragments["article"][cut],
+            fragments["part"][cut],
+            fragments["bytes"][cut],
+            list(hosts[cut]),
+            [local.decode() for local in locals_[cut]],
+        )

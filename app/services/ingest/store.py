@@ -32,11 +32,11 @@ from app import metrics
 from app.db import ensure_group_partitions, partition_name
 from app.models import Group, SeedBatch, SeedRange
 from app.models.batches import BatchState
+from app.models.catalog import PACK_ARTICLES
 from app.services.ingest import catalog
 from app.services.ingest.checks import Column, DecodedBatch, MalformedBatch, Table, check_batch
 from app.services.ingest.decode import StoredBatch
 from app.services.ingest.hosts import host_column, message_host_ids
-from app.models.catalog import PACK_ARTICLES
 from app.services.ingest.pgcopy import BINARY_HEADER, BINARY_TRAILER, SLICE_ROWS, StreamedCopy, array_value
 
 if TYPE_CHECKING:
@@ -205,17 +205,19 @@ def pack_slices(
     if any(len(values) != count for _, values in columns):  # a pack's arrays are of one length
         raise ValueError("columns of different lengths")
     yield BINARY_HEADER
-    rows: list[bytes] = []
+    pieces: list[bytes] = []  # the packs of the slice being made: a field count, then each field
+    packs = 0
     for start in range(0, count, articles):
-        rows.append(_PACK_FIELDS)
+        pieces.append(_PACK_FIELDS)
         for kind, values in columns:
             value = array_value(kind, values[start : start + articles])
-            rows += (_field_length(len(value)), value)
-        if len(rows) >= PACKS_PER_SLICE * (1 + 2 * len(columns)):
-            yield b"".join(rows)
-            rows = []
-    if rows:
-        yield b"".join(rows)
+            pieces += (_field_length(len(value)), value)
+        packs += 1
+        if packs == PACKS_PER_SLICE:
+            yield b"".join(pieces)
+            pieces, packs = [], 0
+    if pieces:
+        yield b"".join(pieces)
     yield BINARY_TRAILER
 
 
