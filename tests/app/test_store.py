@@ -17,7 +17,7 @@ from app.db import array_literal, session_scope
 from app.services.ingest import catalog, pgcopy, posts, repair, store
 from tests.app.factories import BIG, accept, group_of_range, lease_one_range
 from tests.app.overview import make_batch
-from tests.fixtures.queries import scalar
+from tests.fixtures.queries import query, scalar
 
 
 def test_rows_already_there_are_kept_once(clean_db):
@@ -456,7 +456,7 @@ def test_a_batchs_fragments_go_in_packs_and_each_file_reads_back_whole(clean_db)
     fragments = batch["fragments"]
     count = len(fragments["article"])
     assert count > 2 * PACK_ARTICLES
-    packs = query_rows(
+    packs = query(
         clean_db,
         "SELECT articles, cardinality(file_keys), cardinality(parts), cardinality(bytes), cardinality(host_ids),"
         " cardinality(message_locals) FROM fragment_packs ORDER BY articles[1]",
@@ -485,11 +485,6 @@ def test_a_batchs_fragments_go_in_packs_and_each_file_reads_back_whole(clean_db)
             assert [tuple(row) for row in found] == sorted(articles)
             spanning += len({pack_of[a] for a, *_ in articles}) > 1
     assert spanning  # some file's articles are in two packs
-
-
-def query_rows(engine, sql: str) -> list[tuple]:
-    with engine.connect() as conn:
-        return [tuple(row) for row in conn.execute(text(sql))]
 
 
 def test_pack_slices_cut_the_packs_into_slices_that_postgres_reads_back(engine, monkeypatch):
