@@ -161,6 +161,28 @@ def test_joining_again_moves_nothing(clean_db):
         assert posts.join_posts(s, query(clean_db, "SELECT id FROM groups")[0][0], keys) == 0
 
 
+def test_releases_of_a_name_too_short_to_join_by_are_posts_of_their_own(clean_db):
+    """A name under 8 letters and digits has no hash to join by (catalog.name_hash): its releases,
+    one name from two posters of one mail domain at one time, are two posts, each searchable."""
+    articles = [
+        (b'[%d/2] - "Ab.2025.part%d.rar" yEnc (1/1)' % (index, index), poster, DAY1, "short")
+        for poster in (b"first@mile.com", b"second@mile.com")
+        for index in (1, 2)
+    ]
+    lines = overview(BIG, articles)
+    node, range_id = lease_one_range(BIG, BIG + len(lines) - 1)
+    batch_id = accept(node, range_id, batch_of(BIG, lines))
+    with session_scope() as s:
+        assert store.store_batch(s, batch_id).stored
+    with session_scope() as s:
+        assert posts.join_batch(s, batch_id) == 0
+    assert query(clean_db, "SELECT count(*), count(name_hash) FROM releases") == [(2, 0)]
+    assert query(clean_db, "SELECT key, files_seen, releases FROM posts ORDER BY key") == [
+        (key, 2, 1) for (key,) in query(clean_db, "SELECT key FROM releases ORDER BY key")
+    ]
+    assert_posts_summed(clean_db)
+
+
 def test_every_cut_of_the_batches_gives_the_same_posts(clean_db):
     """Where batches cut the articles does not matter either (a companion is told by what its
     release holds in the end, not by its first batch)."""
