@@ -1046,6 +1046,10 @@ class _Reader:
                     return self._software(version)
             if self.extension == "music" or self._music_like(strong or self.medium):
                 return self._music()
+            if self.hint == "book" and not strong and not self.medium:
+                # In a group of books, a name that tells no kind of its own is a book's: a year
+                # and a language ("Author - Title (1961) [FR]") are a book's as often as a film's.
+                return self._book()
         return self._video()
 
     def _platform(self) -> str | None:

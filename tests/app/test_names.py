@@ -262,6 +262,18 @@ def test_the_group_is_a_hint_only_where_the_name_does_not_tell():
     assert category_of("alt.binaries.e-book").id == 7020
 
 
+def test_in_a_group_of_books_a_name_that_tells_no_kind_is_a_book():
+    # "Author - Title (year) [FR]", as French e-book groups post them: a year and a language say
+    # nothing of a film, so the group decides; the same name elsewhere reads as before.
+    book = parse("Françoise Sagan - Chéri (1961) [FR]", "alt.binaries.e-book.french")
+    assert (book.kind, book.title, book.year, book.author) == ("book", "Chéri", 1961, "Françoise Sagan")
+    assert category("Françoise Sagan - Chéri (1961) [FR]", "alt.binaries.e-book.french") == 7020
+    assert parse("Françoise Sagan - Chéri (1961) [FR]", "alt.binaries.movies").kind == "movie"
+    # What the name tells still wins in a group of books.
+    assert category("Movie.2019.1080p.BluRay.x264-GRP", "alt.binaries.e-book.french") == 2040
+    assert category("Show.S01E02.720p.HDTV.x264-GRP", "alt.binaries.e-book") == 5040
+
+
 def test_a_hashed_post_is_read_by_its_files():
     parsed = parse_post(
         "a8f3c9e1d2b7465f9c0e1a2b3c4d5e6f",
