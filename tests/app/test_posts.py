@@ -81,6 +81,17 @@ def batch_of(first: int, lines: list[bytes]) -> dict:
     return gatherer.build()
 
 
+def stored_and_joined(lines: list[bytes]) -> int | None:
+    """The lines as one batch of a range of their own, stored, then joined: what the join
+    returned (the releases that changed post)."""
+    node, range_id = lease_one_range(BIG, BIG + len(lines) - 1)
+    batch_id = accept(node, range_id, batch_of(BIG, lines))
+    with session_scope() as s:
+        assert store.store_batch(s, batch_id).stored
+    with session_scope() as s:
+        return posts.join_batch(s, batch_id)
+
+
 def store_in(cut: int, order: tuple[int, ...]) -> dict[str, set]:
     """The articles in two batches cut at `cut`, stored and joined in `order`: what each post
     holds, by what was posted."""
@@ -169,13 +180,7 @@ def test_releases_of_a_name_too_short_to_join_by_are_posts_of_their_own(clean_db
         for poster in (b"first@mile.com", b"second@mile.com")
         for index in (1, 2)
     ]
-    lines = overview(BIG, articles)
-    node, range_id = lease_one_range(BIG, BIG + len(lines) - 1)
-    batch_id = accept(node, range_id, batch_of(BIG, lines))
-    with session_scope() as s:
-        assert store.store_batch(s, batch_id).stored
-    with session_scope() as s:
-        assert posts.join_batch(s, batch_id) == 0
+    assert stored_and_joined(overview(BIG, articles)) == 0
     assert query(clean_db, "SELECT count(*), count(name_hash) FROM releases") == [(2, 0)]
     assert query(clean_db, "SELECT key, files_seen, releases FROM posts ORDER BY key") == [
         (key, 2, 1) for (key,) in query(clean_db, "SELECT key FROM releases ORDER BY key")
@@ -251,11 +256,6 @@ def test_a_name_too_long_for_an_index_is_stored_and_joined(clean_db):
             (b'[2/2] - "%s.part2.rar" yEnc (1/1)' % long_name, b"b@mile.com", DAY1, "x"),
         ],
     )
-    node, range_id = lease_one_range(BIG, BIG + 1)
-    batch_id = accept(node, range_id, batch_of(BIG, lines))
-    with session_scope() as s:
-        assert store.store_batch(s, batch_id).stored
-    with session_scope() as s:
-        assert posts.join_batch(s, batch_id) == 1
+    assert stored_and_joined(lines) == 1
     assert query(clean_db, "SELECT files_seen, releases FROM posts") == [(2, 2)]
     assert len(scalar(clean_db, "SELECT name FROM posts").encode()) > 3_000
