@@ -240,7 +240,9 @@ ACCESS_KINDS = {
 def answered_in_api(log: Path, since: int) -> dict[str, dict[str, float]]:
     """The same answers as the API timed them (gunicorn's access log from byte `since`): the time
     a request spent in the API, without the wait before a worker's thread took it, nor the TLS and
-    the network on either side. The nodes' latency less this is that queue."""
+    the network on either side. The nodes' latency less this is that queue. Gunicorn stops the
+    clock once the answer is written and its thread holds the interpreter's lock again, so under
+    load one answer can show a few milliseconds longer here than at its node."""
     seconds: dict[str, list[float]] = {}
     with open(log, "rb") as lines:
         lines.seek(since)

@@ -68,13 +68,14 @@ def test_bench_runs_each_fleet_and_its_ground_truth_is_exact():
         assert (run["node_wait_seconds"] >= 2 * run["busy_answers"]) and run["retried"] == {}
         assert (run["ramp_seconds"], run["node_pace"]) == (0.2, 500000)
         assert 0 < run["lease"]["p50_ms"] <= run["lease"]["p99_ms"] <= run["lease"]["max_ms"]
-        # The same answers as the API timed them (its access log): each one, and each took no
-        # longer there than the node waited for it (1 ms for the two clocks' rounding).
+        # The same answers as the API timed them (its access log), each one. Their times are not
+        # compared with the nodes': gunicorn stops its clock only once the answer is written and
+        # its thread has the interpreter's lock back, which can be after the node has read it.
         for kind in ("lease", "lease_204", "accept", "done", "lease_busy", "accept_busy"):
             in_api = run["in_api"].get(kind, {"count": 0})
             assert in_api["count"] == run[kind]["count"], (kind, run["in_api"])
             if in_api["count"]:
-                assert 0 < in_api["p50_ms"] <= run[kind]["p50_ms"] + 1 and in_api["max_ms"] <= run[kind]["max_ms"] + 1
+                assert 0 < in_api["p50_ms"] <= in_api["p99_ms"] <= in_api["max_ms"], (kind, in_api)
         assert run["articles_per_second"] > 0 and run["dc_us_per_article"] > 0
         assert set(run["cores_busy"]) == {"api", "workers", "postgresql", "inn"}
     assert set(figures["goals_met"]) == {"lease_p99_ms", "accept_p99_ms"}
