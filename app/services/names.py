@@ -1736,6 +1736,9 @@ _NUMBERING_AT_END = re.compile(
 _BOOK_CUT_WORDS = frozenset("no nr issue ausgabe heft vol volume band tome teil part".split())
 _BOOK_STOPS = _BOOK_TAGS | frozenset("retail hybrid updated repack proper presseheft".split())
 _ISSUE = re.compile(r"n\d{1,4}|#\d{1,4}", re.IGNORECASE)
+# A book's year may be older than a film's (MIN_BOOK_YEAR on, against 1900): alone in brackets,
+# as a book's name gives the year it was written ("Author - Title (1885) [FR]").
+MIN_BOOK_YEAR = 1000
 
 
 def _book_title(body: str) -> tuple[str, int | None]:
@@ -1743,10 +1746,21 @@ def _book_title(body: str) -> tuple[str, int | None]:
     year, a year or a tag; and the year."""
     tokens = _tokens(body)
     cut = len(body)
+    older: int | None = None  # a year before films', alone in brackets
     for index in range(1, len(tokens)):
         token = tokens[index]
         lower = token[LOWER]
         following = tokens[index + 1] if index + 1 < len(tokens) else None
+        if (
+            token[CLS] == NUMBER
+            and len(lower) == 4
+            and MIN_BOOK_YEAR <= int(lower) < 1900
+            and tokens[index - 1][CLS] == OPEN
+            and following is not None
+            and following[CLS] == CLOSE
+        ):
+            cut, older = tokens[index - 1][START], int(lower)
+            break
         if (
             (lower in _BOOK_CUT_WORDS and following is not None and following[LOWER].isdecimal())
             or _ISSUE.fullmatch(lower)
@@ -1763,7 +1777,7 @@ def _book_title(body: str) -> tuple[str, int | None]:
             cut = token[START]
             break
     dated = next((t[VALUE] for t in tokens if t[CLS] == DATE), None)
-    year = int(dated[:4]) if dated else next((t[NUM] for t in tokens if t[CLS] == YEAR), None)
+    year = int(dated[:4]) if dated else next((t[NUM] for t in tokens if t[CLS] == YEAR), older)
     return body[:cut], year
 
 

@@ -269,6 +269,14 @@ def test_in_a_group_of_books_a_name_that_tells_no_kind_is_a_book():
     assert (book.kind, book.title, book.year, book.author) == ("book", "Chéri", 1961, "Françoise Sagan")
     assert category("Françoise Sagan - Chéri (1961) [FR]", "alt.binaries.e-book.french") == 7020
     assert parse("Françoise Sagan - Chéri (1961) [FR]", "alt.binaries.movies").kind == "movie"
+    # A book's year may be older than any film's: alone in brackets, it is the year, not the title's.
+    older = parse("Colette - Le Deuxième Sexe (1885) [FR]", "alt.binaries.e-book.french")
+    assert (older.kind, older.title, older.year, older.author) == ("book", "Le Deuxième Sexe", 1885, "Colette")
+    assert parse("Battle of Hastings (1066) ePub", "alt.binaries.e-book").year == 1066
+    # Not when it is not alone (a span of years), nor a number a title holds.
+    assert parse("Colette - Chéri (1885-1890) [FR]", "alt.binaries.e-book.french").year is None
+    assert parse("Colette - Chéri 1885 ePub").title == "Chéri 1885"
+
     # What the name tells still wins in a group of books.
     assert category("Movie.2019.1080p.BluRay.x264-GRP", "alt.binaries.e-book.french") == 2040
     assert category("Show.S01E02.720p.HDTV.x264-GRP", "alt.binaries.e-book") == 5040
