@@ -1,6 +1,6 @@
 """bench/catalog.py fills a small catalog, times it through gunicorn and ends with its figures as
-JSON; a kept catalog is timed again without a fill (speed is not asserted here: the benchmark's
-own run is)."""
+JSON; a kept catalog is timed again without a fill, and its joins by bench/join.py (speed is not
+asserted here: the benchmarks' own runs are)."""
 
 import json
 import shutil
@@ -39,6 +39,12 @@ SMALL = [
 def run_bench(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(BENCH), *SMALL, *args], capture_output=True, text=True, timeout=600, cwd=REPO
+    )
+
+
+def run_join(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / "join.py"), *args], capture_output=True, text=True, timeout=600, cwd=REPO
     )
 
 
@@ -134,6 +140,30 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
 
         other = run_bench("--keep", str(keep), "--seed", "2")
         assert other.returncode == 2 and "give the same options or another directory" in other.stderr
+
+        # bench/join.py on the kept catalog: a batch's releases joined afresh, each statement timed,
+        # and the catalog left as it was (each join rolled back).
+        joined = run_join("--keep", str(keep), "--batches", "2", "--rounds", "2", "--releases", "400")
+        assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-3000:]
+        assert joined.stdout.startswith("command: .venv/bin/python bench/join.py --keep ")
+        join = json.loads(joined.stdout.splitlines()[-1])
+        assert join["posts_unchanged"] and join["posts_in_catalog"] >= 3000
+        assert len(join["joins"]) == join["batches"] * 2 and join["batches"] >= 1
+        for one in join["joins"]:
+            assert one["posts_deleted"] == one["posts_written"] == 400, one
+            assert 0 < one["statements_ms"] < one["wall_ms"] and one["cpu_ms"] > 0
+        assert {"the posts' upsert", "the namesakes", "the queue of inspections"} <= set(join["statements"])
+        assert join["statements"]["the posts' upsert"]["median_ms"] > 0
+        assert not (keep / "pg" / "postmaster.pid").exists()  # stopped again
+        for bad in (["--releases", "-1"], ["--rounds", "0"]):
+            refused = run_join("--keep", str(keep), *bad)
+            assert refused.returncode == 2 and "at least" in refused.stderr, bad
+        empty = Path(tempfile.mkdtemp(prefix="join-bench-test."))
+        try:
+            refused = run_join("--keep", str(empty))
+            assert refused.returncode == 2 and "holds no kept catalog" in refused.stderr
+        finally:
+            shutil.rmtree(empty, ignore_errors=True)
 
         # The faster path to a large catalog: the posts made three times, as older posting.
         copied = run_bench("--keep", str(keep), "--no-durability", "--copies", "3")

@@ -1,0 +1,252 @@
+"""The join on a large catalog: a batch's releases joined into their posts afresh, statement by
+statement, on the catalog bench/catalog.py keeps.
+
+    .venv/bin/python bench/catalog.py --keep DIR                 # fill the catalog once
+    .venv/bin/python bench/join.py --keep DIR [--batches 3] [--rounds 3] [--releases 3700] [--json]
+
+Each of --batches of the catalog's batches (spread evenly over them) is joined --rounds times, the
+batches in turn: in a transaction, the posts of its releases and their inspections are deleted, so
+that the join writes them as new (as it did when the batch was stored), then
+app.services.ingest.posts.join_posts joins its releases, and the transaction is rolled back: the
+catalog is left as it was. A batch of bench/catalog.py's holds some 95,000 releases of an article
+or two; --releases takes that many of each (their first by key; 0: all), a batch of
+bench/e2e.py's e-book group by default (100,000 articles, 3,700 releases). The first round of a batch reads what the join needs from disk unless
+an earlier run left it in memory; the later rounds find it there, as the join of a batch just
+stored does. Each join parses its names afresh (a round's parses are not kept for the next).
+
+Measured each time: the join's wall time, this process' CPU in it (the worker's part: the names'
+parse, the rows made, the statements sent), and each statement's time as the session ran it
+(SQLAlchemy's cursor events). Printed: per statement its median time and µs a post over every
+join, each join's figures, and, last, a JSON line of it all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.catalog import NOTE, Cluster  # noqa: E402
+
+if TYPE_CHECKING:
+    from sqlalchemy import CursorResult
+from simnews.ports import free_ports  # noqa: E402
+
+GROUP = "alt.binaries.multimedia"  # bench/catalog.py's one group
+# A statement's name in the figures: what it does, by its first words (the rest: its first 60
+# characters).
+KINDS = (
+    ("SELECT pg_advisory_xact_lock", "the group's join lock"),
+    ("WITH batch AS MATERIALIZED", "the namesakes"),
+    ("INSERT INTO posts", "the posts' upsert"),
+    ("WITH worth AS MATERIALIZED", "the queue of inspections"),
+    ("SELECT post_key, inner_name", "the inspections' findings"),
+    ("INSERT INTO release_posts", "the releases' posts (joined)"),
+    ("DELETE FROM release_posts", "the releases' posts (forgotten)"),
+    ("SAVEPOINT", "savepoints"),
+    ("RELEASE SAVEPOINT", "savepoints"),
+)
+
+
+def say(message: str) -> None:
+    print(f"join bench: {message}", file=sys.stderr, flush=True)
+
+
+def kind_of(statement: str) -> str:
+    flat = " ".join(statement.split())
+    for start, kind in KINDS:
+        if flat.startswith(start):
+            return kind
+    return re.sub(r"\s+", " ", flat)[:60]
+
+
+def batches_of(session: Any, group_id: int, count: int, releases: int) -> list[tuple[int, int, list[int]]]:
+    """count of the group's batches, spread evenly: (range, first article, release keys, at most
+    `releases` of them unless 0)."""
+    from sqlalchemy import text
+
+    every = session.execute(
+        text("SELECT DISTINCT range_id, batch_from FROM release_chunks WHERE group_id = :g ORDER BY 1, 2"),
+        {"g": group_id},
+    ).all()
+    if not every:
+        raise SystemExit("join bench: the catalog has no batches")
+    step = max(1, len(every) // count)
+    chosen = every[step // 2 :: step][:count]
+    return [
+        (
+            range_id,
+            batch_from,
+            list(
+                session.scalars(
+                    text(
+                        "SELECT DISTINCT release_key FROM release_chunks"
+                        " WHERE group_id = :g AND range_id = :r AND batch_from = :b ORDER BY 1"
+                        + (f" LIMIT {releases}" if releases else "")
+                    ),
+                    {"g": group_id, "r": range_id, "b": batch_from},
+                )
+            ),
+        )
+        for range_id, batch_from in chosen
+    ]
+
+
+def join_once(group_id: int, keys: list[int], timed: list[tuple[str, float]]) -> dict[str, Any]:
+    """The batch's releases joined afresh in a transaction rolled back; what it took."""
+    from sqlalchemy import text
+
+    from app.db import session_scope
+    from app.services import postnames
+    from app.services.ingest import posts
+
+    # The names are parsed afresh, as a batch's new names are: an earlier round's parses are
+    # forgotten (the words' readings are kept, as a worker keeps them from batch to batch).
+    postnames._parsed.cache_clear()
+    postnames._named.cache_clear()
+
+    with session_scope() as session:
+        # A DELETE's result is a CursorResult, which Session.execute's annotation does not say.
+        gone = cast(
+            "CursorResult[Any]",
+            session.execute(
+                text("DELETE FROM posts WHERE group_id = :g AND key = ANY(:k)"), {"g": group_id, "k": keys}
+            ),
+        ).rowcount
+        session.execute(
+            text("DELETE FROM post_inspections WHERE group_id = :g AND post_key = ANY(:k)"), {"g": group_id, "k": keys}
+        )
+        timed.clear()
+        wall, cpu = time.perf_counter(), time.process_time()
+        posts.join_posts(session, group_id, keys)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        statements = list(timed)
+        written = session.execute(
+            text("SELECT count(*) FROM posts WHERE group_id = :g AND key = ANY(:k)"), {"g": group_id, "k": keys}
+        ).scalar_one()
+        session.rollback()
+    by_kind: dict[str, float] = defaultdict(float)
+    for kind, seconds in statements:
+        by_kind[kind] += seconds
+    return {
+        "posts_deleted": gone,
+        "posts_written": written,
+        "wall_ms": round(wall * 1e3, 1),
+        "cpu_ms": round(cpu * 1e3, 1),
+        "statements_ms": round(sum(by_kind.values()) * 1e3, 1),
+        "by_statement_ms": {kind: round(seconds * 1e3, 2) for kind, seconds in by_kind.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keep", metavar="DIR", required=True, help="a catalog bench/catalog.py kept")
+    parser.add_argument("--batches", type=int, default=3, help="batches joined, spread over the catalog's")
+    parser.add_argument("--rounds", type=int, default=3, help="joins of each batch")
+    parser.add_argument("--releases", type=int, default=3700, help="releases of each batch joined (0: all)")
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    args = parser.parse_args(argv)
+    if args.batches < 1 or args.rounds < 1 or args.releases < 0:
+        parser.error("--batches and --rounds: at least 1; --releases: at least 0")
+    workdir = Path(args.keep)
+    if not (workdir / NOTE).exists():
+        parser.error(f"{workdir} holds no kept catalog: fill one with bench/catalog.py --keep {workdir}")
+    command = "command: .venv/bin/python bench/join.py " + " ".join(argv if argv is not None else sys.argv[1:])
+
+    (port,) = free_ports(1)
+    cluster = Cluster(workdir / "pg", port)
+    os.environ["DATABASE_URL"] = cluster.url
+    os.environ.pop("DB_SEARCH_PATH", None)
+    from app.config import override_settings
+
+    override_settings(None)  # read again, with this cluster's URL
+    cluster.start()
+    try:
+        from sqlalchemy import event, text
+
+        from app.db import get_engine, session_scope
+
+        timed: list[tuple[str, float]] = []
+        engine = get_engine()
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def started(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+            conn.info["bench_started"] = time.perf_counter()
+
+        @event.listens_for(engine, "after_cursor_execute")
+        def ended(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+            timed.append((kind_of(statement), time.perf_counter() - conn.info.pop("bench_started")))
+
+        with session_scope() as session:
+            group_id = session.execute(text("SELECT id FROM groups WHERE name = :n"), {"n": GROUP}).scalar_one()
+            releases = session.execute(text("SELECT count(*) FROM posts WHERE group_id = :g"), {"g": group_id})
+            posts_before = releases.scalar_one()
+            batches = batches_of(session, group_id, args.batches, args.releases)
+        joins: list[dict[str, Any]] = []
+        for round_ in range(args.rounds):
+            for range_id, batch_from, keys in batches:
+                say(f"round {round_ + 1}: the batch of range {range_id} from {batch_from} ({len(keys):,} releases)")
+                joined = join_once(group_id, keys, timed)
+                joins.append({"round": round_ + 1, "range": range_id, "batch_from": batch_from, **joined})
+        with session_scope() as session:
+            posts_after = session.execute(
+                text("SELECT count(*) FROM posts WHERE group_id = :g"), {"g": group_id}
+            ).scalar_one()
+    finally:
+        cluster.stop()
+
+    written = sum(join["posts_written"] for join in joins)
+    kinds = sorted({kind for join in joins for kind in join["by_statement_ms"]})
+    statements = {
+        kind: {
+            "median_ms": round(statistics.median(join["by_statement_ms"].get(kind, 0.0) for join in joins), 2),
+            "us_per_post": round(
+                1e3 * sum(join["by_statement_ms"].get(kind, 0.0) for join in joins) / max(1, written), 1
+            ),
+        }
+        for kind in kinds
+    }
+    figures = {
+        "posts_in_catalog": posts_before,
+        "posts_unchanged": posts_before == posts_after,
+        "batches": len(batches),
+        "rounds": args.rounds,
+        "joins": joins,
+        "join_median_ms": statistics.median(join["wall_ms"] for join in joins),
+        "cpu_median_ms": statistics.median(join["cpu_ms"] for join in joins),
+        "us_per_post": round(1e3 * sum(join["wall_ms"] for join in joins) / max(1, written), 1),
+        "cpu_us_per_post": round(1e3 * sum(join["cpu_ms"] for join in joins) / max(1, written), 1),
+        "statements": dict(sorted(statements.items(), key=lambda item: -item[1]["median_ms"])),
+    }
+    if not args.json:
+        print(command)
+        print(f"catalog: {posts_before:,} posts in {GROUP}; {len(batches)} batches joined {args.rounds} times each")
+        for join in joins:
+            print(
+                f"  round {join['round']}, range {join['range']} from {join['batch_from']}: {join['posts_written']:,}"
+                f" posts in {join['wall_ms']:,.1f} ms (CPU here {join['cpu_ms']:,.1f}, statements"
+                f" {join['statements_ms']:,.1f})"
+            )
+        print(
+            f"a join: median {figures['join_median_ms']:,.1f} ms, CPU here {figures['cpu_median_ms']:,.1f} ms;"
+            f" {figures['us_per_post']} µs a post ({figures['cpu_us_per_post']} of CPU here)"
+        )
+        for kind, figure in figures["statements"].items():
+            print(f"  {figure['median_ms']:>9,.2f} ms  {figure['us_per_post']:>7} µs a post  {kind}")
+        print(f"the catalog as it was: {'yes' if figures['posts_unchanged'] else 'NO'}")
+    print(json.dumps(figures))
+    return 0 if figures["posts_unchanged"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
