@@ -9,6 +9,7 @@ from celery import Celery, Task
 from celery.signals import beat_init, celeryd_init, setup_logging, worker_process_init
 from flask import Flask
 
+from app.collector import freeze_loaded
 from app.config import get_settings
 from app.logs import configure as configure_logging
 
@@ -35,6 +36,13 @@ def _fresh_engine_after_fork(**_):
 
     reset_engine()
     warm_pool(3)
+
+
+@worker_process_init.connect
+def _loaded_objects_frozen(**_):
+    # What the pool process holds once it has started (the app, its modules, its pools) is out of
+    # the collector's sight from then on: a full collection walks only what its tasks made since.
+    freeze_loaded()
 
 
 @setup_logging.connect

@@ -54,6 +54,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app import metrics
+from app.collector import collector_paused
 from app.db import array_literal, is_transient
 from app.models import SeedBatch, SeedRange
 from app.models.batches import BatchState
@@ -222,9 +223,17 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
     """Work out afresh the posts of the names of these releases (see the module's doc), write the
     ones that changed and bring their rows of `posts` up to date; returns how many releases
     changed post. A post whose row PostgreSQL refuses for good (a value past one of its limits)
-    is left out of `posts`, and said in left_out, rather than hold back the others."""
+    is left out of `posts`, and said in left_out, rather than hold back the others.
+
+    The cyclic garbage collector is paused meanwhile (app.collector): the join makes some tens of
+    thousands of short-lived tuples and lists (the names' tokens, the rows), none in a cycle."""
     if not release_keys:
         return 0
+    with collector_paused():
+        return _join_posts(session, group_id, release_keys, left_out)
+
+
+def _join_posts(session: Session, group_id: int, release_keys: list[int], left_out: list[str] | None) -> int:
     session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
     batch_keys = sorted(set(release_keys))
     rows = session.execute(NAMESAKES, {"g": group_id, "keys": array_literal(batch_keys)}).all()

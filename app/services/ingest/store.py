@@ -13,7 +13,6 @@ retry knows they are in. The keyed tables are in catalog.py.
 
 from __future__ import annotations
 
-import gc
 import logging
 import struct
 import sys
@@ -29,6 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, defer
 
 from app import metrics
+from app.collector import collector_paused
 from app.db import ensure_group_partitions, partition_name
 from app.models import Group, SeedBatch, SeedRange
 from app.models.batches import BatchState
@@ -63,22 +63,18 @@ def store_batch(session: Session, batch_id: int) -> StoreResult:
     in the session's transaction (the fragments in one of their own, see load_catalog);
     idempotent (see the module's doc). The batch ends 'stored', for posts.join_batch.
 
-    The cyclic garbage collector is paused meanwhile: the store makes some hundred thousand
-    short-lived tuples and lists (none in a cycle), each few hundred of which would start a
-    collection that walks the whole heap of the worker now and then. And the threads that talk to
+    The cyclic garbage collector is paused meanwhile (app.collector): the store makes some hundred
+    thousand short-lived tuples and lists, none in a cycle. And the threads that talk to
     the server while this one packs rows (the COPYs' writers) get the GIL sooner
     than every 5 ms: each has short steps to take that would otherwise wait out a full switch
     interval."""
-    paused = gc.isenabled()
-    gc.disable()
     interval = sys.getswitchinterval()
     sys.setswitchinterval(STORE_SWITCH_INTERVAL)
     try:
-        return _store_batch(session, batch_id)
+        with collector_paused():
+            return _store_batch(session, batch_id)
     finally:
         sys.setswitchinterval(interval)
-        if paused:
-            gc.enable()
 
 
 def _store_batch(session: Session, batch_id: int) -> StoreResult:

@@ -1,0 +1,33 @@
+"""Python's cyclic garbage collector kept out of the data center's bulk work.
+
+A collection starts every few hundred container objects made, and now and then it walks every
+object the process holds: in a worker with the app loaded, about 100,000 of them, some 50 ms
+(bench/join.py's process, gc.callbacks). The store and the join make tens of thousands of
+short-lived tuples and lists, none in a cycle, so they run with it paused; and a worker moves what
+it loaded before its first task out of its sight (gc.freeze), so that a collection walks only
+what its tasks made since.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The collector paused meanwhile, and as it was after (a caller that paused it keeps it so)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def freeze_loaded() -> None:
+    """What the process holds now (modules, the app, its pools) kept out of every collection."""
+    gc.collect()  # what is garbage already goes first, rather than stay frozen
+    gc.freeze()
