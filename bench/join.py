@@ -9,11 +9,12 @@ batches in turn, as a new batch is joined after its store: in a transaction, its
 their files are written again under new keys (the keys and the names' hashes turned by a
 constant, so that the copies are new posts of the same names, namesakes of each other as the
 originals are, and of none of the catalog's), app.services.ingest.posts.join_posts joins them,
-and the transaction is rolled back: the catalog is left as it was. A batch of bench/catalog.py's holds some 95,000 releases of an article
-or two; --releases takes that many of each (their first by key; 0: all), a batch of
-bench/e2e.py's e-book group by default (100,000 articles, 3,700 releases). The first round of a batch reads what the join needs from disk unless
-an earlier run left it in memory; the later rounds find it there, as the join of a batch just
-stored does. Each join parses its names afresh (a round's parses are not kept for the next).
+and the transaction is rolled back: the catalog is left as it was. A batch of bench/catalog.py's
+holds some 95,000 releases of an article or two; --releases takes that many of each (their first
+by key; 0: all), as many as a batch of bench/e2e.py's e-book group by default (100,000 articles,
+3,700 releases). The first round of a batch reads what the join needs from disk unless an earlier
+run left it in memory; the later rounds find it there, as the join of a batch just stored does.
+Each join parses its names afresh (a round's parses are not kept for the next).
 
 Measured each time: the join's wall time, this process' CPU in it (the worker's part: the names'
 parse, the rows made, the statements sent), and each statement's time as the session ran it
@@ -38,10 +39,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.catalog import NOTE, Cluster  # noqa: E402
+from simnews.ports import free_ports  # noqa: E402
 
 if TYPE_CHECKING:
     from sqlalchemy import CursorResult
-from simnews.ports import free_ports  # noqa: E402
 
 GROUP = "alt.binaries.multimedia"  # bench/catalog.py's one group
 # A statement's name in the figures: what it does, by its first words (the rest: its first 60
