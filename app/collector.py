@@ -1,8 +1,8 @@
 """Python's cyclic garbage collector kept out of the data center's bulk work.
 
 A collection starts every few hundred container objects made, and now and then it walks every
-object the process holds: in a worker with the app loaded, about 100,000 of them, some 50 ms
-(bench/join.py's process, gc.callbacks). The store and the join make tens of thousands of
+object the process holds: 60 - 78 ms in a process with the worker's app loaded, 48 ms in
+bench/join.py's (about 100,000 objects; docs/benchmarks.md). The store and the join make tens of thousands of
 short-lived tuples and lists, none in a cycle, so they run with it paused; and a worker moves what
 it loaded before its first task out of its sight (gc.freeze), so that a collection walks only
 what its tasks made since.

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import time
@@ -69,7 +68,7 @@ def kind_of(statement: str) -> str:
     for start, kind in KINDS:
         if flat.startswith(start):
             return kind
-    return re.sub(r"\s+", " ", flat)[:60]
+    return flat[:60]
 
 
 def batches_of(session: Any, group_id: int, count: int, releases: int) -> list[tuple[int, int, list[int]]]:

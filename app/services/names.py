@@ -1754,12 +1754,12 @@ def _book_title(body: str) -> tuple[str, int | None]:
         if (
             token[CLS] == NUMBER
             and len(lower) == 4
-            and MIN_BOOK_YEAR <= int(lower) < 1900
+            and MIN_BOOK_YEAR <= token[NUM] < 1900
             and tokens[index - 1][CLS] == OPEN
             and following is not None
             and following[CLS] == CLOSE
         ):
-            cut, older = tokens[index - 1][START], int(lower)
+            cut, older = tokens[index - 1][START], token[NUM]
             break
         if (
             (lower in _BOOK_CUT_WORDS and following is not None and following[LOWER].isdecimal())
