@@ -131,6 +131,18 @@ POSTS_LEFT_OUT = Counter(
     " (a value past one of its limits): their releases are not searchable.",
     ["group"],
 )
+POST_NAMES_READ_BY_NODE = Counter(
+    "seed_post_names_read_by_node",
+    "Posts the join wrote with what the node that sent their batch read of their names"
+    " (the rest read in the data center).",
+    ["group"],
+)
+POST_NAMES_DISAGREED = Counter(
+    "seed_post_names_disagreed",
+    "Names a node read otherwise than the data center does, though it said the same reading"
+    " (of the share the join reads again to compare): the data center's reading is kept.",
+    ["group"],
+)
 STORE_ERRORS = Counter(
     "seed_store_errors", "Failed attempts at storing a batch (each retried until the last).", ["group"]
 )
@@ -215,6 +227,15 @@ def store_failed(session: Session, group: str, numbers: int, body_bytes: int, fo
             BATCHES_FAILED.labels(group).inc()
             BATCH_BYTES_FAILED.labels(group).inc(body_bytes)
             NUMBERS_FAILED.labels(group).inc(numbers)
+
+    on_commit(session, count)
+
+
+def post_names(session: Session, group: str, by_node: int, disagreed: int) -> None:
+    def count() -> None:
+        POST_NAMES_READ_BY_NODE.labels(group).inc(by_node)
+        if disagreed:
+            POST_NAMES_DISAGREED.labels(group).inc(disagreed)
 
     on_commit(session, count)
 

@@ -1,4 +1,4 @@
-"""The release-name parser (app.services.names): its speed on one core and its accuracy on a set
+"""The release-name parser (edge.digest.names): its speed on one core and its accuracy on a set
 of real names with their expected fields.
 
     .venv/bin/python bench/names.py [--data tests/data/names/dev.jsonl] [--seconds 3] [--misses] [--json]
@@ -38,8 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from app.services import names  # noqa: E402  (after the path: run as a script from anywhere)
-from app.services.categories import category_of  # noqa: E402
+from edge.digest import names  # noqa: E402  (after the path: run as a script from anywhere)
+from edge.digest.categories import category_of  # noqa: E402
 
 DEV_SET = REPO / "tests" / "data" / "names" / "dev.jsonl"
 FIELDS_GOAL = 0.95
@@ -137,7 +137,7 @@ def speed(all_names: list[str], seconds: float, rounds: int = 5) -> dict[str, fl
     """Names a second on this one core (CPU time: what other processes take is not counted), in
     rounds of whole passes over the names, each round at least seconds / rounds; the best round
     and the median one. Three ways: the parse with its word cache warm (as it runs on a stream
-    of names: app.services.names keeps the readings of 50,000 words), the parse with the cache
+    of names: edge.digest.names keeps the readings of 50,000 words), the parse with the cache
     cleared before each pass (every word of the set read afresh once a pass), and the parse with
     the category (what `flask seed names parse` computes for each name), cache warm."""
 

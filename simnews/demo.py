@@ -69,7 +69,7 @@ TIMEOUT = 30.0
 @dataclass(frozen=True)
 class Sample:
     """One post of the demo: its release name, group, the kind and newznab category its name
-    should give (app.services.names, app.services.categories), and its files."""
+    should give (edge.digest.names, edge.digest.categories), and its files."""
 
     name: str
     group: str

@@ -42,7 +42,8 @@ from werkzeug.exceptions import HTTPException
 
 from app import metrics
 from app.db import read_session_scope, session_scope
-from app.services import apikeys, categories, grabs, inspections, nzbexport, search
+from app.services import apikeys, grabs, inspections, nzbexport, search
+from edge.digest import categories
 from app.services.attachments import nzb_disposition
 from app.services.errors import NotFound
 from app.services.nzbexport import xml_attribute, xml_text

@@ -1,4 +1,4 @@
-"""`flask seed names parse`: release names read as app.services.names reads them (no database);
+"""`flask seed names parse`: release names read as edge.digest.names reads them (no database);
 `flask seed names refresh`: every post's category and parsed fields computed afresh."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import click
 
 from app.cli.catalog import shown
 from app.cli.output import json_option, print_json, service_call
-from app.services import names as names_service
+from edge.digest import names as names_service
 from app.services import postnames
 
 

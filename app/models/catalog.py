@@ -225,7 +225,7 @@ class Post(Base):
     names: Mapped[str] = mapped_column(Text)
     posters: Mapped[str] = mapped_column(Text)
     words: Mapped[str] = mapped_column(TSVECTOR, Computed(POST_WORDS, persisted=True))
-    # What its name says (app.services.postnames, from app.services.names; migration 0018): the
+    # What its name says (app.services.postnames, from edge.digest.names; migration 0018): the
     # newznab category by what the post is, and the fields the newznab functions filter on and
     # show. episode and episode_last bound its episodes (both NULL for a season pack or a film);
     # resolution is the height (720 for 720p); languages are comma-separated.

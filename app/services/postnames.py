@@ -1,4 +1,4 @@
-"""What a post keeps of its name: the fields app.services.names reads from it and its category,
+"""What a post keeps of its name: the fields edge.digest.names reads from it and its category,
 as the columns of `posts` that the newznab functions filter on and show (docs/catalog.md).
 
 The join (app.services.ingest.posts) computes them for every post it writes, from the post's
@@ -13,38 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from datetime import date
 from functools import lru_cache
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import CursorResult, Row, text
 from sqlalchemy.orm import Session
 
 from app.db import array_literal
-from app.services import names
-from app.services.categories import category_of
 
-MAX_TEXT = 200
-SMALLINT = 32767
+if TYPE_CHECKING:
+    from app.services.ingest.checks import DecodedBatch
+from edge.digest import names
+from edge.digest.namecolumns import COLUMNS, VERSION, PostName, columns_of, rows_of
+
 # Files' names read for a post whose own name is a hash: the first few say as much as all.
 MAX_FILE_NAMES = 20
-
-
-class PostName(NamedTuple):
-    """The columns of `posts` a name gives (in the table's order of them)."""
-
-    category: int
-    year: int | None = None
-    season: int | None = None
-    episode: int | None = None
-    episode_last: int | None = None
-    resolution: int | None = None
-    air_date: date | None = None
-    title: str | None = None
-    source: str | None = None
-    video: str | None = None
-    languages: str | None = None
-
-
-COLUMNS = PostName._fields
 # The columns as an unnest() of arrays, one a column, bound as :n_<column> (arrays_of).
 _TYPES = {
     "category": "smallint",
@@ -89,7 +71,7 @@ def post_name(name: str, group: str, file_names: Iterable[str] = ()) -> PostName
     parsed = _parsed(name, group)
     if parsed.hashed and file_names:
         parsed = names.parse_post(name, tuple(file_names)[:MAX_FILE_NAMES], group)
-        return _columns(parsed, group)
+        return columns_of(parsed, group)
     return _named(name, group)
 
 
@@ -102,11 +84,26 @@ def posts_named(session: Session, group_id: int, group: str, named: Mapping[int,
     files = file_names(session, group_id, [post for post, found in parsed.items() if found.hashed])
     return {
         post: (
-            _columns(names.parse_post(named[post], tuple(files[post])[:MAX_FILE_NAMES], group), group)
+            columns_of(names.parse_post(named[post], tuple(files[post])[:MAX_FILE_NAMES], group), group)
             if found.hashed and files.get(post)
-            else _columns(found, group)
+            else columns_of(found, group)
         )
         for post, found in parsed.items()
+    }
+
+
+def read_by_node(batch: DecodedBatch) -> dict[str, PostName]:
+    """What the node that digested this batch read of its releases' names (release_names, checked
+    with the batch), by name, where its reading is this code's (namecolumns.VERSION): else
+    nothing, and the join reads the names itself. Names the node read no columns of (a hash) are
+    left out."""
+    found = batch.get("release_names")
+    if found is None or found["version"] != VERSION:
+        return {}
+    return {
+        name.decode() if isinstance(name, bytes) else name: row
+        for name, row in zip(batch["releases"]["name"], rows_of(found))
+        if row is not None
     }
 
 
@@ -118,36 +115,7 @@ def _parsed(name: str, group: str) -> names.ParsedName:
 @lru_cache(maxsize=65536)
 def _named(name: str, group: str) -> PostName:
     # A post's row is written again with every batch that adds to it: its name comes back often.
-    return _columns(_parsed(name, group), group)
-
-
-def _columns(parsed: names.ParsedName, group: str) -> PostName:
-    episodes = parsed.episodes or parsed.absolute or ()
-    air_date = date.fromisoformat(parsed.air_date) if parsed.air_date else None
-    resolution = int(parsed.resolution[:-1]) if parsed.resolution else None
-    return PostName(
-        category=category_of(parsed, group).id,
-        year=_small(parsed.year),
-        season=_small(parsed.season),
-        episode=_small(min(episodes)) if episodes else None,
-        episode_last=_small(max(episodes)) if episodes else None,
-        resolution=resolution,
-        air_date=air_date,
-        title=_text(parsed.title),
-        source=parsed.source,
-        video=parsed.codec,
-        languages=_text(",".join(parsed.languages)) if parsed.languages else None,
-    )
-
-
-def _small(number: int | None) -> int | None:
-    return number if number is not None and 0 <= number <= SMALLINT else None
-
-
-def _text(value: str | None) -> str | None:
-    if not value:
-        return None
-    return value.replace("\0", "")[:MAX_TEXT] or None
+    return columns_of(_parsed(name, group), group)
 
 
 def arrays_of(keys: list[int], named: list[PostName]) -> dict[str, list[int] | list[int | date | str | None]]:

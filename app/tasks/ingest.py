@@ -57,7 +57,7 @@ def store_batch(self, batch_id: int) -> dict:
     stored = time.monotonic()
     try:
         with session_scope() as session:
-            changed = posts.join_batch(session, batch_id)
+            changed = posts.join_batch(session, batch_id, result.names)
     except Exception as exc:
         TransientDatabaseError.raise_if(exc)
         # The batch is in the catalog; only its posts wait. It stays 'stored' with the error shown

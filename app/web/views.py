@@ -29,7 +29,8 @@ from werkzeug.exceptions import HTTPException
 from app import metrics
 from app.db import read_session_scope, session_scope
 from app.models import Group
-from app.services import apikeys, categories, grabs, nzbexport, search
+from app.services import apikeys, grabs, nzbexport, search
+from edge.digest import categories
 from app.services.attachments import nzb_disposition
 from app.services.errors import NotFound, ServiceError
 from app.web import auth

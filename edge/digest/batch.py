@@ -16,10 +16,11 @@ from array import array
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import is_not
-from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NoReturn, NotRequired, TypedDict, cast
 
 import msgpack
 
+from edge.digest import namecolumns
 from edge.digest.deflate import ERRORS as GZIP_ERRORS
 from edge.digest.deflate import gunzipper, gzip
 
@@ -125,6 +126,8 @@ class Batch(BatchTables):
     missing: list[MissingRun]
     rules: dict[str, RuleCounts]  # rule name ('' for what stayed) -> its counts
     stats: BatchStats
+    # What each release's name gives its post (edge.digest.namecolumns), in the releases' order.
+    release_names: NotRequired[namecolumns.ReleaseNames]
 
 
 def encode_batch(batch: Batch, fmt: str = "msgpack", gzip: bool = True) -> tuple[bytes, str, str | None]:
@@ -330,6 +333,11 @@ def validate_batch(batch: object) -> dict[str, Any]:
     if not isinstance(stats, dict) or not isinstance(stats.get("rejected"), dict):
         raise BatchFormatError("stats must be a map with a rejected map")
     _check_ints("stats", [stats.get("lines"), stats.get("bad_dates"), *stats["rejected"].values()])
+    if "release_names" in batch:
+        try:
+            namecolumns.check(batch["release_names"], len(batch["releases"]["key"]))
+        except namecolumns.ReleaseNamesError as exc:
+            raise BatchFormatError(str(exc)) from None
     return batch
 
 

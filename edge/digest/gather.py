@@ -53,6 +53,8 @@ from edge.digest.overview import (
     parse_block_in_order,
     parse_date,
 )
+from edge.digest.namecolumns import read as read_name_columns
+from edge.digest.namecolumns import release_names
 from edge.digest.rules import EXECUTABLE_RULE, KEPT, RuleSet, bare_executable_releases, clear_rule_caches, file_kind
 from edge.digest.subjects import ParsedSubject, clear_subject_caches, file_subject, find_segment_counter, parse_pieces
 
@@ -117,6 +119,7 @@ def clear_caches() -> None:
     clear_subject_caches()
     clear_rule_caches()
     clear_date_caches()
+    read_name_columns.cache_clear()
 
 
 def stable_key(*parts: bytes) -> int:
@@ -579,6 +582,7 @@ class Gatherer:
             **tables,
             "rules": counts,
             "stats": {"lines": self.lines, "rejected": dict(self.rejected), "bad_dates": bad_dates},
+            "release_names": release_names(tables["releases"]["name"], self.group),
         }
 
     def _decide_executable(self, files: _Files, counts: dict[str, list[int]]) -> tuple[list[str], list[list[int]]]:

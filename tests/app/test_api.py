@@ -177,6 +177,25 @@ _DEEP_BOTH = [
     (lambda b: b["release_chunks"]["release"].__setitem__(0, 2**62 + 5), "one row for each of the batch's releases"),
     (lambda b: [b["release_chunks"][c].pop() for c in list(b["release_chunks"])], "one row for each"),
     (lambda b: b["fragments"]["file"].__setitem__(3, 2**62 + 5), "a fragment's file is not among"),
+    # What the node read of the releases' names (release_names) holds only what a post's row can.
+    (lambda b: b["release_names"].pop("title"), "release_names must be a map"),
+    (lambda b: b["release_names"].__setitem__("version", 1), "release_names.version"),
+    (lambda b: b["release_names"]["category"].append(5030), "one value a release"),
+    (lambda b: b["release_names"]["category"].__setitem__(0, 1234), "not a category"),
+    (lambda b: b["release_names"]["category"].__setitem__(0, "5030"), "release_names.category must hold integers"),
+    (lambda b: b["release_names"]["year"].__setitem__(0, 2**40), "past 0 .. 32767"),
+    (lambda b: b["release_names"]["season"].__setitem__(0, -1), "past 0 .. 32767"),
+    (lambda b: b["release_names"]["title"].__setitem__(0, "a\x00b"), "release_names.title"),
+    (lambda b: b["release_names"]["title"].__setitem__(0, "x" * 201), "release_names.title"),
+    (lambda b: b["release_names"]["title"].__setitem__(0, ""), "release_names.title"),
+    (lambda b: b["release_names"]["air_date"].__setitem__(0, "2024-02-30"), "release_names.air_date"),
+    (
+        lambda b: (
+            b["release_names"]["category"].__setitem__(0, None),
+            b["release_names"]["title"].__setitem__(0, "T"),
+        ),
+        "null where category is",
+    ),
 ]
 _DEEP_CASES = (
     [("json", *case) for case in _DEEP_BOTH]

@@ -1,4 +1,4 @@
-"""Release names understood (app.services.names), their categories (app.services.categories) and
+"""Release names understood (edge.digest.names), their categories (edge.digest.categories) and
 `flask seed names parse`: the shapes names take, the category table, text that is not a name,
 and the accuracy on real names (tests/data/names/dev.jsonl, scored by bench/names.py)."""
 
@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.cli.names import names as names_cli
-from app.services.categories import category_of
-from app.services.names import MAX_NAME, ParsedName, parse, parse_post, record
+from edge.digest.categories import category_of
+from edge.digest.names import MAX_NAME, ParsedName, parse, parse_post, record
 from bench.names import DEV_SET, FIELDS_GOAL, PARENT_GOAL, folded_title, load, records_of, score
 
 REPO = Path(__file__).resolve().parents[2]

@@ -60,9 +60,10 @@ def store_groups(lines_by_group: dict[str, list[bytes]], first: int = BIG) -> di
             batch_ids.append(accept(node, ranges[name], gatherer.build()))
     for batch_id in batch_ids:
         with session_scope() as s:
-            assert store.store_batch(s, batch_id).stored
-        with session_scope() as s:
-            assert posts.join_batch(s, batch_id) is not None
+            result = store.store_batch(s, batch_id)
+            assert result.stored
+        with session_scope() as s:  # with what the node read of the names, as the task joins
+            assert posts.join_batch(s, batch_id, result.names) is not None
     return ids
 
 

@@ -9,9 +9,13 @@ from datetime import date
 import pytest
 from sqlalchemy import text
 
+from app import metrics
 from app.db import session_scope
-from app.services import postnames, search
-from tests.app.factories import BIG
+from app.services import leases, postnames, search
+from app.services.ingest import posts, store
+from edge.digest.gather import Gatherer
+from tests.app.factories import BIG, accept, add_groups, make_node, make_plan
+from tests.app.overview import raw
 from tests.app.test_nzb_export import store_groups
 from tests.fixtures.queries import assert_posts_summed, query
 
@@ -173,3 +177,70 @@ def test_searches_filter_on_what_names_say(named_catalog, filters, names):
 def test_filters_out_of_bounds_are_refused(clean_db, filters):
     with session_scope() as s, pytest.raises(search.SearchError):
         search.search_posts(s, None, **filters)
+
+
+def stored_with_reading(clean_db, reading) -> tuple[str, dict]:
+    """The teevee posts digested as a node does, what it read of their names changed by
+    reading(release_names), accepted, stored and joined as the task does: (group, rows)."""
+    group = "alt.binaries.teevee"
+    lines = lines_of([post for post in POSTS if post[0] == group])[group]
+    with session_scope() as s:
+        (added,) = add_groups(s, [group])
+        range_id = make_plan(s, added, [(BIG, BIG + len(lines) - 1)])[0].id
+        node, _ = make_node(s)
+        leases.lease(s, node, max_leases=1)
+    gatherer = Gatherer(group)
+    gatherer.add_chunk(BIG, BIG + len(lines) - 1, [raw(lines)])
+    batch = gatherer.build()
+    reading(batch["release_names"], batch["releases"]["name"])
+    batch_id = accept(node, range_id, batch)
+    with session_scope() as s:
+        result = store.store_batch(s, batch_id)
+    with session_scope() as s:
+        assert posts.join_batch(s, batch_id, result.names) is not None
+    return group, rows(clean_db)
+
+
+EPISODE = "Show.Name.S01E02.720p.HDTV.x264-GRP"
+
+
+def retitled(title: str, version: str | None = None):
+    def change(release_names, names):
+        release_names["title"][names.index(EPISODE)] = title
+        if version is not None:
+            release_names["version"] = version
+
+    return change
+
+
+def test_the_join_writes_what_the_node_read_of_a_name(clean_db, monkeypatch):
+    """Where the node's reading is this code's, the join takes its columns without reading the
+    name again (shown by a node that read a title of its own)."""
+    monkeypatch.setattr(posts, "VERIFY_SHARE", 0.0)
+    group, found = stored_with_reading(clean_db, retitled("Read By The Node"))
+    assert found[EPISODE]["title"] == "Read By The Node"
+    # The others as the data center reads them too.
+    for name, row in found.items():
+        if name != EPISODE:
+            assert row["title"] == postnames.post_name(name, group).title
+
+
+def test_a_node_of_another_reading_has_its_names_read_again(clean_db, monkeypatch):
+    monkeypatch.setattr(posts, "VERIFY_SHARE", 0.0)
+    _, found = stored_with_reading(clean_db, retitled("Read By The Node", version="0" * 16))
+    assert found[EPISODE]["title"] == "Show Name"
+
+
+def test_a_name_read_otherwise_by_the_node_is_counted_and_overruled(clean_db, monkeypatch):
+    """The share the join reads again to compare: the data center's reading is kept, and the
+    disagreement counted."""
+    monkeypatch.setattr(posts, "VERIFY_SHARE", 1.0)
+    group = "alt.binaries.teevee"
+    disagreed = metrics.POST_NAMES_DISAGREED.labels(group)
+    read = metrics.POST_NAMES_READ_BY_NODE.labels(group)
+    before, read_before = disagreed._value.get(), read._value.get()
+    _, found = stored_with_reading(clean_db, retitled("Read By The Node"))
+    assert found[EPISODE]["title"] == "Show Name"
+    assert disagreed._value.get() - before == 1
+    # The other four posts of the group took the node's reading (checked, and the same).
+    assert read._value.get() - read_before == 4

@@ -13,6 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge.digest import gather as gather_module
+from edge.digest import namecolumns
+from edge.digest.namecolumns import columns_of
+from edge.digest.names import parse
 from edge.digest.gather import Gatherer, file_key, release_key
 from edge.digest.overview import REJECT_REASONS
 from edge.digest.rules import RuleSet
@@ -270,7 +273,45 @@ def test_the_documented_example_is_what_the_code_builds():
     ]
     gatherer = Gatherer(GROUP)
     gatherer.add_chunk(first, first + 4, [block(lines)])
+    # The reading's version changes with the name parser's code (edge.digest.namecolumns).
+    example["release_names"]["version"] = namecolumns.VERSION
     assert as_received(gatherer.build()) == example
+
+
+def test_each_release_name_is_read_for_its_post():
+    """release_names holds, row for row with releases, what the name gives a post of the group
+    (what the data center would read of it), and nothing for a name that is a hash."""
+    hashed = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
+    lines = [
+        overview_line(FIRST, 'Show.S02E03.720p.WEB.x264-GRP [1/1] - "a.rar" yEnc (1/1)', poster=b"A <a@x>"),
+        overview_line(FIRST + 1, f'{hashed} [1/1] - "{hashed}.rar" yEnc (1/1)', poster=b"B <b@x>"),
+        overview_line(FIRST + 2, 'Film.Title.2019.1080p.BluRay [1/1] - "f.mkv" yEnc (1/1)', poster=b"C <c@x>"),
+    ]
+    gatherer = Gatherer("alt.binaries.multimedia")
+    gatherer.add_chunk(FIRST, FIRST + 2, [block(lines)])
+    batch = gatherer.build()
+    names = batch["releases"]["name"]
+    rows = namecolumns.rows_of(batch["release_names"])
+    assert len(rows) == len(names) == 3
+    by_name = dict(zip(names, rows))
+    assert by_name[hashed] is None
+    show = by_name["Show.S02E03.720p.WEB.x264-GRP"]
+    assert show is not None
+    assert (show.category, show.season, show.episode, show.resolution, show.title) == (5010, 2, 3, 720, "Show")
+    film = by_name["Film.Title.2019.1080p.BluRay"]
+    assert film is not None
+    assert (film.category, film.year, film.resolution, film.source, film.title) == (
+        2040,
+        2019,
+        1080,
+        "bluray",
+        "Film Title",
+    )
+    for name, row in by_name.items():
+        assert row == (
+            None if name == hashed else columns_of(parse(name, "alt.binaries.multimedia"), "alt.binaries.multimedia")
+        )
+    namecolumns.check(batch["release_names"], 3)
 
 
 def test_message_ids_stay_bytes_until_encoded():

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from app.services.categories import category_of
-from app.services.names import parse
+from edge.digest.categories import category_of
+from edge.digest.names import parse
 from edge.digest.subjects import parse_subject
 from simnews import demo
 from simnews.generator import Article

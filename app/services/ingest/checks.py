@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from operator import lt
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, NotRequired, TypedDict
 
 from app.services.errors import ServiceError
 from edge.digest.batch import TABLES
@@ -22,6 +22,7 @@ from edge.digest.overview import MAX_MESSAGE_ID_BYTES, MAX_TEXT_BYTES
 
 if TYPE_CHECKING:
     from edge.digest.batch import BatchStats, ChunkRow, MissingRun, RuleCounts
+    from edge.digest.namecolumns import ReleaseNames
 
 # Built by setup.py where a C compiler is at hand (SEED_IMPL chooses); else the columns are checked in Python.
 _msgcolumns = load_compiled("app.services._msgcolumns")
@@ -55,6 +56,7 @@ class DecodedBatch(TypedDict):
     fragments: Table
     releases: Table
     release_chunks: Table
+    release_names: NotRequired[ReleaseNames]  # edge.digest.namecolumns, checked by validate_batch
 
 
 # Columns stored as PostgreSQL integer: the digest's format allows 64 bits everywhere, the

@@ -37,14 +37,16 @@ The join also keeps the table `posts` (what search reads): each post that has a 
 batch, or gained or lost one, is summed again from its releases (REFRESH), and a post left with
 no release is deleted. Since the last join of a group runs after its last store, the rows end
 equal to the sums of what the catalog holds. A post's row also keeps what its name says
-(app.services.postnames: its category, title, season, episodes...), read here in Python from
-the name the row gets (names_of) and written with the sums, in the same statement.
+(app.services.postnames: its category, title, season, episodes...), written with the sums in the
+same statement: what the node that digested the batch read of the name (release_names, where its
+reading is this code's), else read here in Python from the name the row gets (names_of).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+import random
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 from operator import itemgetter
 from typing import NamedTuple
@@ -59,6 +61,7 @@ from app.db import array_literal, is_transient
 from app.models import SeedBatch, SeedRange
 from app.models.batches import BatchState
 from app.services import inspections, postnames
+from edge.digest import namecolumns
 
 JOIN_GAP = timedelta(hours=1)
 MAX_POST_SPAN = timedelta(days=1)
@@ -108,14 +111,14 @@ JOIN = text("""
 
 # A post's row from its releases: the columns written, and what an upsert of the row does when it
 # is there already (a row that comes out the same is left alone: no new row version, no index
-# entries). The columns its name gives (postnames.COLUMNS) come from Python, as postnames.UNNEST.
+# entries). The columns its name gives (namecolumns.COLUMNS) come from Python, as postnames.UNNEST.
 SUMMED = (
     "name, poster, names, posters, releases, files_seen, parts_expected, parts_seen, bytes, completion,"
     " first_post, last_post"
 ).split(", ")
 # What an inspection of the post found (app.services.inspections), kept on its row for search.
 INSPECTED = ("password", "imdb", "tvdb", "tvmaze", "tmdb")
-WRITTEN = [*SUMMED, *postnames.COLUMNS, *INSPECTED]
+WRITTEN = [*SUMMED, *namecolumns.COLUMNS, *INSPECTED]
 POST_COLUMNS = "group_id, key, " + ", ".join(WRITTEN)
 UPSERT = f"""
     ON CONFLICT (group_id, key) DO UPDATE
@@ -124,7 +127,7 @@ UPSERT = f"""
            IS DISTINCT FROM
            ({", ".join(f"EXCLUDED.{c}" for c in WRITTEN)})
 """
-NAMED_COLUMNS = ", ".join(f"n.{c}" for c in (*postnames.COLUMNS, *INSPECTED))
+NAMED_COLUMNS = ", ".join(f"n.{c}" for c in (*namecolumns.COLUMNS, *INSPECTED))
 # With the name an inspection of the post told (n.inner_name, NULL for none): the post's name,
 # and one more of its names (the posted ones stay searchable).
 NAMED = postnames.unnest_sql(
@@ -186,16 +189,16 @@ class Namesake(NamedTuple):
     domain: str | None
 
 
-def join_batch(session: Session, batch_id: int) -> int | None:
+def join_batch(session: Session, batch_id: int, read_names: Mapping[str, namecolumns.PostName] = {}) -> int | None:
     """Join the releases of a stored batch into their posts and mark it joined; None when there
     was nothing to do (not stored yet, or joined already). Returns how many releases changed
-    post."""
+    post. read_names: what the node read of the batch's names (StoreResult.names), by name."""
     stored = locked_stored_batch(session, batch_id)
     if stored is None:
         return None
     row, group_id = stored
     left_out: list[str] = []
-    changed = join_posts(session, group_id, row.release_keys or [], left_out)
+    changed = join_posts(session, group_id, row.release_keys or [], left_out, read_names)
     mark_joined(row, left_out)
     return changed
 
@@ -219,7 +222,13 @@ def mark_joined(row: SeedBatch, left_out: list[str] | None = None) -> None:
     row.error = f"left out of search: {'; '.join(left_out)}"[:2000] if left_out else None
 
 
-def join_posts(session: Session, group_id: int, release_keys: list[int], left_out: list[str] | None = None) -> int:
+def join_posts(
+    session: Session,
+    group_id: int,
+    release_keys: list[int],
+    left_out: list[str] | None = None,
+    read_names: Mapping[str, namecolumns.PostName] = {},
+) -> int:
     """Work out afresh the posts of the names of these releases (see the module's doc), write the
     ones that changed and bring their rows of `posts` up to date; returns how many releases
     changed post. A post whose row PostgreSQL refuses for good (a value past one of its limits)
@@ -230,10 +239,16 @@ def join_posts(session: Session, group_id: int, release_keys: list[int], left_ou
     if not release_keys:
         return 0
     with collector_paused():
-        return _join_posts(session, group_id, release_keys, left_out)
+        return _join_posts(session, group_id, release_keys, left_out, read_names)
 
 
-def _join_posts(session: Session, group_id: int, release_keys: list[int], left_out: list[str] | None) -> int:
+def _join_posts(
+    session: Session,
+    group_id: int,
+    release_keys: list[int],
+    left_out: list[str] | None,
+    read_names: Mapping[str, namecolumns.PostName],
+) -> int:
     session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
     batch_keys = sorted(set(release_keys))
     rows = session.execute(NAMESAKES, {"g": group_id, "keys": array_literal(batch_keys)}).all()
@@ -292,7 +307,7 @@ def _join_posts(session: Session, group_id: int, release_keys: list[int], left_o
                 for row in session.execute(RELEASE_NAMES, {"g": group_id, "keys": array_literal(unknown)})
             )
     group = rows[0].group_name if rows else ""
-    named = names_of(session, group_id, group, refreshed, releases)
+    named = names_of(session, group_id, group, refreshed, releases, read_names)
     failed = refresh_posts_isolated(session, group_id, refreshed, named)
     inspections.queue(session, group_id, [post for post, keys in refreshed.items() if keys])
     if failed:
@@ -320,7 +335,7 @@ NOT_INSPECTED = Inspected()
 class Named(NamedTuple):
     """What a post's row gets of its name (the columns its name gives) and of its inspection."""
 
-    name: postnames.PostName
+    name: namecolumns.PostName
     inspected: Inspected = NOT_INSPECTED
 
 
@@ -331,13 +346,25 @@ INSPECTIONS = text(
 )
 
 
+# The share of the names a node read that the join reads again, to compare: a node whose reading
+# differs from this code's though it says the same version (another host's Python, a day's
+# difference in what year is too late to be one) is counted (metrics.post_names) and overruled.
+VERIFY_SHARE = 1 / 32
+
+
 def names_of(
-    session: Session, group_id: int, group: str, posts: dict[int, list[int]], releases: dict[int, tuple[str, int]]
+    session: Session,
+    group_id: int,
+    group: str,
+    posts: dict[int, list[int]],
+    releases: dict[int, tuple[str, int]],
+    read_names: Mapping[str, namecolumns.PostName] = {},
 ) -> dict[int, Named]:
     """What the names of these posts (post key -> its releases' keys) give (postnames): a post's
     name is the one an inspection told of it, else that of its release with the most files (the
     least key of those), as REFRESH_SEVERAL picks it; releases holds each release's (name, files
-    seen). Posts named by a hash are read by their files' names (postnames.posts_named)."""
+    seen). A name the node read (read_names) is not read again but for VERIFY_SHARE of them; the
+    others are read here, and those named by a hash by their files' names (postnames.posts_named)."""
     chosen: dict[int, str] = {}
     for post, keys in posts.items():
         known = [key for key in keys if key in releases]
@@ -352,10 +379,17 @@ def names_of(
         else {}
     )
     chosen.update((post, found.inner_name) for post, found in inspected.items() if found.inner_name)
-    return {
-        post: Named(columns, inspected.get(post, NOT_INSPECTED))
-        for post, columns in postnames.posts_named(session, group_id, group, chosen).items()
-    }
+    by_node: dict[int, namecolumns.PostName] = {}
+    checked: dict[int, namecolumns.PostName] = {}
+    for post, name in chosen.items():
+        found = read_names.get(name)
+        if found is not None:
+            (checked if random.random() < VERIFY_SHARE else by_node)[post] = found
+    here = postnames.posts_named(session, group_id, group, {p: n for p, n in chosen.items() if p not in by_node})
+    disagreed = sum(here[post] != found for post, found in checked.items())
+    if read_names:
+        metrics.post_names(session, group, by_node=len(by_node) + len(checked) - disagreed, disagreed=disagreed)
+    return {post: Named(columns, inspected.get(post, NOT_INSPECTED)) for post, columns in {**by_node, **here}.items()}
 
 
 def refresh_posts_isolated(

@@ -17,8 +17,8 @@ import logging
 import struct
 import sys
 from array import array
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from time import perf_counter
 from typing import TYPE_CHECKING, cast
@@ -33,10 +33,12 @@ from app.db import ensure_group_partitions, partition_name
 from app.models import Group, SeedBatch, SeedRange
 from app.models.batches import BatchState
 from app.models.catalog import PACK_ARTICLES
+from app.services import postnames
 from app.services.ingest import catalog
 from app.services.ingest.checks import Column, DecodedBatch, MalformedBatch, Table, check_batch
 from app.services.ingest.decode import StoredBatch
 from app.services.ingest.hosts import host_column, message_host_ids
+from edge.digest.namecolumns import PostName
 from app.services.ingest.pgcopy import BINARY_HEADER, BINARY_TRAILER, SLICE_ROWS, StreamedCopy, array_value
 
 if TYPE_CHECKING:
@@ -56,6 +58,9 @@ PARTITIONS_LOCK_TIMEOUT = "5s"
 class StoreResult:
     batch_id: int
     stored: bool  # False: found stored already (a redelivery) or gone, nothing done
+    # What the node read of its releases' names, by name, where its reading is this code's
+    # (postnames.read_by_node): for the join of the batch, which then need not parse them.
+    names: Mapping[str, PostName] = field(default_factory=dict)
 
 
 def store_batch(session: Session, batch_id: int) -> StoreResult:
@@ -118,9 +123,8 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
     # The fragments' transaction commits when this block ends without an error, after everything
     # else of the batch is written and just before the caller commits the session (see load_catalog).
     with engine.begin() as fragments:
-        articles = _record_stored(
-            session, batch_row, load_catalog(session, fragments, group_id, range_id, stored, host_ids, batch_id)
-        )
+        batch = load_catalog(session, fragments, group_id, range_id, stored, host_ids, batch_id)
+        articles = _record_stored(session, batch_row, batch)
         session.flush()
     # Counted when the caller commits the session (the fragments' transaction commits just before).
     metrics.batch_stored(
@@ -131,7 +135,7 @@ def _store_batch(session: Session, batch_id: int) -> StoreResult:
         body_bytes=len(body),
         started=started,
     )
-    return StoreResult(batch_id, stored=True)
+    return StoreResult(batch_id, stored=True, names=postnames.read_by_node(batch))
 
 
 def _record_stored(session: Session, batch_row: SeedBatch, batch: DecodedBatch) -> int:

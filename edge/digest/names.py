@@ -25,7 +25,7 @@ import re
 from datetime import date
 from typing import Any, NamedTuple, TypeAlias
 
-from app.services.categories import category_of, kind_hint
+from edge.digest.categories import category_of, kind_hint
 
 KINDS = ("tv", "movie", "music", "book", "game", "software", "xxx", "other")
 # Folded sources: what newznab clients tell apart. CAM, telesync and screeners are sources too,

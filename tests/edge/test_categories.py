@@ -1,8 +1,8 @@
-"""Newznab categories from group names (app.services.categories)."""
+"""Newznab categories from group names (edge.digest.categories)."""
 
 import pytest
 
-from app.services.categories import PARENTS, SUBCATEGORIES, category_of, category_named, matches
+from edge.digest.categories import PARENTS, SUBCATEGORIES, category_of, category_named, matches
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Newznab categories of posts: from what a post's name says (app.services.names), with its
+"""Newznab categories of posts: from what a post's name says (edge.digest.names), with its
 group as a hint, or from the group's name alone.
 
 A group names the category of its posts by its words: the first rule whose words appear in the
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:  # names imports this module (kind_hint); a parsed name is only read here
-    from app.services.names import ParsedName
+    from edge.digest.names import ParsedName
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def category_of(what: str | ParsedName, group: str | None = None) -> Category:
 
 def kind_hint(group: str) -> str | None:
     """What a group's posts are, as a parsed name's kind (None for a group of anything): the
-    hint app.services.names takes where a name does not tell."""
+    hint edge.digest.names takes where a name does not tell."""
     category = _group_category(group)
     if category == 3030:
         return "book"
@@ -201,7 +201,7 @@ def matches(category: Category, wanted: set[int]) -> bool:
     return category.id in wanted or category.parent in wanted
 
 
-# A game's console by its platform (app.services.names); PC, Mac and Linux games are PC > Games.
+# A game's console by its platform (edge.digest.names); PC, Mac and Linux games are PC > Games.
 _CONSOLES = {
     "nds": 1010,
     "psp": 1020,
