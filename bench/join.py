@@ -2,7 +2,8 @@
 statement, on the catalog bench/catalog.py keeps.
 
     .venv/bin/python bench/catalog.py --keep DIR                 # fill the catalog once
-    .venv/bin/python bench/join.py --keep DIR [--batches 3] [--rounds 3] [--releases 3700] [--json]
+    .venv/bin/python bench/join.py --keep DIR [--batches 3] [--rounds 3] [--releases 3700]
+                                  [--names node|datacenter] [--json]
 
 Each of --batches of the catalog's batches (spread evenly over them) is joined --rounds times, the
 batches in turn, as a new batch is joined after its store: in a transaction, its releases and
@@ -14,7 +15,10 @@ holds some 95,000 releases of an article or two; --releases takes that many of e
 by key; 0: all), as many as a batch of bench/e2e.py's e-book group by default (100,000 articles,
 3,700 releases). The first round of a batch reads what the join needs from disk unless an earlier
 run left it in memory; the later rounds find it there, as the join of a batch just stored does.
-Each join parses its names afresh (a round's parses are not kept for the next).
+Each join parses its names afresh (a round's parses are not kept for the next). With --names node
+(the default) the join is given what a node reads of the names (release_names), read before the
+join's clock starts as the node reads them before it sends the batch; with --names datacenter the
+join reads every name itself, as for a batch of a node of another reading.
 
 Measured each time: the join's wall time, this process' CPU in it (the worker's part: the names'
 parse, the rows made, the statements sent), and each statement's time as the session ran it
@@ -131,27 +135,36 @@ def copied(session: Any, table: str, group_id: int, keys: list[int], key: str, t
     return cast("CursorResult[Any]", result).rowcount
 
 
-def join_once(group_id: int, keys: list[int], timed: list[tuple[str, float]]) -> dict[str, Any]:
+def join_once(group_id: int, keys: list[int], timed: list[tuple[str, float]], by_node: bool) -> dict[str, Any]:
     """The batch's releases copied as a new batch's and joined, in a transaction rolled back; what
-    it took."""
+    it took. by_node: the join given what a node reads of the names."""
     from sqlalchemy import text
 
-    from app.db import session_scope
+    from app.db import array_literal, session_scope
     from app.services import postnames
     from app.services.ingest import posts
+    from edge.digest import namecolumns
 
     # The names are parsed afresh, as a batch's new names are: an earlier round's parses are
     # forgotten (the words' readings are kept, as a worker keeps them from batch to batch).
     postnames._parsed.cache_clear()
     postnames._named.cache_clear()
+    namecolumns.read.cache_clear()
 
     with session_scope() as session:
         releases = copied(session, "releases", group_id, keys, "key", ("key", "name_hash"))
         files = copied(session, "files", group_id, keys, "release_key", ("key", "release_key"))
         new_keys = [key ^ TURN for key in keys]
+        read_names: dict[str, namecolumns.PostName] = {}
+        if by_node:
+            names = session.execute(
+                text("SELECT name FROM releases WHERE group_id = :g AND key = ANY(CAST(:k AS bigint[]))"),
+                {"g": group_id, "k": array_literal(new_keys)},
+            ).scalars()
+            read_names = {name: row for name in names if (row := namecolumns.read(name, GROUP)) is not None}
         timed.clear()
         wall, cpu = time.perf_counter(), time.process_time()
-        posts.join_posts(session, group_id, new_keys)
+        posts.join_posts(session, group_id, new_keys, read_names=read_names)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         statements = list(timed)
         written = session.execute(
@@ -183,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=3, help="batches joined, spread over the catalog's")
     parser.add_argument("--rounds", type=int, default=3, help="joins of each batch")
     parser.add_argument("--releases", type=int, default=3700, help="releases of each batch joined (0: all)")
+    parser.add_argument(
+        "--names",
+        choices=("node", "datacenter"),
+        default="node",
+        help="who reads the names: the node, before the batch is sent (the default), or the join",
+    )
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
     args = parser.parse_args(argv)
     if args.batches < 1 or args.rounds < 1 or args.releases < 0:
@@ -225,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         for round_ in range(args.rounds):
             for range_id, batch_from, keys in batches:
                 say(f"round {round_ + 1}: the batch of range {range_id} from {batch_from} ({len(keys):,} releases)")
-                joined = join_once(group_id, keys, timed)
+                joined = join_once(group_id, keys, timed, args.names == "node")
                 joins.append({"round": round_ + 1, "range": range_id, "batch_from": batch_from, **joined})
         with session_scope() as session:
             posts_after = session.execute(
@@ -250,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         "posts_unchanged": posts_before == posts_after,
         "batches": len(batches),
         "rounds": args.rounds,
+        "names_read_by": args.names,
         "joins": joins,
         "join_median_ms": statistics.median(join["wall_ms"] for join in joins),
         "cpu_median_ms": statistics.median(join["cpu_ms"] for join in joins),
@@ -259,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.json:
         print(command)
-        print(f"catalog: {posts_before:,} posts in {GROUP}; {len(batches)} batches joined {args.rounds} times each")
+        print(
+            f"catalog: {posts_before:,} posts in {GROUP}; {len(batches)} batches joined {args.rounds} times each,"
+            f" the names read by the {args.names}"
+        )
         for join in joins:
             print(
                 f"  round {join['round']}, range {join['range']} from {join['batch_from']}: {join['posts_written']:,}"

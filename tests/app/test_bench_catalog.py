@@ -155,10 +155,21 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
             assert 0 < one["statements_ms"] < one["wall_ms"] and one["cpu_ms"] > 0
         assert {"the posts' upsert", "the namesakes", "the queue of inspections"} <= set(join["statements"])
         assert join["statements"]["the posts' upsert"]["median_ms"] > 0
+        assert join["names_read_by"] == "node"
+        # The join reading every name itself, as for a node of another reading: the same posts.
+        itself = run_join(
+            "--keep", str(keep), "--batches", "1", "--rounds", "1", "--releases", "400", "--names", "datacenter"
+        )
+        assert itself.returncode == 0, itself.stdout[-3000:] + itself.stderr[-3000:]
+        alone = json.loads(itself.stdout.splitlines()[-1])
+        assert alone["names_read_by"] == "datacenter" and alone["posts_unchanged"]
+        assert alone["joins"][0]["posts_written"] == 400
         assert not (keep / "pg" / "postmaster.pid").exists()  # stopped again
         for bad in (["--releases", "-1"], ["--rounds", "0"]):
             refused = run_join("--keep", str(keep), *bad)
             assert refused.returncode == 2 and "at least" in refused.stderr, bad
+        refused = run_join("--keep", str(keep), "--names", "edge")
+        assert refused.returncode == 2 and "invalid choice" in refused.stderr
         empty = Path(tempfile.mkdtemp(prefix="join-bench-test."))
         try:
             refused = run_join("--keep", str(empty))
