@@ -42,8 +42,11 @@ def array_literal(values: Iterable[int | str | date | None]) -> str:
     Python (finding a type that fits them all first), the larger part of the CPU a join of posts
     spends in its parameters. None is NULL; every value not an int goes quoted."""
     values = values if isinstance(values, (list, tuple)) else list(values)
-    if all(type(value) is int for value in values):
+    types = set(map(type, values))
+    if types <= {int}:
         return "{" + ",".join(map(str, values)) + "}"
+    if types <= {int, type(None)}:  # a column of numbers with NULLs (the posts' years, seasons...)
+        return "{" + ",".join(["NULL" if value is None else str(value) for value in values]) + "}"
     return "{" + ",".join(map(_array_element, values)) + "}"
 
 

@@ -121,8 +121,11 @@ def _named(name: str, group: str) -> PostName:
 def arrays_of(keys: list[int], named: list[PostName]) -> dict[str, list[int] | list[int | date | str | None]]:
     """The parameters of UNNEST for these posts' keys and columns."""
     params: dict[str, list[int] | list[int | date | str | None]] = {"n_keys": keys}
-    for index, column in enumerate(COLUMNS):
-        params[f"n_{column}"] = [row[index] for row in named]
+    # The rows turned into columns at once (zip, in C), rather than a column at a time; lists, as
+    # psycopg adapts a list as an array (refill binds them as they are).
+    columns = list(map(list, zip(*named))) if named else [[] for _ in COLUMNS]
+    for column, values in zip(COLUMNS, columns):
+        params[f"n_{column}"] = values
     return params
 
 

@@ -447,11 +447,18 @@ def refresh_posts(session: Session, group_id: int, posts: dict[int, list[int]], 
 
 def _named_arrays(posts: list[int], named: dict[int, Named]) -> dict[str, str]:
     """The parameters of NAMED for these posts, as array literals (app.db.array_literal)."""
-    arrays: dict[str, Sequence[int | date | str | None]] = {
-        **postnames.arrays_of(posts, [named[p].name for p in posts]),
-        **{f"n_{field}": [getattr(named[p].inspected, field) for p in posts] for field in INSPECTED_FIELDS},
-    }
-    return {name: array_literal(values) for name, values in arrays.items()}
+    rows = [named[p] for p in posts]
+    # Most posts are not inspected: their findings' columns are NULLs alone, written at once.
+    inspected = [row.inspected for row in rows if row.inspected is not NOT_INSPECTED]
+    arrays: dict[str, Sequence[int | date | str | None]] = dict(postnames.arrays_of(posts, [row.name for row in rows]))
+    if inspected:
+        columns = list(zip(*(row.inspected for row in rows)))
+        arrays.update((f"n_{field}", columns[Inspected._fields.index(field)]) for field in INSPECTED_FIELDS)
+        return {name: array_literal(values) for name, values in arrays.items()}
+    literals = {name: array_literal(values) for name, values in arrays.items()}
+    nulls = "{" + ",".join(["NULL"] * len(rows)) + "}"
+    literals.update((f"n_{field}", nulls) for field in INSPECTED_FIELDS)
+    return literals
 
 
 INSPECTED_FIELDS = ("inner_name", *INSPECTED)
