@@ -644,6 +644,10 @@ def _scan(text: str) -> tuple[list[_Token], int, int, int]:
     find = text.find
     bits = evidence = 0
     first_marker = len(text)
+    # The first token's text and whether its reading says its bits do not count, kept here: the
+    # word cache may be emptied part way through the name (_word_info), and a name must read the
+    # same whatever was parsed before it (a node's process and a worker's read the same names).
+    first_text, first_discounted = "", 0
     for word in _LEX.findall(text):
         start = find(word, position)
         position = end = start + len(word)
@@ -659,6 +663,8 @@ def _scan(text: str) -> tuple[list[_Token], int, int, int]:
                 info = infos.get(pair) or _word_info(pair, joined)
                 previous[LOWER:] = info[0]
                 evidence |= info[2]
+                if previous is tokens[0]:
+                    first_text, first_discounted = pair, info[1]
                 continue
             if joined is not None and previous[CLS] == NUMBER:  # 5.1 (audio): not a bare episode number
                 previous[CLS] = WORD
@@ -669,10 +675,14 @@ def _scan(text: str) -> tuple[list[_Token], int, int, int]:
         if part[1] == YEAR:
             years = True
         previous = [start, end, word, *part]
+        if not tokens:
+            first_text, first_discounted = word, word_bits
         tokens.append(previous)
     if years:
         _find_dates(tokens, text)
-    if tokens and _WORD_INFOS.get(tokens[0][TEXT], _NO_INFO)[1]:
+    if tokens and (
+        first_discounted if tokens[0][TEXT] == first_text else _WORD_INFOS.get(tokens[0][TEXT], _NO_INFO)[1]
+    ):
         bits = 0  # the first word's bits do not count (xXx.2002 is a film): collect them again
         for token in tokens[1:]:
             bits |= _BITS.get(token[LOWER], 0)

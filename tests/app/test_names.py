@@ -445,3 +445,27 @@ def test_the_bench_prints_its_figures_and_goals():
     assert figures["names"] == 629 and figures["speed"]["parse_per_second"] > 0
     # Speed is the benchmark's own run to judge (this machine may be busy); accuracy is not.
     assert figures["goals"]["fields_share>=0.95"] and figures["goals"]["parents_share>=0.97"]
+
+
+def test_a_name_reads_the_same_whatever_was_read_before_it():
+    """The word cache is emptied when full, possibly part way through a name: the name must read
+    as it does from an empty cache (a node's digest and a worker read the same names, each after
+    others of its own)."""
+    from edge.digest import names as names_module
+
+    # Names whose first word's own bits do not count (a film named xXx), where it showed, and the
+    # development set's.
+    rows = [{"name": name} for name in ("xXx.2002.1080p.BluRay.x264-GRP", "XXX 2002 DVDRip XviD")]
+    rows += load(DEV_SET)
+    fresh = {}
+    for row in rows:
+        names_module.clear_caches()
+        fresh[row["name"]] = parse(row["name"])
+    for row in rows:
+        names_module.clear_caches()
+        # Full but for one word: the name's second new word empties the cache.
+        names_module._WORD_INFOS.update(
+            (f"filler{i}", names_module._NO_INFO) for i in range(names_module._WORD_INFOS_MAX - 1)
+        )
+        assert parse(row["name"]) == fresh[row["name"]], row["name"]
+    names_module.clear_caches()
