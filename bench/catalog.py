@@ -391,11 +391,11 @@ def fill(options: dict) -> dict:
             seconds["accept"] += time.perf_counter() - clock
             clock = time.perf_counter()
             with session_scope() as session:
-                store.store_batch(session, batch_id)
+                stored = store.store_batch(session, batch_id)
             seconds["store"] += time.perf_counter() - clock
             clock = time.perf_counter()
             with session_scope() as session:
-                posts.join_batch(session, batch_id)
+                posts.join_batch(session, batch_id, stored.names)
             seconds["join"] += time.perf_counter() - clock
             batches += 1
             elapsed = time.perf_counter() - started

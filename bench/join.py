@@ -144,6 +144,7 @@ def join_once(group_id: int, keys: list[int], timed: list[tuple[str, float]], by
     from app.services import postnames
     from app.services.ingest import posts
     from edge.digest import namecolumns
+    from edge.digest.namecolumns import COLUMNS
 
     # The names are parsed afresh, as a batch's new names are: an earlier round's parses are
     # forgotten (the words' readings are kept, as a worker keeps them from batch to batch).
@@ -167,14 +168,17 @@ def join_once(group_id: int, keys: list[int], timed: list[tuple[str, float]], by
         posts.join_posts(session, group_id, new_keys, read_names=read_names)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         statements = list(timed)
-        written = session.execute(
+        # How many posts the join wrote, and a hash of what their names gave them: the same
+        # whoever read the names.
+        written, named_hash = session.execute(
             text(
-                "SELECT count(*) FROM posts WHERE group_id = :g AND key IN"
+                "SELECT count(*), md5(coalesce(string_agg(row(key, name, " + ", ".join(COLUMNS) + ")::text, ','"
+                " ORDER BY key), '')) FROM posts WHERE group_id = :g AND key IN"
                 " (SELECT coalesce(x.post_key, k) FROM unnest(CAST(:k AS bigint[])) AS k"
                 " LEFT JOIN release_posts x ON x.group_id = :g AND x.key = k)"
             ),
             {"g": group_id, "k": new_keys},
-        ).scalar_one()
+        ).one()
         session.rollback()
     by_kind: dict[str, float] = defaultdict(float)
     for kind, seconds in statements:
@@ -183,6 +187,7 @@ def join_once(group_id: int, keys: list[int], timed: list[tuple[str, float]], by
         "releases": releases,
         "files": files,
         "posts_written": written,
+        "posts_named_md5": named_hash,
         "wall_ms": round(wall * 1e3, 1),
         "cpu_ms": round(cpu * 1e3, 1),
         "statements_ms": round(sum(by_kind.values()) * 1e3, 1),

@@ -44,9 +44,9 @@ class StoreSink:
                 content_encoding=content_encoding or "",  # gzip (encode_batch's default); "" is identity
             )
         with session_scope() as session:
-            store.store_batch(session, accepted.batch_id)
-        with session_scope() as session:
-            posts.join_batch(session, accepted.batch_id)
+            stored = store.store_batch(session, accepted.batch_id)
+        with session_scope() as session:  # with what the digest here read of the names, as the task joins
+            posts.join_batch(session, accepted.batch_id, stored.names)
 
 
 class _ShowProgress(RangeHooks):

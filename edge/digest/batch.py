@@ -303,6 +303,10 @@ TABLES = {
 }
 
 
+# The keys of a batch (Batch's): a decoder may leave any other undecoded.
+BATCH_KEYS = frozenset(Batch.__annotations__)
+
+
 def validate_batch(batch: object) -> dict[str, Any]:
     """The batch if it has the documented structure and value types, else BatchFormatError."""
     if not isinstance(batch, dict):

@@ -13,6 +13,7 @@ from the node: its post's come from its files' names, in the data center.
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 import unicodedata
 from collections.abc import Sequence
@@ -57,15 +58,17 @@ assert set(INT_COLUMNS) | set(TEXT_COLUMNS) == set(COLUMNS)
 
 def _version() -> str:
     """The reading's version: a hash of the code that reads names (this module, names and
-    categories) and of what it leans on that can differ between two hosts (Python's version, its
-    Unicode tables)."""
+    categories) and of what it leans on that can differ between two processes (Python's version,
+    its Unicode tables, and the latest year a name can say: next year, as of the process' start)."""
     digest = hashlib.blake2b(digest_size=8)
     for module in (names, categories, sys.modules[__name__]):
         source = module.__file__
         if source is None:  # pragma: no cover - a module loaded without a file
             raise RuntimeError(f"{module.__name__} has no source file to version")
         digest.update(Path(source).read_bytes())
-    digest.update(f"{sys.version_info[0]}.{sys.version_info[1]} {unicodedata.unidata_version}".encode())
+    digest.update(
+        f"{sys.version_info[0]}.{sys.version_info[1]} {unicodedata.unidata_version} {names.MAX_YEAR}".encode()
+    )
     return digest.hexdigest()
 
 
@@ -115,10 +118,10 @@ def read(name: str, group: str) -> PostName | None:
 ReleaseNames = dict[str, Any]
 
 
-def release_names(release_names_: Sequence[str], group: str) -> ReleaseNames:
-    """A batch's `release_names`: VERSION, and the columns of each release's name as column
-    lists in the releases' order (null where the name is a hash)."""
-    rows = [read(name, group) for name in release_names_]
+def release_names(names_: Sequence[str], group: str) -> ReleaseNames:
+    """A batch's `release_names` for its releases' names (in their order): VERSION, and the
+    columns of each name as column lists (null where the name is a hash)."""
+    rows = [read(name, group) for name in names_]
     table: ReleaseNames = {"version": VERSION}
     for index, column in enumerate(COLUMNS):
         values: list[Any] = [None if row is None else row[index] for row in rows]
@@ -190,5 +193,11 @@ def rows_of(value: ReleaseNames) -> list[PostName | None]:
     return [None if row[0] is None else PostName(*row) for row in zip(*columns)]
 
 
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
 def _air_dates(texts: list[str | None]) -> list[date | None]:
+    """The dates of YYYY-MM-DD texts (date.fromisoformat alone takes 20240101 and 2024-W01-1 too)."""
+    if not all(text is None or _ISO_DATE.fullmatch(text) for text in texts):
+        raise ValueError("not YYYY-MM-DD")
     return [None if text is None else date.fromisoformat(text) for text in texts]

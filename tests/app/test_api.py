@@ -180,7 +180,9 @@ _DEEP_BOTH = [
     # What the node read of the releases' names (release_names) holds only what a post's row can.
     (lambda b: b["release_names"].pop("title"), "release_names must be a map"),
     (lambda b: b["release_names"].__setitem__("version", 1), "release_names.version"),
-    (lambda b: b["release_names"]["category"].append(5030), "one value a release"),
+    # (msgpack: refused as it is decoded, past the releases' count; JSON: by the check)
+    (lambda b: b["release_names"]["category"].append(5030), "release_names"),
+    (lambda b: b["release_names"]["category"].pop(), "one value a release"),
     (lambda b: b["release_names"]["category"].__setitem__(0, 1234), "not a category"),
     (lambda b: b["release_names"]["category"].__setitem__(0, "5030"), "release_names.category must hold integers"),
     (lambda b: b["release_names"]["year"].__setitem__(0, 2**40), "past 0 .. 32767"),
@@ -189,6 +191,7 @@ _DEEP_BOTH = [
     (lambda b: b["release_names"]["title"].__setitem__(0, "x" * 201), "release_names.title"),
     (lambda b: b["release_names"]["title"].__setitem__(0, ""), "release_names.title"),
     (lambda b: b["release_names"]["air_date"].__setitem__(0, "2024-02-30"), "release_names.air_date"),
+    (lambda b: b["release_names"]["air_date"].__setitem__(0, "20240201"), "release_names.air_date"),
     (
         lambda b: (
             b["release_names"]["category"].__setitem__(0, None),

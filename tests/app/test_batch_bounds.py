@@ -492,6 +492,15 @@ def test_a_list_longer_than_the_batch_is_refused_from_its_header(client, clean_d
         body = raw.replace(b"\xa7article\x91\x07", b"\xa7article" + packed)
         response = post(client, auth, range_id, body=body, headers={"Content-Type": "application/msgpack"})
         assert "fragments.article holds more items" in response.get_json()["message"]
+    # What the node read of the names: no column longer than the batch has releases is decoded.
+    padded = {**batch, "release_names": {**batch["release_names"], "year": [None] * 5_000_000}}
+    body = gzip.compress(msgpack.packb(padded, use_bin_type=False), compresslevel=9)
+    assert len(body) < 100_000
+    response = post(
+        client, auth, range_id, body=body, headers={"Content-Type": "application/msgpack", "Content-Encoding": "gzip"}
+    )
+    assert response.status_code == 400
+    assert "release_names holds more than a batch can" in response.get_json()["message"], response.get_json()
     many_rules = {**batch, "rules": {**batch["rules"], **{f"r{i}": [0, 0, 0, 0] for i in range(MAX_RULES + 1)}}}
     response = post(client, auth, range_id, many_rules)
     assert (response.status_code, f"at most {MAX_RULES} rules" in response.get_json()["message"]) == (400, True)

@@ -156,14 +156,17 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
         assert {"the posts' upsert", "the namesakes", "the queue of inspections"} <= set(join["statements"])
         assert join["statements"]["the posts' upsert"]["median_ms"] > 0
         assert join["names_read_by"] == "node"
-        # The join reading every name itself, as for a node of another reading: the same posts.
+        # The join reading every name itself, as for a node of another reading: the same posts,
+        # with the same columns of their names.
         itself = run_join(
-            "--keep", str(keep), "--batches", "1", "--rounds", "1", "--releases", "400", "--names", "datacenter"
+            "--keep", str(keep), "--batches", "2", "--rounds", "1", "--releases", "400", "--names", "datacenter"
         )
         assert itself.returncode == 0, itself.stdout[-3000:] + itself.stderr[-3000:]
         alone = json.loads(itself.stdout.splitlines()[-1])
         assert alone["names_read_by"] == "datacenter" and alone["posts_unchanged"]
-        assert alone["joins"][0]["posts_written"] == 400
+        by_node = {(one["range"], one["batch_from"]): one["posts_named_md5"] for one in join["joins"]}
+        assert {(one["range"], one["batch_from"]): one["posts_named_md5"] for one in alone["joins"]} == by_node
+        assert all(one["posts_written"] == 400 for one in alone["joins"])
         assert not (keep / "pg" / "postmaster.pid").exists()  # stopped again
         for bad in (["--releases", "-1"], ["--rounds", "0"]):
             refused = run_join("--keep", str(keep), *bad)

@@ -34,6 +34,7 @@ from app.services.ingest.checks import (
 )
 from app.services.ingest.hosts import MessageHosts, split_message_ids
 from edge.digest.batch import (
+    BATCH_KEYS,
     GZIP,
     JSON_TYPE,
     MAX_DECODED,
@@ -45,6 +46,7 @@ from edge.digest.batch import (
     decode_batch,
     validate_batch,
 )
+from edge.digest import namecolumns
 from edge.digest.compiled import load as load_compiled
 from edge.digest.deflate import ERRORS as GZIP_ERRORS
 from edge.digest.deflate import gunzipper
@@ -263,8 +265,12 @@ class StoredBatch:
         if self._batch is None:
             for name in TABLE_NAMES:
                 self.table(name)
+            # Keys the format does not know are left undecoded (validate_batch ignores them), and
+            # release_names is decoded within what the releases' count allows.
             batch: dict[str, Any] = {
-                key: self._tables[key] if key in self._tables else self._unpack(key) for key in self._spans
+                key: self._tables[key] if key in self._tables else self._unpack(key, limits=self._limits(key))
+                for key in self._spans
+                if key in BATCH_KEYS
             }
             # The fragments' columns as empty lists (their values are checked as they are packed),
             # the text as empty strings (checked as bytes by table()).
@@ -352,8 +358,22 @@ class StoredBatch:
             raise MalformedBatch(f"malformed batch: {table}.{column} {exc}") from None
         raise ValueError(f"{table}.{column} is not read in C")
 
-    def _unpack(self, key: str, span: tuple[int, int] | None = None, raw: bool = False) -> Any:
-        """A value of the body read by parts (msgpack's, its type unchecked)."""
+    def _limits(self, key: str) -> _Limits:
+        """What msgpack may decode of the value of this key outside the tables (see _LIMITS)."""
+        if key == "release_names":  # a column a release, and the version
+            return {
+                "max_map_len": len(namecolumns.COLUMNS) + 1,
+                "max_array_len": len(self.table("releases")["key"]),
+                "max_str_len": 4 * namecolumns.MAX_TEXT,
+                "max_bin_len": 0,
+            }
+        return _LIMITS.get(key, {})
+
+    def _unpack(
+        self, key: str, span: tuple[int, int] | None = None, raw: bool = False, limits: _Limits | None = None
+    ) -> Any:
+        """A value of the body read by parts (msgpack's, its type unchecked), within limits (else
+        _LIMITS's for the key)."""
         data = self._data
         assert data is not None  # read by parts only when not decoded whole (see __init__)
         if span is None and key not in self._spans:
@@ -361,7 +381,7 @@ class StoredBatch:
             raise MalformedBatch(f"malformed batch: no {key}")
         start, end = span or self._spans[key]
         try:
-            return msgpack.unpackb(data[start:end], raw=raw, **_LIMITS.get(key, {}))
+            return msgpack.unpackb(data[start:end], raw=raw, **(_LIMITS.get(key, {}) if limits is None else limits))
         except ValueError as exc:
             if "exceeds max_" in str(exc):  # past a bound of _LIMITS: said at once, never decoded whole
                 raise MalformedBatch(f"malformed batch: {key} holds more than a batch can ({exc})") from None
@@ -386,6 +406,7 @@ class _Limits(TypedDict, total=False):
     max_map_len: int
     max_array_len: int
     max_str_len: int
+    max_bin_len: int
 
 
 _LIMITS: dict[str, _Limits] = {

@@ -189,7 +189,9 @@ class Namesake(NamedTuple):
     domain: str | None
 
 
-def join_batch(session: Session, batch_id: int, read_names: Mapping[str, namecolumns.PostName] = {}) -> int | None:
+def join_batch(
+    session: Session, batch_id: int, read_names: Mapping[str, namecolumns.PostName] | None = None
+) -> int | None:
     """Join the releases of a stored batch into their posts and mark it joined; None when there
     was nothing to do (not stored yet, or joined already). Returns how many releases changed
     post. read_names: what the node read of the batch's names (StoreResult.names), by name."""
@@ -227,7 +229,7 @@ def join_posts(
     group_id: int,
     release_keys: list[int],
     left_out: list[str] | None = None,
-    read_names: Mapping[str, namecolumns.PostName] = {},
+    read_names: Mapping[str, namecolumns.PostName] | None = None,
 ) -> int:
     """Work out afresh the posts of the names of these releases (see the module's doc), write the
     ones that changed and bring their rows of `posts` up to date; returns how many releases
@@ -247,7 +249,7 @@ def _join_posts(
     group_id: int,
     release_keys: list[int],
     left_out: list[str] | None,
-    read_names: Mapping[str, namecolumns.PostName],
+    read_names: Mapping[str, namecolumns.PostName] | None,
 ) -> int:
     session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
     batch_keys = sorted(set(release_keys))
@@ -347,8 +349,10 @@ INSPECTIONS = text(
 
 
 # The share of the names a node read that the join reads again, to compare: a node whose reading
-# differs from this code's though it says the same version (another host's Python, a day's
-# difference in what year is too late to be one) is counted (metrics.post_names) and overruled.
+# differs from this code's though it says the same version (a defect: namecolumns.VERSION covers
+# what is known to differ between processes) is counted (metrics.post_names) and overruled. Nodes
+# are trusted with what they read of names as with the names themselves (their tokens are the
+# operators'); the share read again tells a node that reads otherwise, not a node that lies.
 VERIFY_SHARE = 1 / 32
 
 
@@ -358,7 +362,7 @@ def names_of(
     group: str,
     posts: dict[int, list[int]],
     releases: dict[int, tuple[str, int]],
-    read_names: Mapping[str, namecolumns.PostName] = {},
+    read_names: Mapping[str, namecolumns.PostName] | None = None,
 ) -> dict[int, Named]:
     """What the names of these posts (post key -> its releases' keys) give (postnames): a post's
     name is the one an inspection told of it, else that of its release with the most files (the
@@ -379,6 +383,7 @@ def names_of(
         else {}
     )
     chosen.update((post, found.inner_name) for post, found in inspected.items() if found.inner_name)
+    read_names = read_names or {}
     by_node: dict[int, namecolumns.PostName] = {}
     checked: dict[int, namecolumns.PostName] = {}
     for post, name in chosen.items():
