@@ -77,7 +77,14 @@ POLL = 0.02  # seconds between two looks at whether the job is done
 # batches at once, each group's joins one at a time (app.services.ingest.posts), at a lower CPU
 # priority than the API's (docs/benchmarks.md, "The store yields to the API").
 WORKERS = (("ingest", "ingest,repair", 2, 10), ("control", "control", 1, 0))
-ACCEPTANCE = {"share_of_raw": 0.30, "dc_us_per_article": 2.5, "db_bytes_per_overview_byte": 0.50}
+# The goals the run is judged by: the data center's budget of issue 35 (a share of raw, its CPU and
+# the catalog's bytes an article), and the catalog's bytes an overview byte of an earlier one.
+ACCEPTANCE = {
+    "share_of_raw": 0.40,
+    "dc_us_per_article": 2.0,
+    "db_bytes_per_article": 95.0,
+    "db_bytes_per_overview_byte": 0.50,
+}
 
 
 if TYPE_CHECKING:
@@ -783,6 +790,10 @@ def main(argv: list[str] | None = None) -> int:
         (
             f"data center µs an article {dc_us} <= {ACCEPTANCE['dc_us_per_article']}",
             dc_us <= ACCEPTANCE["dc_us_per_article"],
+        ),
+        (
+            f"DB bytes an article {figures['db_bytes_per_article']} <= {ACCEPTANCE['db_bytes_per_article']}",
+            figures["db_bytes_per_article"] <= ACCEPTANCE["db_bytes_per_article"],
         ),
         (
             f"DB bytes per overview byte {db_share} <= {ACCEPTANCE['db_bytes_per_overview_byte']}",
