@@ -19,8 +19,6 @@ import unicodedata
 from collections.abc import Sequence
 from datetime import date
 from functools import lru_cache
-from itertools import compress, repeat
-from operator import is_not
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -135,9 +133,6 @@ class ReleaseNamesError(ValueError):
     """A batch's release_names that are not what the format says (docs/batch-format.md)."""
 
 
-_NONE = type(None)
-
-
 def _texts_fit(texts: list[str]) -> bool:
     """Whether each text fits a column of names: 1 to MAX_TEXT characters, no NUL, UTF-8 (a JSON
     body can hold a lone surrogate)."""
@@ -162,11 +157,11 @@ def check(value: object, releases: int) -> None:
         values = value[column]
         if type(values) is not list or len(values) != releases:
             raise ReleaseNamesError(f"release_names.{column} must be a list of one value a release")
-    nulls = list(map(_NONE.__instancecheck__, value["category"]))
+    nulls = [category is None for category in value["category"]]
     for column in COLUMNS:
         values = value[column]
-        present = list(compress(values, map(is_not, values, repeat(None))))
-        if column != "category" and any(compress(map(is_not, values, repeat(None)), nulls)):
+        present = [v for v in values if v is not None]
+        if column != "category" and any(v is not None and null for v, null in zip(values, nulls)):
             raise ReleaseNamesError(f"release_names.{column} must be null where category is")
         kind = int if column in INT_COLUMNS else str
         if list(map(type, present)).count(kind) != len(present):
