@@ -143,6 +143,12 @@ POST_NAMES_DISAGREED = Counter(
     " (of the share the join reads again to compare): the data center's reading is kept.",
     ["group"],
 )
+STATISTICS_ANALYZED = Counter(
+    "seed_statistics_analyzed",
+    "Tables the join analyzed because their statistics put far fewer rows in a growing group"
+    " than it had (app.services.ingest.groupstats), by table.",
+    ["table"],
+)
 STORE_ERRORS = Counter(
     "seed_store_errors", "Failed attempts at storing a batch (each retried until the last).", ["group"]
 )
@@ -253,6 +259,14 @@ def busy(call: str) -> None:
     """A lease or a batch answered 429 busy (app.services.ingest.backlog)."""
     try:
         BUSY_ANSWERS.labels(call).inc()
+    except Exception as exc:  # noqa: BLE001 - see _count_committed
+        log.warning("a metric could not be counted: %s: %s", type(exc).__name__, exc)
+
+
+def statistics_analyzed(table: str) -> None:
+    """A table analyzed for a group its statistics had fallen behind (app.services.ingest.groupstats)."""
+    try:
+        STATISTICS_ANALYZED.labels(table).inc()
     except Exception as exc:  # noqa: BLE001 - see _count_committed
         log.warning("a metric could not be counted: %s: %s", type(exc).__name__, exc)
 

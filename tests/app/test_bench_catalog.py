@@ -180,6 +180,34 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
         finally:
             shutil.rmtree(empty, ignore_errors=True)
 
+        # bench/newgroup.py: a new group's batches stored and joined, the statistics kept up by the
+        # join and not, alternating; the group removed after each round.
+        added = subprocess.run(
+            [sys.executable, str(REPO / "bench" / "newgroup.py"), "--keep", str(keep), "--batches", "2"]
+            + ["--articles-a-batch", "2000", "--rounds", "2"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=REPO,
+        )
+        assert added.returncode == 0, added.stdout[-3000:] + added.stderr[-3000:]
+        assert added.stdout.startswith("command: .venv/bin/python bench/newgroup.py --keep ")
+        newgroup = json.loads(added.stdout.splitlines()[-1])
+        assert newgroup["catalog_unchanged"]
+        assert [r["statistics"] for r in newgroup["rounds"]] == ["kept", "not kept"]
+        for round_ in newgroup["rounds"]:
+            assert [j["batch"] for j in round_["joins"]] == [1, 2]
+            assert all(0 < j["namesakes"] < j["seconds"] and 0 < j["queue"] < j["seconds"] for j in round_["joins"])
+        assert all(j["analyze"] == 0 for j in newgroup["rounds"][1]["joins"])
+        refused = subprocess.run(
+            [sys.executable, str(REPO / "bench" / "newgroup.py"), "--keep", str(keep), "--rounds", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+        )
+        assert refused.returncode == 2 and "at least" in refused.stderr
+
         # The faster path to a large catalog: the posts made three times, as older posting.
         copied = run_bench("--keep", str(keep), "--no-durability", "--copies", "3")
         assert copied.returncode == 0, copied.stdout[-3000:] + copied.stderr[-3000:]

@@ -61,6 +61,7 @@ from app.db import array_literal, is_transient
 from app.models import SeedBatch, SeedRange
 from app.models.batches import BatchState
 from app.services import inspections, postnames
+from app.services.ingest import groupstats
 from edge.digest import namecolumns
 
 JOIN_GAP = timedelta(hours=1)
@@ -251,6 +252,8 @@ def _join_posts(
     left_out: list[str] | None,
     read_names: Mapping[str, namecolumns.PostName] | None,
 ) -> int:
+    # The planner told what the group holds before the join's statements are planned on it.
+    groupstats.keep_up(session, group_id)
     session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
     batch_keys = sorted(set(release_keys))
     rows = session.execute(NAMESAKES, {"g": group_id, "keys": array_literal(batch_keys)}).all()

@@ -1,0 +1,121 @@
+"""The planner's statistics kept up with a group that fills (app.services.ingest.groupstats), on
+the real database: a group added beside one the statistics know is estimated at a row or so, the
+join's namesakes then compare every release of the group with every name of the batch; once the
+join has had the table analyzed, they probe by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from app.db import array_literal, session_scope
+from app.services.groups import add_groups
+from app.services.ingest import groupstats, posts
+
+KNOWN, NEW = 20_000, 3_000
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """What this process knows of groups forgotten (group ids start again in each test)."""
+    monkeypatch.setattr(groupstats, "_known", set())
+    monkeypatch.setattr(groupstats, "_analyzed_at", {})
+
+
+def add_releases(session: Session, group_id: int, count: int, first_key: int) -> None:
+    """count releases of the group, each of a name of its own (a hash of its own)."""
+    session.execute(
+        text(
+            "INSERT INTO releases (group_id, key, name, poster, file_count, files_seen, name_hash)"
+            " SELECT :g, :k + i, 'Some.Name.' || i, 'p@example.net', 1, 1, :k + i"
+            " FROM generate_series(1, :n) AS i"
+        ),
+        {"g": group_id, "k": first_key, "n": count},
+    )
+
+
+def a_known_group_and_a_new_one(engine) -> tuple[int, int]:
+    """A group of KNOWN releases the statistics know, and a new one of NEW releases they never saw."""
+    with session_scope() as session:
+        known, new = (g.id for g in add_groups(session, ["alt.binaries.known", "alt.binaries.new"]))
+        add_releases(session, known, KNOWN, 2**40)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        connection.execute(text("ANALYZE releases"))
+    with session_scope() as session:
+        add_releases(session, new, NEW, 2**41)
+    return known, new
+
+
+def namesakes_compared(session: Session, group_id: int) -> int:
+    """How many rows the join's namesakes (posts.NAMESAKES) compared and threw away for a batch of
+    the group's first 2,000 releases (EXPLAIN ANALYZE's rows removed by join filters)."""
+    keys = session.execute(
+        text("SELECT key FROM releases WHERE group_id = :g ORDER BY key LIMIT 2000"), {"g": group_id}
+    ).scalars()
+    plan = session.execute(
+        text("EXPLAIN (ANALYZE, FORMAT JSON) " + posts.NAMESAKES.text),
+        {"g": group_id, "keys": array_literal(list(keys))},
+    ).scalar_one()
+    return _removed(plan[0]["Plan"])
+
+
+def _removed(node: dict[str, Any]) -> int:
+    return int(node.get("Rows Removed by Join Filter", 0)) + sum(_removed(child) for child in node.get("Plans", []))
+
+
+def test_a_new_group_is_analyzed_and_its_namesakes_are_probed(clean_db, fresh):
+    _, new = a_known_group_and_a_new_one(clean_db)
+    with session_scope() as session:
+        assert groupstats.estimate(session, "releases", new) < NEW / groupstats.RATIO
+        # What the join suffered: each of the group's releases against each name of the batch.
+        assert namesakes_compared(session, new) > 1_000_000
+    with session_scope() as session:
+        assert groupstats.keep_up(session, new) == ["releases"]
+    with session_scope() as session:
+        assert groupstats.estimate(session, "releases", new) >= NEW / groupstats.RATIO
+        assert namesakes_compared(session, new) < 2_000
+        # Its estimate is near what it has now: not analyzed again (the others hold nothing of it).
+        assert groupstats.keep_up(session, new) == []
+
+
+def test_a_group_the_statistics_know_is_left_as_it_is(clean_db, fresh):
+    known, _ = a_known_group_and_a_new_one(clean_db)
+    with session_scope() as session:
+        assert groupstats.keep_up(session, known) == []
+
+
+def test_a_group_is_analyzed_again_only_once_it_has_doubled(clean_db, fresh, monkeypatch):
+    _, new = a_known_group_and_a_new_one(clean_db)
+    # A sample that never sees the group (as ANALYZE's of a huge table may not): the estimate
+    # stays as it was, and the group is analyzed again only when it has twice the rows.
+    monkeypatch.setattr(groupstats, "_analyze", lambda session, table: True)
+    with session_scope() as session:
+        assert groupstats.keep_up(session, new) == ["releases"]
+        assert groupstats.keep_up(session, new) == []
+        add_releases(session, new, NEW, 2**42)
+        assert groupstats.keep_up(session, new) == ["releases"]
+
+
+def test_a_group_estimated_safe_everywhere_is_asked_no_more(clean_db, fresh, monkeypatch):
+    _, new = a_known_group_and_a_new_one(clean_db)
+    monkeypatch.setattr(groupstats, "SAFE_ROWS", 0)
+    with session_scope() as session:
+        assert groupstats.keep_up(session, new) == []
+    assert new in groupstats._known
+    monkeypatch.setattr(groupstats, "SAFE_ROWS", 10_000)
+    with session_scope() as session:
+        assert groupstats.keep_up(session, new) == []  # not asked: it stays as it was
+        assert groupstats.estimate(session, "releases", new) < NEW / groupstats.RATIO
+
+
+def test_the_join_has_its_group_analyzed_before_its_statements(clean_db, fresh):
+    _, new = a_known_group_and_a_new_one(clean_db)
+    with session_scope() as session:
+        keys = list(session.execute(text("SELECT key FROM releases WHERE group_id = :g"), {"g": new}).scalars())
+        assert groupstats.estimate(session, "releases", new) < NEW / groupstats.RATIO
+        posts.join_posts(session, new, keys)
+        assert groupstats.estimate(session, "releases", new) >= NEW / groupstats.RATIO
+        assert session.execute(text("SELECT count(*) FROM posts WHERE group_id = :g"), {"g": new}).scalar() == NEW
