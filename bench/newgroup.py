@@ -145,7 +145,7 @@ def _rounds(args: argparse.Namespace) -> list[dict[str, Any]]:
     for number in range(1, args.rounds + 1):
         kept = number % 2 == 1
         groupstats.keep_up = kept_up if kept else (lambda session, group_id: [])
-        groupstats._known.clear()
+        groupstats._settled.clear()
         groupstats._analyzed_at.clear()
         with session_scope() as session:
             group_id = add_groups(session, [f"{SOURCE_GROUP}.new-{number}-{os.getpid()}"])[0].id

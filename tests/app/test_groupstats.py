@@ -21,7 +21,7 @@ KNOWN, NEW = 20_000, 3_000
 @pytest.fixture
 def fresh(monkeypatch):
     """What this process knows of groups forgotten (group ids start again in each test)."""
-    monkeypatch.setattr(groupstats, "_known", set())
+    monkeypatch.setattr(groupstats, "_settled", set())
     monkeypatch.setattr(groupstats, "_analyzed_at", {})
 
 
@@ -99,12 +99,12 @@ def test_a_group_is_analyzed_again_only_once_it_has_doubled(clean_db, fresh, mon
         assert groupstats.keep_up(session, new) == ["releases"]
 
 
-def test_a_group_estimated_safe_everywhere_is_asked_no_more(clean_db, fresh, monkeypatch):
+def test_a_table_estimated_safe_is_asked_no_more(clean_db, fresh, monkeypatch):
     _, new = a_known_group_and_a_new_one(clean_db)
     monkeypatch.setattr(groupstats, "SAFE_ROWS", 0)
     with session_scope() as session:
         assert groupstats.keep_up(session, new) == []
-    assert new in groupstats._known
+    assert {(new, table) for table in groupstats.GROUP_TABLES} <= groupstats._settled
     monkeypatch.setattr(groupstats, "SAFE_ROWS", 10_000)
     with session_scope() as session:
         assert groupstats.keep_up(session, new) == []  # not asked: it stays as it was

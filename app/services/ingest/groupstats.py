@@ -18,8 +18,8 @@ tell); a table that holds RATIO times what the planner expects, and at least MIN
 analyzed, its column group_id alone (a sample of the table; the other columns' statistics stay as
 they are). A group is analyzed again on a table only once it has doubled there since, so a group
 too small to show in ANALYZE's sample of a huge table costs a few ANALYZEs rather than one a
-join; and a process stops asking about a group once every estimate is SAFE_ROWS or more, from
-where a scan of the group is priced above the join's probes and autovacuum keeps up.
+join; and a process stops asking about a group's table once its estimate is SAFE_ROWS or more,
+from where a scan of the group is priced above the join's probes and autovacuum keeps up.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ COUNTED_MAX = 1_000_000
 # An ANALYZE waits at most this long for its table (another ANALYZE or a VACUUM holding it).
 LOCK_TIMEOUT = "5s"
 
-# Groups whose every estimate was SAFE_ROWS or more (asked no more by this process), and the rows
-# a group had on a table when this process last analyzed it for the group.
-_known: set[int] = set()
+# The groups' tables whose estimate was SAFE_ROWS or more (asked no more by this process), and
+# the rows a group had on a table when this process last analyzed it for the group.
+_settled: set[tuple[int, str]] = set()
 _analyzed_at: dict[tuple[int, str], int] = {}
 
 
@@ -58,15 +58,13 @@ def keep_up(session: Session, group_id: int) -> list[str]:
     module's doc), before the join plans its statements; returns the tables analyzed. The
     estimates and counts are read in the session's transaction, each ANALYZE runs on a
     connection of its own, outside it."""
-    if group_id in _known:
-        return []
-    estimates = {table: estimate(session, table, group_id) for table in GROUP_TABLES}
-    if min(estimates.values()) >= SAFE_ROWS:
-        _known.add(group_id)
-        return []
     analyzed = []
-    for table, expected in estimates.items():
+    for table in GROUP_TABLES:
+        if (group_id, table) in _settled:
+            continue
+        expected = estimate(session, table, group_id)
         if expected >= SAFE_ROWS:
+            _settled.add((group_id, table))
             continue
         # Counted as far as it takes to tell: RATIO times the estimate, and twice what the group
         # had when this process last analyzed the table for it.
