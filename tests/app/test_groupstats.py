@@ -105,7 +105,7 @@ def test_a_table_estimated_safe_is_asked_no_more(clean_db, fresh, monkeypatch):
     with session_scope() as session:
         assert groupstats.keep_up(session, new) == []
     assert {(new, table) for table in groupstats.GROUP_TABLES} <= groupstats._settled
-    monkeypatch.setattr(groupstats, "SAFE_ROWS", 10_000)
+    monkeypatch.setattr(groupstats, "SAFE_ROWS", 1_000)
     with session_scope() as session:
         assert groupstats.keep_up(session, new) == []  # not asked: it stays as it was
         assert groupstats.estimate(session, "releases", new) < NEW / groupstats.RATIO

@@ -14,7 +14,7 @@ analyzed (bench/newgroup.py, docs/benchmarks.md).
 
 So a join first asks the planner what it expects of its group on each table, and while an
 estimate is under SAFE_ROWS counts what the table holds (by its index, as far as it takes to
-tell); a table that holds RATIO times what the planner expects, and at least MIN_ROWS, is
+tell: a few thousand rows at most); a table that holds RATIO times what the planner expects, and at least MIN_ROWS, is
 analyzed, its column group_id alone (a sample of the table; the other columns' statistics stay as
 they are). A group is analyzed again on a table only once it has doubled there since, so a group
 too small to show in ANALYZE's sample of a huge table costs a few ANALYZEs rather than one a
@@ -38,12 +38,12 @@ log = logging.getLogger(__name__)
 # The tables the join reads by group that are not partitioned by it (files and fragment_packs
 # are: each group's partition has statistics of its own).
 GROUP_TABLES = ("releases", "release_posts", "posts", "post_inspections")
-SAFE_ROWS = 10_000
+SAFE_ROWS = 1_000
 RATIO = 4
 MIN_ROWS = 200
 # A group's rows on a table it was analyzed for are counted up to this many (what the next ANALYZE
 # waits for it to double from).
-COUNTED_MAX = 1_000_000
+COUNTED_MAX = 100_000
 # An ANALYZE waits at most this long for its table (another ANALYZE or a VACUUM holding it).
 LOCK_TIMEOUT = "5s"
 
