@@ -8,8 +8,8 @@ after a tenth of it has changed: a million rows of a catalog of ten million. On 
 scan of the whole group looks as cheap as a probe by key, and the join's plans read every row
 the group has once for each row of the batch: the namesakes compared each release of the group
 with each name of the batch, and the queue of inspections read every inspection of the group for
-each post. Joins of a group added to bench/catalog.py's catalog of 1,000,000 posts took 2.4 s for
-its first batch of 100,000 articles and 24.1 s for its sixth, against 0.6 - 0.9 s with the group
+each post. Joins of a group added to bench/catalog.py's catalog of 1,000,000 posts took 2.3 s for
+its first batch of 100,000 articles and 26.0 s for its sixth, against 0.5 - 0.7 s with the group
 analyzed (bench/newgroup.py, docs/benchmarks.md).
 
 So a join first asks the planner what it expects of its group on each table, and while an
