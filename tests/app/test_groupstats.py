@@ -5,13 +5,14 @@ join has had the table analyzed, they probe by name."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from app.db import array_literal, session_scope
+from app.db import array_literal, get_engine, session_scope
 from app.services.groups import add_groups
 from app.services.ingest import groupstats, posts
 
@@ -119,3 +120,15 @@ def test_the_join_has_its_group_analyzed_before_its_statements(clean_db, fresh):
         posts.join_posts(session, new, keys)
         assert groupstats.estimate(session, "releases", new) >= NEW / groupstats.RATIO
         assert session.execute(text("SELECT count(*) FROM posts WHERE group_id = :g"), {"g": new}).scalar() == NEW
+
+
+def test_the_analyze_leaves_its_pooled_connection_as_it_found_it(clean_db, fresh):
+    _, new = a_known_group_and_a_new_one(clean_db)
+    engine = get_engine()  # the sessions' own, whose pool the ANALYZE's connection goes back to
+    with engine.connect() as connection:
+        before = connection.execute(text("SHOW lock_timeout")).scalar_one()
+    with session_scope() as session:
+        assert groupstats.keep_up(session, new) == ["releases"]
+    with contextlib.ExitStack() as stack:  # every connection the pool holds, at once
+        connections = [stack.enter_context(engine.connect()) for _ in range(engine.pool.checkedin() + 1)]
+        assert {c.execute(text("SHOW lock_timeout")).scalar_one() for c in connections} == {before}

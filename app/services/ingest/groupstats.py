@@ -111,8 +111,12 @@ def _analyze(session: Session, table: str) -> bool:
     engine = session.get_bind().engine
     try:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            # The pool's connection goes back to it with its own lock_timeout again.
             connection.execute(text(f"SET lock_timeout = '{LOCK_TIMEOUT}'"))
-            connection.execute(text(f"ANALYZE {table} (group_id)"))
+            try:
+                connection.execute(text(f"ANALYZE {table} (group_id)"))
+            finally:
+                connection.execute(text("RESET lock_timeout"))
     except DBAPIError as exc:
         log.warning("statistics of %s not analyzed: %s", table, str(exc.orig).splitlines()[0])
         return False
