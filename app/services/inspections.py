@@ -80,6 +80,10 @@ REQUEUED = (
     f"(i.state = 'queued' OR (i.state IN ('done', 'failed') AND i.rounds < {MAX_ROUNDS}"
     " AND coalesce(i.files_seen, 0) < p.files_seen))"
 )
+# The rows go in sorted, so that every post's test has run before the first of them is written:
+# else a test by the group alone (the plan for a group new to the statistics, which a join of its
+# first batch gets: app.services.ingest.groupstats) walks the entries the statement has written
+# so far, once for each post (0.45 s for the first 3,600 posts of a group, against 0.07).
 _QUEUE = f"""
     WITH worth AS MATERIALIZED (  -- materialised: each test runs once a post, not again in WHERE
         SELECT p.group_id, p.key, p.last_post, p.files_seen,
@@ -90,7 +94,7 @@ _QUEUE = f"""
                             AND NOT {REQUEUED})
     )
     INSERT INTO post_inspections AS i (group_id, post_key, reason, priority, files_seen)
-    SELECT group_id, key, reason, last_post, files_seen FROM worth WHERE reason IS NOT NULL
+    SELECT group_id, key, reason, last_post, files_seen FROM worth WHERE reason IS NOT NULL ORDER BY key
     ON CONFLICT (group_id, post_key) DO UPDATE
        SET changed_at = now(), reason = EXCLUDED.reason, priority = EXCLUDED.priority,
            files_seen = EXCLUDED.files_seen, state = 'queued', node_id = NULL, expires_at = NULL, error = NULL,
