@@ -184,7 +184,7 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
         # join and not, alternating; the group removed after each round.
         added = subprocess.run(
             [sys.executable, str(REPO / "bench" / "newgroup.py"), "--keep", str(keep), "--batches", "2"]
-            + ["--articles-a-batch", "2000", "--rounds", "2"],
+            + ["--articles-a-batch", "10000", "--rounds", "2"],
             capture_output=True,
             text=True,
             timeout=600,
@@ -198,6 +198,7 @@ def test_bench_fills_times_and_reuses_a_kept_catalog():
         for round_ in newgroup["rounds"]:
             assert [j["batch"] for j in round_["joins"]] == [1, 2]
             assert all(0 < j["namesakes"] < j["seconds"] and 0 < j["queue"] < j["seconds"] for j in round_["joins"])
+        assert sum(j["analyze"] for j in newgroup["rounds"][0]["joins"]) > 0  # the group's ~360 releases
         assert all(j["analyze"] == 0 for j in newgroup["rounds"][1]["joins"])
         refused = subprocess.run(
             [sys.executable, str(REPO / "bench" / "newgroup.py"), "--keep", str(keep), "--rounds", "0"],

@@ -28,7 +28,7 @@ import logging
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app import metrics
@@ -42,10 +42,9 @@ SAFE_ROWS = 1_000
 RATIO = 4
 MIN_ROWS = 200
 # A group's rows on a table it was analyzed for are counted up to this many (what the next ANALYZE
-# waits for it to double from).
+# waits for it to double from); a group that has this many and is still estimated under
+# SAFE_ROWS (ANALYZE's sample never shows it) is asked about no more.
 COUNTED_MAX = 100_000
-# An ANALYZE waits at most this long for its table (another ANALYZE or a VACUUM holding it).
-LOCK_TIMEOUT = "5s"
 
 # The groups' tables whose estimate was SAFE_ROWS or more (asked no more by this process), and
 # the rows a group had on a table when this process last analyzed it for the group.
@@ -74,19 +73,27 @@ def keep_up(session: Session, group_id: int) -> list[str]:
         if _analyze(session, table):
             rows = _rows(session, table, group_id, COUNTED_MAX)
             _analyzed_at[(group_id, table)] = rows
+            if rows >= COUNTED_MAX:
+                _settled.add((group_id, table))
             analyzed.append(table)
             log.info(
-                "statistics of %s analyzed for group %s: the planner expected %s rows of it, it has %s or more",
+                "statistics of %s analyzed for group %s: the planner expected %s rows of it, it has %s%s;"
+                " it expects %s now",
                 table,
                 group_id,
                 expected,
                 rows,
+                " or more" if rows >= COUNTED_MAX else "",
+                estimate(session, table, group_id),
             )
     return analyzed
 
 
 def estimate(session: Session, table: str, group_id: int) -> int:
-    """How many rows of the table the planner expects `group_id = group_id` to match."""
+    """How many rows of the table (one of GROUP_TABLES) the planner expects `group_id = group_id`
+    to match."""
+    if table not in GROUP_TABLES:
+        raise ValueError(f"{table} is not a table of GROUP_TABLES")
     # The group's id written into the statement (an integer), so that the plan is the one a
     # statement of the join gets for it, not a generic one.
     plan: Any = session.execute(
@@ -105,20 +112,37 @@ def _rows(session: Session, table: str, group_id: int, most: int) -> int:
     )
 
 
+# The tables this process found it may not analyze (said once).
+_refused: set[str] = set()
+_LAST_ANALYZE = "SELECT last_analyze FROM pg_stat_user_tables WHERE relid = CAST(:table AS regclass)"
+
+
 def _analyze(session: Session, table: str) -> bool:
     """ANALYZE the table's group_id on a connection of its own, committed at once; False when it
-    could not (its table held by another ANALYZE or a VACUUM past LOCK_TIMEOUT)."""
+    did not run: the table held by another ANALYZE or a VACUUM (SKIP_LOCKED: a join neither waits
+    for autovacuum nor has it cancelled; the next join asks again), or not the app's to analyze."""
     engine = session.get_bind().engine
     try:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            # The pool's connection goes back to it with its own lock_timeout again.
-            connection.execute(text(f"SET lock_timeout = '{LOCK_TIMEOUT}'"))
-            try:
-                connection.execute(text(f"ANALYZE {table} (group_id)"))
-            finally:
-                connection.execute(text("RESET lock_timeout"))
-    except DBAPIError as exc:
-        log.warning("statistics of %s not analyzed: %s", table, str(exc.orig).splitlines()[0])
+            before = connection.execute(text(_LAST_ANALYZE), {"table": table}).scalar()
+            connection.execute(text(f"ANALYZE (SKIP_LOCKED) {table} (group_id)"))
+            ran = connection.execute(text(_LAST_ANALYZE), {"table": table}).scalar() != before
+    except SQLAlchemyError as exc:  # the database away, the pool exhausted: the join goes on without
+        log.warning("statistics of %s not analyzed: %s: %s", table, type(exc).__name__, exc)
+        return False
+    if not ran:
+        if table not in _refused and not _own(session, table):
+            _refused.add(table)
+            log.warning("statistics of %s cannot be analyzed by the app's role (not the table's owner)", table)
         return False
     metrics.statistics_analyzed(table)
     return True
+
+
+def _own(session: Session, table: str) -> bool:
+    return bool(
+        session.execute(
+            text("SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c WHERE c.oid = CAST(:table AS regclass)"),
+            {"table": table},
+        ).scalar()
+    )

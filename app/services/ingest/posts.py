@@ -252,9 +252,10 @@ def _join_posts(
     left_out: list[str] | None,
     read_names: Mapping[str, namecolumns.PostName] | None,
 ) -> int:
-    # The planner told what the group holds before the join's statements are planned on it.
-    groupstats.keep_up(session, group_id)
     session.execute(text("SELECT pg_advisory_xact_lock(:lock, :g)"), {"lock": JOIN_LOCK, "g": group_id})
+    # The planner told what the group holds before the join's statements are planned on it (under
+    # the group's lock: a join of the group waiting for this one then finds it told).
+    groupstats.keep_up(session, group_id)
     batch_keys = sorted(set(release_keys))
     rows = session.execute(NAMESAKES, {"g": group_id, "keys": array_literal(batch_keys)}).all()
     by_name: dict[int, list[Namesake]] = defaultdict(list)
