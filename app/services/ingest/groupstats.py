@@ -57,25 +57,18 @@ def keep_up(session: Session, group_id: int) -> list[str]:
     module's doc), before the join plans its statements; returns the tables analyzed. The
     estimates and counts are read in the session's transaction, each ANALYZE runs on a
     connection of its own, outside it."""
-    analyzed: list[str] = []
-    tables = [table for table in GROUP_TABLES if (group_id, table) not in _settled]
-    if not tables:
-        return analyzed
-    # While a table is not settled: its estimate, then the counts of all in one statement, each
-    # counted as far as it takes to tell (RATIO times the estimate, and twice what the group had
-    # when this process last analyzed the table for it).
-    expected = estimates(session, tables, group_id)
-    for table, rows in expected.items():
-        if rows >= SAFE_ROWS:
+    analyzed = []
+    for table in GROUP_TABLES:
+        if (group_id, table) in _settled:
+            continue
+        expected = estimate(session, table, group_id)
+        if expected >= SAFE_ROWS:
             _settled.add((group_id, table))
-    enough = {
-        table: max(MIN_ROWS, RATIO * rows, 2 * _analyzed_at.get((group_id, table), 0))
-        for table, rows in expected.items()
-        if rows < SAFE_ROWS
-    }
-    counted = _counts(session, group_id, enough) if enough else {}
-    for table in enough:
-        if counted[table] < enough[table]:
+            continue
+        # Counted as far as it takes to tell: RATIO times the estimate, and twice what the group
+        # had when this process last analyzed the table for it.
+        enough = max(MIN_ROWS, RATIO * expected, 2 * _analyzed_at.get((group_id, table), 0))
+        if _rows(session, table, group_id, enough) < enough:
             continue
         if _analyze(session, table):
             rows = _rows(session, table, group_id, COUNTED_MAX)
@@ -88,7 +81,7 @@ def keep_up(session: Session, group_id: int) -> list[str]:
                 " it expects %s now",
                 table,
                 group_id,
-                expected[table],
+                expected,
                 rows,
                 " or more" if rows >= COUNTED_MAX else "",
                 estimate(session, table, group_id),
@@ -99,40 +92,24 @@ def keep_up(session: Session, group_id: int) -> list[str]:
 def estimate(session: Session, table: str, group_id: int) -> int:
     """How many rows of the table (one of GROUP_TABLES) the planner expects `group_id = group_id`
     to match."""
-    return estimates(session, [table], group_id)[table]
-
-
-def estimates(session: Session, tables: list[str], group_id: int) -> dict[str, int]:
-    """How many rows of each of these tables (of GROUP_TABLES) the planner expects
-    `group_id = group_id` to match: the top of an EXPLAIN of a scan of each (one statement a
-    table: a plan of several scans may run them in parallel, each then estimated by worker)."""
-    if not set(tables) <= set(GROUP_TABLES):
-        raise ValueError(f"{tables} are not tables of GROUP_TABLES")
-    found = {}
-    for table in tables:
-        # The group's id written into the statement (an integer), so that the plan is the one a
-        # statement of the join gets for it, not a generic one.
-        plan: Any = session.execute(
-            text(f"EXPLAIN (FORMAT JSON) SELECT FROM {table} WHERE group_id = {int(group_id)}")
-        ).scalar_one()
-        found[table] = int(plan[0]["Plan"]["Plan Rows"])
-    return found
-
-
-def _counts(session: Session, group_id: int, most: dict[str, int]) -> dict[str, int]:
-    """The group's rows in each of these tables, counted by its index up to `most[table]`."""
-    counts = ", ".join(
-        f"(SELECT count(*) FROM (SELECT FROM {table} WHERE group_id = :g LIMIT :n{i}) AS g{i})"
-        for i, table in enumerate(most)
-    )
-    params = {"g": group_id, **{f"n{i}": limit for i, limit in enumerate(most.values())}}
-    row = session.execute(text(f"SELECT {counts}"), params).one()
-    return {table: int(count) for table, count in zip(most, row, strict=True)}
+    if table not in GROUP_TABLES:
+        raise ValueError(f"{table} is not a table of GROUP_TABLES")
+    # The group's id written into the statement (an integer), so that the plan is the one a
+    # statement of the join gets for it, not a generic one.
+    plan: Any = session.execute(
+        text(f"EXPLAIN (FORMAT JSON) SELECT FROM {table} WHERE group_id = {int(group_id)}")
+    ).scalar_one()
+    return int(plan[0]["Plan"]["Plan Rows"])
 
 
 def _rows(session: Session, table: str, group_id: int, most: int) -> int:
     """The group's rows in the table, counted by its index up to `most`."""
-    return _counts(session, group_id, {table: most})[table]
+    return int(
+        session.execute(
+            text(f"SELECT count(*) FROM (SELECT FROM {table} WHERE group_id = :g LIMIT :n) AS g"),
+            {"g": group_id, "n": most},
+        ).scalar_one()
+    )
 
 
 # The tables this process found it may not analyze (said once).
