@@ -516,6 +516,19 @@ class Cluster:
         return int((self.root / "postmaster.pid").read_text().split()[0])
 
 
+def app_cluster(root: Path) -> Cluster:
+    """The cluster in `root` on a free port, made the app's database (DATABASE_URL, the settings
+    read again); not started."""
+    (port,) = free_ports(1)
+    cluster = Cluster(root, port)
+    os.environ["DATABASE_URL"] = cluster.url
+    os.environ.pop("DB_SEARCH_PATH", None)
+    from app.config import override_settings
+
+    override_settings(None)  # read again, with this cluster's URL
+    return cluster
+
+
 # -- more posts: copies of the catalog's -------------------------------------------------------
 
 
@@ -950,13 +963,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     workdir.chmod(0o755)  # the server runs as postgres (ops/pg), and must reach its directory inside
     note_path, root = workdir / NOTE, workdir / "pg"
-    (port,) = free_ports(1)
-    cluster = Cluster(root, port)
-    os.environ["DATABASE_URL"] = cluster.url
-    os.environ.pop("DB_SEARCH_PATH", None)
-    from app.config import override_settings
-
-    override_settings(None)  # read again, with this cluster's URL
+    cluster = app_cluster(root)
+    port = cluster.port
     durable = not args.no_durability
     api = None
     try:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -41,8 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.catalog import NOTE, Cluster  # noqa: E402
-from simnews.ports import free_ports  # noqa: E402
+from bench.catalog import NOTE, app_cluster  # noqa: E402
 
 if TYPE_CHECKING:
     from sqlalchemy import CursorResult
@@ -216,13 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{workdir} holds no kept catalog: fill one with bench/catalog.py --keep {workdir}")
     command = "command: .venv/bin/python bench/join.py " + " ".join(argv if argv is not None else sys.argv[1:])
 
-    (port,) = free_ports(1)
-    cluster = Cluster(workdir / "pg", port)
-    os.environ["DATABASE_URL"] = cluster.url
-    os.environ.pop("DB_SEARCH_PATH", None)
-    from app.config import override_settings
-
-    override_settings(None)  # read again, with this cluster's URL
+    cluster = app_cluster(workdir / "pg")
     cluster.start()
     try:
         from sqlalchemy import event, text

@@ -31,8 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.catalog import NOTE, Cluster  # noqa: E402
-from simnews.ports import free_ports  # noqa: E402
+from bench.catalog import NOTE, app_cluster  # noqa: E402
 
 SOURCE_GROUP = "alt.binaries.e-book.french"
 KINDS = (
@@ -64,13 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{workdir} holds no kept catalog: fill one with bench/catalog.py --keep {workdir}")
     command = "command: .venv/bin/python bench/newgroup.py " + " ".join(argv if argv is not None else sys.argv[1:])
 
-    (port,) = free_ports(1)
-    cluster = Cluster(workdir / "pg", port)
-    os.environ["DATABASE_URL"] = cluster.url
-    os.environ.pop("DB_SEARCH_PATH", None)
-    from app.config import override_settings
-
-    override_settings(None)  # read again, with this cluster's URL
+    cluster = app_cluster(workdir / "pg")
     cluster.start()
     try:
         before = _counts()
@@ -114,12 +107,8 @@ def _rounds(args: argparse.Namespace) -> list[dict[str, Any]]:
     from sqlalchemy import event, text
 
     from app.db import PARTITIONED_TABLES, get_engine, partition_name, session_scope
-    from app.models import SeedPlan, SeedRange
-    from app.services import leases
-    from app.services.groups import add_groups
-    from app.services.ingest import accept as acceptance
     from app.services.ingest import groupstats, posts, store
-    from bench.store import _digest
+    from bench.store import _digest, accept, leased_group
     from edge.digest.batch import encode_batch
 
     engine = get_engine()
@@ -147,32 +136,11 @@ def _rounds(args: argparse.Namespace) -> list[dict[str, Any]]:
         groupstats.keep_up = kept_up if kept else (lambda session, group_id: [])
         groupstats._settled.clear()
         groupstats._analyzed_at.clear()
-        with session_scope() as session:
-            group_id = add_groups(session, [f"{SOURCE_GROUP}.new-{number}-{os.getpid()}"])[0].id
-            plan = SeedPlan(group_id=group_id, first_id=built[0]["first"], last_id=built[-1]["last"])
-            session.add(plan)
-            session.flush()
-            seed_range = SeedRange(
-                plan_id=plan.id, group_id=group_id, first_id=plan.first_id, last_id=plan.last_id, next_id=plan.first_id
-            )
-            session.add(seed_range)
-            session.flush()
-            range_id = seed_range.id
-            leases.lease_range(session, leases.datacenter_node(session), range_id)
+        group_id, range_id = leased_group(f"{SOURCE_GROUP}.new-{number}-{os.getpid()}", built)
         joins = []
         try:
-            for index, (batch, (body, content_type, content_encoding)) in enumerate(zip(built, encoded), 1):
-                with session_scope() as session:
-                    batch_id = acceptance.accept_batch(
-                        session,
-                        leases.datacenter_node(session),
-                        range_id,
-                        batch_from=batch["first"],
-                        batch_to=batch["last"],
-                        body=body,
-                        content_type=content_type,
-                        content_encoding=content_encoding or "",
-                    ).batch_id
+            for index, (batch, body) in enumerate(zip(built, encoded), 1):
+                batch_id = accept(range_id, batch, body)
                 with session_scope() as session:
                     names = store.store_batch(session, batch_id).names
                 timed.clear()

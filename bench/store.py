@@ -136,37 +136,11 @@ def _one_round(
     source_group: str, built: list[Batch], encoded: list[tuple], decoded: list[dict], catalog: int = 0
 ) -> _Round:
     """The timings and the counts of one round, on a group of its own removed afterwards."""
-    name = f"{source_group}.bench-{secrets.token_hex(4)}"
-    with session_scope() as session:
-        group_id = add_groups(session, [name])[0].id
-        plan = SeedPlan(group_id=group_id, first_id=built[0]["first"], last_id=built[-1]["last"])
-        session.add(plan)
-        session.flush()
-        seed_range = SeedRange(
-            plan_id=plan.id, group_id=group_id, first_id=plan.first_id, last_id=plan.last_id, next_id=plan.first_id
-        )
-        session.add(seed_range)
-        session.flush()
-        range_id = seed_range.id
-        leases.lease_range(session, leases.datacenter_node(session), range_id)
+    group_id, range_id = leased_group(f"{source_group}.bench-{secrets.token_hex(4)}", built)
     try:
         if catalog:
             _fill_catalog(group_id, catalog)
-        batch_ids = []
-        for batch, (body, content_type, content_encoding) in zip(built, encoded):
-            with session_scope() as session:
-                batch_ids.append(
-                    acceptance.accept_batch(
-                        session,
-                        leases.datacenter_node(session),
-                        range_id,
-                        batch_from=batch["first"],
-                        batch_to=batch["last"],
-                        body=body,
-                        content_type=content_type,
-                        content_encoding=content_encoding or "",
-                    ).batch_id
-                )
+        batch_ids = [accept(range_id, batch, body) for batch, body in zip(built, encoded)]
         started, cpu_started = time.perf_counter(), time.process_time()
         for batch_id in batch_ids:  # as ingest.store_batch does it
             with session_scope() as session:
@@ -184,6 +158,40 @@ def _one_round(
     finally:
         _remove(group_id)
     return _Round(store_seconds, store_cpu, raw_seconds, raw_text_seconds, fragments, release_chunks)
+
+
+def leased_group(name: str, built: list[Batch]) -> tuple[int, int]:
+    """A new group `name` with a plan and a range of the batches' articles, leased to the data
+    center's node as the store's tasks have it, committed: the group's and the range's ids."""
+    with session_scope() as session:
+        group_id = add_groups(session, [name])[0].id
+        plan = SeedPlan(group_id=group_id, first_id=built[0]["first"], last_id=built[-1]["last"])
+        session.add(plan)
+        session.flush()
+        seed_range = SeedRange(
+            plan_id=plan.id, group_id=group_id, first_id=plan.first_id, last_id=plan.last_id, next_id=plan.first_id
+        )
+        session.add(seed_range)
+        session.flush()
+        leases.lease_range(session, leases.datacenter_node(session), seed_range.id)
+        return group_id, seed_range.id
+
+
+def accept(range_id: int, batch: Batch, encoded: tuple) -> int:
+    """The batch accepted into the range from the data center's node, as the API accepts a
+    node's, committed: its id. `encoded` is encode_batch's (body, content type, encoding)."""
+    body, content_type, content_encoding = encoded
+    with session_scope() as session:
+        return acceptance.accept_batch(
+            session,
+            leases.datacenter_node(session),
+            range_id,
+            batch_from=batch["first"],
+            batch_to=batch["last"],
+            body=body,
+            content_type=content_type,
+            content_encoding=content_encoding or "",
+        ).batch_id
 
 
 def _fill_catalog(group_id: int, files: int) -> None:
