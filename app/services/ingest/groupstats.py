@@ -19,7 +19,10 @@ analyzed, its column group_id alone (a sample of the table; the other columns' s
 they are). A group is analyzed again on a table only once it has doubled there since, so a group
 too small to show in ANALYZE's sample of a huge table costs a few ANALYZEs rather than one a
 join; and a process stops asking about a group's table once its estimate is SAFE_ROWS or more,
-from where a scan of the group is priced above the join's probes and autovacuum keeps up.
+from where a scan of the group is priced above the join's probes and autovacuum keeps up. An
+ANALYZE that brings the estimate there settles the table at once; one whose sample still misses
+the group is followed by a count of the group's rows (up to COUNTED_MAX), which the next ANALYZE
+waits for the group to double from.
 """
 
 from __future__ import annotations
@@ -71,20 +74,25 @@ def keep_up(session: Session, group_id: int) -> list[str]:
         if _rows(session, table, group_id, enough) < enough:
             continue
         if _analyze(session, table):
-            rows = _rows(session, table, group_id, COUNTED_MAX)
-            _analyzed_at[(group_id, table)] = rows
-            if rows >= COUNTED_MAX:
-                _settled.add((group_id, table))
             analyzed.append(table)
+            now = estimate(session, table, group_id)
+            if now >= SAFE_ROWS:  # the sample shows the group now: settled, nothing more to count
+                _settled.add((group_id, table))
+                has = f"at least {enough}"
+            else:
+                rows = _rows(session, table, group_id, COUNTED_MAX)
+                _analyzed_at[(group_id, table)] = rows
+                if rows >= COUNTED_MAX:
+                    _settled.add((group_id, table))
+                has = f"{rows} or more" if rows >= COUNTED_MAX else str(rows)
             log.info(
-                "statistics of %s analyzed for group %s: the planner expected %s rows of it, it has %s%s;"
+                "statistics of %s analyzed for group %s: the planner expected %s rows of it, it has %s;"
                 " it expects %s now",
                 table,
                 group_id,
                 expected,
-                rows,
-                " or more" if rows >= COUNTED_MAX else "",
-                estimate(session, table, group_id),
+                has,
+                now,
             )
     return analyzed
 
