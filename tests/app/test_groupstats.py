@@ -89,24 +89,6 @@ def test_a_new_group_is_analyzed_and_its_namesakes_are_probed(clean_db, fresh):
         assert groupstats.keep_up(session, new) == []
 
 
-def test_an_analyze_that_shows_the_group_settles_its_table_without_counting_it(clean_db, fresh):
-    _, new = a_known_group_and_a_new_one(clean_db)
-    sent: list[str] = []
-
-    def seen(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        sent.append(" ".join(statement.split()))
-
-    event.listen(get_engine(), "before_cursor_execute", seen)
-    try:
-        with session_scope() as session:
-            assert groupstats.keep_up(session, new) == ["releases"]
-    finally:
-        event.remove(get_engine(), "before_cursor_execute", seen)
-    analyzed = next(i for i, statement in enumerate(sent) if statement.startswith("ANALYZE (SKIP_LOCKED) releases"))
-    assert not [s for s in sent[analyzed:] if s.startswith("SELECT count(*) FROM (SELECT FROM releases")]
-    assert (new, "releases") in groupstats._settled and (new, "releases") not in groupstats._analyzed_at
-
-
 def test_a_group_the_statistics_know_is_left_as_it_is(clean_db, fresh):
     known, _ = a_known_group_and_a_new_one(clean_db)
     with session_scope() as session:

@@ -19,10 +19,7 @@ analyzed, its column group_id alone (a sample of the table; the other columns' s
 they are). A group is analyzed again on a table only once it has doubled there since, so a group
 too small to show in ANALYZE's sample of a huge table costs a few ANALYZEs rather than one a
 join; and a process stops asking about a group's table once its estimate is SAFE_ROWS or more,
-from where a scan of the group is priced above the join's probes and autovacuum keeps up. An
-ANALYZE that brings the estimate there settles the table at once; one whose sample still misses
-the group is followed by a count of the group's rows (up to COUNTED_MAX), which the next ANALYZE
-waits for the group to double from.
+from where a scan of the group is priced above the join's probes and autovacuum keeps up.
 """
 
 from __future__ import annotations
@@ -74,25 +71,20 @@ def keep_up(session: Session, group_id: int) -> list[str]:
         if _rows(session, table, group_id, enough) < enough:
             continue
         if _analyze(session, table):
-            analyzed.append(table)
-            now = estimate(session, table, group_id)
-            if now >= SAFE_ROWS:  # the sample shows the group now: settled, nothing more to count
+            rows = _rows(session, table, group_id, COUNTED_MAX)
+            _analyzed_at[(group_id, table)] = rows
+            if rows >= COUNTED_MAX:
                 _settled.add((group_id, table))
-                has = f"at least {enough}"
-            else:
-                rows = _rows(session, table, group_id, COUNTED_MAX)
-                _analyzed_at[(group_id, table)] = rows
-                if rows >= COUNTED_MAX:
-                    _settled.add((group_id, table))
-                has = f"{rows} or more" if rows >= COUNTED_MAX else str(rows)
+            analyzed.append(table)
             log.info(
-                "statistics of %s analyzed for group %s: the planner expected %s rows of it, it has %s;"
+                "statistics of %s analyzed for group %s: the planner expected %s rows of it, it has %s%s;"
                 " it expects %s now",
                 table,
                 group_id,
                 expected,
-                has,
-                now,
+                rows,
+                " or more" if rows >= COUNTED_MAX else "",
+                estimate(session, table, group_id),
             )
     return analyzed
 
