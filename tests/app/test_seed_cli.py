@@ -147,7 +147,8 @@ def test_a_poison_batch_stops_after_its_attempts_shows_in_status_and_can_be_retr
     cli_runner, clean_db, clean_redis, no_task_left
 ):
     # clean_redis and no_task_left: the store task the retry enqueues, and the worker's retries of
-    # it, must not reach a later test, where they would store that test's batch 1 beside it.
+    # it, should not reach a later test (one that does finds no batch of its id: clean_db keeps
+    # the batches' ids going).
     assert cli_runner.invoke(args=["seed", "groups", "add", "alt.binaries.test"]).exit_code == 0
     with session_scope() as s:
         node, _ = make_node(s)
