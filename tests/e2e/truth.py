@@ -367,6 +367,8 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
     merged = {k: v for k, v in truth_of_post.items() if len(v) > 1}
     if merged:
         problem(f"{len(merged)} posts join several posted releases, e.g. {list(merged.items())[:3]}")
+        for post in list(merged)[:3]:
+            problem(_how_joined(conn, group_id, post, [k for k, p in post_of.items() if p == post]))
     posted_releases = truth.releases()
     for key, row in releases.items():
         if key not in fragments_of_db:
@@ -402,3 +404,37 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
         releases_over_batches=sum(1 for n in over_batches.values() if n > 1),
         releases_over_ranges=sum(1 for v in over_ranges.values() if len(v) > 1),
     )
+
+
+def _how_joined(conn, group_id: int, post: int, keys: list[int]) -> str:
+    """What tells why releases share a post (a false join): each release's columns the join reads,
+    its row in release_posts, the pins an inspection left, and the par2 hashes of the post."""
+    lines = [f"post {post}, its releases:"]
+    for row in _rows(
+        conn,
+        "SELECT r.key, r.name, r.poster, r.file_count, r.files_seen, r.metadata_only, r.name_hash, r.first_post,"
+        " r.last_post, p.post_key, j.anchor FROM releases r"
+        " LEFT JOIN release_posts p ON p.group_id = r.group_id AND p.key = r.key"
+        " LEFT JOIN inspection_joins j ON j.group_id = r.group_id AND j.release_key = r.key"
+        " WHERE r.group_id = :g AND r.key = ANY(:keys) ORDER BY r.key",
+        g=group_id,
+        keys=sorted(keys),
+    ):
+        lines.append("  " + " | ".join(map(str, row)))
+    for row in _rows(
+        conn,
+        "SELECT post_key, reason, state, rounds, files_seen FROM post_inspections"
+        " WHERE group_id = :g AND post_key = ANY(:keys) ORDER BY post_key",
+        g=group_id,
+        keys=sorted({post, *keys}),
+    ):
+        lines.append("  inspection " + " | ".join(map(str, row)))
+    for row in _rows(
+        conn,
+        "SELECT post_key, listed, encode(hash16k, 'hex'), size FROM post_file_hashes"
+        " WHERE group_id = :g AND post_key = ANY(:keys) ORDER BY post_key, listed",
+        g=group_id,
+        keys=sorted({post, *keys}),
+    ):
+        lines.append("  par2 hash " + " | ".join(map(str, row)))
+    return "\n".join(lines)
