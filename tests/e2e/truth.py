@@ -406,35 +406,35 @@ def _check_group(conn, truth: GroupTruth, group_id: int, problems: list[str]) ->
     )
 
 
-def _how_joined(conn, group_id: int, post: int, keys: list[int]) -> str:
-    """What tells why releases share a post (a false join): each release's columns the join reads,
-    its row in release_posts, the pins an inspection left, and the par2 hashes of the post."""
-    lines = [f"post {post}, its releases:"]
-    for row in _rows(
-        conn,
+# What _how_joined shows, each row on a line after its label: the columns the join reads of each
+# release, its row in release_posts and the pin an inspection left; the inspections of the post
+# and its releases; the par2 hashes they listed or read.
+_HOW_JOINED = (
+    (
+        "",
         "SELECT r.key, r.name, r.poster, r.file_count, r.files_seen, r.metadata_only, r.name_hash, r.first_post,"
         " r.last_post, p.post_key, j.anchor FROM releases r"
         " LEFT JOIN release_posts p ON p.group_id = r.group_id AND p.key = r.key"
         " LEFT JOIN inspection_joins j ON j.group_id = r.group_id AND j.release_key = r.key"
         " WHERE r.group_id = :g AND r.key = ANY(:keys) ORDER BY r.key",
-        g=group_id,
-        keys=sorted(keys),
-    ):
-        lines.append("  " + " | ".join(map(str, row)))
-    for row in _rows(
-        conn,
+    ),
+    (
+        "inspection ",
         "SELECT post_key, reason, state, rounds, files_seen FROM post_inspections"
         " WHERE group_id = :g AND post_key = ANY(:keys) ORDER BY post_key",
-        g=group_id,
-        keys=sorted({post, *keys}),
-    ):
-        lines.append("  inspection " + " | ".join(map(str, row)))
-    for row in _rows(
-        conn,
+    ),
+    (
+        "par2 hash ",
         "SELECT post_key, listed, encode(hash16k, 'hex'), size FROM post_file_hashes"
         " WHERE group_id = :g AND post_key = ANY(:keys) ORDER BY post_key, listed",
-        g=group_id,
-        keys=sorted({post, *keys}),
-    ):
-        lines.append("  par2 hash " + " | ".join(map(str, row)))
+    ),
+)
+
+
+def _how_joined(conn, group_id: int, post: int, keys: list[int]) -> str:
+    """What tells why releases share a post (a false join), for the post and its releases."""
+    lines = [f"post {post}, its releases:"]
+    for label, sql in _HOW_JOINED:
+        for row in _rows(conn, sql, g=group_id, keys=sorted({post, *keys})):
+            lines.append(f"  {label}" + " | ".join(map(str, row)))
     return "\n".join(lines)
