@@ -763,6 +763,40 @@ def test_an_obfuscated_posts_files_join_the_post_of_the_par2_set_that_lists_them
     assert_posts_summed(clean_db)
 
 
+@pytest.mark.parametrize("pins_written", ["the later pin first", "the earlier pin first"])
+def test_a_chain_of_pins_keeps_every_release_in_the_post_at_its_end(clean_db, pins_written):
+    """Three obfuscated posts A < B < C (by key). A's par2 set listed a file B read: B was pinned to
+    A and moved into its post. Then C's par2 set and B's listed one file: C was pinned to B, the
+    least key listing it, and moved into B's post, which is A's. A later join of B and C (more of
+    their files) keeps both in A's post, whichever pin PostgreSQL reads first."""
+    names = ["1f9a1c0e5b7d2a4f6c8e0a1b3d5f7a9c", "7b2e4d6f0a1c3e5a7b9d1f3a5c7e9b0d", "e5e7a9b1d3f5a7c9e1b3d5f7a9c1e3b5"]
+    group = "alt.binaries.misc"
+    lines_by = []
+    for index, name in enumerate(names):
+        lines_by += lines(name, [f"{name}.bin"], [b"x%d <x%d@r%d.example>" % (index, index, index)], first=index)
+    group_id = store_groups({group: lines_by})[group]
+    a, b, c = sorted(key for (key,) in query(clean_db, "SELECT key FROM releases"))
+    pins = [(c, b), (b, a)] if pins_written == "the later pin first" else [(b, a), (c, b)]
+    with clean_db.begin() as conn:
+        for release, anchor in pins:
+            conn.execute(
+                text("INSERT INTO inspection_joins (group_id, release_key, anchor) VALUES (:g, :r, :a)"),
+                {"g": group_id, "r": release, "a": anchor},
+            )
+        conn.execute(
+            text("INSERT INTO release_posts (group_id, key, post_key) VALUES (:g, :b, :a), (:g, :c, :a)"),
+            {"g": group_id, "a": a, "b": b, "c": c},
+        )
+    with session_scope() as s:  # the posts' rows as the inspections' results left them
+        posts.refresh_posts_of(s, group_id, group, [a, b, c])
+    assert query(clean_db, "SELECT key, releases FROM posts") == [(a, 3)]
+    with session_scope() as s:
+        posts.join_posts(s, group_id, [b, c])
+    assert query(clean_db, "SELECT key, post_key FROM release_posts ORDER BY key") == sorted([(b, a), (c, a)])
+    assert query(clean_db, "SELECT key, releases FROM posts") == [(a, 3)]
+    assert_posts_summed(clean_db)
+
+
 def test_metrics_tell_the_inspections_waiting_and_under_way(queued, clean_db):
     from app.services import operators
     from tests.app.test_metrics import sample, scrape

@@ -267,12 +267,15 @@ def _join_posts(
         wanted.update(posts_of(namesakes))
     # Releases an inspection joined into the post of the par2 set listing their files stay there
     # (app.services.inspections.join_by_par2): in the post of their anchor release.
-    pinned: set[int] = set()
-    for release, anchor, anchor_post in session.execute(
-        PINS, {"g": group_id, "keys": array_literal(sorted(set(wanted) | set(batch_keys)))}
-    ):
-        wanted[release] = wanted.get(anchor, anchor_post)
-        pinned.add(wanted[release])
+    pins = {
+        release: (anchor, anchor_post)
+        for release, anchor, anchor_post in session.execute(
+            PINS, {"g": group_id, "keys": array_literal(sorted(set(wanted) | set(batch_keys)))}
+        )
+    }
+    moved = {release: _pinned_post(release, pins, wanted) for release in pins}
+    wanted.update(moved)
+    pinned = set(moved.values())
     keys = sorted(wanted)
     current: dict[int, int] = (
         dict(session.execute(CURRENT, {"g": group_id, "keys": array_literal(keys)}).all()) if keys else {}
@@ -321,6 +324,18 @@ def _join_posts(
         if left_out is not None:
             left_out.extend(failed)
     return len(forget) + len(join)
+
+
+def _pinned_post(release: int, pins: Mapping[int, tuple[int, int]], wanted: Mapping[int, int]) -> int:
+    """The post of a pinned release: that of its anchor, or of the anchor's own anchor when the
+    anchor is pinned too (a par2 set joined into another's post after it anchored this one), up
+    the chain to a release that is not pinned, whatever order the pins were read in."""
+    anchor, post = pins[release]
+    seen = {release}
+    while anchor in pins and anchor not in seen:
+        seen.add(anchor)
+        anchor, post = pins[anchor]
+    return wanted.get(anchor, post)
 
 
 class Inspected(NamedTuple):
