@@ -232,8 +232,9 @@ def _stored_in_a_shuffle(lines: dict[int, bytes], last: int, rng: random.Random)
             to = min(first + rng.choice((1, 2, 3, 4)) * 1_000 - 1, end)
             gatherer = Gatherer(EBOOKS)
             for chunk in range(first, to + 1, 1_000):
-                block = [lines[n] for n in range(chunk, min(chunk + 999, to) + 1) if n in lines]
-                gatherer.add_chunk(chunk, min(chunk + 999, to), [raw(block)] if block else [])
+                chunk_end = min(chunk + 999, to)
+                block = [lines[n] for n in range(chunk, chunk_end + 1) if n in lines]
+                gatherer.add_chunk(chunk, chunk_end, [raw(block)] if block else [])
             ids.append(accept(node, range_id, gatherer.build()))
             first = to + 1
     waiting, stored, joined = rng.sample(ids, len(ids)), [], set()
