@@ -103,6 +103,14 @@ def driver_sql(statement: str) -> str:
 
 # Tables partitioned by LIST (group_id); each group gets one partition of each.
 PARTITIONED_TABLES = ("files", "fragment_packs", "release_chunks")
+# Columns of a partitioned table that ANALYZE leaves alone (statistics target 0; migration 0031):
+# the packs' arrays. No statement is planned by their values, and gathering them costs ANALYZE
+# most of its time: it decompresses every sampled pack and counts each element (a partition of
+# 21,108 packs: 3.0 - 3.6 s with them, 52 ms without; docs/benchmarks.md). A file's packs are found
+# by the GIN index of file_keys either way, planned on containment's default selectivity.
+UNANALYZED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "fragment_packs": ("file_keys", "articles", "parts", "bytes", "host_ids", "message_locals"),
+}
 
 
 def partition_name(table: str, group_id: int) -> str:
@@ -368,7 +376,10 @@ def ensure_group_partitions(conn: Connection | Session, group_id: int) -> bool:
                 f" FOR VALUES IN ({int(group_id)})"
             )
         )
-        conn.execute(text(f'ALTER TABLE "{name}" ALTER COLUMN group_id SET DEFAULT {int(group_id)}'))
+        # A partition made by PARTITION OF takes no statistics targets from its table: given here.
+        changes = [f"ALTER COLUMN group_id SET DEFAULT {int(group_id)}"]
+        changes += [f"ALTER COLUMN {column} SET STATISTICS 0" for column in UNANALYZED_COLUMNS.get(table, ())]
+        conn.execute(text(f'ALTER TABLE "{name}" ' + ", ".join(changes)))
     return True
 
 

@@ -582,3 +582,62 @@ def test_0030_packs_the_fragments_and_gives_them_back(postgres, settings):
         engine.dispose()
         override_settings(settings)
         reset_engine()
+
+
+def test_0031_leaves_the_packs_arrays_out_of_analyze_on_every_partition(postgres, settings):
+    """0031 sets the statistics target of the packs' six arrays to 0 on the partitions there are,
+    ensure_group_partitions on each one made later, so that ANALYZE gathers group_id's alone; a
+    file's articles are still found by the packs' index; the way down gives the default back."""
+    from app.db import UNANALYZED_COLUMNS
+    from app.services.fragments import file_articles
+
+    url = postgres.create_database("seed_migration_0031")
+    override_settings(Settings(database_url=url))
+    engine = create_engine(url)
+    arrays = sorted(UNANALYZED_COLUMNS["fragment_packs"])
+    targets = (
+        "SELECT attname, attstattarget FROM pg_attribute WHERE attrelid = CAST(:t AS regclass)"
+        " AND attnum > 0 AND NOT attisdropped AND attname <> 'group_id' ORDER BY 1"
+    )
+    analyzed = "SELECT attname FROM pg_stats WHERE tablename = :t ORDER BY 1"
+    big = 2**32 + 9
+    packs = (
+        "INSERT INTO fragment_packs (group_id, file_keys, articles, parts, bytes, host_ids, message_locals)"
+        " SELECT :g, ARRAY[n / 3, n / 3 + 1], ARRAY[CAST(:a AS bigint) + 2 * n, CAST(:a AS bigint) + 2 * n + 1],"
+        " '{1,2}', '{700000,700000}', '{1,1}', ARRAY['<a' || n, '<b' || n] FROM generate_series(0, 299) n"
+    )
+    try:
+        command.upgrade(alembic_config(), "0030")
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "CREATE TABLE fragment_packs_g3 PARTITION OF fragment_packs (group_id DEFAULT 3) FOR VALUES IN (3)"
+                )
+            )
+            assert [t for _, t in conn.execute(text(targets), {"t": "fragment_packs_g3"})] == [-1] * 6
+        command.upgrade(alembic_config(), "0031")
+        with engine.begin() as conn:
+            assert ensure_group_partitions(conn, 12) is True
+        with engine.begin() as conn:
+            for group_id in (3, 12):
+                table = f"fragment_packs_g{group_id}"
+                assert conn.execute(text(targets), {"t": table}).all() == [(name, 0) for name in arrays]
+                conn.execute(text(packs), {"g": group_id, "a": big})
+                conn.execute(text(f"ANALYZE {table}"))
+                assert conn.execute(text(analyzed), {"t": table}).scalars().all() == ["group_id"]
+                # File 40 is the first key of the packs n = 120 - 122 and the second of n = 117 - 119.
+                found = conn.execute(
+                    text(
+                        f"SELECT article - :a, part FROM ({file_articles(':g', 'CAST(:key AS bigint)')}) f ORDER BY 1"
+                    ),
+                    {"g": group_id, "key": 40, "a": big},
+                ).all()
+                assert found == [(2 * n + 1, 2) for n in (117, 118, 119)] + [(2 * n, 1) for n in (120, 121, 122)]
+        command.downgrade(alembic_config(), "0030")
+        with engine.connect() as conn:
+            for table in ("fragment_packs_g3", "fragment_packs_g12"):
+                assert [t for _, t in conn.execute(text(targets), {"t": table})] == [-1] * 6
+    finally:
+        engine.dispose()
+        override_settings(settings)
+        reset_engine()
