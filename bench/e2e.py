@@ -40,6 +40,8 @@ center has anything to do: 1.0 - 1.9 s) and drain are paid once. A run of 600,00
   rate over the cores it has);
 - DB bytes (the catalog tables and their indexes) per overview byte read and per article, those
   of all tables (the read side's posts too), and each table's heap and indexes an article;
+- autovacuum's passes over the catalog, and the CPU each kind of pass took by table, from
+  PostgreSQL's log (its VACUUMs and ANALYZEs are PostgreSQL's CPU too);
 - the inspections as the job ended: done (and the articles they found missing), queued, leased.
 
 The last line printed is JSON with every figure.
@@ -50,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -202,8 +205,10 @@ class Services:
             "REDIS_PORT": str(self.ports["redis"]),
         }
         run(REPO / "ops/pg", "init", self.pg_dir, env=env, stdout=subprocess.DEVNULL)
-        if self.statements:  # PostgreSQL's own per-statement figures (Debian's server package has it)
-            with open(self.pg_dir / "postgresql.conf", "a") as conf:
+        with open(self.pg_dir / "postgresql.conf", "a") as conf:
+            # Each of autovacuum's passes logged with the CPU it took (autovacuum_cpu).
+            conf.write("log_autovacuum_min_duration = 0\n")
+            if self.statements:  # PostgreSQL's own per-statement figures (Debian's server package has it)
                 conf.write("shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n")
         run(REPO / "ops/pg", "start", self.pg_dir, env=env)
         run(
@@ -448,6 +453,28 @@ def measured_raw(services: Services, spans: list[tuple[str, int, int]], connecti
     return read
 
 
+# A pass of autovacuum's in PostgreSQL's log (log_autovacuum_min_duration = 0), and the line of
+# its resource usage that follows a few lines on.
+_AUTOVACUUM_PASS = re.compile(r'automatic (vacuum|analyze) of table "(?:[^"]*\.)?([^".]+)"')
+_AUTOVACUUM_CPU = re.compile(r"system usage: CPU: user: ([0-9.]+) s, system: ([0-9.]+) s")
+
+
+def autovacuum_cpu(log: str) -> dict[str, float]:
+    """The CPU seconds of autovacuum's passes in PostgreSQL's log, by kind and table ("analyze
+    posts"; a partition under its table's name, "analyze fragment_packs"), the largest first.
+    ANALYZE and VACUUM run in autovacuum's own processes: their CPU is PostgreSQL's, and what a
+    run's catalog costs it besides the statements."""
+    found: dict[str, float] = {}
+    current = None
+    for line in log.splitlines():
+        if passed := _AUTOVACUUM_PASS.search(line):
+            current = f"{passed.group(1)} {re.sub(r'_g[0-9]+$', '', passed.group(2))}"
+        elif current is not None and (usage := _AUTOVACUUM_CPU.search(line)):
+            found[current] = found.get(current, 0.0) + float(usage.group(1)) + float(usage.group(2))
+            current = None
+    return {name: round(seconds, 2) for name, seconds in sorted(found.items(), key=lambda item: -item[1])}
+
+
 def wait_done(services: Services, edge: subprocess.Popen, deadline_seconds: float = 900) -> float:
     """Until every planned range is done and every batch joined, whether or not the edge has
     exited yet (its shutdown is not the job's); returns perf_counter() then. One light query
@@ -688,6 +715,9 @@ def main(argv: list[str] | None = None) -> int:
             stop_edge(edge)  # a run that failed leaves no node behind
         services.stop()
 
+    # Read once PostgreSQL has stopped (the log stays in its directory): the passes that fell in the
+    # run or just after, as the count above.
+    autovacuum = autovacuum_cpu((services.pg_dir / "server.log").read_text(errors="replace"))
     raw_rate = sum(r.lines for r in raw_reads) / sum(r.seconds for r in raw_reads)
     reader_us = sum(r.reader_us * r.lines for r in raw_reads) / sum(r.lines for r in raw_reads)
     raw_inn_us = sum(r.inn_us * r.lines for r in raw_reads) / sum(r.lines for r in raw_reads)
@@ -730,6 +760,8 @@ def main(argv: list[str] | None = None) -> int:
             if sum(sizes.values()) >= articles / 2
         },
         "autovacuum_passes": autovacuum_passes,
+        "autovacuum_cpu_seconds": round(sum(autovacuum.values()), 2),
+        "autovacuum_cpu_by_pass": autovacuum,
         "inspect": not args.no_inspect,
         "inspections": {
             "done": inspection_states.get("done", 0),
@@ -774,6 +806,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"DB bytes: {db_bytes:,} = {figures['db_bytes_per_overview_byte']:.0%} of {overview_bytes:,} overview bytes;"
         f" autovacuum passes over the catalog: {autovacuum_passes}"
+    )
+    passes = figures["autovacuum_cpu_by_pass"]
+    print(
+        f"autovacuum's CPU (PostgreSQL's log): {figures['autovacuum_cpu_seconds']} s"
+        + (" (" + ", ".join(f"{name} {seconds}" for name, seconds in list(passes.items())[:4]) + ")" if passes else "")
     )
     print(
         f"DB bytes an article: {figures['db_bytes_per_article']} in the catalog's tables"
