@@ -589,12 +589,15 @@ def test_0031_leaves_the_packs_arrays_out_of_analyze_on_every_partition(postgres
     ensure_group_partitions on each one made later, so that ANALYZE gathers group_id's alone; a
     file's articles are still found by the packs' index; the way down gives the default back."""
     from app.db import UNANALYZED_COLUMNS
+    from app.models.catalog import FragmentPack
     from app.services.fragments import file_articles
 
     url = postgres.create_database("seed_migration_0031")
     override_settings(Settings(database_url=url))
     engine = create_engine(url)
     arrays = sorted(UNANALYZED_COLUMNS["fragment_packs"])
+    # The list app.db keeps is every array of the model: a column added to the packs is named there.
+    assert arrays == sorted(c.name for c in FragmentPack.__table__.columns if c.name != "group_id")
     targets = (
         "SELECT attname, attstattarget FROM pg_attribute WHERE attrelid = CAST(:t AS regclass)"
         " AND attnum > 0 AND NOT attisdropped AND attname <> 'group_id' ORDER BY 1"
